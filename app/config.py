@@ -1,0 +1,79 @@
+"""Settings and paths.
+
+One ``Settings`` object is built at start (``Settings.load``) and passed into constructors; there is
+no global getter. The data location is, in order: ``--data-dir``, ``$PCM_DATA_DIR``, the platform's
+user data folder. Models live in ``models/`` at the repository root unless ``$PCM_MODELS_DIR`` says
+otherwise. ``HF_HUB_OFFLINE=1`` is forced here, before anything can import a hub client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import platformdirs
+from pydantic import BaseModel, Field
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+APP_NAME = "pcm-canvas"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESOURCES_DIR = REPO_ROOT / "resources"
+SETTINGS_FILE = "settings.json"
+
+
+def default_models_dir() -> Path:
+    """``$PCM_MODELS_DIR`` or ``models/`` next to the package."""
+    env = os.environ.get("PCM_MODELS_DIR")
+    return Path(env).expanduser() if env else REPO_ROOT / "models"
+
+
+def resolve_data_dir(cli_value: str | os.PathLike[str] | None = None) -> Path:
+    """The data folder: the CLI value, else ``$PCM_DATA_DIR``, else the user data folder."""
+    if cli_value:
+        return Path(cli_value).expanduser().resolve()
+    env = os.environ.get("PCM_DATA_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+class Settings(BaseModel):
+    """Everything the app can be configured with; saved as JSON in the data folder."""
+
+    data_dir: Path
+    models_dir: Path = Field(default_factory=default_models_dir)
+    chat_model: str = "SmolLM2-135M-Instruct"  # a manifest name or a path to a .gguf file
+    embed_model: str = "all-MiniLM-L6-v2"  # a manifest name or a path to a model folder
+    context_size: int = 2048
+    n_threads: int = 2
+    default_budget: int = 1024
+    max_concurrent_streams: int = 2
+    theme: str = "light"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "pcm.sqlite3"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index.lance"
+
+    @classmethod
+    def load(cls, data_dir: str | os.PathLike[str] | None = None) -> "Settings":
+        """Settings from the data folder's settings file (if any), with the data folder resolved."""
+        root = resolve_data_dir(data_dir)
+        values: dict[str, object] = {}
+        path = root / SETTINGS_FILE
+        if path.is_file():
+            values = json.loads(path.read_text(encoding="utf-8"))
+        values["data_dir"] = root
+        return cls.model_validate(values)
+
+    def save(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        data = self.model_dump(mode="json", exclude={"data_dir"})
+        (self.data_dir / SETTINGS_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")

@@ -1,0 +1,358 @@
+"""Core data types: the structured context model of DESIGN.md §4 and the session graph records.
+
+Every type here is a pydantic model or a ``StrEnum``; they are what the store persists, what
+export/import writes, and what the engine passes around. Field names follow DESIGN.md §4 and
+../shared/seeds/002 exactly, so an exported session reads as that document describes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+
+def new_id() -> str:
+    """Return a fresh opaque identifier (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+def utc_now() -> str:
+    """Return the current UTC time as an ISO 8601 string with microseconds and a 'Z' suffix."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _Model(BaseModel):
+    """Base for the exchange types: unknown keys are kept, so newer documents survive a round trip."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class AuthorKind(StrEnum):
+    USER = "user"
+    AGENT = "agent"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    ACTIVE = "active"
+    BLOCKED = "blocked"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+class EvidenceType(StrEnum):
+    RAG_DOC = "rag_doc"
+    TOOL_RESULT = "tool_result"
+    SKILL_OUTPUT = "skill_output"
+    LLM_OUTPUT = "llm_output"
+    USER_INPUT = "user_input"
+    ENV_EVENT = "env_event"
+    MEMORY = "memory"
+    OTHER = "other"
+
+
+class SourceKind(StrEnum):
+    RAG = "rag"
+    TOOL = "tool"
+    SKILL = "skill"
+    LLM = "llm"
+    USER = "user"
+    SYSTEM = "system"
+    ENV = "env"
+
+
+class BlockType(StrEnum):
+    INSTRUCTION = "instruction"
+    CONVERSATION = "conversation"
+    STATE = "state"
+    PLAN = "plan"
+    EVIDENCE = "evidence"
+    MEMORY = "memory"
+
+
+class Priority(StrEnum):
+    MUST = "must"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class NodeKind(StrEnum):
+    TURN = "turn"
+    TASK = "task"
+    ENV = "env"
+    MEMORY = "memory"
+    ARTIFACT = "artifact"
+
+
+class EdgeKind(StrEnum):
+    CONTINUES = "continues"
+    REFERENCES = "references"
+    DERIVED_FROM = "derived_from"
+    SPAWNED = "spawned"
+    RESOLVES = "resolves"
+    MERGES = "merges"
+
+
+class ModelRole(StrEnum):
+    CHAT = "chat"
+    EMBED = "embed"
+
+
+# --------------------------------------------------------------------------- structured context model
+
+
+class Author(_Model):
+    kind: AuthorKind
+    id: str = ""
+
+
+class Ref(_Model):
+    """A pointer from a block or message to an evidence, optionally to a part of it."""
+
+    evidence_id: str
+    selector: str = ""
+
+
+class Message(_Model):
+    """One entry of ``session.messages``; ``role=assistant`` messages are the turn's final answers."""
+
+    message_id: str = Field(default_factory=new_id)
+    role: Role
+    content: str
+    author: Author | None = None
+    at: str = Field(default_factory=utc_now)
+    refs: list[Ref] = Field(default_factory=list)
+    turn_id: str | None = None
+
+
+class MessageIndexRange(_Model):
+    from_: int = Field(0, alias="from")
+    to: int = 0
+
+
+class Summary(_Model):
+    content: str = ""
+    updated_at: str = ""
+    message_index_range: MessageIndexRange = Field(default_factory=MessageIndexRange)
+
+
+class Task(_Model):
+    task_id: str = Field(default_factory=new_id)
+    name: str
+    depends_on: list[str] = Field(default_factory=list)
+    status: TaskStatus = TaskStatus.PENDING
+    result_evidence_ids: list[str] = Field(default_factory=list)
+    error: str = ""
+    parent_task_id: str | None = None
+    acceptance: str = ""
+    result_summary: str = ""
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+
+
+class TodoList(_Model):
+    tasks: list[Task] = Field(default_factory=list)
+
+
+class TaskState(_Model):
+    todo_list: TodoList = Field(default_factory=TodoList)
+
+
+class Provider(_Model):
+    kind: Literal["builtin", "mcp", "other"] = "builtin"
+    name: str = ""
+    uri: str = ""
+
+
+class ToolCall(_Model):
+    tool_call_id: str = Field(default_factory=new_id)
+    task_id: str | None = None
+    turn_id: str | None = None
+    tool: str
+    provider: Provider = Field(default_factory=Provider)
+    type: Literal["tool", "skill", "function_call"] = "tool"
+    called_at: str = Field(default_factory=utc_now)
+    args_digest: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["success", "timeout", "forbidden", "not_found", "error"] = "success"
+    duration_ms: float = 0.0
+    result_evidence_ids: list[str] = Field(default_factory=list)
+
+
+class ToolState(_Model):
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ModelUsage(_Model):
+    """One model call: what ran, with which parameters, how many tokens, how fast."""
+
+    model_usage_id: str = Field(default_factory=new_id)
+    task_id: str | None = None
+    turn_id: str | None = None
+    stage: str = "answer"  # route | plan | intent | tool_call | answer | embed | other
+    provider: str = "llama.cpp"
+    model: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    first_token_latency_ms: float | None = None
+    latency_ms: float = 0.0
+    status: Literal["success", "error", "cancelled"] = "success"
+    error: str = ""
+    at: str = Field(default_factory=utc_now)
+
+
+class EvidenceSource(_Model):
+    kind: SourceKind
+    name: str = ""
+    uri: str = ""
+
+
+class Evidence(_Model):
+    """The single entry point for every source; blocks and messages point here by id.
+
+    ``valid_to`` is set when a newer fact supersedes this one; the record is never deleted.
+    """
+
+    evidence_id: str = Field(default_factory=new_id)
+    type: EvidenceType
+    source: EvidenceSource
+    content: str = ""
+    confidence: float = 1.0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    links: dict[str, Any] = Field(default_factory=dict)
+    valid_from: str = Field(default_factory=utc_now)
+    valid_to: str | None = None
+
+
+class ContextBlock(_Model):
+    block_id: str = Field(default_factory=new_id)
+    block_type: BlockType
+    priority: Priority
+    token_estimate: int = 0
+    content: str = ""
+    refs: list[Ref] = Field(default_factory=list)
+    turn_id: str | None = None
+
+
+class Agent(_Model):
+    agent_id: str
+    name: str = ""
+    version: str = ""
+
+
+class Actor(_Model):
+    user_id: str = ""
+    user_role: str = ""
+    agent: Agent | None = None
+
+
+class Meta(_Model):
+    locale: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+    actor: Actor | None = None
+
+
+# --------------------------------------------------------------------------- graph and environment
+
+
+class GraphNode(_Model):
+    """A node of the session graph. ``ref_id`` names the record it stands for (turn, task, ...)."""
+
+    node_id: str = Field(default_factory=new_id)
+    kind: NodeKind
+    label: str = ""
+    ref_id: str | None = None
+    attrs: dict[str, Any] = Field(default_factory=dict)
+    x: float | None = None
+    y: float | None = None
+    pinned: bool = False  # the user placed it; layout must keep the position
+    created_at: str = Field(default_factory=utc_now)
+
+
+class GraphEdge(_Model):
+    edge_id: str = Field(default_factory=new_id)
+    src: str
+    dst: str
+    kind: EdgeKind
+    attrs: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = Field(default_factory=utc_now)
+
+
+class EnvEvent(_Model):
+    """A change in the environment: a file edited, a feed item, a polled value."""
+
+    event_id: str = Field(default_factory=new_id)
+    kind: Literal["file", "feed", "api", "other"]
+    source: str  # watched folder, feed URL, endpoint
+    uri: str = ""  # the file path or item link
+    title: str = ""
+    content: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict)
+    at: str = Field(default_factory=utc_now)
+
+
+class MemoryFragment(_Model):
+    """A note kept for recall (A-Mem style); superseded notes get ``valid_to``, never deleted."""
+
+    fragment_id: str = Field(default_factory=new_id)
+    content: str
+    keywords: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    source_evidence_ids: list[str] = Field(default_factory=list)
+    valid_from: str = Field(default_factory=utc_now)
+    valid_to: str | None = None
+
+
+class SessionGraphData(_Model):
+    nodes: list[GraphNode] = Field(default_factory=list)
+    edges: list[GraphEdge] = Field(default_factory=list)
+
+
+class PcmExtensions(_Model):
+    """What PCM Canvas adds to the exchange document so a session round-trips completely."""
+
+    title: str = ""
+    graph: SessionGraphData = Field(default_factory=SessionGraphData)
+    env_events: list[EnvEvent] = Field(default_factory=list)
+    memory: list[MemoryFragment] = Field(default_factory=list)
+
+
+class SessionDoc(_Model):
+    session_id: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    summary: Summary | None = None
+    task_state: TaskState
+    tool_state: ToolState = Field(default_factory=ToolState)
+    model_usage: list[ModelUsage] = Field(default_factory=list)
+
+
+class ContextDocument(_Model):
+    """The structured context model (schema_version 1.0): the export/import format of a session."""
+
+    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    meta: Meta | None = None
+    session: SessionDoc
+    evidences: dict[str, Evidence]
+    context_blocks: list[ContextBlock]
+    pcm: PcmExtensions = Field(default_factory=PcmExtensions)

@@ -1,0 +1,1 @@
+"""Replay datasets, baselines, metrics and reports."""

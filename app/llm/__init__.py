@@ -1,0 +1,1 @@
+"""Local models: llama.cpp chat, sentence-transformers embedder, the model manifest, scripted fakes."""

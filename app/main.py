@@ -1,0 +1,1 @@
+"""Composition root (filled below)."""

@@ -1,0 +1,1 @@
+"""Environment sensors (files, feeds, API polling) that turn changes into events."""

@@ -1,0 +1,1 @@
+"""The system of record (SQLite) and the rebuildable search index (LanceDB)."""

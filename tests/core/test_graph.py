@@ -1,0 +1,140 @@
+"""SessionGraph: structure, signals, change objects, and data round trips (no store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.graph import GraphError, SessionGraph
+from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+
+def _turn(node_id: str, label: str = "") -> GraphNode:
+    return GraphNode(node_id=node_id, kind=NodeKind.TURN, label=label or node_id)
+
+
+def _continue(graph: SessionGraph, src: str, dst: str) -> None:
+    graph.add_edge(GraphEdge(src=src, dst=dst, kind=EdgeKind.CONTINUES))
+
+
+@pytest.fixture()
+def branched() -> SessionGraph:
+    """a ← b ← c and a ← d (a branch from a), plus a task t spawned by a."""
+    g = SessionGraph("s1")
+    for n in "abcd":
+        g.add_node(_turn(n))
+    g.add_node(GraphNode(node_id="t", kind=NodeKind.TASK, label="task"))
+    _continue(g, "b", "a")
+    _continue(g, "c", "b")
+    _continue(g, "d", "a")
+    g.add_edge(GraphEdge(src="a", dst="t", kind=EdgeKind.SPAWNED))
+    return g
+
+
+def test_chain_back_follows_continues_only(branched: SessionGraph) -> None:
+    assert list(branched.chain_back("c")) == ["c", "b", "a"]
+    assert list(branched.chain_back("c", limit=2)) == ["c", "b"]
+    assert branched.root_of("d") == "a"
+    assert branched.parent("a") is None
+
+
+def test_frontiers_are_branch_tips(branched: SessionGraph) -> None:
+    assert branched.frontiers() == ["c", "d"]
+    assert branched.children("a") == ["b", "d"]
+
+
+def test_neighbours_span_all_edge_kinds(branched: SessionGraph) -> None:
+    assert set(branched.neighbours("a")) == {"b", "d", "t"}
+
+
+def test_signals_and_change_objects() -> None:
+    g = SessionGraph("s1")
+    seen: list[tuple[str, str]] = []
+    g.node_added.connect(lambda n: seen.append(("node_added", n.node_id)))
+    g.edge_added.connect(lambda e: seen.append(("edge_added", e.kind)))
+    g.node_moved.connect(lambda n: seen.append(("node_moved", f"{n.x},{n.y},{n.pinned}")))
+    g.node_updated.connect(lambda n: seen.append(("node_updated", n.label)))
+    assert g.add_node(_turn("a")).added_nodes == ("a",)
+    g.add_node(_turn("b"))
+    change = g.add_edge(GraphEdge(edge_id="e1", src="b", dst="a", kind=EdgeKind.CONTINUES))
+    assert change.added_edges == ("e1",)
+    assert g.move_node("a", 10, -5.5).moved_nodes == ("a",)
+    assert g.update_node("b", label="renamed", attrs={"k": 1}).updated_nodes == ("b",)
+    assert seen == [
+        ("node_added", "a"),
+        ("node_added", "b"),
+        ("edge_added", "continues"),
+        ("node_moved", "10.0,-5.5,True"),
+        ("node_updated", "renamed"),
+    ]
+    assert g.node("b").attrs == {"k": 1}
+    g.update_node("b", attrs={"j": 2})
+    assert g.node("b").attrs == {"k": 1, "j": 2}
+
+
+def test_invalid_operations_raise() -> None:
+    g = SessionGraph("s1")
+    g.add_node(_turn("a"))
+    g.add_node(_turn("b"))
+    g.add_node(_turn("c"))
+    with pytest.raises(GraphError):
+        g.add_node(_turn("a"))
+    with pytest.raises(GraphError):
+        g.add_edge(GraphEdge(src="a", dst="zzz", kind=EdgeKind.REFERENCES))
+    with pytest.raises(GraphError):
+        g.add_edge(GraphEdge(src="a", dst="a", kind=EdgeKind.REFERENCES))
+    _continue(g, "b", "a")
+    with pytest.raises(GraphError, match="already continues"):
+        _continue(g, "b", "c")
+    with pytest.raises(GraphError):
+        g.node("zzz")
+
+
+def test_parallel_edges_of_different_kinds(branched: SessionGraph) -> None:
+    branched.add_edge(GraphEdge(src="b", dst="a", kind=EdgeKind.REFERENCES))
+    kinds = sorted(e.kind for e in branched.out_edges("b"))
+    assert kinds == ["continues", "references"]
+    assert [e.kind for e in branched.out_edges("b", EdgeKind.REFERENCES)] == ["references"]
+
+
+def test_data_round_trip_is_identical_and_silent(branched: SessionGraph) -> None:
+    branched.move_node("b", 1.5, 2.5)
+    data = branched.to_data()
+    emitted: list[object] = []
+    rebuilt = SessionGraph.from_data("s1", data)
+    rebuilt.node_added.connect(emitted.append)
+    assert rebuilt.to_data().model_dump() == data.model_dump()
+    assert [n.node_id for n in rebuilt.nodes()] == ["a", "b", "c", "d", "t"]
+    assert rebuilt.node("b").pinned and rebuilt.node("b").x == 1.5
+    assert emitted == []
+
+
+class _RecordingSink:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def save_node(self, session_id: str, node: GraphNode) -> None:
+        self.calls.append(("node", node.node_id))
+
+    def save_edge(self, session_id: str, edge: GraphEdge) -> None:
+        self.calls.append(("edge", edge.edge_id))
+
+    def set_node_position(self, node_id: str, x: float, y: float, pinned: bool = True) -> None:
+        self.calls.append(("pos", f"{node_id}:{x}:{y}:{pinned}"))
+
+
+def test_attach_sink_persists_every_change() -> None:
+    g = SessionGraph("s1")
+    sink = _RecordingSink()
+    g.attach_sink(sink)
+    g.add_node(_turn("a"))
+    g.add_node(_turn("b"))
+    g.add_edge(GraphEdge(edge_id="e", src="b", dst="a", kind=EdgeKind.CONTINUES))
+    g.move_node("a", 3, 4, pinned=False)
+    g.update_node("a", label="x")
+    assert sink.calls == [
+        ("node", "a"),
+        ("node", "b"),
+        ("edge", "e"),
+        ("pos", "a:3.0:4.0:False"),
+        ("node", "a"),
+    ]
