@@ -1,4 +1,243 @@
-"""pcm CLI (filled below)."""
+"""``pcm``: the headless command line of PCM Canvas.
 
-def main() -> int:
+    pcm [--data-dir DIR] models list|verify|fetch
+    pcm [--data-dir DIR] sessions
+    pcm [--data-dir DIR] export SESSION [-o FILE]
+    pcm [--data-dir DIR] import FILE
+    pcm [--data-dir DIR] store rebuild-index|reconcile
+    pcm [--data-dir DIR] demo [--prompt TEXT]
+    pcm bench models [--runs N]
+
+Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
+``--debug`` for the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from app import __version__
+from app.config import Settings
+from app.core.ports import ModelError
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line without a traceback."""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.load(args.data_dir)
+
+
+def _progress(prefix: str) -> Callable[[int, int], None]:
+    def report(done: int, total: int) -> None:
+        print(f"\r{prefix}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+    return report
+
+
+# ------------------------------------------------------------------ models
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from app import main as wiring
+    from app.llm import models
+
+    settings = _settings(args)
+    entries = wiring.manifest(settings)
+    if args.action == "fetch":
+        statuses = models.fetch_models(
+            entries, settings.models_dir, on_progress=lambda name, msg: print(f"{name}: {msg}", file=sys.stderr)
+        )
+        for entry, status, detail in statuses:
+            print(f"{entry.name}\t{status}\t{detail}")
+        return 0
+    if args.action == "list":
+        for entry in models.list_models(settings.models_dir, entries):
+            where = entry.target(settings.models_dir)
+            state = "present" if where.exists() else "not fetched"
+            print(f"{entry.name}\t{entry.role}\t{entry.source}\t{state}\t{where}")
+        return 0
+    failed = 0
+    for entry, status, detail in models.verify_models(entries, settings.models_dir):
+        if status == "ok" and args.probe and entry.role == "chat":
+            try:
+                models.probe_gguf(entry.target(settings.models_dir))
+                detail = f"{detail}; loads in llama.cpp".lstrip("; ")
+            except ModelError as err:
+                status, detail = "invalid", str(err)
+        failed += status != "ok"
+        print(f"{entry.name}\t{status}\t{detail}")
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------ sessions, export, import
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from app import main as wiring
+
+    store = wiring.open_store(_settings(args))
+    try:
+        for row in store.list_sessions():
+            print(f"{row['session_id']}\t{row.get('created_at', '')}\t{row.get('title', '')}")
+    finally:
+        store.close()
     return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from app import main as wiring
+    from app.store.exchange import ExchangeError, export_session
+
+    store = wiring.open_store(_settings(args))
+    try:
+        doc = export_session(store, args.session)
+    except ExchangeError as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from app import main as wiring
+    from app.store.exchange import ExchangeError, import_session
+
+    path = Path(args.file)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise UserError(f"{path}: no such file") from err
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a JSON document ({err})") from err
+    store = wiring.open_store(_settings(args))
+    try:
+        session_id = import_session(store, data)
+    except ExchangeError as err:
+        raise UserError(f"{path}: {err}") from err
+    finally:
+        store.close()
+    print(session_id)
+    return 0
+
+
+# ------------------------------------------------------------------ index
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from app import main as wiring
+
+    settings = _settings(args)
+    store = wiring.open_store(settings)
+    try:
+        print("loading the embedder…", file=sys.stderr)
+        index = wiring.open_index(settings, wiring.load_embedder(settings))
+        started = time.perf_counter()
+        if args.action == "rebuild-index":
+            count = index.rebuild_from(store, on_progress=_progress("embedding"))
+            print(f"rebuilt the index: {count} rows in {time.perf_counter() - started:.1f} s")
+        else:
+            count = index.reconcile(store)
+            print(f"reconciled the index: {count} missing rows embedded")
+    finally:
+        store.close()
+    return 0
+
+
+# ------------------------------------------------------------------ demo and bench
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.demo import run_demo
+
+    return run_demo(_settings(args), args.prompt)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from app import main as wiring
+    from app.llm.bench import bench_models, format_report
+    from app.llm.models import resolve_chat_model, resolve_embed_model
+
+    settings = _settings(args)
+    entries = wiring.manifest(settings)
+    chat = resolve_chat_model(settings.chat_model, settings.models_dir, entries)
+    embed = resolve_embed_model(settings.embed_model, settings.models_dir, entries)
+    report = bench_models(chat, embed, runs=args.runs)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pcm", description="PCM Canvas, headless.")
+    parser.add_argument("--version", action="version", version=f"pcm {__version__}")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="data folder (default: $PCM_DATA_DIR, else the platform's user data folder)",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("models", help="list, verify or fetch the local models")
+    p.add_argument("action", choices=["list", "verify", "fetch"])
+    p.add_argument("--probe", action="store_true", help="verify: also load each GGUF in a child process")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("sessions", help="list stored sessions")
+    p.set_defaults(func=cmd_sessions)
+
+    p = sub.add_parser("export", help="write a session as JSON (structured context model 1.0)")
+    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="read a session exported as JSON; writes nothing if invalid")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("store", help="maintain the search index (LanceDB) from SQLite")
+    p.add_argument("action", choices=["rebuild-index", "reconcile"])
+    p.set_defaults(func=cmd_store)
+
+    p = sub.add_parser("demo", help="a short headless session on the default models")
+    p.add_argument("--prompt", default="In one sentence: why keep a branching graph of a long conversation?")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
+    p.add_argument("target", choices=["models"])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, ModelError) as err:
+        if args.debug:
+            raise
+        print(f"pcm: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pcm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,70 @@
-"""Composition root (filled below)."""
+"""Composition root: the one module that wires adapters (store, index, models) for the engine.
+
+Everything here is construction; no behaviour. Loading models is slow (seconds): callers that have
+an event loop run these constructors on the matching executor (``llm`` / ``embed`` / ``store``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.config import Settings
+from app.core.ports import ChatModel, Embedder
+from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
+from app.store.index import SearchIndex
+from app.store.sqlite import SqliteStore
+
+
+def manifest_path(settings: Settings) -> Path:
+    """The committed model manifest (models/manifest.json), even when models_dir is elsewhere."""
+    local = settings.models_dir / "manifest.json"
+    if local.is_file():
+        return local
+    from app.config import REPO_ROOT
+
+    return REPO_ROOT / "models" / "manifest.json"
+
+
+def manifest(settings: Settings) -> list[ModelEntry]:
+    return load_manifest(manifest_path(settings))
+
+
+def open_store(settings: Settings) -> SqliteStore:
+    """The SQLite system of record in the data folder (created and migrated on first open)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return SqliteStore(settings.db_path)
+
+
+def load_chat_model(settings: Settings, *, prompt_cache: bool = True) -> ChatModel:
+    """The configured GGUF chat model, validated before llama.cpp sees it.
+
+    A file that is not in the manifest (dropped into models/ or picked by path) is also probed in
+    a child process first, because llama.cpp aborts the whole process on some broken files.
+    ``prompt_cache=False`` makes each call depend only on its inputs (replay, evaluation).
+    """
+    from app.llm.llama import LlamaChatModel
+
+    entries = manifest(settings)
+    path = resolve_chat_model(settings.chat_model, settings.models_dir, entries)
+    known = next((e for e in entries if e.target(settings.models_dir) == path), None)
+    return LlamaChatModel(
+        path,
+        context_size=settings.context_size,
+        n_threads=settings.n_threads,
+        name=known.name if known else None,
+        probe=known is None,
+        prompt_cache=prompt_cache,
+    )
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """The configured sentence-transformers embedder, loaded from a local folder only."""
+    from app.llm.embedder import SentenceEmbedder
+
+    path = resolve_embed_model(settings.embed_model, settings.models_dir, manifest(settings))
+    return SentenceEmbedder(path)
+
+
+def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
+    """The LanceDB search index (rebuildable from SQLite at any time)."""
+    return SearchIndex(settings.index_dir, embedder)

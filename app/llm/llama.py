@@ -1,0 +1,407 @@
+"""The llama.cpp chat model: ``LlamaChatModel`` implements the ``ChatModel`` port.
+
+Threading (DESIGN.md §3): a llama.cpp context is not thread-safe, so ``chat`` must only ever run on
+the single-worker ``llm`` executor. ``count_tokens`` / ``count_chat_tokens`` are the exception: they
+use a second, vocabulary-only llama.cpp instance behind a lock, so any thread (the UI's budget
+meter, the compiler) may call them while a generation is running.
+
+The prompt is made by the GGUF's own chat template (``tokenizer.chat_template``, rendered with
+llama-cpp-python's ``Jinja2ChatFormatter``); a model without a template is prompted with ChatML.
+``count_chat_tokens`` renders the same formatter and tokenizes the same way as generation, so the
+count is exact, not an estimate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, ModelError, TokenCallback
+from app.core.types import ModelUsage
+from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- llama.cpp log capture
+
+_LOG_TAIL: deque[str] = deque(maxlen=64)
+_log_state: dict[str, Any] = {"callback": None, "partial": "", "echo": False}
+_log_lock = threading.Lock()
+
+
+def _import_llama_cpp() -> ModuleType:
+    """Import llama_cpp (slow-ish, ~0.2 s) and route its C log into ``_LOG_TAIL`` and ``logging``.
+
+    llama-cpp-python's own log callback prints some warnings to stderr even with ``verbose=False``;
+    ours keeps the last lines (to explain a failed load in one line) and logs at DEBUG.
+    """
+    try:
+        import llama_cpp
+    except Exception as exc:  # ImportError, or OSError when the shared library cannot load
+        raise ModelError(f"llama-cpp-python is not usable ({type(exc).__name__}: {exc}); "
+                         "reinstall it with scripts/setup.sh") from None
+    with _log_lock:
+        if _log_state["callback"] is None:
+
+            @llama_cpp.llama_log_callback  # type: ignore[misc]
+            def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+                piece = text.decode("utf-8", errors="replace")
+                if _log_state["echo"]:
+                    print(piece, end="", flush=True, file=sys.stderr)
+                buffered = _log_state["partial"] + piece
+                *lines, _log_state["partial"] = buffered.split("\n")
+                for line in lines:
+                    if line.strip():
+                        _LOG_TAIL.append(line.strip())
+                        log.debug("llama.cpp: %s", line.strip())
+
+            llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+            _log_state["callback"] = _on_log  # keep a reference: ctypes would free it
+    return llama_cpp
+
+
+def _log_reason() -> str:
+    """The most telling recent llama.cpp log line (errors first), shortened for a message."""
+    lines = list(_LOG_TAIL)
+    for needle in ("error", "failed", "invalid", "unknown", "unsupported"):
+        for line in reversed(lines):
+            if needle in line.lower():
+                return " ".join(line.split())[:160]
+    return ""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+# --------------------------------------------------------------------------- JSON schema → grammar
+
+_MAX_ENUM_RANGE = 256
+
+
+def grammar_schema(schema: Any) -> Any:
+    """Rewrite what llama-cpp-python's schema→grammar converter ignores into what it enforces.
+
+    The converter (0.3.36) supports types, ``enum``/``const``, ``properties``/``required``/
+    ``additionalProperties``, ``items``/``minItems``/``maxItems``, ``minLength``/``maxLength``,
+    ``pattern``, local ``$ref`` and ``anyOf``/``oneOf``/``allOf``, but not numeric bounds. A bounded
+    integer with at most 256 values becomes an ``enum``; other numeric bounds stay unenforced.
+    """
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: grammar_schema(value) for key, value in schema.items()}
+    if out.get("type") == "integer" and "enum" not in out:
+        low = out.get("minimum")
+        high = out.get("maximum")
+        if isinstance(out.get("exclusiveMinimum"), (int, float)):
+            low = int(out["exclusiveMinimum"]) + 1
+        if isinstance(out.get("exclusiveMaximum"), (int, float)):
+            high = -(-out["exclusiveMaximum"] // 1) - 1
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+            lo, hi = int(-(-low // 1)), int(high // 1)
+            if 0 <= hi - lo < _MAX_ENUM_RANGE:
+                for key in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                    out.pop(key, None)
+                out["enum"] = list(range(lo, hi + 1))
+    return out
+
+
+# --------------------------------------------------------------------------- the chat model
+
+
+class _CallState:
+    """Per-call bookkeeping read by the stopping criterion (chat() is never re-entered)."""
+
+    def __init__(self, cancel: CancelToken | None) -> None:
+        self.cancel = cancel
+        self.sampled = 0  # tokens sampled so far (including one that ends generation)
+        self.last_len = -1
+        self.cancelled_by_criterion = False
+
+
+class LlamaChatModel:
+    """A GGUF chat model run by llama.cpp (``ChatModel`` port).
+
+    Construction validates the file (``validate_gguf``; with ``probe=True`` also a load in a child
+    process, ~0.4 s more), then loads it — about 0.2–0.5 s for SmolLM2-135M. Call the constructor
+    and ``chat`` on the ``llm`` executor only; ``count_tokens`` and ``count_chat_tokens`` are safe
+    from any thread. Raises ``ModelError`` (one line) when the file is bad or llama.cpp cannot load it.
+
+    ``prompt_cache=True`` keeps the KV cache between calls and re-evaluates only the part of the
+    prompt that differs from the previous call: prompt evaluation runs at only ~250–300 tokens/s on
+    a 2-core CPU, so a shared prefix saves seconds. The price is bit-exact reproducibility: the
+    same prompt, parameters and seed can sample differently depending on the previous call.
+    ``prompt_cache=False`` evaluates every prompt from scratch, so a call is a pure function of its
+    inputs (use it for replay and evaluation).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        context_size: int = 2048,
+        n_threads: int = 2,
+        seed: int = 0,
+        verbose: bool = False,
+        name: str | None = None,
+        probe: bool = False,
+        prompt_cache: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.prompt_cache = prompt_cache
+        self.context_size = context_size
+        self.n_threads = n_threads
+        self.name = name or self.path.name.removesuffix(".gguf")
+        self.load_seconds = 0.0
+        shown = display_path(self.path)
+        started = time.perf_counter()
+        self.gguf_info = validate_gguf(self.path)
+        if probe:
+            probe_gguf(self.path)
+        llama_cpp = _import_llama_cpp()
+        self._llama_cpp = llama_cpp
+        _log_state["echo"] = verbose
+        self._count_lock = threading.Lock()
+        self._call: _CallState | None = None
+        self._grammars: dict[str, Any] = {}
+        try:
+            # The tokenizer-only twin: loads no weights, used for counting from any thread.
+            self._vocab = llama_cpp.Llama(
+                model_path=str(self.path), vocab_only=True, n_ctx=64, n_batch=64, verbose=verbose
+            )
+            self._formatter = self._make_formatter()
+            handler = llama_cpp.llama_chat_format.chat_formatter_to_chat_completion_handler(self._format)
+            self._llm = llama_cpp.Llama(
+                model_path=str(self.path),
+                n_ctx=context_size,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                seed=seed,
+                verbose=verbose,
+                chat_handler=handler,
+            )
+        except ModelError:
+            raise
+        except Exception as exc:
+            reason = _log_reason() or _one_line(exc)
+            raise ModelError(f"llama.cpp could not load {shown} ({reason}); {FIX_HINT}") from None
+        self.load_seconds = time.perf_counter() - started
+
+    # ----------------------------------------------------------------- prompt formatting
+
+    def _make_formatter(self) -> Any:
+        """The GGUF's chat template as a formatter (as llama-cpp-python builds it), else ChatML."""
+        fmt = self._llama_cpp.llama_chat_format
+        template = self._vocab.metadata.get("tokenizer.chat_template")
+        self.chat_template_source = "gguf" if template else "chatml (no template in the file)"
+        if not template:
+            return fmt.format_chatml
+        eos_id, bos_id = self._vocab.token_eos(), self._vocab.token_bos()
+        eos = self._vocab._model.token_get_text(eos_id) if eos_id != -1 else ""
+        bos = self._vocab._model.token_get_text(bos_id) if bos_id != -1 else ""
+        return fmt.Jinja2ChatFormatter(
+            template=template, eos_token=eos, bos_token=bos, stop_token_ids=[eos_id]
+        )
+
+    def _format(self, *, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        """The formatter handed to llama-cpp-python: adds our per-token stopping criterion."""
+        llama_cpp = self._llama_cpp
+        result = self._formatter(messages=list(messages), **kwargs)
+        criteria = llama_cpp.StoppingCriteriaList(list(result.stopping_criteria or []))
+        criteria.append(self._on_sampled)
+        return llama_cpp.llama_chat_format.ChatFormatterResponse(
+            prompt=result.prompt,
+            stop=result.stop,
+            stopping_criteria=criteria,
+            added_special=result.added_special,
+        )
+
+    def _on_sampled(self, input_ids: Any, logits: Any) -> bool:
+        """Called by llama.cpp after each sampled token: counts it, and stops on cancel."""
+        state = self._call
+        if state is None:
+            return False
+        n = len(input_ids)
+        if n == state.last_len:  # the final re-check after generation ended: not a new token
+            return False
+        state.last_len = n
+        state.sampled += 1
+        if state.cancel is not None and state.cancel.cancelled:
+            state.cancelled_by_criterion = True
+            return True
+        return False
+
+    # ----------------------------------------------------------------- token counting (any thread)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's tokenizer, no BOS and no special-token parsing."""
+        if not text:
+            return 0
+        with self._count_lock:
+            return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of the exact prompt ``chat`` would feed the model for ``messages``
+        (chat template applied, generation prompt added, special tokens parsed)."""
+        with self._count_lock:
+            try:
+                result = self._formatter(messages=list(messages))
+            except Exception as exc:  # the template may reject e.g. non-alternating roles
+                raise ModelError(f"the chat template of {self.name} rejected the messages "
+                                 f"({_one_line(exc)})") from None
+            ids = self._vocab.tokenize(
+                result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
+            )
+            return len(ids)
+
+    # ----------------------------------------------------------------- generation (llm executor)
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            try:
+                self._grammars[key] = self._llama_cpp.LlamaGrammar.from_json_schema(
+                    json.dumps(grammar_schema(schema)), verbose=False
+                )
+            except Exception as exc:
+                raise ModelError(f"the JSON schema cannot be turned into a grammar ({_one_line(exc)}); "
+                                 "simplify the schema") from None
+        return self._grammars[key]
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        params: GenerationParams | None = None,
+        stage: str = "answer",
+        json_schema: dict[str, Any] | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> ChatResult:
+        """Stream a reply (see ``ChatModel.chat``). Run on the ``llm`` executor only.
+
+        ``on_token`` gets each text piece; their concatenation is ``ChatResult.text``. ``cancel``
+        is checked after every sampled token, so generation stops within one token
+        (``finish_reason == "cancelled"``). With ``json_schema`` sampling is constrained by a
+        grammar made from the schema (see ``grammar_schema`` for what is enforced) and ``parsed`` holds the parsed JSON (``None`` if the reply
+        was cut off). A failure during generation (e.g. a prompt longer than the context) returns
+        ``finish_reason == "error"`` with ``usage.status == "error"`` and ``usage.error`` set (as
+        does a chat template that rejects the messages);
+        a schema that cannot become a grammar raises ``ModelError``.
+        """
+        params = params or GenerationParams()
+        started = time.perf_counter()
+        grammar = self._grammar(json_schema) if json_schema is not None else None
+        usage_params = params.model_dump()
+        usage_params["context_size"] = self.context_size
+        if json_schema is not None:
+            usage_params["json_schema"] = True
+        pieces: list[str] = []
+        first_ms: float | None = None
+        finish = "stop"
+        error = ""
+        state = _CallState(cancel)
+        try:
+            prompt_tokens = self.count_chat_tokens(messages)
+        except ModelError as exc:
+            prompt_tokens, finish, error = 0, "error", str(exc)
+
+        def usage(status: str) -> ModelUsage:
+            completion = max(0, state.sampled - (0 if finish == "length" else 1))
+            return ModelUsage(
+                stage=stage,
+                provider="llama.cpp",
+                model=self.name,
+                params=usage_params,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion,
+                total_tokens=prompt_tokens + completion,
+                first_token_latency_ms=first_ms,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                status=status,  # type: ignore[arg-type]
+                error=error,
+            )
+
+        if finish == "error":
+            return ChatResult(text="", usage=usage("error"), finish_reason="error")
+        if cancel is not None and cancel.cancelled:
+            return ChatResult(text="", usage=usage("cancelled"), finish_reason="cancelled")
+        if prompt_tokens >= self.context_size:
+            finish = "error"
+            error = (f"the prompt has {prompt_tokens} tokens, more than the model's context of "
+                     f"{self.context_size}; lower the context budget")
+            return ChatResult(text="", usage=usage("error"), finish_reason="error")
+
+        self._call = state
+        stream: Any = None
+        try:
+            if not self.prompt_cache:
+                self._llm.reset()  # evaluate the whole prompt: same inputs, same output
+            stream = self._llm.create_chat_completion(
+                messages=list(messages),  # type: ignore[arg-type]
+                stream=True,
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=params.top_k,
+                repeat_penalty=params.repeat_penalty,
+                seed=params.seed,
+                stop=list(params.stop),
+                grammar=grammar,
+            )
+            for chunk in stream:
+                choice = chunk["choices"][0]
+                piece = choice.get("delta", {}).get("content")
+                if choice.get("finish_reason"):
+                    finish = str(choice["finish_reason"])
+                if not piece:
+                    continue
+                if cancel is not None and cancel.cancelled:
+                    finish = "cancelled"  # sampled but not shown: dropped
+                    break
+                if first_ms is None:
+                    first_ms = (time.perf_counter() - started) * 1000
+                pieces.append(piece)
+                if on_token is not None:
+                    on_token(piece)
+        except Exception as exc:
+            finish = "error"
+            error = _log_reason() or _one_line(exc)
+            log.warning("chat generation failed: %s", error)
+        finally:
+            if stream is not None and hasattr(stream, "close"):
+                stream.close()
+            self._call = None
+        if state.cancelled_by_criterion:
+            finish = "cancelled"
+        text = "".join(pieces)
+        parsed: Any = None
+        if json_schema is not None and finish in ("stop", "length"):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+        status = {"cancelled": "cancelled", "error": "error"}.get(finish, "success")
+        return ChatResult(text=text, usage=usage(status), finish_reason=finish, parsed=parsed)
+
+    def close(self) -> None:
+        """Free both llama.cpp instances (the object is unusable afterwards)."""
+        for attr in ("_llm", "_vocab"):
+            model = getattr(self, attr, None)
+            if model is not None:
+                model.close()
+
+    def __repr__(self) -> str:
+        return f"LlamaChatModel({self.name!r}, context_size={self.context_size})"

@@ -1,0 +1,190 @@
+"""The SQLite connection under ``SqliteStore``: ownership, PRAGMAs, migrations, transactions.
+
+``StoreBase`` opens one connection lazily on the first call and binds it to that thread; calls
+from any other thread raise ``StoreThreadError`` (the engine calls the store only from its
+single-worker ``store`` executor, DESIGN.md §3). It also holds the small generic helpers the
+record methods of ``app.store.sqlite`` are built from: insert with a per-session ``seq``, list,
+get, and the event-log write every mutation makes inside its transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from app.core.types import utc_now
+from app.store import records as R
+from app.store.migrations import MIGRATIONS, apply_migrations, applied_migrations
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class StoreError(Exception):
+    """The store refused an operation; ``str(err)`` says why in one line."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """A session, turn or record id does not exist."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreThreadError(StoreError):
+    """The store was called from a thread other than the one that owns its connection."""
+
+
+class StoreBase:
+    """One owned SQLite connection with transactions and generic record helpers."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self._conn: sqlite3.Connection | None = None
+        self._owner: int | None = None
+        self._depth = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ connection
+
+    def _db(self) -> sqlite3.Connection:
+        """Return the connection, opening it on first use; refuse calls from other threads."""
+        me = threading.get_ident()
+        if self._conn is None:
+            if self._closed:
+                raise StoreError(f"store {self.db_path} is closed")
+            self._conn = self._open()
+            self._owner = me
+        elif self._owner != me:
+            raise StoreThreadError(
+                f"SqliteStore is owned by thread {self._owner}, called from {me}; "
+                "call the store only from its 'store' executor"
+            )
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: no implicit transactions; transaction() issues BEGIN/COMMIT.
+        conn = sqlite3.connect(self.db_path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        apply_migrations(conn, MIGRATIONS)
+        return conn
+
+    def pragma(self, name: str) -> Any:
+        """Return the value of a PRAGMA (for diagnostics and tests)."""
+        if not name.isidentifier():
+            raise ValueError(f"not a pragma name: {name!r}")
+        return self._db().execute(f"PRAGMA {name}").fetchone()[0]
+
+    def migrations(self) -> list[str]:
+        """Return the names of the applied migrations, in order."""
+        return applied_migrations(self._db())
+
+    def close(self) -> None:
+        """Close the connection (from the owner thread); later calls raise ``StoreError``."""
+        if self._conn is not None:
+            self._db().close()
+            self._conn = None
+        self._closed = True
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Run the enclosed writes atomically; nested uses become savepoints."""
+        conn = self._db()
+        depth = self._depth
+        conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT sp{depth}")
+        self._depth = depth + 1
+        try:
+            yield
+        except BaseException:
+            self._depth = depth
+            if depth == 0:
+                conn.execute("ROLLBACK")
+            else:
+                conn.execute(f"ROLLBACK TO sp{depth}")
+                conn.execute(f"RELEASE sp{depth}")
+            raise
+        self._depth = depth
+        try:
+            conn.execute("COMMIT" if depth == 0 else f"RELEASE sp{depth}")
+        except sqlite3.Error:
+            # A failed COMMIT (disk full, I/O error) must not leave a transaction open.
+            if depth == 0 and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------------ helpers
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        return self._db().execute(sql, params).fetchone()
+
+    def _next_seq(self, table: str, session_id: str) -> int:
+        row = self._one(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE session_id = ?",
+                        (session_id,))
+        assert row is not None
+        return int(row[0])
+
+    def _require_session(self, session_id: str) -> None:
+        if self._one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is None:
+            raise NotFoundError(f"no session {session_id!r}")
+
+    def _log(self, session_id: str | None, type_: str, payload: dict[str, Any]) -> int:
+        at = utc_now()
+        cur = self._db().execute(
+            "INSERT INTO event_log (session_id, at, type, payload) VALUES (?, ?, ?, ?)",
+            (session_id, at, type_, R.dumps(payload)),
+        )
+        if session_id is not None:
+            self._db().execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?",
+                               (at, session_id))
+        return int(cur.lastrowid or 0)
+
+    def _insert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any,
+                **columns: Any) -> None:
+        row = spec.to_row(obj)
+        row.update(session_id=session_id, seq=self._next_seq(spec.table, session_id), **columns)
+        names = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self._db().execute(f"INSERT INTO {spec.table} ({names}) VALUES ({marks})",
+                           tuple(row.values()))
+
+    def _add(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str,
+             **columns: Any) -> None:
+        with self.transaction():
+            self._require_session(session_id)
+            self._insert(spec, session_id, obj, **columns)
+            self._log(session_id, event, {spec.key: getattr(obj, spec.key)})
+
+    def _upsert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str) -> None:
+        """Insert ``obj``, or update its row in place (keeping ``seq``); log ``event``."""
+        key = getattr(obj, spec.key)
+        with self.transaction():
+            self._require_session(session_id)
+            row = self._one(f"SELECT session_id FROM {spec.table} WHERE {spec.key} = ?", (key,))
+            if row is None:
+                self._insert(spec, session_id, obj)
+            elif row["session_id"] != session_id:
+                raise StoreError(f"{spec.table} record {key!r} belongs to another session")
+            else:
+                values = spec.to_row(obj)
+                sets = ", ".join(f"{name} = ?" for name in values)
+                self._db().execute(f"UPDATE {spec.table} SET {sets} WHERE {spec.key} = ?",
+                                   (*values.values(), key))
+            self._log(session_id, event, {spec.key: key})
+
+    def _list(self, spec: R.RecordSpec[Any], where: str, params: Sequence[Any],
+              order: str = "seq") -> list[Any]:
+        rows = self._db().execute(
+            f"SELECT * FROM {spec.table} WHERE {where} ORDER BY {order}", params)
+        return [spec.from_row(row) for row in rows]
+
+    def _get(self, spec: R.RecordSpec[Any], key: str) -> Any | None:
+        row = self._one(f"SELECT * FROM {spec.table} WHERE {spec.key} = ?", (key,))
+        return None if row is None else spec.from_row(row)

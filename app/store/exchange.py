@@ -1,0 +1,339 @@
+"""Export and import of a session as the structured context model (schema_version "1.0").
+
+``export_session`` returns a JSON-ready ``ContextDocument`` dict with a deterministic key order
+and record order, so ``json.dumps(doc, indent=2, ensure_ascii=False)`` of export → import →
+export is byte-identical. PCM-specific data (title, graph, env events, memory) lives in ``pcm``.
+
+``import_session`` validates with the committed JSON Schema, then the pydantic model, then the
+cross-field rules (evidence keys equal their ids; refs and evidence ids point into ``evidences``;
+edges join known nodes; ids are unique). Any failure raises ``ExchangeError`` naming the offending
+path (``session.messages[2].role: 'robot' is not one of [...]``); the import is one transaction,
+so nothing is written on failure, and an existing session is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from pydantic import BaseModel, ValidationError
+
+from app.core.types import (
+    SCHEMA_VERSION, ContextDocument, Message, Meta, PcmExtensions, Role, SessionDoc,
+    SessionGraphData, TaskState, TodoList, ToolState,
+)
+from app.store.sqlite import SqliteStore, StoreError
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_ID = "https://pcm-canvas.local/schemas/context_model-1.0.json"
+SCHEMA_TITLE = "PCM Canvas structured context model 1.0"
+SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "resources" / "schemas"
+               / "context_model-1.0.json")
+
+# Containers whose unknown keys are kept across an import (path → model in the document).
+_EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_list",
+                "session.tool_state", "pcm", "pcm.graph")
+_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+class ExchangeError(Exception):
+    """A document could not be exported or imported; ``str(err)`` names the path and the reason."""
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+# Fields the MVP table of ../shared/seeds/002 requires that pydantic leaves optional because
+# they have defaults: ($defs name or "" for the root, field).
+MVP_REQUIRED: tuple[tuple[str, str], ...] = (
+    ("", "schema_version"),
+    ("TaskState", "todo_list"),
+    ("TodoList", "tasks"),
+    ("Evidence", "evidence_id"),
+    ("ContextBlock", "block_id"),
+)
+
+
+def build_schema() -> dict[str, Any]:
+    """Return the JSON Schema (draft 2020-12) of the document, generated from ``ContextDocument``.
+
+    The fields of ``MVP_REQUIRED`` are added to their ``required`` lists; everything else is
+    ``ContextDocument.model_json_schema(by_alias=True)`` as generated.
+    """
+    body = ContextDocument.model_json_schema(by_alias=True)
+    body.pop("title", None)
+    for def_name, field_name in MVP_REQUIRED:
+        target = body if not def_name else body["$defs"][def_name]
+        required = [name for name in target.get("required", []) if name != field_name]
+        target["required"] = [field_name, *required]
+    return {"$schema": SCHEMA_DIALECT, "$id": SCHEMA_ID, "title": SCHEMA_TITLE, **body}
+
+
+def schema_text(schema: dict[str, Any] | None = None) -> str:
+    """Return the schema as the exact text of the committed file."""
+    return json.dumps(schema or build_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_schema(path: Path | None = None) -> Path:
+    """Write the generated schema to ``path`` (default: the committed resources file)."""
+    path = Path(path or SCHEMA_PATH)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(schema_text(), encoding="utf-8")
+    return path
+
+
+def load_schema(path: Path | None = None) -> dict[str, Any]:
+    """Return the schema from ``path`` (default: the committed file); generated if it is absent.
+
+    The fallback matters for packaged builds where resources may live elsewhere; a test keeps the
+    committed file equal to the generated one, so both are the same schema.
+    """
+    path = Path(path or SCHEMA_PATH)
+    if path.is_file():
+        loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return loaded
+    return build_schema()
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def format_path(parts: Iterable[Any]) -> str:
+    """Render a path like ``session.messages[2].role`` (``document`` for the root)."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _SIMPLE_KEY.match(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+    return out or "document"
+
+
+def _ref_problems(doc: ContextDocument) -> Iterable[str]:
+    evidence_ids = set(doc.evidences)
+    for key, evidence in doc.evidences.items():
+        if evidence.evidence_id != key:
+            yield (f"{format_path(['evidences', key, 'evidence_id'])}: "
+                   f"{evidence.evidence_id!r} does not equal its key {key!r}")
+
+    def dangling(path: list[Any], ids: Sequence[str]) -> Iterable[str]:
+        for i, evidence_id in enumerate(ids):
+            if evidence_id not in evidence_ids:
+                yield f"{format_path([*path, i])}: {evidence_id!r} is not a key of evidences"
+
+    for i, message in enumerate(doc.session.messages):
+        for j, ref in enumerate(message.refs):
+            if ref.evidence_id not in evidence_ids:
+                yield (f"{format_path(['session', 'messages', i, 'refs', j, 'evidence_id'])}: "
+                       f"{ref.evidence_id!r} is not a key of evidences")
+    for i, block in enumerate(doc.context_blocks):
+        for j, ref in enumerate(block.refs):
+            if ref.evidence_id not in evidence_ids:
+                yield (f"{format_path(['context_blocks', i, 'refs', j, 'evidence_id'])}: "
+                       f"{ref.evidence_id!r} is not a key of evidences")
+    tasks = doc.session.task_state.todo_list.tasks
+    task_ids = {task.task_id for task in tasks}
+    for i, task in enumerate(tasks):
+        path = ["session", "task_state", "todo_list", "tasks", i]
+        yield from dangling([*path, "result_evidence_ids"], task.result_evidence_ids)
+        for j, dep in enumerate(task.depends_on):
+            if dep not in task_ids:
+                yield f"{format_path([*path, 'depends_on', j])}: {dep!r} is not a task_id of tasks"
+    for i, call in enumerate(doc.session.tool_state.tool_calls):
+        yield from dangling(["session", "tool_state", "tool_calls", i, "result_evidence_ids"],
+                            call.result_evidence_ids)
+    for i, fragment in enumerate(doc.pcm.memory):
+        yield from dangling(["pcm", "memory", i, "source_evidence_ids"],
+                            fragment.source_evidence_ids)
+    node_ids = {node.node_id for node in doc.pcm.graph.nodes}
+    for i, edge in enumerate(doc.pcm.graph.edges):
+        for end in ("src", "dst"):
+            if getattr(edge, end) not in node_ids:
+                yield (f"{format_path(['pcm', 'graph', 'edges', i, end])}: "
+                       f"{getattr(edge, end)!r} is not a node_id of pcm.graph.nodes")
+
+
+def _duplicate_problems(doc: ContextDocument) -> Iterable[str]:
+    collections: list[tuple[list[Any], Sequence[BaseModel], str]] = [
+        (["session", "messages"], doc.session.messages, "message_id"),
+        (["session", "task_state", "todo_list", "tasks"], doc.session.task_state.todo_list.tasks,
+         "task_id"),
+        (["session", "tool_state", "tool_calls"], doc.session.tool_state.tool_calls,
+         "tool_call_id"),
+        (["session", "model_usage"], doc.session.model_usage, "model_usage_id"),
+        (["context_blocks"], doc.context_blocks, "block_id"),
+        (["pcm", "graph", "nodes"], doc.pcm.graph.nodes, "node_id"),
+        (["pcm", "graph", "edges"], doc.pcm.graph.edges, "edge_id"),
+        (["pcm", "env_events"], doc.pcm.env_events, "event_id"),
+        (["pcm", "memory"], doc.pcm.memory, "fragment_id"),
+    ]
+    for path, items, key in collections:
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            value = getattr(item, key)
+            if value in seen:
+                yield f"{format_path([*path, i, key])}: duplicate id {value!r}"
+            seen.add(value)
+
+
+def validate_document(data: Any, schema: dict[str, Any] | None = None) -> ContextDocument:
+    """Validate ``data`` (schema, model, cross-field rules); return the model or raise."""
+    if not isinstance(data, dict):
+        raise ExchangeError(f"document: expected a JSON object, got {type(data).__name__}")
+    validator = Draft202012Validator(schema or load_schema())
+    error = best_match(validator.iter_errors(data))
+    if error is not None:
+        raise ExchangeError(f"{format_path(error.absolute_path)}: {error.message}")
+    try:
+        doc = ContextDocument.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ExchangeError(f"{format_path(first['loc'])}: {first['msg']}") from None
+    for problem in (*_ref_problems(doc), *_duplicate_problems(doc)):
+        raise ExchangeError(problem)
+    return doc
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
+    """Return the session as a validated, JSON-ready ``ContextDocument`` dict."""
+    info = store.get_session(session_id)
+    if info is None:
+        raise ExchangeError(f"no session {session_id!r}")
+    messages = store.list_messages(session_id)
+    if not messages:
+        raise ExchangeError(f"session {session_id} has no messages; nothing to export")
+    extras: dict[str, dict[str, Any]] = info["doc_extras"]
+
+    def x(path: str) -> dict[str, Any]:
+        return dict(extras.get(path, {}))
+
+    meta = info["meta"] or Meta(created_at=info["created_at"], updated_at=info["updated_at"])
+    session = SessionDoc(
+        session_id=session_id,
+        messages=messages,
+        summary=info["summary"],
+        task_state=TaskState(
+            todo_list=TodoList(tasks=store.list_tasks(session_id),
+                               **x("session.task_state.todo_list")),
+            **x("session.task_state")),
+        tool_state=ToolState(tool_calls=store.list_tool_calls(session_id),
+                             **x("session.tool_state")),
+        model_usage=store.list_model_usage(session_id),
+        **x("session"),
+    )
+    graph = store.load_graph(session_id)
+    pcm = PcmExtensions(
+        title=info["title"],
+        graph=SessionGraphData(nodes=graph.nodes, edges=graph.edges, **x("pcm.graph")),
+        env_events=store.list_env_events(session_id),
+        memory=store.list_memory(session_id, include_superseded=True),
+        **x("pcm"),
+    )
+    doc = ContextDocument(
+        schema_version=SCHEMA_VERSION,
+        meta=meta,
+        session=session,
+        evidences={e.evidence_id: e
+                   for e in store.list_evidences(session_id, include_superseded=True)},
+        context_blocks=store.list_context_blocks(session_id),
+        pcm=pcm,
+        **x(""),
+    )
+    data = doc.model_dump(mode="json", by_alias=True)
+    try:  # never hand out a document that import would refuse
+        validate_document(data)
+    except ExchangeError as err:
+        raise ExchangeError(f"session {session_id} cannot be exported: {err}") from None
+    return data
+
+
+# ---------------------------------------------------------------------------- import
+
+
+def _collect_extras(doc: ContextDocument) -> dict[str, dict[str, Any]]:
+    containers: dict[str, BaseModel] = {
+        "": doc, "session": doc.session, "session.task_state": doc.session.task_state,
+        "session.task_state.todo_list": doc.session.task_state.todo_list,
+        "session.tool_state": doc.session.tool_state, "pcm": doc.pcm, "pcm.graph": doc.pcm.graph,
+    }
+    extras: dict[str, dict[str, Any]] = {}
+    for path in _EXTRA_PATHS:
+        model = containers[path]
+        if model.model_extra:
+            dumped = model.model_dump(mode="json", by_alias=True)
+            extras[path] = {key: dumped[key] for key in model.model_extra}
+    return extras
+
+
+def _turns(messages: Sequence[Message]) -> list[tuple[str, str, str | None, str]]:
+    """Rebuild (turn_id, input_message_id, answer_message_id, created_at) from message turn ids."""
+    grouped: dict[str, list[Message]] = {}
+    for message in messages:
+        if message.turn_id:
+            grouped.setdefault(message.turn_id, []).append(message)
+    turns = []
+    for turn_id, group in grouped.items():
+        first = next((m for m in group if m.role == Role.USER), group[0])
+        answers = [m for m in group if m.role == Role.ASSISTANT]
+        turns.append((turn_id, first.message_id, answers[-1].message_id if answers else None,
+                      first.at))
+    return turns
+
+
+def import_session(store: SqliteStore, data: dict[str, Any]) -> str:
+    """Validate ``data`` and write it as a new session in one transaction; return its id."""
+    doc = validate_document(data)
+    sid = doc.session.session_id
+    if store.get_session(sid) is not None:
+        raise ExchangeError(
+            f"session.session_id: session {sid!r} already exists; import never overwrites "
+            "a session (nothing was written)")
+    try:
+        with store.transaction():
+            created_at = doc.meta.created_at if doc.meta and doc.meta.created_at else None
+            store.create_session(doc.pcm.title, sid, created_at=created_at)
+            store.update_session(sid, meta=doc.meta, summary=doc.session.summary,
+                                 doc_extras=_collect_extras(doc))
+            for evidence in doc.evidences.values():
+                store.add_evidence(sid, evidence)
+            for message in doc.session.messages:
+                store.add_message(sid, message)
+            for turn_id, input_id, answer_id, at in _turns(doc.session.messages):
+                store.add_turn(sid, turn_id, input_id, answer_message_id=answer_id,
+                               created_at=at)
+            for task in doc.session.task_state.todo_list.tasks:
+                store.add_task(sid, task)
+            for call in doc.session.tool_state.tool_calls:
+                store.add_tool_call(sid, call)
+            for usage in doc.session.model_usage:
+                store.add_model_usage(sid, usage)
+            store.add_context_blocks(sid, None, doc.context_blocks)
+            for event in doc.pcm.env_events:
+                store.add_env_event(sid, event)
+            for fragment in doc.pcm.memory:
+                store.add_memory(sid, fragment)
+            for node in doc.pcm.graph.nodes:
+                store.save_node(sid, node)
+            for edge in doc.pcm.graph.edges:
+                store.save_edge(sid, edge)
+            store.append_event(sid, "session.imported", {
+                "schema_version": doc.schema_version, "messages": len(doc.session.messages),
+                "evidences": len(doc.evidences)})
+    except sqlite3.IntegrityError as err:
+        raise ExchangeError(
+            f"session {sid}: a record of this document already exists in the store ({err}); "
+            "nothing was written") from None
+    except StoreError as err:
+        raise ExchangeError(f"session {sid}: {err}; nothing was written") from None
+    return sid

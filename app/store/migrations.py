@@ -1,0 +1,282 @@
+"""Ordered, named schema migrations of the SQLite system of record.
+
+``MIGRATIONS`` is applied in order by ``apply_migrations``; each applied name is recorded in
+``schema_migrations`` so a database opened by a newer build only runs what it has not seen.
+Never edit or reorder a shipped migration: append a new one. Every migration runs inside its own
+transaction together with its ``schema_migrations`` row, so a crash leaves it either fully applied
+or not at all.
+
+Layout conventions (shared with ``app.store.sqlite``): every record table has its model's id as
+``PRIMARY KEY``, a ``session_id`` and a per-session ``seq`` (insertion order), plain columns for
+the fields that are queried or updated, JSON text for list/dict fields, and ``data``: a JSON object
+holding every other field of the model (including unknown keys kept by ``extra="allow"``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from app.core.types import utc_now
+
+Migration = tuple[str, Callable[[sqlite3.Connection], None]]
+
+
+def _run(conn: sqlite3.Connection, statements: Sequence[str]) -> None:
+    # executescript() would COMMIT the surrounding transaction, so statements run one by one.
+    for statement in statements:
+        conn.execute(statement)
+
+
+_INITIAL: tuple[str, ...] = (
+    """CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        meta TEXT,              -- JSON of Meta as imported/set; NULL = derive on export
+        summary TEXT,           -- JSON of Summary or NULL
+        doc_extras TEXT NOT NULL DEFAULT '{}'  -- unknown keys of an imported document, by path
+    )""",
+    """CREATE TABLE messages (
+        message_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        author TEXT,
+        content TEXT NOT NULL,
+        at TEXT NOT NULL,
+        refs TEXT NOT NULL DEFAULT '[]',
+        turn_id TEXT,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    "CREATE INDEX messages_turn ON messages(turn_id)",
+    """CREATE TABLE turns (
+        turn_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        input_message_id TEXT NOT NULL REFERENCES messages(message_id),
+        answer_message_id TEXT REFERENCES messages(message_id),
+        anchor_node_id TEXT,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        record TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE intents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        turn_id TEXT NOT NULL REFERENCES turns(turn_id),
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        data TEXT NOT NULL,
+        saved_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX intents_turn ON intents(turn_id)",
+    """CREATE TABLE context_plans (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        turn_id TEXT NOT NULL REFERENCES turns(turn_id),
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        data TEXT NOT NULL,
+        saved_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX context_plans_turn ON context_plans(turn_id)",
+    """CREATE TABLE env_events (
+        event_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        source TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        title TEXT NOT NULL,
+        content TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        parent_task_id TEXT,
+        depends_on TEXT NOT NULL DEFAULT '[]',
+        result_evidence_ids TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE evidences (
+        evidence_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        source TEXT NOT NULL,
+        content TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        links TEXT NOT NULL DEFAULT '{}',
+        valid_from TEXT NOT NULL,
+        valid_to TEXT,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE context_blocks (
+        block_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        turn_id TEXT,
+        ord INTEGER NOT NULL,   -- position within its turn's compiled context
+        block_type TEXT NOT NULL,
+        priority TEXT NOT NULL,
+        token_estimate INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        refs TEXT NOT NULL DEFAULT '[]',
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    "CREATE INDEX context_blocks_turn ON context_blocks(turn_id, ord)",
+    """CREATE TABLE tool_calls (
+        tool_call_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        turn_id TEXT,
+        task_id TEXT,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        called_at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE model_usage (
+        model_usage_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        turn_id TEXT,
+        task_id TEXT,
+        stage TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        latency_ms REAL NOT NULL,
+        at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE memory_fragments (
+        fragment_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        importance REAL NOT NULL,
+        source_evidence_ids TEXT NOT NULL DEFAULT '[]',
+        valid_from TEXT NOT NULL,
+        valid_to TEXT,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    # Version 1 kept canvas positions inside ``data``; 0002 gives them columns.
+    """CREATE TABLE graph_nodes (
+        node_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        label TEXT NOT NULL,
+        ref_id TEXT,
+        attrs TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE graph_edges (
+        edge_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        seq INTEGER NOT NULL,
+        src TEXT NOT NULL REFERENCES graph_nodes(node_id),
+        dst TEXT NOT NULL REFERENCES graph_nodes(node_id),
+        kind TEXT NOT NULL,
+        attrs TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TABLE event_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT,
+        at TEXT NOT NULL,
+        type TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX event_log_session ON event_log(session_id, seq)",
+    """CREATE TRIGGER event_log_no_update BEFORE UPDATE ON event_log
+       BEGIN SELECT RAISE(ABORT, 'event_log is append-only: UPDATE refused'); END""",
+    """CREATE TRIGGER event_log_no_delete BEFORE DELETE ON event_log
+       BEGIN SELECT RAISE(ABORT, 'event_log is append-only: DELETE refused'); END""",
+)
+
+
+def _m0001_initial(conn: sqlite3.Connection) -> None:
+    """All tables of the first release."""
+    _run(conn, _INITIAL)
+
+
+def _m0002_canvas_positions(conn: sqlite3.Connection) -> None:
+    """Give canvas positions their own columns, moving any x/y/pinned kept in ``data``."""
+    _run(
+        conn,
+        (
+            "ALTER TABLE graph_nodes ADD COLUMN x REAL",
+            "ALTER TABLE graph_nodes ADD COLUMN y REAL",
+            "ALTER TABLE graph_nodes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
+            """UPDATE graph_nodes SET
+                   x = json_extract(data, '$.x'),
+                   y = json_extract(data, '$.y'),
+                   pinned = COALESCE(json_extract(data, '$.pinned'), 0),
+                   data = json_remove(data, '$.x', '$.y', '$.pinned')""",
+        ),
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    ("0001_initial", _m0001_initial),
+    ("0002_canvas_positions", _m0002_canvas_positions),
+]
+
+
+def applied_migrations(conn: sqlite3.Connection) -> list[str]:
+    """Return the names recorded in ``schema_migrations``, in the order they were applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "id INTEGER PRIMARY KEY, name TEXT UNIQUE, applied_at TEXT)"
+    )
+    return [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY id")]
+
+
+def apply_migrations(
+    conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[str]:
+    """Apply the not-yet-applied ``migrations`` in order; return the names applied now.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) and outside a transaction.
+    """
+    done = set(applied_migrations(conn))
+    applied: list[str] = []
+    for name, migrate in migrations:
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migrate(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                (name, utc_now()),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        applied.append(name)
+    return applied

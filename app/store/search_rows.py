@@ -1,0 +1,46 @@
+"""What the search index holds for each searchable record, built in one place.
+
+The live path (the engine adding a new message to the index) and the rebuild path (re-embedding
+everything from SQLite) both build rows with these functions, so the indexed text of a record
+never depends on how it got into the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.core.types import EnvEvent, MemoryFragment, Message
+
+SearchKind = Literal["message", "memory", "env"]
+SEARCH_KINDS: tuple[SearchKind, ...] = ("message", "memory", "env")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """One searchable record: its SQLite id, session, kind, the text to index, and its time."""
+
+    id: str
+    session_id: str
+    kind: SearchKind
+    text: str
+    at: str
+
+
+def message_row(session_id: str, message: Message) -> SearchRow:
+    """Return the index row of a message (its content)."""
+    return SearchRow(message.message_id, session_id, "message", message.content, message.at)
+
+
+def memory_row(session_id: str, fragment: MemoryFragment) -> SearchRow:
+    """Return the index row of a memory fragment (content, then its keywords)."""
+    text = fragment.content
+    if fragment.keywords:
+        text = f"{text}\nkeywords: {', '.join(fragment.keywords)}"
+    return SearchRow(fragment.fragment_id, session_id, "memory", text, fragment.valid_from)
+
+
+def env_row(session_id: str, event: EnvEvent) -> SearchRow:
+    """Return the index row of an environment event (title, uri, content)."""
+    text = "\n".join(part for part in (event.title, event.uri, event.content) if part)
+    return SearchRow(event.event_id, session_id, "env", text, event.at)
