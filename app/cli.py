@@ -6,6 +6,11 @@
     pcm [--data-dir DIR] import FILE
     pcm [--data-dir DIR] store rebuild-index|reconcile
     pcm [--data-dir DIR] demo [--prompt TEXT]
+    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json]
+    pcm [--data-dir DIR] show turn ID [--json]
+    pcm [--data-dir DIR] replay turn ID
+    pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
+    pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
@@ -216,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short headless session on the default models")
     p.add_argument("--prompt", default="In one sentence: why keep a branching graph of a long conversation?")
     p.set_defaults(func=cmd_demo)
+
+    from app.cli_pipeline import add_parsers
+
+    add_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
     p.add_argument("target", choices=["models"])

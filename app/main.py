@@ -7,12 +7,16 @@ an event loop run these constructors on the matching executor (``llm`` / ``embed
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.core.ports import ChatModel, Embedder
 from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
 from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from app.core.engine import Engine
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -68,3 +72,36 @@ def load_embedder(settings: Settings) -> Embedder:
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
     """The LanceDB search index (rebuildable from SQLite at any time)."""
     return SearchIndex(settings.index_dir, embedder)
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    chat: bool = True,
+    counter: str = "model",
+    prompt_cache: bool = True,
+) -> "Engine":
+    """Wire the engine for ``settings``: store, embedder + index, chat model, token counter.
+
+    Blocking (loads models for seconds): call before the loop starts, or on an executor.
+    ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
+    evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
+    """
+    from app.core.engine import Engine, EngineConfig
+    from app.core.ports import ModelTokenCounter, WordTokenCounter
+    from app.core.runtime.executors import Executors
+
+    executors = Executors()
+    # The store's connection belongs to the thread that first uses it: open it on "store".
+    store = executors.pool("store").submit(open_store, settings).result()
+    embedder = executors.pool("embed").submit(load_embedder, settings).result()
+    index = open_index(settings, embedder)
+    model = load_chat_model(settings, prompt_cache=prompt_cache) if (chat or counter == "model") else None
+    token_counter = ModelTokenCounter(model) if counter == "model" and model is not None else WordTokenCounter()
+    # Without a chat model nothing limits the context but the budget (evaluation, benchmarks).
+    context_size = settings.context_size if chat else 1 << 20
+    config = EngineConfig(default_budget=settings.default_budget, context_size=context_size)
+    return Engine(
+        store=store, index=index, embedder=embedder, chat=model if chat else None,
+        counter=token_counter, executors=executors, config=config,
+    )

@@ -193,15 +193,23 @@ class SessionGraph:
     def to_data(self) -> SessionGraphData:
         return SessionGraphData(nodes=self.nodes(), edges=self.edges())
 
+    def add_node_silently(self, node: GraphNode) -> None:
+        """Insert a stored node without emitting a signal (loading, as-of views)."""
+        self._g.add_node(node.node_id, record=node)
+
+    def add_edge_silently(self, edge: GraphEdge) -> None:
+        """Insert a stored edge without emitting a signal (loading, as-of views)."""
+        self._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
+        self._edges[edge.edge_id] = edge
+
     @classmethod
     def from_data(cls, session_id: str, data: SessionGraphData) -> "SessionGraph":
         """Rebuild a graph from stored records without emitting signals."""
         graph = cls(session_id)
         for node in data.nodes:
-            graph._g.add_node(node.node_id, record=node)
+            graph.add_node_silently(node)
         for edge in data.edges:
-            graph._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
-            graph._edges[edge.edge_id] = edge
+            graph.add_edge_silently(edge)
         return graph
 
     def attach_sink(self, sink: GraphSink) -> None:

@@ -31,7 +31,8 @@ import pyarrow as pa
 from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
-from app.store.search_rows import SEARCH_KINDS, SearchRow
+from app.core.types import Message
+from app.store.search_rows import SEARCH_KINDS, SearchRow, message_row
 
 if TYPE_CHECKING:
     from app.store.sqlite import SqliteStore
@@ -204,6 +205,22 @@ class SearchIndex:
         if where is not None:
             search = search.where(where, prefilter=True)
         return [(row["id"], float(row["_score"])) for row in search.to_list()]
+
+    def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored embeddings of ``ids`` (those indexed), as float32 arrays."""
+        wanted = sorted(set(ids))
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            table = (self._table.search().where(f"id IN ({', '.join(quote(i) for i in chunk)})")
+                     .select(["id", "vector"]).limit(len(chunk)).to_arrow())
+            for item, vec in zip(table.column("id").to_pylist(), table.column("vector").to_pylist()):
+                out[item] = np.asarray(vec, dtype=np.float32)
+        return out
+
+    def index_messages(self, session_id: str, messages: Iterable[Message]) -> int:
+        """Embed and index messages (the live path); return how many were written."""
+        return self.add(message_row(session_id, m) for m in messages)
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""

@@ -27,9 +27,21 @@ class SearchRow:
     at: str
 
 
+def speaker(message: Message) -> str:
+    """The name a message is rendered with: its author's id, else its role."""
+    if message.author is not None and message.author.id:
+        return message.author.id
+    return message.role.value
+
+
 def message_row(session_id: str, message: Message) -> SearchRow:
-    """Return the index row of a message (its content)."""
-    return SearchRow(message.message_id, session_id, "message", message.content, message.at)
+    """Return the index row of a message, "Speaker: content".
+
+    The speaker is part of the indexed text because questions name people ("what did Ana
+    say about ...") and both the embedding and the full-text match use it.
+    """
+    text = f"{speaker(message)}: {message.content}"
+    return SearchRow(message.message_id, session_id, "message", text, message.at)
 
 
 def memory_row(session_id: str, fragment: MemoryFragment) -> SearchRow:

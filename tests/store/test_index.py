@@ -132,7 +132,7 @@ def test_reconcile_embeds_exactly_the_missing_rows(store: SqliteStore,
     index.embedder.embed = spy  # type: ignore[method-assign]
     assert index.reconcile(store) == 6
     assert sorted(t for batch in embedded for t in batch) == sorted(
-        [f"fresh note {i}" for i in range(4)] + ["prefers dark mode", "status\ngreen"])
+        [f"user: fresh note {i}" for i in range(4)] + ["prefers dark mode", "status\ngreen"])
     assert set(new_ids) <= index.ids() and index.count() == 15
     assert index.reconcile(store) == 0
     # Superseding a memory fragment drops it from the index at the next reconcile.

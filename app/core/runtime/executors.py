@@ -18,7 +18,7 @@ from app.core.ports import CancelToken, ChatMessage, ChatModel, ChatResult, Gene
 
 T = TypeVar("T")
 
-EXECUTOR_NAMES = ("llm", "embed", "store")
+EXECUTOR_NAMES = ("llm", "embed", "store", "index")
 
 
 class Executors:

@@ -1,0 +1,214 @@
+"""The pipeline commands of ``pcm``: ask, show, replay, eval, bench build.
+
+Each command wires an engine (``app.main.build_engine``), runs it on an asyncio loop and closes
+it. Kept apart from ``app.cli`` (the parser and the store-only commands) to keep both small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+from app.core.engine import Engine
+from app.core.trace import TurnRecord
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _with_engine(args: argparse.Namespace, work: Callable[[Engine], Awaitable[int]], **wiring_kw: Any) -> int:
+    from app import main as wiring
+
+    settings = Settings.load(args.data_dir)
+    _err("loading models…")
+    engine = wiring.build_engine(settings, **wiring_kw)
+
+    async def run() -> int:
+        try:
+            await engine.start()
+            return await work(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(run())
+
+
+def summary(record: TurnRecord) -> str:
+    """A few lines: anchor and its runner-up, intent, plan, context use."""
+    b = record.build
+    routing = b.routing
+    cands = routing.get("candidates", [])[:3]
+    if b.anchor_node is None:
+        anchor = "new task root"
+    else:
+        anchor = f"continues {b.anchor_node}" + (" (override)" if routing.get("override") else "")
+    lines = [f"turn {record.turn_id}: {anchor}" + ("  [ambiguous]" if routing.get("ambiguous") else "")]
+    for c in cands:
+        lines.append(f"  candidate {c['node_id']}: {c['score']:.3f}")
+    if routing.get("clarification"):
+        lines.append(f"  clarify? {routing['clarification']}")
+    i = b.intent
+    conf = i.get("confidence", {})
+    lines.append(
+        f"intent: {i['mode']} / {i['task_type']} (confidence mode {conf.get('mode', 0):.2f}, "
+        f"task {conf.get('task_type', 0):.2f}, goal {conf.get('goal', 0):.2f})"
+    )
+    p = b.plan
+    lines.append(
+        f"plan: {p['strategy']} recall, top {p['rerank']['top_k']}, budget {p['budget']['total_tokens']} "
+        f"{p['budget']['segments']}" + ("; needs clarification" if p.get("needs_clarification") else "")
+    )
+    kept = sum(1 for c in b.recall.candidates if c.kept)
+    lines.append(
+        f"context: {b.context.tokens}/{b.context.budget} tokens ({b.context.counter}), {len(b.context.blocks)} blocks, "
+        f"{kept} of {len(b.recall.candidates)} candidates kept, {len(b.context.dropped)} items dropped; "
+        f"build {record.timing.build_ms:.0f} ms"
+    )
+    return "\n".join(lines)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    async def work(engine: Engine) -> int:
+        state = await engine.open_session(args.session, title=args.text[:40])
+        stream_out = sys.stderr if args.json else sys.stdout
+        run = await engine.submit(state.session_id, args.text, budget=args.budget,
+                                  on_token=lambda piece: print(piece, end="", file=stream_out, flush=True))
+        if not args.json:
+            _err(summary(TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
+                                    build=run.build, timing=run.timing)))
+            print("assistant: ", end="", flush=True)
+        record = await run.done
+        print(file=stream_out)
+        if args.json:
+            print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        else:
+            _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+        return 0
+
+    return _with_engine(args, work)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    async def work(engine: Engine) -> int:
+        try:
+            record = await engine.turn_record(args.turn)
+        except KeyError as err:
+            _err(f"pcm: error: {err.args[0]}")
+            return 2
+        if args.json:
+            print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        else:
+            print(summary(record))
+            print("--- context sent ---")
+            print(record.build.context.text())
+            print("--- answer ---")
+            print(record.output)
+        return 0
+
+    return _with_engine(args, work, chat=False)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    async def work(engine: Engine) -> int:
+        try:
+            differences = await engine.replay(args.turn)
+        except KeyError as err:
+            _err(f"pcm: error: {err.args[0]}")
+            return 2
+        if differences:
+            print(f"turn {args.turn}: {len(differences)} differences")
+            for line in differences[:50]:
+                print("  " + line)
+            return 1
+        print(f"turn {args.turn}: plan and context reproduced exactly")
+        return 0
+
+    return _with_engine(args, work, chat=False)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    data_dir = Path(args.dir)
+    if not (data_dir / "messages.jsonl").is_file():
+        _err(f"pcm: error: {data_dir}/messages.jsonl not found")
+        return 2
+    out = Path(args.out)
+    if args.kind == "route":
+        from app import main as wiring
+        from app.eval.route import format_route_report, route_stream_eval
+
+        settings = Settings.load(args.data_dir)
+        embedder = wiring.load_embedder(settings)
+        report = route_stream_eval(data_dir, embedder, out, progress=lambda d, t, s: _err(f"{s}: {d}/{t}") if d == t else None)
+        print(format_route_report(report))
+        return 0
+
+    from app.eval.recall import format_recall_report, run_recall_eval
+
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    if not (data_dir / "questions.jsonl").is_file():
+        _err(f"pcm: error: {data_dir}/questions.jsonl not found")
+        return 2
+    settings = Settings.load(args.data_dir)
+    if args.data_dir is None:  # evaluation sessions never go into the user's own data folder
+        import tempfile
+
+        settings = Settings.load(tempfile.mkdtemp(prefix="pcm-eval-"))
+
+    async def work(engine: Engine) -> int:
+        report = await run_recall_eval(engine, data_dir, budgets, out, baselines=not args.no_baselines, progress=_err)
+        print(format_recall_report(report))
+        if args.report:
+            Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        return 0
+
+    from app import main as wiring
+
+    engine = wiring.build_engine(settings, chat=False, counter=args.counter)
+
+    async def run() -> int:
+        try:
+            await engine.start()
+            return await work(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(run())
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ask / show / replay / eval on the ``pcm`` parser."""
+    p = sub.add_parser("ask", help="one turn: plan, route, recall, compile, stream the answer")
+    p.add_argument("text")
+    p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    p.add_argument("--budget", type=int, help="context budget in tokens (default: settings)")
+    p.add_argument("--json", action="store_true", help="print the full turn record as JSON")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("show", help="show a recorded turn")
+    p.add_argument("what", choices=["turn"])
+    p.add_argument("turn", metavar="ID")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("replay", help="rebuild a turn's plan and context from the stored state; report differences")
+    p.add_argument("what", choices=["turn"])
+    p.add_argument("turn", metavar="ID")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("eval", help="replay evaluation against baselines")
+    p.add_argument("kind", choices=["recall", "route"])
+    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
+    p.add_argument("--out", required=True, metavar="PRED.jsonl")
+    p.add_argument("--budgets", default="512,1024,2048,4096", help="recall: comma-separated token budgets")
+    p.add_argument("--counter", choices=["model", "words"], default="model",
+                   help="recall: count tokens with the chat model's tokenizer or as ceil(1.3 × words)")
+    p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
+    p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
+    p.set_defaults(func=cmd_eval)

@@ -1,0 +1,291 @@
+"""The context compiler: candidates and state in, budgeted context blocks bound to evidence out.
+
+The compiled context answers the minimal task-state questions (seed 000 §2.2) in a fixed,
+structured template — who the user is, the big picture, progress, the current goal and its
+acceptance, the evidence available, the tools available — each section a ``ContextBlock`` with a
+type, a priority, its token count by the active counter and refs to the evidence it carries.
+
+Budgeting: ``must`` blocks first; then each segment up to its quota from the plan; then whatever
+is left of the total goes to the best remaining items in priority order. The final context is
+re-counted as one string and trimmed from the lowest priority until it fits, so it is never over
+budget as counted by the active tokenizer. Every dropped item is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from app.core.ports import TokenCounter
+from app.core.types import BlockType, ContextBlock, Priority, Ref
+
+SEGMENT_ORDER: tuple[BlockType, ...] = (
+    BlockType.INSTRUCTION,
+    BlockType.PLAN,
+    BlockType.STATE,
+    BlockType.CONVERSATION,
+    BlockType.EVIDENCE,
+    BlockType.MEMORY,
+)
+PRIORITY_RANK = {Priority.MUST: 0, Priority.HIGH: 1, Priority.MEDIUM: 2, Priority.LOW: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One unit the compiler may include: a line of a section, bound to its evidence."""
+
+    item_id: str  # evidence id (message, note) or a synthetic id for derived lines
+    segment: BlockType
+    text: str
+    priority: Priority = Priority.MEDIUM
+    score: float = 0.0  # higher first within a segment
+    group: str = ""  # items of one group render under one header (e.g. a day)
+    order: int = 0  # chronological position for rendering
+    evidence_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A keyed statement, for conflict resolution (e.g. a preference, a setting, a status)."""
+
+    key: str
+    value: str
+    evidence_id: str
+    reliability: float  # source reliability in [0, 1]: user statement > tool > model output
+    at: str
+    confidence: float = 1.0
+
+
+class Conflict(BaseModel):
+    key: str
+    chosen: str
+    chosen_evidence: str
+    others: list[dict[str, str]]
+    rule: str
+
+
+class Dropped(BaseModel):
+    item_id: str
+    segment: str
+    tokens: int
+    reason: str
+
+
+class SegmentUsage(BaseModel):
+    quota: int
+    used: int
+
+
+class CompiledContext(BaseModel):
+    """The result: blocks in prompt order, what was left out and why, the budget by segment."""
+
+    blocks: list[ContextBlock]
+    dropped: list[Dropped] = Field(default_factory=list)
+    conflicts: list[Conflict] = Field(default_factory=list)
+    budget: int
+    tokens: int
+    counter: str
+    segments: dict[str, SegmentUsage] = Field(default_factory=dict)
+
+    def text(self) -> str:
+        return render(self.blocks)
+
+    def source_ids(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for block in self.blocks:
+            for ref in block.refs:
+                seen.setdefault(ref.evidence_id, None)
+        return list(seen)
+
+
+def render(blocks: Sequence[ContextBlock]) -> str:
+    return "\n\n".join(b.content for b in blocks if b.content)
+
+
+HEADERS: dict[BlockType, str] = {
+    BlockType.INSTRUCTION: "",
+    BlockType.PLAN: "Current goal:",
+    BlockType.STATE: "What is known about the user and the work:",
+    BlockType.CONVERSATION: "This branch so far:",
+    BlockType.EVIDENCE: "Evidence:",
+    BlockType.MEMORY: "Notes:",
+}
+
+
+def resolve_conflicts(facts: Sequence[Fact]) -> tuple[list[Conflict], set[str]]:
+    """Group facts by key; where values disagree pick by reliability, then recency, then
+    confidence, and return the conflicts (to be stated in the context) and the losing ids."""
+    by_key: dict[str, list[Fact]] = {}
+    for fact in facts:
+        by_key.setdefault(fact.key, []).append(fact)
+    conflicts: list[Conflict] = []
+    losers: set[str] = set()
+    for key in sorted(by_key):
+        group = by_key[key]
+        if len({f.value.strip().lower() for f in group}) < 2:
+            continue
+        ordered = sorted(group, key=lambda f: (-f.reliability, _neg(f.at), -f.confidence, f.evidence_id))
+        win = ordered[0]
+        runner = ordered[1]
+        if win.reliability != runner.reliability:
+            rule = "more reliable source"
+        elif win.at != runner.at:
+            rule = "more recent"
+        elif win.confidence != runner.confidence:
+            rule = "higher confidence"
+        else:
+            rule = "undecided: both shown"
+        conflicts.append(
+            Conflict(
+                key=key,
+                chosen=win.value,
+                chosen_evidence=win.evidence_id,
+                others=[{"value": f.value, "evidence_id": f.evidence_id, "at": f.at} for f in ordered[1:]],
+                rule=rule,
+            )
+        )
+        losers.update(f.evidence_id for f in ordered[1:] if f.value.strip().lower() != win.value.strip().lower())
+    return conflicts, losers
+
+
+def _neg(at: str) -> tuple[int, ...]:
+    """Sort key that puts later ISO timestamps first."""
+    return tuple(-ord(c) for c in at)
+
+
+@dataclass
+class _Section:
+    segment: BlockType
+    items: list[Item] = field(default_factory=list)
+
+
+class ContextCompiler:
+    """Packs items into blocks under a token budget, counted by ``counter``."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def compile(
+        self,
+        items: Sequence[Item],
+        *,
+        budget: int,
+        quotas: dict[str, int],
+        conflicts: Sequence[Conflict] = (),
+    ) -> CompiledContext:
+        cost = {it.item_id: self.counter.count(it.text) for it in items}
+        header_cost = {seg: self.counter.count(h) for seg, h in HEADERS.items()}
+        dropped: list[Dropped] = []
+        chosen: list[Item] = []
+        used = 0
+        seg_used: dict[BlockType, int] = {seg: 0 for seg in SEGMENT_ORDER}
+        seg_open: set[BlockType] = set()
+        groups_open: set[tuple[BlockType, str]] = set()
+
+        def extra(it: Item) -> int:
+            more = cost[it.item_id]
+            if it.segment not in seg_open:
+                more += header_cost[it.segment]
+            if it.group and (it.segment, it.group) not in groups_open:
+                more += self.counter.count(it.group)
+            return more
+
+        def take(it: Item) -> None:
+            nonlocal used
+            c = extra(it)
+            chosen.append(it)
+            used += c
+            seg_used[it.segment] += c
+            seg_open.add(it.segment)
+            if it.group:
+                groups_open.add((it.segment, it.group))
+
+        by_priority = sorted(
+            items,
+            key=lambda it: (PRIORITY_RANK[it.priority], SEGMENT_ORDER.index(it.segment), -it.score, it.order, it.item_id),
+        )
+        # 1. must items, whatever the quotas say (they are small by construction)
+        rest: list[Item] = []
+        for it in by_priority:
+            if it.priority == Priority.MUST:
+                if used + extra(it) <= budget:
+                    take(it)
+                else:
+                    dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=cost[it.item_id], reason="must item over the total budget"))
+            else:
+                rest.append(it)
+        # 2. each segment up to its quota; 3. leftovers into what remains of the total
+        deferred: list[Item] = []
+        for it in rest:
+            quota = quotas.get(it.segment.value, 0)
+            c = extra(it)
+            if seg_used[it.segment] + c <= quota and used + c <= budget:
+                take(it)
+            else:
+                deferred.append(it)
+        for it in deferred:
+            c = extra(it)
+            if used + c <= budget:
+                take(it)
+            else:
+                reason = "over the total budget" if quotas.get(it.segment.value, 0) else "segment has no quota"
+                dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=cost[it.item_id], reason=reason))
+
+        blocks = self._blocks(chosen)
+        # The context as one string must fit by the counter too (tokenizers merge across joins).
+        while blocks and self.counter.count(render(blocks)) > budget:
+            victim = max(
+                (it for it in chosen if it.priority != Priority.MUST),
+                key=lambda it: (PRIORITY_RANK[it.priority], -it.score, -it.order),
+                default=None,
+            )
+            if victim is None:
+                break
+            chosen.remove(victim)
+            dropped.append(Dropped(item_id=victim.item_id, segment=victim.segment, tokens=cost[victim.item_id], reason="trimmed: joined context over budget"))
+            blocks = self._blocks(chosen)
+
+        total = self.counter.count(render(blocks))
+        segments = {
+            seg.value: SegmentUsage(quota=quotas.get(seg.value, 0), used=sum(b.token_estimate for b in blocks if b.block_type == seg))
+            for seg in SEGMENT_ORDER
+        }
+        return CompiledContext(
+            blocks=blocks, dropped=dropped, conflicts=list(conflicts), budget=budget, tokens=total,
+            counter=self.counter.name, segments=segments,
+        )
+
+    def _blocks(self, chosen: Sequence[Item]) -> list[ContextBlock]:
+        """One block per (segment, group), in template order; lines in chronological order."""
+        sections: dict[tuple[BlockType, str], list[Item]] = {}
+        for it in chosen:
+            sections.setdefault((it.segment, it.group), []).append(it)
+        keys = sorted(sections, key=lambda k: (SEGMENT_ORDER.index(k[0]), min(i.order for i in sections[k]), k[1]))
+        blocks: list[ContextBlock] = []
+        headed: set[BlockType] = set()
+        for segment, group in keys:
+            lines = sorted(sections[(segment, group)], key=lambda it: (it.order, it.item_id))
+            parts: list[str] = []
+            if segment not in headed and HEADERS[segment]:
+                parts.append(HEADERS[segment])
+            headed.add(segment)
+            if group:
+                parts.append(group)
+            parts.extend(it.text for it in lines)
+            content = "\n".join(parts)
+            refs = [Ref(evidence_id=e, selector="") for it in lines for e in it.evidence_ids]
+            priority = min((it.priority for it in lines), key=lambda p: PRIORITY_RANK[p])
+            block_id = f"{segment.value}:{group or 'all'}:{lines[0].item_id}"
+            blocks.append(
+                ContextBlock(
+                    block_id=block_id,
+                    block_type=segment,
+                    priority=priority,
+                    token_estimate=self.counter.count(content),
+                    content=content,
+                    refs=refs,
+                )
+            )
+        return blocks

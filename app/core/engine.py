@@ -1,0 +1,369 @@
+"""The engine facade: sessions, turns (record → build → answer → trace), history ingest, replay.
+
+Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
+``store`` (the one SQLite connection), ``embed`` (the embedder, also LanceDB writes that embed),
+``index`` (LanceDB queries), ``llm`` (the chat model). A user's input is committed durably before
+anything else happens with it. The UI and the CLI both talk to this class only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from app.core.intent import IntentEngine, PrototypeBank
+from app.core.pipeline import BuildInputs, ContextBuilder
+from app.core.plan import PlanBuilder
+from app.core.ports import ChatModel, Embedder, GenerationParams, TokenCounter
+from app.core.profile import UserProfile
+from app.core.retrieval import ChannelRun
+from app.core.routing import AnchorRouter, SESSION_DEFAULT, RoutingWeights
+from app.core.runtime.executors import ChatStream, Executors
+from app.core.session import SessionState
+from app.core.trace import BuildRecord, StageTiming, TurnRecord, diff
+from app.core.types import (
+    Author, AuthorKind, ContextBlock, EdgeKind, GraphEdge, GraphNode, Message, NodeKind, Ref, Role, utc_now,
+)
+
+
+class EngineStore(Protocol):
+    """What the engine needs of the system of record (``SqliteStore`` implements it)."""
+
+    def create_session(self, title: str = "", session_id: str | None = None) -> str: ...
+    def get_session(self, session_id: str) -> dict[str, Any] | None: ...
+    def record_user_input(self, session_id: str, text: str, *, author: Author | None = None, at: str | None = None) -> tuple[str, Message]: ...
+    def add_message(self, session_id: str, message: Message) -> Message: ...
+    def add_turn(self, session_id: str, turn_id: str, input_message_id: str, **kw: Any) -> None: ...
+    def set_turn_answer(self, turn_id: str, message: Message) -> Message: ...
+    def update_turn(self, turn_id: str, /, **fields: Any) -> dict[str, Any]: ...
+    def get_turn(self, turn_id: str) -> dict[str, Any] | None: ...
+    def list_messages(self, session_id: str) -> list[Message]: ...
+    def load_graph(self, session_id: str) -> Any: ...
+    def save_node(self, session_id: str, node: GraphNode) -> None: ...
+    def save_edge(self, session_id: str, edge: GraphEdge) -> None: ...
+    def save_intent(self, turn_id: str, data: dict[str, Any]) -> Any: ...
+    def save_plan(self, turn_id: str, data: dict[str, Any]) -> Any: ...
+    def add_context_blocks(self, session_id: str, turn_id: str, blocks: Sequence[ContextBlock]) -> Any: ...
+    def add_model_usage(self, session_id: str, usage: Any) -> Any: ...
+    def append_event(self, session_id: str, type: str, payload: dict[str, Any]) -> int: ...
+    def list_events(self, session_id: str | None, after_seq: int = 0) -> list[dict[str, Any]]: ...
+    def transaction(self) -> Any: ...
+
+
+class EngineIndex(Protocol):
+    """What the engine needs of the search index (``SearchIndex`` implements it)."""
+
+    def search_vector(self, query: Any, k: int = 10, *, session_id: str | None = None, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]: ...
+    def search_text(self, query: str, k: int = 10, *, session_id: str | None = None, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]: ...
+    def index_messages(self, session_id: str, messages: Sequence[Message]) -> int: ...
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
+@dataclass
+class EngineConfig:
+    default_budget: int = 1024
+    answer_reserve: int = 256
+    context_size: int = 2048
+    generation: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=256))
+    routing: RoutingWeights = SESSION_DEFAULT
+
+
+@dataclass
+class TurnRun:
+    """A turn in flight: iterate ``tokens()`` for the answer; ``record`` when done."""
+
+    turn_id: str
+    session_id: str
+    build: BuildRecord
+    timing: StageTiming
+    node_id: str
+    stream: ChatStream | None
+    done: asyncio.Future[TurnRecord]
+
+    def stop(self) -> None:
+        if self.stream is not None:
+            self.stream.stop()
+
+
+class Engine:
+    """One engine per data folder; sessions are loaded on first use and kept in memory."""
+
+    def __init__(
+        self,
+        *,
+        store: EngineStore,
+        index: EngineIndex | None,
+        embedder: Embedder | None,
+        chat: ChatModel | None,
+        counter: TokenCounter,
+        executors: Executors,
+        config: EngineConfig | None = None,
+    ) -> None:
+        self.store, self.index, self.embedder, self.chat = store, index, embedder, chat
+        self.counter = counter
+        self.ex = executors
+        self.config = config or EngineConfig()
+        self.sessions: dict[str, SessionState] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile]] = weakref.WeakKeyDictionary()
+        self.builder = ContextBuilder(
+            intents=IntentEngine(None),
+            planner=PlanBuilder(),
+            router=AnchorRouter(self.config.routing),
+            counter=counter,
+            answer_reserve=self.config.answer_reserve,
+            context_size=self.config.context_size,
+        )
+
+    async def start(self) -> None:
+        """Embed the intent prototypes once (on the embed executor)."""
+        if self.embedder is not None:
+            bank = await self.ex.run("embed", PrototypeBank.from_embed, lambda texts: self.embedder.embed(texts))
+            self.builder.intents = IntentEngine(bank)
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await self.ex.run("index", fn, *args, **kw)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
+        if session_id is not None and session_id in self.sessions:
+            return self.sessions[session_id]
+        if session_id is None or await self.ex.run("store", self.store.get_session, session_id) is None:
+            session_id = await self.ex.run("store", self.store.create_session, title, session_id)
+        messages = await self.ex.run("store", self.store.list_messages, session_id)
+        graph = await self.ex.run("store", self.store.load_graph, session_id)
+        state = SessionState.load(session_id, messages, graph)
+        self.sessions[session_id] = state
+        return state
+
+    async def _embed(self, texts: list[str]) -> np.ndarray | None:
+        if self.embedder is None or not texts:
+            return None
+        return await self.ex.run("embed", self.embedder.embed, texts)
+
+    async def _vectors_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        missing = [i for i in ids if i not in self.vectors]
+        if missing and self.index is not None:
+            self.vectors.update(await self._blocking(self.index.vectors, missing))
+        return {i: self.vectors[i] for i in ids if i in self.vectors}
+
+    def profile(self, state: SessionState) -> UserProfile:
+        """The user's profile stated so far in this session (prohibitions, permissions, preferences).
+
+        Only the app user's own inputs count (speaker "user"); named participants of imported
+        history are not the person at the keyboard. Cached per state and extended incrementally.
+        """
+        seen, profile = self._profiles.get(state, (0, UserProfile()))
+        for mid in state.order[seen:]:
+            view = state.messages[mid]
+            if view.role == Role.USER and view.speaker == Role.USER.value:
+                profile, _ = profile.updated_from(view.text)
+        self._profiles[state] = (len(state.order), profile)
+        return profile
+
+    def _overrides(self, state: SessionState) -> tuple[tuple[str, str], ...]:
+        return tuple((o["text"], o["node_id"]) for o in state.overrides) if hasattr(state, "overrides") else ()
+
+    # ------------------------------------------------------------------ ingest (history, no generation)
+
+    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True) -> int:
+        """Store messages as history turns (one turn each), link them along ``continues``, index them."""
+        state = await self.open_session(session_id)
+        previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
+        nodes: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+
+        def write() -> None:
+            with self.store.transaction():
+                for m in messages:
+                    self.store.add_message(session_id, m)
+                    self.store.add_turn(session_id, m.turn_id or m.message_id, m.message_id, status="history", created_at=m.at)
+                for n in nodes:
+                    self.store.save_node(session_id, n)
+                for e in edges:
+                    self.store.save_edge(session_id, e)
+
+        for m in messages:
+            if m.turn_id is None:
+                m.turn_id = m.message_id
+            state.add_message(m)
+            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
+            state.add_node(node)
+            nodes.append(node)
+            if previous is not None:
+                edge = GraphEdge(src=node.node_id, dst=previous, kind=EdgeKind.CONTINUES, created_at=m.at)
+                state.add_edge(edge)
+                edges.append(edge)
+            previous = node.node_id
+        await self.ex.run("store", write)
+        if self.index is not None:
+            await self.ex.run("embed", self.index.index_messages, session_id, list(messages))
+        return len(messages)
+
+    # ------------------------------------------------------------------ build (no generation)
+
+    async def build(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        budget: int | None = None,
+        at: str | None = None,
+        exclude_ids: Sequence[str] = (),
+        anchor_override: str | None = None,
+        state: SessionState | None = None,
+        recorded_channels: Sequence[ChannelRun] | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> tuple[BuildRecord, StageTiming]:
+        """Build the context for ``text`` without generating (turns, evaluation and replay use it)."""
+        state = state or await self.open_session(session_id)
+        t0 = time.perf_counter()
+        if query_vector is None:
+            vecs = await self._embed([text])
+            query_vector = vecs[0] if vecs is not None else None
+        embed_ms = (time.perf_counter() - t0) * 1000
+        candidate_ids = [m for tid in state.turn_order[-self.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
+        vectors = await self._vectors_for(candidate_ids)
+        inputs = BuildInputs(
+            text=text,
+            at=at or utc_now(),
+            budget=budget or self.config.default_budget,
+            query_vector=[float(x) for x in query_vector] if query_vector is not None else None,
+            exclude_ids=tuple(exclude_ids),
+            anchor_override=anchor_override,
+            profile=self.profile(state),
+        )
+        record, timing = await self.builder.build(
+            state, inputs, vectors=vectors, search=self.index, run_blocking=self._blocking,
+            recorded_channels=recorded_channels,
+        )
+        timing.embed_ms = embed_ms
+        timing.build_ms += embed_ms
+        return record, timing
+
+    # ------------------------------------------------------------------ turns
+
+    async def submit(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        budget: int | None = None,
+        anchor_override: str | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> TurnRun:
+        """Record the input durably, build its context, attach it to the graph, start the answer.
+
+        Returns at once with the build done and the answer streaming; ``await run.done`` for the
+        final ``TurnRecord`` (also stored with the turn).
+        """
+        state = await self.open_session(session_id)
+        turn_id, message = await self.ex.run("store", self.store.record_user_input, session_id, text)
+        build, timing = await self.build(
+            session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
+        )
+        state.add_message(message)
+        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
+                         attrs={"ambiguous": build.routing.get("ambiguous", False)})
+        state.add_node(node)
+        edge = None
+        if build.anchor_node is not None:
+            edge = GraphEdge(src=node.node_id, dst=build.anchor_node, kind=EdgeKind.CONTINUES, created_at=message.at)
+            state.add_edge(edge)
+        record = TurnRecord(turn_id=turn_id, session_id=session_id, node_id=node.node_id, build=build, timing=timing)
+
+        def persist_build() -> None:
+            with self.store.transaction():
+                self.store.save_node(session_id, node)
+                if edge is not None:
+                    self.store.save_edge(session_id, edge)
+                self.store.save_intent(turn_id, build.intent)
+                self.store.save_plan(turn_id, build.plan)
+                self.store.add_context_blocks(
+                    session_id, turn_id,
+                    [b.model_copy(update={"block_id": f"{turn_id}:{b.block_id}", "turn_id": turn_id}) for b in build.context.blocks],
+                )
+                self.store.update_turn(turn_id, anchor_node_id=build.anchor_node, status="building", record=record.model_dump(mode="json"))
+
+        await self.ex.run("store", persist_build)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[TurnRecord] = loop.create_future()
+        stream = None
+        if self.chat is not None:
+            stream = ChatStream(self.ex, self.chat, build.prompt, params=self.config.generation, stage="answer")
+        run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
+        asyncio.ensure_future(self._finish(run, record, message, on_token))
+        return run
+
+    async def _finish(self, run: TurnRun, record: TurnRecord, message: Message, on_token: Callable[[str], None] | None) -> None:
+        try:
+            state = self.sessions[run.session_id]
+            answer_text, usage, finish = "", None, "no model"
+            if run.stream is not None:
+                async for piece in run.stream:
+                    if on_token is not None:
+                        on_token(piece)
+                result = run.stream.result
+                assert result is not None
+                answer_text, usage, finish = result.text, result.usage.model_copy(update={"turn_id": run.turn_id}), result.finish_reason
+            refs = [Ref(evidence_id=e) for e in run.build.context.source_ids()]
+            answer = Message(role=Role.ASSISTANT, content=answer_text, turn_id=run.turn_id,
+                             author=Author(kind=AuthorKind.AGENT, id="assistant"), refs=refs)
+            record.output, record.finish_reason, record.answer_message_id = answer_text, finish, answer.message_id
+            if usage is not None:
+                record.usage = usage.model_dump(mode="json")
+                record.model, record.params = usage.model, usage.params
+                record.timing.first_token_ms = usage.first_token_latency_ms
+                record.timing.answer_ms = usage.latency_ms
+
+            def persist_answer() -> None:
+                with self.store.transaction():
+                    self.store.set_turn_answer(run.turn_id, answer)
+                    if usage is not None:
+                        self.store.add_model_usage(run.session_id, usage)
+                    self.store.update_turn(run.turn_id, status="answered" if finish != "error" else "failed", record=record.model_dump(mode="json"))
+
+            await self.ex.run("store", persist_answer)
+            state.add_message(answer)
+            if self.index is not None:
+                await self.ex.run("embed", self.index.index_messages, run.session_id, [message, answer])
+            run.done.set_result(record)
+        except Exception as exc:  # the turn is recorded; the failure is reported on the future
+            if not run.done.done():
+                run.done.set_exception(exc)
+
+    # ------------------------------------------------------------------ inspection and replay
+
+    async def turn_record(self, turn_id: str) -> TurnRecord:
+        row = await self.ex.run("store", self.store.get_turn, turn_id)
+        if row is None or not row.get("record"):
+            raise KeyError(f"no recorded turn {turn_id!r}")
+        return TurnRecord.model_validate(row["record"])
+
+    async def replay(self, turn_id: str) -> list[str]:
+        """Rebuild a turn's plan and context from the stored state as it was; return differences.
+
+        Everything is recomputed from SQLite (the session as of the turn, the profile, intent,
+        plan, routing, fusion, compilation); the two index channels are fed their recorded hits,
+        since the index is an observation of the outside that later turns change.
+        """
+        record = await self.turn_record(turn_id)
+        full = await self.open_session(record.session_id)
+        past = full.as_of(turn_id)
+        replayed, _ = await self.build(
+            record.session_id, record.build.text, budget=record.build.budget, at=record.build.at,
+            anchor_override=record.build.routing.get("override"), state=past,
+            recorded_channels=record.build.recall.channels,
+        )
+        return diff(record.build.comparable(), replayed.comparable())
+
+    async def close(self) -> None:
+        """Let running answers finish their bookkeeping, then stop the executors."""
+        self.ex.shutdown(wait=True)

@@ -1,0 +1,300 @@
+"""One context build: intent → plan → anchor routing → recall → compile (everything but generation).
+
+``ContextBuilder.build`` is what a turn, an evaluation question and a replay all run. Its inputs
+are the text, the session state as of that moment, the query vector and the vectors of the
+anchor candidates; its output is a ``BuildRecord`` that says what was decided and why. All the
+decisions are pure functions of those inputs; only the two index channels (vector, full text)
+are observations of the outside, which is why replay feeds their recorded hits back in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.core.compiler import ContextCompiler, Fact, Item, resolve_conflicts
+from app.core.intent import Intent, IntentContext, IntentEngine, Mode
+from app.core.plan import PlanBuilder, PlanContext, ToolSpec
+from app.core.ports import TokenCounter
+from app.core.profile import UserProfile
+from app.core.retrieval import ChannelRun, RecallRequest, RecallResult, SearchPort, fuse, recall, STRATEGIES, PCM_FUSION
+from app.core.routing import AnchorCandidate, AnchorRouter, Feature, RoutingDecision, cosine, mention, recency_by_time
+from app.core.session import SessionState
+from app.core.trace import BuildRecord, StageTiming
+from app.core.types import BlockType, NodeKind, Priority, Role
+
+SYSTEM_INSTRUCTION = (
+    "Answer the user's last message from the context below. Cite evidence as [n]. "
+    "If the context does not hold the answer, say so."
+)
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything a build reads besides the session state."""
+
+    text: str
+    at: str
+    budget: int
+    query_vector: Sequence[float] | None
+    exclude_ids: tuple[str, ...] = ()
+    focus_node: str | None = None
+    anchor_override: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    profile: UserProfile = field(default_factory=UserProfile)
+    overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
+    llm_output: dict | None = None
+    llm_status: str = "skipped"
+
+
+def _iso_seconds(at: str) -> float:
+    """Seconds since the epoch of an ISO 8601 timestamp ('Z' or naive = UTC)."""
+    from datetime import datetime, timezone
+
+    text = at.rstrip("Z")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+class ContextBuilder:
+    """Runs the deterministic pipeline for one input over one session state."""
+
+    def __init__(
+        self,
+        *,
+        intents: IntentEngine,
+        planner: PlanBuilder,
+        router: AnchorRouter,
+        counter: TokenCounter,
+        answer_reserve: int = 256,
+        context_size: int = 2048,
+        candidate_turns: int = 12,
+        system_instruction: str = SYSTEM_INSTRUCTION,
+    ) -> None:
+        self.intents = intents
+        self.planner = planner
+        self.router = router
+        self.counter = counter
+        self.compiler = ContextCompiler(counter)
+        self.answer_reserve = answer_reserve
+        self.context_size = context_size
+        self.candidate_turns = candidate_turns
+        self.system_instruction = system_instruction
+
+    # ------------------------------------------------------------------ stages
+
+    def infer_intent(self, state: SessionState, inp: BuildInputs) -> Intent:
+        recent = [
+            {"text": state.messages[m].text, "mode": ""}
+            for m in state.recent(6)
+            if state.messages[m].role == Role.USER
+        ][-3:]
+        ctx = IntentContext(
+            query_vector=list(inp.query_vector) if inp.query_vector is not None else None,
+            recent_turns=recent,
+            profile=inp.profile,
+            llm_output=inp.llm_output,
+            llm_status=inp.llm_status,
+        )
+        return self.intents.infer(inp.text, ctx)
+
+    def anchor_candidates(
+        self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float]],
+        intent_entities: Sequence[str] = (),
+    ) -> list[AnchorCandidate]:
+        """Branch frontiers plus the most recent turns, with their routing features."""
+        nodes: dict[str, None] = {}
+        for node_id in state.graph.frontiers()[-self.candidate_turns:]:
+            nodes.setdefault(node_id, None)
+        for turn_id in state.turn_order[-self.candidate_turns:]:
+            node = state.turns[turn_id].node_id
+            if node is not None:
+                nodes.setdefault(node, None)
+        now = _iso_seconds(inp.at)
+        frontier = set(state.graph.frontiers())
+        out: list[AnchorCandidate] = []
+        q = inp.query_vector
+        speakers = {name.lower() for name in state.speakers()}
+        topical = [e for e in intent_entities if e.lower() not in speakers]  # names say who, not what
+        for node_id in nodes:
+            mids = state.turn_messages(node_id)
+            if not mids:
+                continue
+            sem = 0.0
+            if q is not None:
+                sims = [cosine(q, vectors[m]) for m in mids if m in vectors]
+                sem = max(sims) if sims else 0.0
+            last = state.messages[mids[-1]]
+            age = max(0.0, now - _iso_seconds(last.at))
+            override = 0.0
+            chain = set(state.graph.chain_back(node_id, limit=50))
+            for _, target in inp.overrides:
+                if target in chain:
+                    override = 1.0
+            entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
+            task = len(entity_hits) / len(topical) if topical else 0.0
+            addressed = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
+            out.append(
+                AnchorCandidate(
+                    node_id=node_id,
+                    features={
+                        Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
+                        Feature.TASK: round(task, 6),
+                        Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
+                        Feature.FOCUS: 1.0 if node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
+                        Feature.OVERRIDE: override,
+                        Feature.ADDRESS: addressed if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
+                    },
+                )
+            )
+        return out
+
+    def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None) -> RecallRequest:
+        named = {e.lower() for e in intent.entities}
+        speakers = [s for s in state.speakers() if s.lower() in named or mention(inp.text, s)]
+        return RecallRequest(
+            query=inp.text,
+            channel_sizes=dict(plan.retrieval.channels),
+            speakers=speakers,
+            anchor_node=anchor,
+            chain_turns=plan.history.main_chain_turns,
+            top_k=plan.rerank.top_k,
+            dedup_threshold=plan.rerank.dedup_threshold,
+            mmr_lambda=plan.rerank.mmr_lambda,
+            exclude_ids=list(inp.exclude_ids),
+            strategy=PCM_FUSION.name,
+        )
+
+    def items(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None, recalled: RecallResult
+    ) -> tuple[list[Item], list]:
+        """The candidate lines of every section of the template, bound to evidence."""
+        items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
+        facts: list[Fact] = []
+        profile = inp.profile
+        for n, text in enumerate(profile.prohibitions):
+            items.append(Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n))
+        for n, text in enumerate(profile.permissions):
+            items.append(Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n))
+        for n, text in enumerate(profile.preferences):
+            items.append(Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n))
+        goal_lines: list[str] = []
+        if intent.acceptance:
+            goal_lines.append("Done when: " + "; ".join(intent.acceptance))
+        if intent.constraints:
+            goal_lines.append("Constraints: " + "; ".join(intent.constraints))
+        if intent.sub_questions and len(intent.sub_questions) > 1:
+            goal_lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
+        if plan.needs_clarification and plan.clarification_question:
+            goal_lines.append("Unclear, ask first: " + plan.clarification_question)
+        if plan.tools.allowed:
+            goal_lines.append("Tools you may use: " + ", ".join(plan.tools.allowed))
+        for n, line in enumerate(goal_lines):
+            items.append(Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n))
+
+        excluded = set(inp.exclude_ids)
+        in_conversation: set[str] = set()
+        if anchor is not None and anchor in state.graph:
+            chain = state.main_chain(anchor, plan.history.main_chain_turns)
+            for distance, node in enumerate(chain):
+                for mid in state.turn_messages(node):
+                    if mid in excluded:
+                        continue
+                    view = state.messages[mid]
+                    in_conversation.add(mid)
+                    items.append(
+                        Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
+                             score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
+                    )
+        number = 0
+        for cand in recalled.candidates:
+            if not cand.kept or cand.id in in_conversation:
+                continue
+            number += 1
+            if cand.id in state.messages:
+                view = state.messages[cand.id]
+                items.append(
+                    Item(cand.id, BlockType.EVIDENCE, f"[{number}] {view.render()}", Priority.MEDIUM, score=cand.fused,
+                         group=f"On {view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,))
+                )
+            else:
+                note = state.notes[cand.id]
+                segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
+                items.append(Item(cand.id, segment, f"[{number}] {note.render()}", Priority.MEDIUM, score=cand.fused,
+                                  order=len(state.order) + number, evidence_ids=(cand.id,)))
+        return items, facts
+
+    # ------------------------------------------------------------------ the build
+
+    async def build(
+        self,
+        state: SessionState,
+        inp: BuildInputs,
+        *,
+        vectors: Mapping[str, Sequence[float]],
+        search: SearchPort | None,
+        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+        recorded_channels: Sequence[ChannelRun] | None = None,
+    ) -> tuple[BuildRecord, StageTiming]:
+        timing = StageTiming()
+        t0 = time.perf_counter()
+        intent = self.infer_intent(state, inp)
+        t1 = time.perf_counter()
+        result = self.planner.build(
+            intent,
+            PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
+                        answer_reserve=self.answer_reserve, context_size=self.context_size),
+        )
+        plan = result.plan
+        t2 = time.perf_counter()
+        candidates = self.anchor_candidates(state, inp, vectors, intent.entities)
+        decision: RoutingDecision = self.router.route(candidates)
+        anchor = decision.anchor_id if not decision.new_root else None
+        if inp.anchor_override is not None:
+            anchor = inp.anchor_override
+        t3 = time.perf_counter()
+        req = self.recall_request(state, inp, intent, plan, anchor)
+        if recorded_channels is None:
+            recalled = await recall(state, req, query_vector=inp.query_vector, search=search, run_blocking=run_blocking)
+        else:
+            recalled = fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels))
+        t4 = time.perf_counter()
+        items, facts = self.items(state, inp, intent, plan, anchor, recalled)
+        conflicts, _ = resolve_conflicts(facts)
+        context_budget = min(inp.budget, max(0, self.context_size - self.answer_reserve)) if self.context_size else inp.budget
+        compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
+        prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]
+        t5 = time.perf_counter()
+        timing.intent_ms = (t1 - t0) * 1000
+        timing.plan_ms = (t2 - t1) * 1000
+        timing.route_ms = (t3 - t2) * 1000
+        timing.recall_ms = (t4 - t3) * 1000
+        timing.compile_ms = (t5 - t4) * 1000
+        timing.build_ms = (t5 - t0) * 1000
+        record = BuildRecord(
+            text=inp.text,
+            at=inp.at,
+            budget=inp.budget,
+            intent=intent.model_dump(mode="json"),
+            plan=plan.model_dump(mode="json"),
+            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
+            routing=decision.model_dump(mode="json") | {"override": inp.anchor_override},
+            anchor_node=anchor,
+            recall_request=req.model_dump(mode="json"),
+            recall=recalled,
+            context=compiled,
+            prompt=prompt,
+        )
+        return record, timing
+
+
+def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:
+    return {i: vectors[i] for i in ids if i in vectors}

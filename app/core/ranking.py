@@ -1,0 +1,190 @@
+"""Scoring math for recall: fusion, neighbourhood propagation, near-duplicates, diversity, packing.
+
+Pure functions over ids and scores, tested without stores (DESIGN.md §5). Ties are always broken
+by id so that the same inputs give the same order (replay depends on it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with about from into over after before between
+    through during as is are was were be been being am do does did doing have has had having i me my
+    mine we us our you your he him his she her it its they them their what which who whom whose this
+    that these those there here when where why how not no nor so than too very can will just would
+    should could may might must shall s t don didn doesn ll ve re d m o y""".split()
+)
+
+
+class FusionMethod(StrEnum):
+    RRF = "rrf"  # reciprocal rank fusion: robust, ignores score scales
+    RELATIVE = "relative"  # min-max normalised scores, weighted sum: keeps score gaps
+
+
+def words(text: str) -> list[str]:
+    """Lower-case alphanumeric words of ``text``."""
+    return _WORD.findall(text.lower())
+
+
+def terms(text: str) -> set[str]:
+    """Content words (stop words removed) of ``text``."""
+    return {w for w in words(text) if w not in STOPWORDS}
+
+
+def ranked(scores: Mapping[str, float]) -> list[str]:
+    """Ids by descending score, ties by id."""
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+def rrf(lists: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, k: int = 60) -> dict[str, float]:
+    """Weighted reciprocal rank fusion: Σ_channel w / (k + rank), rank from 1."""
+    fused: dict[str, float] = {}
+    for channel, ids in lists.items():
+        w = 1.0 if weights is None else weights.get(channel, 0.0)
+        for rank, item in enumerate(ids, start=1):
+            fused[item] = fused.get(item, 0.0) + w / (k + rank)
+    return fused
+
+
+def minmax(scores: Mapping[str, float]) -> dict[str, float]:
+    """Scale scores to [0, 1] within one list; a list of equal scores maps to 1."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo <= 1e-12:
+        return {i: 1.0 for i in scores}
+    return {i: (s - lo) / (hi - lo) for i, s in scores.items()}
+
+
+def relative_fusion(
+    channel_scores: Mapping[str, Mapping[str, float]], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """Σ_channel w · minmax(score); an id a channel did not return gets 0 from it."""
+    fused: dict[str, float] = {}
+    for channel, scores in channel_scores.items():
+        w = weights.get(channel, 0.0)
+        if w == 0.0:
+            continue
+        for item, s in minmax(scores).items():
+            fused[item] = fused.get(item, 0.0) + w * s
+    return fused
+
+
+def propagate(
+    scores: Mapping[str, float], neighbours: Callable[[str], Iterable[str]], alpha: float
+) -> dict[str, float]:
+    """Add ``alpha`` × the best neighbour's score to every item (and reach unscored neighbours).
+
+    Conversation turns are rarely self-contained: the answer to a question sits next to it, so a
+    turn next to a strong hit is itself likely relevant. Only one hop, from the original scores.
+    """
+    if alpha <= 0:
+        return dict(scores)
+    best: dict[str, float] = {}
+    for item, s in scores.items():
+        for other in neighbours(item):
+            if s > best.get(other, float("-inf")):
+                best[other] = s
+    out = {item: s + alpha * best.get(item, 0.0) for item, s in scores.items()}
+    for item, s in best.items():
+        if item not in out:
+            out[item] = alpha * s
+    return out
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def near_duplicates(
+    order: Sequence[str], texts: Mapping[str, str], threshold: float
+) -> dict[str, str]:
+    """Map each item that nearly repeats a better-ranked item (word Jaccard ≥ threshold) to it.
+
+    Only items of similar length can reach the threshold (|a∩b|/|a∪b| ≤ min/max of the sizes),
+    so each item is compared with the kept items whose size is within that ratio.
+    """
+    kept: list[tuple[str, set[str]]] = []
+    dupes: dict[str, str] = {}
+    for item in order:
+        bag = set(words(texts.get(item, "")))
+        size = len(bag)
+        match = None
+        if bag:
+            for other, other_bag in kept:
+                n = len(other_bag)
+                if min(n, size) < threshold * max(n, size):
+                    continue
+                if jaccard(bag, other_bag) >= threshold:
+                    match = other
+                    break
+        if match is not None:
+            dupes[item] = match
+        else:
+            kept.append((item, bag))
+    return dupes
+
+
+def mmr(
+    order: Sequence[str],
+    relevance: Mapping[str, float],
+    texts: Mapping[str, str],
+    *,
+    lam: float,
+    k: int,
+) -> list[str]:
+    """Maximal marginal relevance over ``order``; returns ``k`` ids.
+
+    score = λ·relevance − (1−λ)·max word-Jaccard to an already selected item; λ=1 is plain rank.
+    Each item's redundancy is updated once per pick, so the cost is O(k·n).
+    """
+    if lam >= 1.0 or k <= 0:
+        return list(order[:k])
+    pool = list(order)
+    bags = {i: set(words(texts.get(i, ""))) for i in pool}
+    rel = minmax({i: relevance.get(i, 0.0) for i in pool})
+    redundancy = {i: 0.0 for i in pool}
+    chosen: list[str] = []
+    while pool and len(chosen) < k:
+        best = min(pool, key=lambda i: (-(lam * rel[i] - (1 - lam) * redundancy[i]), i))
+        chosen.append(best)
+        pool.remove(best)
+        picked = bags[best]
+        for item in pool:
+            sim = jaccard(bags[item], picked)
+            if sim > redundancy[item]:
+                redundancy[item] = sim
+    return chosen
+
+
+def pack_greedy(order: Sequence[str], cost: Mapping[str, int], budget: int) -> tuple[list[str], list[str]]:
+    """Take items in order while they fit, skipping (not stopping at) items that do not.
+
+    Returns (taken, skipped). Never exceeds ``budget``.
+    """
+    used = 0
+    taken: list[str] = []
+    skipped: list[str] = []
+    for item in order:
+        c = cost[item]
+        if used + c <= budget:
+            taken.append(item)
+            used += c
+        else:
+            skipped.append(item)
+    return taken, skipped
+
+
+def recency_score(age_s: float, half_life_s: float) -> float:
+    """exp-decay in [0, 1]: 1 now, 0.5 after one half-life; negative ages count as now."""
+    if half_life_s <= 0:
+        return 0.0
+    return math.exp(-max(age_s, 0.0) * math.log(2) / half_life_s)

@@ -1,0 +1,279 @@
+"""Recall: several channels in parallel, one fused ranking, near-duplicates out, diversity kept.
+
+Channels (each bounded by the plan's recall size):
+  vector      LanceDB nearest neighbours of the query embedding
+  fulltext    LanceDB BM25 full-text match
+  structured  metadata filter in memory: speakers named in the input, kind, time window
+  graph       the main chain back from the anchor along ``continues``, plus the anchor's neighbours
+  recent      the most recent messages of the session
+  memory      memory notes (vector search restricted to memory fragments)
+
+Every candidate keeps its per-channel rank and score and the reason it was kept or dropped, so
+the evidence panel and replay can show exactly why something reached the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from app.core import ranking
+from app.core.ranking import FusionMethod
+from app.core.session import SessionState
+
+CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory")
+
+
+class SearchPort(Protocol):
+    """The search index (``app.store.index.SearchIndex`` implements it). Blocking."""
+
+    def search_vector(
+        self, query: Sequence[float], k: int = 10, *, session_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[tuple[str, float]]: ...
+
+    def search_text(
+        self, query: str, k: int = 10, *, session_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[tuple[str, float]]: ...
+
+
+class RecallStrategy(BaseModel):
+    """How channel lists become one ranking. Strategies are data; presets below."""
+
+    name: str
+    fusion: FusionMethod = FusionMethod.RELATIVE
+    weights: dict[str, float]
+    neighbour_alpha: float = 0.0  # share of the best neighbour's score a turn inherits
+    rrf_k: int = 60
+
+
+PCM_FUSION = RecallStrategy(
+    name="pcm",
+    fusion=FusionMethod.RELATIVE,
+    weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5},
+    neighbour_alpha=0.3,
+)
+HYBRID_RRF = RecallStrategy(
+    name="hybrid_rrf", fusion=FusionMethod.RRF, weights={"vector": 1.0, "fulltext": 1.0}
+)
+STRATEGIES = {s.name: s for s in (PCM_FUSION, HYBRID_RRF)}
+
+
+class RecallRequest(BaseModel):
+    """What the plan asks recall for (sizes per channel, filters, crop settings)."""
+
+    query: str
+    channel_sizes: dict[str, int]
+    speakers: list[str] = Field(default_factory=list)
+    anchor_node: str | None = None
+    chain_turns: int = 6
+    top_k: int = 40
+    dedup_threshold: float = 0.9
+    mmr_lambda: float = 1.0
+    exclude_ids: list[str] = Field(default_factory=list)
+    strategy: str = PCM_FUSION.name
+
+
+class ChannelHit(BaseModel):
+    rank: int
+    score: float
+
+
+class ChannelRun(BaseModel):
+    channel: str
+    size: int
+    hits: list[tuple[str, float]] = Field(default_factory=list)
+    elapsed_ms: float = 0.0
+    error: str = ""
+
+
+class Candidate(BaseModel):
+    id: str
+    kind: str  # message | memory | env
+    channels: dict[str, ChannelHit] = Field(default_factory=dict)
+    fused: float = 0.0
+    rank: int = 0
+    kept: bool = False
+    reason: str = ""
+
+
+class RecallResult(BaseModel):
+    channels: list[ChannelRun]
+    candidates: list[Candidate]  # every candidate seen, best first; ``kept`` marks the selection
+    strategy: str
+
+    def kept_ids(self) -> list[str]:
+        return [c.id for c in self.candidates if c.kept]
+
+
+def _structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
+    """Messages of the speakers the input names, most recent first."""
+    hits: list[str] = []
+    for name in req.speakers:
+        hits.extend(state.by_speaker(name))
+    ordered = sorted(set(hits), key=lambda m: -state.messages[m].seq)
+    return [(m, 1.0) for m in ordered[:size]]
+
+
+def _graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
+    """Messages along the main chain back from the anchor (closer = higher), then its neighbours."""
+    if req.anchor_node is None or req.anchor_node not in state.graph:
+        return []
+    out: dict[str, float] = {}
+    for distance, node in enumerate(state.main_chain(req.anchor_node, req.chain_turns)):
+        for mid in state.turn_messages(node):
+            out.setdefault(mid, 1.0 / (1 + distance))
+    for node in state.graph.neighbours(req.anchor_node):
+        for mid in state.turn_messages(node):
+            out.setdefault(mid, 0.25)
+    return ranking_items(out)[:size]
+
+
+def _recent(state: SessionState, size: int) -> list[tuple[str, float]]:
+    ids = state.recent(size)
+    n = len(ids)
+    return [(m, (i + 1) / n) for i, m in enumerate(ids)][::-1]
+
+
+def ranking_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    return [(i, scores[i]) for i in ranking.ranked(scores)]
+
+
+async def recall(
+    state: SessionState,
+    req: RecallRequest,
+    *,
+    query_vector: Sequence[float] | None,
+    search: SearchPort | None,
+    run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+) -> RecallResult:
+    """Run the channels concurrently, fuse, propagate to neighbours, dedup, diversify.
+
+    ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor).
+    """
+    strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
+    sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
+    sid = state.session_id
+
+    async def timed(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
+        started = time.perf_counter()
+        run = ChannelRun(channel=channel, size=sizes[channel])
+        try:
+            run.hits = await work()
+        except Exception as exc:  # a failing channel degrades recall, never the turn
+            run.error = f"{type(exc).__name__}: {exc}"
+        run.elapsed_ms = (time.perf_counter() - started) * 1000
+        return run
+
+    async def vector() -> list[tuple[str, float]]:
+        if search is None or query_vector is None or not sizes["vector"]:
+            return []
+        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=sid, kinds=["message", "env"])
+
+    async def fulltext() -> list[tuple[str, float]]:
+        if search is None or not sizes["fulltext"]:
+            return []
+        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid)
+
+    async def memory() -> list[tuple[str, float]]:
+        if search is None or query_vector is None or not sizes["memory"]:
+            return []
+        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=["memory"])
+
+    async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
+        return fn()
+
+    runs = await asyncio.gather(
+        timed("vector", vector),
+        timed("fulltext", fulltext),
+        timed("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
+        timed("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
+        timed("recent", lambda: local(lambda: _recent(state, sizes["recent"]))),
+        timed("memory", memory),
+    )
+    return fuse(state, req, strategy, list(runs))
+
+
+def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs: list[ChannelRun]) -> RecallResult:
+    """The pure half of recall: channel lists in, one ranked and cropped candidate list out.
+
+    Replay calls this with the recorded channel lists of a turn.
+    """
+    excluded = set(req.exclude_ids)
+    known = lambda i: (i in state.messages or i in state.notes) and i not in excluded  # noqa: E731
+    per_channel: dict[str, dict[str, float]] = {}
+    candidates: dict[str, Candidate] = {}
+
+    def candidate(item: str) -> Candidate:
+        if item not in candidates:
+            kind = "message" if item in state.messages else state.notes[item].kind
+            candidates[item] = Candidate(id=item, kind=kind)
+        return candidates[item]
+
+    for run in runs:
+        scores: dict[str, float] = {}
+        for rank, (item, score) in enumerate(run.hits, start=1):
+            if not known(item) or item in scores:
+                continue
+            scores[item] = score
+            candidate(item).channels[run.channel] = ChannelHit(rank=rank, score=round(score, 6))
+        per_channel[run.channel] = scores
+
+    # The structured filter also marks matching candidates that other channels found.
+    speakers = {s.lower() for s in req.speakers}
+    if speakers:
+        marks = per_channel.setdefault("structured", {})
+        for item, cand in candidates.items():
+            view = state.messages.get(item)
+            if view is not None and view.speaker.lower() in speakers and item not in marks:
+                marks[item] = 1.0
+                cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
+
+    if strategy.fusion == FusionMethod.RRF:
+        lists = {c: ranking.ranked(s) for c, s in per_channel.items()}
+        fused = ranking.rrf(lists, strategy.weights, k=strategy.rrf_k)
+    else:
+        fused = ranking.relative_fusion(per_channel, strategy.weights)
+    if strategy.neighbour_alpha > 0:
+        neighbours = lambda i: (n for n in state.neighbours(i) if known(n))  # noqa: E731
+        fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
+        for item in fused:
+            if item not in candidates:
+                candidate(item).reason = "neighbour of a hit"
+    order = [i for i in ranking.ranked(fused) if fused[i] > 0]
+
+    # Crop before the quadratic-ish steps: beyond a few times top_k nothing can be selected.
+    pool = order[: max(3 * req.top_k, 30)]
+    texts = {i: _text(state, i) for i in pool}
+    dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold)
+    unique = [i for i in pool if i not in dupes]
+    chosen = ranking.mmr(unique, fused, texts, lam=req.mmr_lambda, k=req.top_k)
+    chosen_set = set(chosen)
+    position = {item: n for n, item in enumerate(chosen, start=1)}
+
+    for item, cand in candidates.items():
+        cand.fused = round(fused.get(item, 0.0), 6)
+        if item in chosen_set:
+            cand.kept, cand.rank = True, position[item]
+            cand.reason = cand.reason or "kept"
+        elif item in dupes:
+            cand.reason = f"near-duplicate of {dupes[item]}"
+        elif item in fused and fused[item] > 0:
+            cand.reason = f"below top {req.top_k} after diversity"
+        else:
+            cand.reason = "no weight in this strategy"
+    ordered = sorted(candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
+    return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name)
+
+
+def _text(state: SessionState, item: str) -> str:
+    view = state.messages.get(item)
+    if view is not None:
+        return view.render()
+    note = state.notes.get(item)
+    return note.render() if note else ""

@@ -1,0 +1,88 @@
+"""The per-turn record: everything a turn's context was built from and what came of it.
+
+Stored as JSON with the turn (``turns.record``), shown by the inspector panels and ``pcm show
+turn``, and compared field by field by ``pcm replay turn``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.core.compiler import CompiledContext
+from app.core.retrieval import RecallResult
+
+
+class StageTiming(BaseModel):
+    """Milliseconds per build stage (everything but generation) and of the answer."""
+
+    embed_ms: float = 0.0
+    intent_ms: float = 0.0
+    plan_ms: float = 0.0
+    route_ms: float = 0.0
+    recall_ms: float = 0.0
+    compile_ms: float = 0.0
+    build_ms: float = 0.0
+    first_token_ms: float | None = None
+    answer_ms: float | None = None
+
+
+class BuildRecord(BaseModel):
+    """The deterministic part of a turn: replay must reproduce it exactly."""
+
+    text: str
+    at: str
+    budget: int
+    intent: dict[str, Any]
+    plan: dict[str, Any]
+    plan_candidates: list[dict[str, Any]] = Field(default_factory=list)
+    routing: dict[str, Any]
+    anchor_node: str | None
+    recall_request: dict[str, Any]
+    recall: RecallResult
+    context: CompiledContext
+    prompt: list[dict[str, str]]
+
+    def comparable(self) -> dict[str, Any]:
+        """The record without timings of channel queries (wall-clock, not decisions)."""
+        data = self.model_dump(mode="json")
+        for run in data["recall"]["channels"]:
+            run.pop("elapsed_ms", None)
+        return data
+
+
+class TurnRecord(BaseModel):
+    turn_id: str
+    session_id: str
+    node_id: str | None = None
+    build: BuildRecord
+    timing: StageTiming = Field(default_factory=StageTiming)
+    model: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, Any] = Field(default_factory=dict)
+    output: str = ""
+    finish_reason: str = ""
+    answer_message_id: str | None = None
+
+
+def diff(recorded: Any, replayed: Any, path: str = "") -> list[str]:
+    """Paths where two JSON-like values differ (empty when identical)."""
+    if type(recorded) is not type(replayed):
+        return [f"{path or '.'}: {recorded!r} != {replayed!r}"[:300]]
+    if isinstance(recorded, dict):
+        out: list[str] = []
+        for key in sorted(set(recorded) | set(replayed)):
+            if key not in recorded or key not in replayed:
+                out.append(f"{path}.{key}: missing on one side")
+            else:
+                out.extend(diff(recorded[key], replayed[key], f"{path}.{key}"))
+        return out
+    if isinstance(recorded, list):
+        if len(recorded) != len(replayed):
+            return [f"{path}: {len(recorded)} items != {len(replayed)} items"]
+        out = []
+        for i, (a, b) in enumerate(zip(recorded, replayed)):
+            out.extend(diff(a, b, f"{path}[{i}]"))
+        return out
+    return [] if recorded == replayed else [f"{path}: {recorded!r} != {replayed!r}"[:300]]

@@ -1,0 +1,193 @@
+"""``pcm eval recall``: evidence recall@budget of the compiled context against baselines.
+
+Each conversation of DIR/messages.jsonl is ingested into its own fresh session as history (no
+generation); then, for each question of DIR/questions.jsonl and each budget, the engine builds
+the context (no generation) and one line is written per (question, budget):
+``{"qid", "budget", "tokens", "build_ms", "blocks": [{"block_id", "block_type", "priority",
+"content", "source_ids"}]}``. Baselines run in the same command over the same data, index and
+token counter: most recent turns that fit, last-N turns, top-k vector, BM25, hybrid RRF.
+
+Scoring follows ../shared/tools/recall_bench.py: a gold turn counts when a block lists its id
+AND the block's content holds at least half of that turn's words.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.core.engine import Engine
+from app.core.ports import TokenCounter
+from app.core.ranking import ranked, rrf
+from app.core.session import SessionState
+from app.core.types import Author, AuthorKind, Message, Role
+
+BASELINES = ("recent", "last_n", "vector", "bm25", "hybrid_rrf")
+LAST_N = 20
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _bag(text: str) -> collections.Counter[str]:
+    return collections.Counter(_WORD.findall(text.lower()))
+
+
+def recalled(blocks: Sequence[dict[str, Any]], gold: Iterable[str], turns: dict[str, str]) -> float:
+    """Fraction of gold turns carried by a block that lists the id and holds ≥ half its words."""
+    gold = list(gold)
+    got: set[str] = set()
+    for block in blocks:
+        have = _bag(block.get("content", ""))
+        for sid in block.get("source_ids", []):
+            words = _bag(turns.get(sid, ""))
+            if words and sum(min(c, have[w]) for w, c in words.items()) >= 0.5 * sum(words.values()):
+                got.add(sid)
+    return len(set(gold) & got) / len(gold) if gold else 0.0
+
+
+def summarize(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for cat in sorted({c for c, _ in rows}):
+        vals = [v for c, v in rows if c == cat]
+        out[cat] = sum(vals) / len(vals)
+    core = [v for c, v in rows if c != "adversarial"]
+    out["overall"] = sum(core) / len(core) if core else float("nan")
+    return out
+
+
+def _packed(order: Sequence[str], state: SessionState, counter: TokenCounter, budget: int) -> list[dict[str, Any]]:
+    """A baseline's context: whole turns "Speaker: text" in rank order while they fit."""
+    blocks, used = [], 0
+    for mid in order:
+        text = state.messages[mid].render()
+        cost = counter.count(text)
+        if used + cost <= budget:
+            used += cost
+            blocks.append({"block_id": mid, "block_type": "evidence", "priority": "medium", "content": text, "source_ids": [mid]})
+    return blocks
+
+
+def _recent(state: SessionState, counter: TokenCounter, budget: int) -> list[dict[str, Any]]:
+    blocks, used = [], 0
+    for mid in reversed(state.order):
+        text = state.messages[mid].render()
+        cost = counter.count(text)
+        if used + cost > budget:
+            break
+        used += cost
+        blocks.append({"block_id": mid, "block_type": "conversation", "priority": "medium", "content": text, "source_ids": [mid]})
+    return blocks[::-1]
+
+
+async def baseline_orders(engine: Engine, state: SessionState, question: str, k: int) -> dict[str, list[str]]:
+    """Rank orders of the retrieval baselines over the engine's own index."""
+    index = engine.index
+    assert index is not None
+    vec = await engine._embed([question])
+    vector = [i for i, _ in await engine.ex.run("index", index.search_vector, vec[0], k, session_id=state.session_id, kinds=["message"])]
+    bm25 = [i for i, _ in await engine.ex.run("index", index.search_text, question, k, session_id=state.session_id, kinds=["message"])]
+    hybrid = ranked(rrf({"vector": vector, "bm25": bm25}))
+    return {"vector": vector, "bm25": bm25, "hybrid_rrf": hybrid, "last_n": list(reversed(state.order[-LAST_N:]))}
+
+
+async def run_recall_eval(
+    engine: Engine,
+    data_dir: Path,
+    budgets: Sequence[int],
+    out_path: Path,
+    *,
+    baselines: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Ingest, build at every budget, write PRED lines, score product and baselines."""
+    messages = load_jsonl(data_dir / "messages.jsonl")
+    questions = load_jsonl(data_dir / "questions.jsonl")
+    turns = {m["id"]: m["text"] for m in messages}
+    by_conv: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for m in messages:
+        by_conv[m["conversation"]].append(m)
+    sessions: dict[str, SessionState] = {}
+    started = time.perf_counter()
+    for conv, rows in by_conv.items():
+        state = await engine.open_session(None, title=f"eval {conv}")
+        await engine.ingest(
+            state.session_id,
+            [
+                Message(message_id=r["id"], role=Role.USER, content=r["text"], author=Author(kind=AuthorKind.USER, id=r["author"]), at=r["ts"])
+                for r in rows
+            ],
+        )
+        sessions[conv] = state
+        if progress:
+            progress(f"ingested {conv}: {len(rows)} turns")
+    ingest_s = time.perf_counter() - started
+    scores: dict[str, dict[int, list[tuple[str, float]]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    build_ms: list[float] = []
+    over = 0
+    with out_path.open("w", encoding="utf-8") as out:
+        for n, q in enumerate(questions, start=1):
+            state = sessions[q["conversation"]]
+            orders = await baseline_orders(engine, state, q["question"], 200) if baselines else {}
+            for budget in budgets:
+                record, timing = await engine.build(state.session_id, q["question"], budget=budget, at=q.get("ts"))
+                build_ms.append(timing.build_ms)
+                blocks = [
+                    {"block_id": b.block_id, "block_type": b.block_type.value, "priority": b.priority.value,
+                     "content": b.content, "source_ids": [r.evidence_id for r in b.refs]}
+                    for b in record.context.blocks
+                ]
+                over += record.context.tokens > budget
+                line = {"qid": q["qid"], "budget": budget, "tokens": record.context.tokens, "build_ms": round(timing.build_ms, 2), "blocks": blocks}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                scores["pcm"][budget].append((q["category"], recalled(blocks, q["gold"], turns)))
+                if baselines:
+                    base = {"recent": _recent(state, engine.counter, budget)}
+                    for name, order in orders.items():
+                        base[name] = _packed(order, state, engine.counter, budget)
+                    for name, blocks_b in base.items():
+                        scores[name][budget].append((q["category"], recalled(blocks_b, q["gold"], turns)))
+            if progress and n % 50 == 0:
+                progress(f"{n}/{len(questions)} questions")
+    build_ms.sort()
+    return {
+        "budgets": list(budgets),
+        "counter": engine.counter.name,
+        "questions": len(questions),
+        "turns": len(messages),
+        "ingest_s": round(ingest_s, 2),
+        "build_ms_p50": round(build_ms[len(build_ms) // 2], 2) if build_ms else None,
+        "build_ms_p95": round(build_ms[int(len(build_ms) * 0.95)], 2) if build_ms else None,
+        "over_budget": over,
+        "methods": {name: {str(b): summarize(rows) for b, rows in per.items()} for name, per in scores.items()},
+    }
+
+
+def format_recall_report(report: dict[str, Any]) -> str:
+    budgets = [str(b) for b in report["budgets"]]
+    lines = [
+        f"evidence recall@budget (overall = all categories but adversarial; counter: {report['counter']})",
+        f"{'method':<12} " + " ".join(f"{b:>7}" for b in budgets),
+    ]
+    for name in ["pcm", *BASELINES]:
+        if name in report["methods"]:
+            row = report["methods"][name]
+            lines.append(f"{name:<12} " + " ".join(f"{row[b]['overall']:7.3f}" for b in budgets))
+    cats = sorted({c for row in report["methods"].get("pcm", {}).values() for c in row if c != "overall"})
+    if cats:
+        lines.append("pcm by category:")
+        for cat in cats:
+            lines.append(f"  {cat:<12} " + " ".join(f"{report['methods']['pcm'][b].get(cat, float('nan')):7.3f}" for b in budgets))
+    lines.append(
+        f"{report['questions']} questions over {report['turns']} turns; ingest {report['ingest_s']} s; "
+        f"build p50 {report['build_ms_p50']} ms, p95 {report['build_ms_p95']} ms; over budget: {report['over_budget']}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""ContextCompiler: must first, quotas, leftovers, never over budget, drops recorded, conflicts."""
+
+from __future__ import annotations
+
+from app.core.compiler import ContextCompiler, Fact, Item, render, resolve_conflicts
+from app.core.ports import WordTokenCounter
+from app.core.types import BlockType, Priority
+
+COUNTER = WordTokenCounter()
+
+
+def _evidence(n: int, words: int = 10, score: float | None = None) -> Item:
+    return Item(
+        item_id=f"m{n}",
+        segment=BlockType.EVIDENCE,
+        text=f"[{n}] " + " ".join(["word"] * words),
+        score=score if score is not None else 1.0 - n / 100,
+        order=n,
+        group="On 2024-01-01:",
+        evidence_ids=(f"m{n}",),
+    )
+
+
+def _instruction() -> Item:
+    return Item("sys", BlockType.INSTRUCTION, "Answer from the evidence.", Priority.MUST, evidence_ids=())
+
+
+def test_must_first_then_best_scores_within_budget() -> None:
+    items = [_instruction()] + [_evidence(n) for n in range(20)]
+    out = ContextCompiler(COUNTER).compile(items, budget=80, quotas={"evidence": 80})
+    assert out.blocks[0].block_type == BlockType.INSTRUCTION
+    assert out.tokens <= 80
+    assert COUNTER.count(render(out.blocks)) == out.tokens
+    kept = out.source_ids()
+    assert kept == [f"m{n}" for n in range(len(kept))]  # the best-scored, in order
+    assert {d.item_id for d in out.dropped} == {f"m{n}" for n in range(len(kept), 20)}
+    assert all(d.reason for d in out.dropped)
+
+
+def test_blocks_render_chronologically_and_carry_refs() -> None:
+    items = [_evidence(3, score=0.1), _evidence(1, score=0.9), _evidence(2, score=0.5)]
+    out = ContextCompiler(COUNTER).compile(items, budget=500, quotas={"evidence": 500})
+    (block,) = out.blocks
+    assert block.content.splitlines()[:2] == ["Evidence:", "On 2024-01-01:"]
+    assert [line[:3] for line in block.content.splitlines()[2:]] == ["[1]", "[2]", "[3]"]
+    assert [r.evidence_id for r in block.refs] == ["m1", "m2", "m3"]
+    assert block.token_estimate == COUNTER.count(block.content)
+
+
+def test_quota_holds_until_leftovers_are_shared() -> None:
+    conv = [
+        Item(f"c{n}", BlockType.CONVERSATION, "user: " + "x " * 8, Priority.HIGH, score=1 - n / 10, order=n, evidence_ids=(f"c{n}",))
+        for n in range(5)
+    ]
+    ev = [_evidence(n) for n in range(5)]
+    out = ContextCompiler(COUNTER).compile(conv + ev, budget=200, quotas={"conversation": 30, "evidence": 170})
+    assert out.segments["conversation"].used <= 200
+    assert out.tokens <= 200
+    # With room left after every segment got its quota, leftovers are used rather than wasted.
+    assert len(out.source_ids()) > 5
+
+
+def test_never_over_budget_even_when_nothing_fits() -> None:
+    items = [_instruction(), _evidence(0, words=200)]
+    out = ContextCompiler(COUNTER).compile(items, budget=10, quotas={"evidence": 10})
+    assert out.tokens <= 10
+    assert [d.item_id for d in out.dropped] == ["m0"]
+
+
+def test_conflicts_pick_reliable_then_recent_and_are_stated() -> None:
+    facts = [
+        Fact("theme", "dark", "e1", reliability=0.9, at="2024-01-01T00:00:00"),
+        Fact("theme", "light", "e2", reliability=0.9, at="2024-02-01T00:00:00"),
+        Fact("lang", "en", "e3", reliability=0.5, at="2024-03-01T00:00:00"),
+        Fact("lang", "fr", "e4", reliability=1.0, at="2024-01-01T00:00:00"),
+        Fact("name", "Ana", "e5", reliability=1.0, at="2024-01-01T00:00:00"),
+        Fact("name", "ana", "e6", reliability=1.0, at="2024-02-01T00:00:00"),
+    ]
+    conflicts, losers = resolve_conflicts(facts)
+    by_key = {c.key: c for c in conflicts}
+    assert set(by_key) == {"theme", "lang"}  # same value in another case is no conflict
+    assert by_key["theme"].chosen == "light" and by_key["theme"].rule == "more recent"
+    assert by_key["lang"].chosen == "fr" and by_key["lang"].rule == "more reliable source"
+    assert losers == {"e1", "e3"}
