@@ -123,7 +123,9 @@ class ContextBuilder:
         out: list[AnchorCandidate] = []
         q = inp.query_vector
         speakers = {name.lower() for name in state.speakers()}
-        topical = [e for e in intent_entities if e.lower() not in speakers]  # names say who, not what
+        said = inp.text.lower()
+        # Entities the input itself names (not inherited from earlier turns), minus people's names.
+        topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
         for node_id in nodes:
             mids = state.turn_messages(node_id)
             if not mids:
@@ -145,6 +147,7 @@ class ContextBuilder:
             out.append(
                 AnchorCandidate(
                     node_id=node_id,
+                    group=state.graph.root_of(node_id),
                     features={
                         Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
                         Feature.TASK: round(task, 6),

@@ -1,0 +1,131 @@
+"""The engine end to end: durable input, routing (branches, ambiguity, new roots), the streamed
+answer bound to its evidence, the per-turn record, and exact replay of every turn.
+
+The fast tests use real SQLite + LanceDB with the scripted fakes; the ``model`` tests run the
+same flow on the real SmolLM2 GGUF and the real embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from app.config import Settings
+from app.core.engine import Engine, EngineConfig
+from app.core.ports import GenerationParams, WordTokenCounter
+from app.core.runtime.executors import Executors
+from app.llm.fakes import HashEmbedder, ScriptedChatModel
+from app.store.index import SearchIndex
+from app.store.sqlite import SqliteStore
+
+
+def _fake_engine(tmp_path: Path, replies: list[str], *, delay: float = 0.0) -> Engine:
+    ex = Executors()
+    store = ex.pool("store").submit(SqliteStore, tmp_path / "pcm.sqlite3").result()
+    embedder = HashEmbedder(dim=64)
+    return Engine(
+        store=store,
+        index=SearchIndex(tmp_path / "index", embedder),
+        embedder=embedder,
+        chat=ScriptedChatModel(replies, token_delay_s=delay),
+        counter=WordTokenCounter(),
+        executors=ex,
+        config=EngineConfig(default_budget=400),
+    )
+
+
+def test_turn_is_recorded_answered_traced_and_replayed(tmp_path: Path) -> None:
+    engine = _fake_engine(tmp_path, ["Use the blue theme [1].", "The parser fails on empty input."])
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None, title="t")
+        first = await (await engine.submit(state.session_id, "I prefer the blue theme for the website")).done
+        tokens: list[str] = []
+        run = await engine.submit(state.session_id, "Which theme did I prefer for the website?", on_token=tokens.append)
+        record = await run.done
+        assert "".join(tokens) == record.output == "The parser fails on empty input."
+        # Routing: the follow-up continues the first turn; the first turn was a new root.
+        assert first.build.anchor_node is None
+        assert record.build.anchor_node == first.node_id
+        # The earlier turn is evidence of the answer, bound by id.
+        source_ids = record.build.context.source_ids()
+        row = await engine.ex.run("store", engine.store.get_turn, record.turn_id)
+        answer = await engine.ex.run("store", engine.store.get_message, row["answer_message_id"])
+        assert [r.evidence_id for r in answer.refs] == source_ids and source_ids
+        assert record.build.context.tokens <= 400
+        # The profile statement of turn 1 reached the context of turn 2 as state.
+        assert "Prefers: the blue theme for the website" in record.build.context.text()
+        assert await engine.replay(first.turn_id) == []
+        assert await engine.replay(record.turn_id) == []
+        await engine.close()
+
+    asyncio.run(main())
+
+
+def test_input_is_durable_before_the_answer_and_stop_is_prompt(tmp_path: Path) -> None:
+    engine = _fake_engine(tmp_path, [" ".join(f"w{i}" for i in range(300))], delay=0.01)
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None)
+        run = await engine.submit(state.session_id, "Tell me a very long story")
+        # Before any token is consumed, the input is already committed by a second connection.
+        other = SqliteStore(tmp_path / "pcm.sqlite3")
+        try:
+            stored = [m.content for m in other.list_messages(state.session_id)]
+        finally:
+            other.close()
+        assert stored == ["Tell me a very long story"]
+        await asyncio.sleep(0.05)
+        run.stop()
+        record = await run.done
+        assert record.finish_reason == "cancelled"
+        assert record.usage["completion_tokens"] < 300
+        await engine.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.model
+def test_real_session_two_branches_ambiguity_new_roots_and_exact_replay(tmp_path: Path) -> None:
+    from app import main as wiring
+
+    settings = Settings.load(tmp_path / "data")
+    engine = wiring.build_engine(settings, chat=True)
+    engine.config.generation = GenerationParams(max_tokens=24)
+    inputs = [
+        "Plan a birthday party for my daughter Ana: venue, cake and guests.",
+        "For the cake, should it be chocolate or vanilla?",
+        "Help me fix the failing unit test in parser.py",
+        "The test fails with a KeyError on empty input.",
+        "Make a checklist: order the birthday cake and fix the failing test.",
+        "Write a short poem about autumn leaves.",
+    ]
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None, title="e2e")
+        records = []
+        for text in inputs:
+            run = await engine.submit(state.session_id, text)
+            records.append(await run.done)
+        node = [r.node_id for r in records]
+        anchors = [r.build.anchor_node for r in records]
+        assert anchors[0] is None and anchors[2] is None and anchors[5] is None  # new roots
+        assert anchors[1] == node[0] and anchors[3] == node[2]  # two branches
+        routing = records[4].build.routing
+        assert routing["ambiguous"] and routing["clarification"]
+        assert anchors[4] in node[:4] and anchors[4] == routing["best_guess"]  # best guess kept
+        for record in records:
+            assert record.output.strip(), "the real model answered"
+            assert record.usage["completion_tokens"] > 0 and record.timing.first_token_ms is not None
+            assert record.build.context.tokens <= record.build.budget
+            assert await engine.replay(record.turn_id) == [], f"replay differs for {record.build.text!r}"
+        stored = await engine.ex.run("store", engine.store.load_graph, state.session_id)
+        assert stored.model_dump() == state.graph.to_data().model_dump()
+        await engine.close()
+
+    asyncio.run(main())
