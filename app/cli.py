@@ -12,6 +12,7 @@
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
+    pcm bench build [--turns 1000,10000,100000] [--budget N]
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -170,6 +171,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "build":
+        from app.cli_pipeline import cmd_bench_build
+
+        return cmd_bench_build(args)
     from app import main as wiring
     from app.llm.bench import bench_models, format_report
     from app.llm.models import resolve_chat_model, resolve_embed_model
@@ -227,8 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models"])
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("target", choices=["models", "build"])
+    p.add_argument("--runs", type=int, default=5, help="models: repetitions")
+    p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
+    p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -182,6 +182,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_bench_build(args: argparse.Namespace) -> int:
+    """Benchmark builds over synthetic histories in a throw-away data folder."""
+    import tempfile
+
+    from app import main as wiring
+    from app.eval.bench import bench_build, format_bench_report
+
+    sizes = [int(n) for n in args.turns.split(",") if n.strip()]
+    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-bench-"))
+    _err("loading models…")
+    engine = wiring.build_engine(settings, chat=False, counter="model")
+
+    async def run() -> int:
+        try:
+            await engine.start()
+            report = await bench_build(engine, sizes, budget=args.budget, progress=_err)
+        finally:
+            await engine.close()
+        print(json.dumps(report, indent=2) if args.json else format_bench_report(report))
+        return 0
+
+    return asyncio.run(run())
+
+
 def add_parsers(sub: Any) -> None:
     """Register ask / show / replay / eval on the ``pcm`` parser."""
     p = sub.add_parser("ask", help="one turn: plan, route, recall, compile, stream the answer")

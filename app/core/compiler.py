@@ -44,6 +44,7 @@ class Item:
     group: str = ""  # items of one group render under one header (e.g. a day)
     order: int = 0  # chronological position for rendering
     evidence_ids: tuple[str, ...] = ()
+    tokens: int | None = None  # a known count of ``text`` (else the compiler counts it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +176,7 @@ class ContextCompiler:
         quotas: dict[str, int],
         conflicts: Sequence[Conflict] = (),
     ) -> CompiledContext:
-        cost = {it.item_id: self.counter.count(it.text) for it in items}
+        cost = {it.item_id: it.tokens if it.tokens is not None else self.counter.count(it.text) for it in items}
         header_cost = {seg: self.counter.count(h) for seg, h in HEADERS.items()}
         dropped: list[Dropped] = []
         chosen: list[Item] = []
@@ -233,7 +234,7 @@ class ContextCompiler:
                 reason = "over the total budget" if quotas.get(it.segment.value, 0) else "segment has no quota"
                 dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=cost[it.item_id], reason=reason))
 
-        blocks = self._blocks(chosen)
+        blocks = self._blocks(chosen, cost)
         # The context as one string must fit by the counter too (tokenizers merge across joins).
         while blocks and self.counter.count(render(blocks)) > budget:
             victim = max(
@@ -245,7 +246,7 @@ class ContextCompiler:
                 break
             chosen.remove(victim)
             dropped.append(Dropped(item_id=victim.item_id, segment=victim.segment, tokens=cost[victim.item_id], reason="trimmed: joined context over budget"))
-            blocks = self._blocks(chosen)
+            blocks = self._blocks(chosen, cost)
 
         total = self.counter.count(render(blocks))
         segments = {
@@ -257,7 +258,7 @@ class ContextCompiler:
             counter=self.counter.name, segments=segments,
         )
 
-    def _blocks(self, chosen: Sequence[Item]) -> list[ContextBlock]:
+    def _blocks(self, chosen: Sequence[Item], cost: dict[str, int]) -> list[ContextBlock]:
         """One block per (segment, group), in template order; lines in chronological order."""
         sections: dict[tuple[BlockType, str], list[Item]] = {}
         for it in chosen:
@@ -283,7 +284,9 @@ class ContextCompiler:
                     block_id=block_id,
                     block_type=segment,
                     priority=priority,
-                    token_estimate=self.counter.count(content),
+                    # lines were counted one by one (cached); the joined context is counted exactly
+                    token_estimate=sum(cost[it.item_id] for it in lines)
+                    + sum(self.counter.count(p) for p in parts[: len(parts) - len(lines)]),
                     content=content,
                     refs=refs,
                 )

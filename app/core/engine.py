@@ -205,7 +205,13 @@ class Engine:
         await self.ex.run("store", write)
         if self.index is not None:
             await self.ex.run("embed", self.index.index_messages, session_id, list(messages))
+        await self._warm_counts(state, [m.message_id for m in messages])
         return len(messages)
+
+    async def _warm_counts(self, state: SessionState, ids: Sequence[str]) -> None:
+        """Count new messages' tokens once, off the build path (the counter caches them)."""
+        texts = [state.messages[i].render() for i in ids if i in state.messages]
+        await self.ex.run("embed", lambda: [self.counter.count(t) for t in texts])
 
     # ------------------------------------------------------------------ build (no generation)
 
@@ -221,6 +227,7 @@ class Engine:
         state: SessionState | None = None,
         recorded_channels: Sequence[ChannelRun] | None = None,
         query_vector: np.ndarray | None = None,
+        limits: tuple[int, int] | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it)."""
         state = state or await self.open_session(session_id)
@@ -243,6 +250,7 @@ class Engine:
         record, timing = await self.builder.build(
             state, inputs, vectors=vectors, search=self.index, run_blocking=self._blocking,
             recorded_channels=recorded_channels,
+            context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
         )
         timing.embed_ms = embed_ms
         timing.build_ms += embed_ms
@@ -334,6 +342,7 @@ class Engine:
             state.add_message(answer)
             if self.index is not None:
                 await self.ex.run("embed", self.index.index_messages, run.session_id, [message, answer])
+            await self._warm_counts(state, [message.message_id, answer.message_id])
             run.done.set_result(record)
         except Exception as exc:  # the turn is recorded; the failure is reported on the future
             if not run.done.done():
@@ -361,6 +370,7 @@ class Engine:
             record.session_id, record.build.text, budget=record.build.budget, at=record.build.at,
             anchor_override=record.build.routing.get("override"), state=past,
             recorded_channels=record.build.recall.channels,
+            limits=(record.build.plan["budget"]["context_size"], record.build.plan["budget"]["answer_reserve"]),
         )
         return diff(record.build.comparable(), replayed.comparable())
 

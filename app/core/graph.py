@@ -50,6 +50,8 @@ class SessionGraph:
         self.session_id = session_id
         self._g: nx.MultiDiGraph = nx.MultiDiGraph()
         self._edges: dict[str, GraphEdge] = {}
+        self._frontier: dict[str, None] = {}  # turn nodes nothing continues, in insertion order
+        self._root: dict[str, str] = {}  # first node of each node's chain (edges only ever extend chains)
         self.node_added: Signal[[GraphNode]] = Signal("node_added")
         self.edge_added: Signal[[GraphEdge]] = Signal("edge_added")
         self.node_moved: Signal[[GraphNode]] = Signal("node_moved")
@@ -121,19 +123,14 @@ class SessionGraph:
             current = self.parent(current)
 
     def root_of(self, node_id: str) -> str:
-        """The first node of the chain ``node_id`` belongs to."""
-        last = node_id
-        for last in self.chain_back(node_id):
-            pass
-        return last
+        """The first node of the chain ``node_id`` belongs to (O(1): kept as edges are added)."""
+        if node_id not in self._g:
+            raise GraphError(f"unknown node {node_id!r}")
+        return self._root.get(node_id, node_id)
 
     def frontiers(self) -> list[str]:
         """Branch tips: turn nodes nothing continues yet, in insertion order."""
-        return [
-            n.node_id
-            for n in self.nodes(NodeKind.TURN)
-            if not self.in_edges(n.node_id, EdgeKind.CONTINUES)
-        ]
+        return list(self._frontier)
 
     def neighbours(self, node_id: str) -> list[str]:
         """Nodes joined to ``node_id`` by an edge of any kind, either direction, without repeats."""
@@ -147,7 +144,7 @@ class SessionGraph:
     def add_node(self, node: GraphNode) -> GraphChange:
         if node.node_id in self._g:
             raise GraphError(f"node {node.node_id!r} already exists")
-        self._g.add_node(node.node_id, record=node)
+        self.add_node_silently(node)
         self.node_added.emit(node)
         return GraphChange(added_nodes=(node.node_id,))
 
@@ -161,8 +158,7 @@ class SessionGraph:
             raise GraphError(f"edge {edge.edge_id!r} already exists")
         if edge.kind == EdgeKind.CONTINUES and self.out_edges(edge.src, EdgeKind.CONTINUES):
             raise GraphError(f"node {edge.src!r} already continues another node")
-        self._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
-        self._edges[edge.edge_id] = edge
+        self.add_edge_silently(edge)
         self.edge_added.emit(edge)
         return GraphChange(added_edges=(edge.edge_id,))
 
@@ -196,11 +192,17 @@ class SessionGraph:
     def add_node_silently(self, node: GraphNode) -> None:
         """Insert a stored node without emitting a signal (loading, as-of views)."""
         self._g.add_node(node.node_id, record=node)
+        self._root.setdefault(node.node_id, node.node_id)
+        if node.kind == NodeKind.TURN and not self.in_edges(node.node_id, EdgeKind.CONTINUES):
+            self._frontier[node.node_id] = None
 
     def add_edge_silently(self, edge: GraphEdge) -> None:
         """Insert a stored edge without emitting a signal (loading, as-of views)."""
         self._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
         self._edges[edge.edge_id] = edge
+        if edge.kind == EdgeKind.CONTINUES:
+            self._frontier.pop(edge.dst, None)
+            self._root[edge.src] = self._root.get(edge.dst, edge.dst)
 
     @classmethod
     def from_data(cls, session_id: str, data: SessionGraphData) -> "SessionGraph":

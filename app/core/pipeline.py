@@ -137,10 +137,9 @@ class ContextBuilder:
             last = state.messages[mids[-1]]
             age = max(0.0, now - _iso_seconds(last.at))
             override = 0.0
-            chain = set(state.graph.chain_back(node_id, limit=50))
-            for _, target in inp.overrides:
-                if target in chain:
-                    override = 1.0
+            if inp.overrides:
+                chain = set(state.graph.chain_back(node_id, limit=50))
+                override = 1.0 if any(target in chain for _, target in inp.overrides) else 0.0
             entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
             task = len(entity_hits) / len(topical) if topical else 0.0
             addressed = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
@@ -224,9 +223,12 @@ class ContextBuilder:
             number += 1
             if cand.id in state.messages:
                 view = state.messages[cand.id]
+                tag = f"[{number}]"
                 items.append(
-                    Item(cand.id, BlockType.EVIDENCE, f"[{number}] {view.render()}", Priority.MEDIUM, score=cand.fused,
-                         group=f"On {view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,))
+                    Item(cand.id, BlockType.EVIDENCE, f"{tag} {view.render()}", Priority.MEDIUM, score=cand.fused,
+                         group=f"On {view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,),
+                         # both parts are cached counts; the joined context is re-counted exactly
+                         tokens=self.counter.count(tag) + self.counter.count(view.render()))
                 )
             else:
                 note = state.notes[cand.id]
@@ -246,7 +248,13 @@ class ContextBuilder:
         search: SearchPort | None,
         run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
         recorded_channels: Sequence[ChannelRun] | None = None,
+        context_size: int | None = None,
+        answer_reserve: int | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
+        """Run every stage; ``context_size``/``answer_reserve`` override the builder's (replay
+        rebuilds with the model limits the turn was built under)."""
+        context_size = self.context_size if context_size is None else context_size
+        answer_reserve = self.answer_reserve if answer_reserve is None else answer_reserve
         timing = StageTiming()
         t0 = time.perf_counter()
         intent = self.infer_intent(state, inp)
@@ -254,7 +262,7 @@ class ContextBuilder:
         result = self.planner.build(
             intent,
             PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
-                        answer_reserve=self.answer_reserve, context_size=self.context_size),
+                        answer_reserve=answer_reserve, context_size=context_size),
         )
         plan = result.plan
         t2 = time.perf_counter()
@@ -272,7 +280,7 @@ class ContextBuilder:
         t4 = time.perf_counter()
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
         conflicts, _ = resolve_conflicts(facts)
-        context_budget = min(inp.budget, max(0, self.context_size - self.answer_reserve)) if self.context_size else inp.budget
+        context_budget = min(inp.budget, max(0, context_size - answer_reserve))
         compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
         prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]
         t5 = time.perf_counter()

@@ -126,11 +126,20 @@ class WordTokenCounter:
 
 
 class ModelTokenCounter:
-    """Adapts a ``ChatModel``'s tokenizer to the ``TokenCounter`` port."""
+    """Adapts a ``ChatModel``'s tokenizer to the ``TokenCounter`` port, with a bounded cache
+    (the same turns are counted again in every build that recalls them)."""
 
-    def __init__(self, model: ChatModel) -> None:
+    def __init__(self, model: ChatModel, *, cache_size: int = 50_000) -> None:
         self._model = model
         self.name = f"model:{model.name}"
+        self._cache: dict[str, int] = {}
+        self._cache_size = cache_size
 
     def count(self, text: str) -> int:
-        return self._model.count_tokens(text)
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = self._model.count_tokens(text)
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[text] = hit
+        return hit

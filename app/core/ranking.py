@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
+import numpy as np
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 STOPWORDS = frozenset(
@@ -104,32 +106,44 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def near_duplicates(
-    order: Sequence[str], texts: Mapping[str, str], threshold: float
-) -> dict[str, str]:
-    """Map each item that nearly repeats a better-ranked item (word Jaccard ≥ threshold) to it.
+def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
+    """Pairwise word-set Jaccard similarity of ``texts`` (n × n, float32), by one matrix product."""
+    bags = [set(words(t)) for t in texts]
+    vocab: dict[str, int] = {}
+    for bag in bags:
+        for w in bag:
+            vocab.setdefault(w, len(vocab))
+    m = np.zeros((len(bags), max(1, len(vocab))), dtype=np.float32)
+    for i, bag in enumerate(bags):
+        m[i, [vocab[w] for w in bag]] = 1.0
+    inter = m @ m.T
+    sizes = m.sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sim = np.where(union > 0, inter / union, 1.0)
+    return sim.astype(np.float32)
 
-    Only items of similar length can reach the threshold (|a∩b|/|a∪b| ≤ min/max of the sizes),
-    so each item is compared with the kept items whose size is within that ratio.
+
+def near_duplicates(
+    order: Sequence[str], texts: Mapping[str, str], threshold: float, *, sim: np.ndarray | None = None
+) -> dict[str, str]:
+    """Map each item that nearly repeats a better-ranked kept item (word Jaccard ≥ threshold) to it.
+
+    ``sim`` may pass a precomputed ``jaccard_matrix`` of ``order``'s texts.
     """
-    kept: list[tuple[str, set[str]]] = []
+    if not order:
+        return {}
+    if sim is None:
+        sim = jaccard_matrix([texts.get(i, "") for i in order])
+    empty = [not words(texts.get(i, "")) for i in order]
+    kept: list[int] = []
     dupes: dict[str, str] = {}
-    for item in order:
-        bag = set(words(texts.get(item, "")))
-        size = len(bag)
-        match = None
-        if bag:
-            for other, other_bag in kept:
-                n = len(other_bag)
-                if min(n, size) < threshold * max(n, size):
-                    continue
-                if jaccard(bag, other_bag) >= threshold:
-                    match = other
-                    break
+    for j in range(len(order)):
+        match = next((k for k in kept if not empty[j] and sim[j, k] >= threshold), None) if kept else None
         if match is not None:
-            dupes[item] = match
+            dupes[order[j]] = order[match]
         else:
-            kept.append((item, bag))
+            kept.append(j)
     return dupes
 
 
@@ -140,28 +154,31 @@ def mmr(
     *,
     lam: float,
     k: int,
+    sim: np.ndarray | None = None,
 ) -> list[str]:
     """Maximal marginal relevance over ``order``; returns ``k`` ids.
 
     score = λ·relevance − (1−λ)·max word-Jaccard to an already selected item; λ=1 is plain rank.
-    Each item's redundancy is updated once per pick, so the cost is O(k·n).
+    Redundancy is updated once per pick from a precomputed similarity matrix: O(k·n).
     """
     if lam >= 1.0 or k <= 0:
         return list(order[:k])
-    pool = list(order)
-    bags = {i: set(words(texts.get(i, ""))) for i in pool}
-    rel = minmax({i: relevance.get(i, 0.0) for i in pool})
-    redundancy = {i: 0.0 for i in pool}
+    items = list(order)
+    if sim is None:
+        sim = jaccard_matrix([texts.get(i, "") for i in items])
+    rel_map = minmax({i: relevance.get(i, 0.0) for i in items})
+    rel = np.array([rel_map[i] for i in items], dtype=np.float64)
+    redundancy = np.zeros(len(items))
+    open_ = np.ones(len(items), dtype=bool)
     chosen: list[str] = []
-    while pool and len(chosen) < k:
-        best = min(pool, key=lambda i: (-(lam * rel[i] - (1 - lam) * redundancy[i]), i))
-        chosen.append(best)
-        pool.remove(best)
-        picked = bags[best]
-        for item in pool:
-            sim = jaccard(bags[item], picked)
-            if sim > redundancy[item]:
-                redundancy[item] = sim
+    while open_.any() and len(chosen) < k:
+        gain = np.where(open_, lam * rel - (1 - lam) * redundancy, -np.inf)
+        best = float(gain.max())
+        # ties by id, for determinism
+        pick = min((idx for idx in np.flatnonzero(gain == best)), key=lambda idx: items[idx])
+        chosen.append(items[pick])
+        open_[pick] = False
+        redundancy = np.maximum(redundancy, sim[pick])
     return chosen
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from app.core import ranking
@@ -181,7 +182,9 @@ async def recall(
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid)
 
     async def memory() -> list[tuple[str, float]]:
-        if search is None or query_vector is None or not sizes["memory"]:
+        if search is None or query_vector is None or not sizes["memory"] or not any(
+            n.kind == "memory" for n in state.notes.values()
+        ):
             return []
         return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=["memory"])
 
@@ -248,11 +251,14 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     order = [i for i in ranking.ranked(fused) if fused[i] > 0]
 
     # Crop before the quadratic-ish steps: beyond a few times top_k nothing can be selected.
-    pool = order[: max(3 * req.top_k, 30)]
+    pool = order[: max(2 * req.top_k, 30)]
     texts = {i: _text(state, i) for i in pool}
-    dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold)
-    unique = [i for i in pool if i not in dupes]
-    chosen = ranking.mmr(unique, fused, texts, lam=req.mmr_lambda, k=req.top_k)
+    sim = ranking.jaccard_matrix([texts[i] for i in pool])
+    dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold, sim=sim)
+    keep_rows = [n for n, i in enumerate(pool) if i not in dupes]
+    unique = [pool[n] for n in keep_rows]
+    chosen = ranking.mmr(unique, fused, texts, lam=req.mmr_lambda, k=req.top_k,
+                         sim=sim[np.ix_(keep_rows, keep_rows)] if keep_rows else None)
     chosen_set = set(chosen)
     position = {item: n for n, item in enumerate(chosen, start=1)}
 

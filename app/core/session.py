@@ -170,10 +170,7 @@ class SessionState:
 
     def speakers(self) -> list[str]:
         """Distinct speaker names, in first-seen order."""
-        seen: dict[str, None] = {}
-        for mid in self.order:
-            seen.setdefault(self.messages[mid].speaker, None)
-        return list(seen)
+        return [self.messages[ids[0]].speaker for ids in self._by_speaker.values()]
 
     def by_speaker(self, name: str) -> list[str]:
         """Message ids spoken by ``name`` (case-insensitive), oldest first."""

@@ -24,9 +24,13 @@ EXECUTOR_NAMES = ("llm", "embed", "store", "index")
 class Executors:
     """Owns the single-worker pools; ``run(name, fn, *args)`` awaits ``fn`` on that pool."""
 
-    def __init__(self, names: Sequence[str] = EXECUTOR_NAMES) -> None:
+    def __init__(self, names: Sequence[str] = EXECUTOR_NAMES, workers: dict[str, int] | None = None) -> None:
+        # LanceDB queries are thread-safe: the index pool may run the vector and full-text
+        # channels side by side. Every other resource gets exactly one thread.
+        workers = {"index": 2} if workers is None else workers
         self._pools = {
-            name: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pcm-{name}") for name in names
+            name: ThreadPoolExecutor(max_workers=workers.get(name, 1), thread_name_prefix=f"pcm-{name}")
+            for name in names
         }
 
     def pool(self, name: str) -> ThreadPoolExecutor:

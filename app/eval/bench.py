@@ -1,0 +1,141 @@
+"""``pcm bench build``: context build latency over stored histories of growing size.
+
+For each size a fresh session is filled with a synthetic, deterministic history (several people
+talking about recurring topics), then the engine builds contexts (no generation) for a fixed set
+of questions. Reported: p50/p95 of the build split by stage, next to the bare LanceDB top-k
+vector query measured in the same run on the same session (and their ratio); and ingest
+throughput next to the bare embedder's throughput on the same texts.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from app.core.engine import Engine
+from app.core.types import Author, AuthorKind, Message, Role
+
+PEOPLE = ["Ana", "Bruno", "Chen", "Dara", "Emeka", "Farah"]
+TOPICS = [
+    ("garden", ["tomatoes", "compost", "the greenhouse", "watering", "seedlings"]),
+    ("trip", ["the train to Lisbon", "hotel booking", "passport renewal", "museum tickets", "the ferry"]),
+    ("code", ["the parser", "a failing test", "the release branch", "the build cache", "the API client"]),
+    ("kitchen", ["the sourdough", "a curry recipe", "the new oven", "birthday cake", "meal planning"]),
+    ("music", ["guitar lessons", "the choir concert", "a vinyl record", "piano practice", "the playlist"]),
+    ("money", ["the tax return", "a savings plan", "the rent increase", "insurance", "the budget sheet"]),
+]
+VERBS = ["talked about", "finally fixed", "was worried about", "made progress on", "asked about", "postponed"]
+QUALIFIERS = ["yesterday", "last week", "this morning", "again", "with a friend", "after work"]
+
+
+def synthetic_history(n: int, *, seed: int = 7, start: float = 1_700_000_000.0) -> list[Message]:
+    """``n`` deterministic turns, 30 s apart, with ids ``h<seed>-<i>``."""
+    rng = random.Random(seed)
+    out: list[Message] = []
+    for i in range(n):
+        who = PEOPLE[rng.randrange(len(PEOPLE))]
+        topic, things = TOPICS[rng.randrange(len(TOPICS))]
+        thing = things[rng.randrange(len(things))]
+        text = (f"I {VERBS[rng.randrange(len(VERBS))]} {thing} {QUALIFIERS[rng.randrange(len(QUALIFIERS))]}; "
+                f"the {topic} plan needs step {rng.randrange(1, 40)} next.")
+        at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start + 30 * i))
+        out.append(Message(message_id=f"h{seed}-{i}", role=Role.USER, content=text,
+                           author=Author(kind=AuthorKind.USER, id=who), at=at))
+    return out
+
+
+def questions(k: int, *, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(k):
+        who = PEOPLE[rng.randrange(len(PEOPLE))]
+        topic, things = TOPICS[rng.randrange(len(TOPICS))]
+        out.append(f"What did {who} say about {things[rng.randrange(len(things))]} and the {topic} plan?")
+    return out
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 2), "p95": round(_pct(values, 0.95), 2)}
+
+
+async def bench_build(
+    engine: Engine,
+    sizes: Sequence[int],
+    *,
+    budget: int = 1024,
+    n_questions: int = 60,
+    chunk: int = 2000,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure build latency per stage at each history size, against the bare vector query."""
+    assert engine.index is not None and engine.embedder is not None
+    report: dict[str, Any] = {"budget": budget, "counter": engine.counter.name, "sizes": {}}
+    qs = questions(n_questions)
+    qvecs = await engine._embed(qs)
+    assert qvecs is not None
+    for n in sizes:
+        state = await engine.open_session(None, title=f"bench {n}")
+        history = synthetic_history(n, seed=n)
+        started = time.perf_counter()
+        for lo in range(0, n, chunk):
+            await engine.ingest(state.session_id, history[lo:lo + chunk])
+            if progress:
+                progress(f"{n} turns: ingested {min(n, lo + chunk)}")
+        ingest_s = time.perf_counter() - started
+        sample = [m.content for m in history[: min(n, 1000)]]
+        started = time.perf_counter()
+        await engine.ex.run("embed", engine.embedder.embed, sample)
+        embed_rate = len(sample) / (time.perf_counter() - started)
+        # warm-up: first queries pay for opening index files
+        for q in qs[:3]:
+            await engine.build(state.session_id, q, budget=budget)
+        stages: dict[str, list[float]] = {}
+        bare: list[float] = []
+        for q, v in zip(qs, qvecs):
+            t0 = time.perf_counter()
+            await engine.ex.run("index", engine.index.search_vector, v, 20, session_id=state.session_id)
+            bare.append((time.perf_counter() - t0) * 1000)
+            _, timing = await engine.build(state.session_id, q, budget=budget)  # embeds the query too
+            for key, value in timing.model_dump().items():
+                if value is not None and key.endswith("_ms") and key not in ("first_token_ms", "answer_ms"):
+                    stages.setdefault(key, []).append(value)
+        build = _stats(stages["build_ms"])
+        bare_stats = _stats(bare)
+        report["sizes"][str(n)] = {
+            "build": build,
+            "stages": {k: _stats(v) for k, v in stages.items() if k != "build_ms"},
+            "bare_vector_query": bare_stats,
+            "ratio_p50": round(build["p50"] / max(bare_stats["p50"], 1e-6), 1),
+            "ratio_p95": round(build["p95"] / max(bare_stats["p95"], 1e-6), 1),
+            "ingest_turns_per_s": round(n / ingest_s, 1),
+            "bare_embed_texts_per_s": round(embed_rate, 1),
+            "ingest_vs_embed": round((n / ingest_s) / embed_rate, 2),
+        }
+        if progress:
+            progress(f"{n} turns: build p95 {build['p95']} ms")
+    return report
+
+
+def format_bench_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"context build (everything but generation, query embedding included), budget {report['budget']}, counter {report['counter']}",
+        f"{'turns':>8} {'build p50':>10} {'p95':>8} {'bare p50':>9} {'p95':>7} {'ratio p50':>9} {'p95':>6}"
+        f" {'ingest/s':>9} {'embed/s':>8}",
+    ]
+    for n, row in report["sizes"].items():
+        lines.append(
+            f"{n:>8} {row['build']['p50']:>10.1f} {row['build']['p95']:>8.1f} {row['bare_vector_query']['p50']:>9.1f}"
+            f" {row['bare_vector_query']['p95']:>7.1f} {row['ratio_p50']:>9.1f} {row['ratio_p95']:>6.1f}"
+            f" {row['ingest_turns_per_s']:>9.1f} {row['bare_embed_texts_per_s']:>8.1f}"
+        )
+        stages = ", ".join(f"{k[:-3]} {v['p50']}/{v['p95']}" for k, v in row["stages"].items())
+        lines.append(f"{'':>8} stages p50/p95 ms: {stages}")
+    return "\n".join(lines)

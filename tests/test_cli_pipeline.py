@@ -1,0 +1,92 @@
+"""The pipeline commands of `pcm` on the real models: ask, show, replay, eval recall/route, bench."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+pytestmark = pytest.mark.model
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_ask_show_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = ["--data-dir", str(tmp_path / "d")]
+    assert main([*data, "ask", "Remember that the launch is on Friday.", "--budget", "256", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["output"].strip() and record["build"]["context"]["tokens"] <= 256
+    session, turn = record["session_id"], record["turn_id"]
+    assert main([*data, "ask", "When is the launch?", "--session", session, "--budget", "256"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("assistant: ") and "intent: qa" in err and "plan: " in err
+    assert f"continues {record['node_id']}" in err  # the follow-up continues the first turn
+    assert main([*data, "show", "turn", turn]) == 0
+    shown = capsys.readouterr().out
+    assert "--- context sent ---" in shown and record["output"].strip()[:20] in shown
+    assert main([*data, "replay", "turn", turn]) == 0
+    assert "reproduced exactly" in capsys.readouterr().out
+    assert main([*data, "replay", "turn", "nope"]) == 2
+
+
+def test_eval_recall_writes_scored_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "set"
+    d.mkdir()
+    turns = [
+        ("Ana", "I adopted a grey cat called Miso last spring."),
+        ("Ben", "Nice! I started learning the cello in March."),
+        ("Ana", "My sister moved to Porto for a new job."),
+        ("Ben", "I ran my first half marathon in Lisbon."),
+    ] * 5
+    _write_jsonl(d / "messages.jsonl", [
+        {"conversation": "c1", "id": f"c1/D1:{i}", "ts": f"2023-05-08T13:{i:02d}:00", "author": a, "text": f"{t} ({i})"}
+        for i, (a, t) in enumerate(turns)
+    ])
+    _write_jsonl(d / "questions.jsonl", [
+        {"qid": "c1#0", "conversation": "c1", "question": "What is the name of Ana's cat?", "gold": ["c1/D1:16"], "category": "single-hop", "ts": "2023-06-01T10:00:00"},
+        {"qid": "c1#1", "conversation": "c1", "question": "Where did Ben run a half marathon?", "gold": ["c1/D1:19"], "category": "single-hop", "ts": "2023-06-01T10:00:00"},
+    ])
+    out = tmp_path / "pred.jsonl"
+    code = main(["--data-dir", str(tmp_path / "data"), "eval", "recall", str(d), "--budgets", "64,128",
+                 "--counter", "words", "--out", str(out)])
+    assert code == 0
+    report = capsys.readouterr().out
+    assert "hybrid_rrf" in report and "pcm " in report
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {(x["qid"], x["budget"]) for x in lines} == {("c1#0", 64), ("c1#0", 128), ("c1#1", 64), ("c1#1", 128)}
+    for line in lines:
+        assert line["tokens"] <= line["budget"] and line["build_ms"] > 0
+        assert all({"block_id", "block_type", "priority", "content", "source_ids"} <= set(b) for b in line["blocks"])
+    best = next(x for x in lines if x["qid"] == "c1#0" and x["budget"] == 128)
+    assert any("Miso" in b["content"] for b in best["blocks"])
+
+
+def test_eval_route_and_bench_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "irc"
+    d.mkdir()
+    msgs = [
+        {"id": "s:1", "stream": "s", "ts": "2010-01-01T10:00", "author": "ana", "text": "how do I mount a usb drive?", "kind": "message", "scored": True},
+        {"id": "s:2", "stream": "s", "ts": "2010-01-01T10:01", "author": "bob", "text": "ana: use the mount command with the device", "kind": "message", "scored": True},
+        {"id": "s:3", "stream": "s", "ts": "2010-01-01T10:02", "author": "cy", "text": "anyone tried the new kernel?", "kind": "message", "scored": True},
+        {"id": "s:4", "stream": "s", "ts": "2010-01-01T10:03", "author": "ana", "text": "bob: thanks, which device name?", "kind": "message", "scored": True},
+    ]
+    _write_jsonl(d / "messages.jsonl", msgs)
+    _write_jsonl(d / "gold.jsonl", [
+        {"id": "s:1", "parent_id": None, "parent_ids": []},
+        {"id": "s:2", "parent_id": "s:1", "parent_ids": ["s:1"]},
+        {"id": "s:3", "parent_id": None, "parent_ids": []},
+        {"id": "s:4", "parent_id": "s:2", "parent_ids": ["s:2"]},
+    ])
+    out = tmp_path / "route.jsonl"
+    assert main(["eval", "route", str(d), "--out", str(out)]) == 0
+    assert "thread" in capsys.readouterr().out.lower()
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["s:1", "s:2", "s:3", "s:4"]
+    assert main(["--data-dir", str(tmp_path / "b"), "bench", "build", "--turns", "300", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    row = report["sizes"]["300"]
+    assert row["build"]["p95"] >= row["build"]["p50"] > 0 and row["bare_vector_query"]["p50"] > 0
