@@ -26,10 +26,7 @@ from app.core.session import SessionState
 from app.core.trace import BuildRecord, StageTiming
 from app.core.types import BlockType, NodeKind, Priority, Role
 
-SYSTEM_INSTRUCTION = (
-    "Answer the user's last message from the context below. Cite evidence as [n]. "
-    "If the context does not hold the answer, say so."
-)
+SYSTEM_INSTRUCTION = "Answer the last message from this context; cite evidence as [n]; say if it is missing."
 
 
 @dataclass(frozen=True)
@@ -226,7 +223,7 @@ class ContextBuilder:
                 tag = f"[{number}]"
                 items.append(
                     Item(cand.id, BlockType.EVIDENCE, f"{tag} {view.render()}", Priority.MEDIUM, score=cand.fused,
-                         group=f"On {view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,),
+                         group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,),
                          # both parts are cached counts; the joined context is re-counted exactly
                          tokens=self.counter.count(tag) + self.counter.count(view.render()))
                 )

@@ -8,6 +8,13 @@ stronger reranking, conflicts surfaced, actions held back and a clarification qu
 
 Everything is pure and deterministic: dicts are built in a fixed key order, ties break by name,
 floats are rounded, so ``build`` on equal inputs gives a byte-identical ``model_dump_json``.
+
+This module holds the plan itself (``ContextPlan`` and its candidates), the builder's inputs
+(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker and the builder,
+and re-exports the rest so ``from app.core.plan import ...`` keeps working for every name:
+the policy sections, label tuples and default tables live in :mod:`app.core.plan_model`, the
+tool policy (``ToolSpec``, relevance, filtering) and the clarification question in
+:mod:`app.core.plan_tools`.
 """
 
 from __future__ import annotations
@@ -15,20 +22,32 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from fractions import Fraction
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.intent import CLARIFY_CODES, Intent, IntentConfidence, Mode, Risk, TaskType, r4
-from app.core.profile import UserProfile, content_stems, stem, tokenize
+from app.core.intent import CLARIFY_CODES, Intent, Mode, Risk, TaskType, r4
+from app.core.plan_model import (
+    BANDS, CHANNEL_FACTORS, CHANNELS, EVIDENCE_PRIORITY, SEGMENT_BASE, SEGMENT_DELTAS, SEGMENTS, STAGES, Band,
+    BudgetPolicy, ConcurrencyPolicy, HistoryPolicy, IntentSummary, MergeRule, RecallPreset, RerankPolicy,
+    RetrievalFilters, RetrievalPolicy, ToolPolicy, default_presets,
+)
+from app.core.plan_tools import (
+    ToolSpec, clarification_question, explain_tools, filter_tools, tool_matches_statement, tool_relevance,
+)
+from app.core.profile import UserProfile
+from app.core.text import content_stems, stem
 
-SEGMENTS: tuple[str, ...] = ("instruction", "state", "plan", "conversation", "evidence", "memory")
-CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory")
-STAGES: tuple[str, ...] = ("intent_llm", "route", "recall", "rerank", "compile", "first_token", "answer")
-Band = Literal["tight", "balanced", "wide"]
-BANDS: tuple[Band, ...] = ("tight", "balanced", "wide")
+# Everything that was importable from this module before the split stays importable from here.
+__all__ = [
+    "BANDS", "CHANNELS", "DEFAULT_PLAN_CONFIG", "REQUIRED_ORDER", "SEGMENTS", "STAGES", "Band", "BudgetPolicy",
+    "ConcurrencyPolicy", "ContextPlan", "HistoryPolicy", "IntentSummary", "MergeRule", "PlanBuilder",
+    "PlanCandidate", "PlanConfig", "PlanContext", "PlanResult", "RecallPreset", "RerankPolicy",
+    "RetrievalFilters", "RetrievalPolicy", "ToolPolicy", "ToolSpec", "allocate_budget", "channel_sizes",
+    "check_plan", "clarification_question", "confidence_band", "explain_tools", "filter_tools",
+    "overall_confidence", "required_information", "segment_weights", "tool_matches_statement", "tool_relevance",
+]
 
 
 # --------------------------------------------------------------------------- budget arithmetic
@@ -84,86 +103,6 @@ def allocate_budget(
 # --------------------------------------------------------------------------- plan model
 
 
-class MergeRule(StrEnum):
-    APPEND = "append"  # continue the anchor branch
-    FOLD_INTO_TASK = "fold_into_task"  # amend the running task at its next step
-    NEW_BRANCH = "new_branch"  # run alongside as its own stream
-    CONTROL = "control"  # stop / pause / cancel / resume the target task
-
-
-class ToolSpec(BaseModel):
-    """A tool the model may call; ``action`` marks tools that change things (write, send, delete)."""
-
-    name: str
-    description: str = ""
-    tags: list[str] = Field(default_factory=list)
-    action: bool = False
-
-
-class IntentSummary(BaseModel):
-    mode: Mode
-    task_type: TaskType
-    goal: str = ""
-    urgency: str = "normal"
-    risk: str = "low"
-    confidence: IntentConfidence = Field(default_factory=IntentConfidence)
-    overall_confidence: float = 0.0
-    band: Band = "balanced"
-
-
-class HistoryPolicy(BaseModel):
-    main_chain_turns: int = 6
-    window: str = "last_6_turns"
-    include_branch_history: bool = False
-    include_summary: bool = True
-
-
-class BudgetPolicy(BaseModel):
-    total_tokens: int
-    segments: dict[str, int]
-    answer_reserve: int
-    context_size: int
-    tool_calls: int = 0
-    timeouts_ms: dict[str, int] = Field(default_factory=dict)
-
-
-class RetrievalFilters(BaseModel):
-    """Soft filters (boosts, not exclusions) drawn from the intent's entities."""
-
-    authors: list[str] = Field(default_factory=list)
-    kinds: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
-
-
-class RetrievalPolicy(BaseModel):
-    channels: dict[str, int]
-    candidate_pool: int
-    time_window: Literal["all", "recent", "session"] = "all"
-    time_hints: list[str] = Field(default_factory=list)
-    filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
-
-
-class RerankPolicy(BaseModel):
-    top_k: int
-    per_channel_cap: int
-    dedup_threshold: float
-    mmr_lambda: float
-    evidence_priority: list[str] = Field(default_factory=list)
-
-
-class ConcurrencyPolicy(BaseModel):
-    allow_concurrent: bool = True
-    allow_interrupt: bool = True
-    merge_rule: MergeRule = MergeRule.APPEND
-    target_task: str | None = None
-
-
-class ToolPolicy(BaseModel):
-    allowed: list[str] = Field(default_factory=list)
-    blocked: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)  # why each tool is blocked
-
-
 class ContextPlan(BaseModel):
     """The CRS of one turn: every control variable the recall, rerank and compile stages obey."""
 
@@ -216,82 +155,7 @@ class PlanContext(BaseModel):
 
 # --------------------------------------------------------------------------- configuration
 
-
-class RecallPreset(BaseModel):
-    """One recall intensity: how much to fetch, how hard to rerank, how much budget to spend."""
-
-    channels: dict[str, int]
-    top_k: int
-    per_channel_cap: int
-    dedup_threshold: float
-    mmr_lambda: float
-    budget_fraction: float
-    main_chain_turns: int
-    tool_calls: int
-    time_scale: float
-
-
-def _presets() -> dict[str, RecallPreset]:
-    def ch(*sizes: int) -> dict[str, int]:
-        return dict(zip(CHANNELS, sizes, strict=True))
-
-    return {
-        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6), top_k=8, per_channel_cap=6,
-                              dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
-                              main_chain_turns=4, tool_calls=1, time_scale=0.75),
-        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10), top_k=12, per_channel_cap=5,
-                                 dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
-                                 main_chain_turns=6, tool_calls=2, time_scale=1.0),
-        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20), top_k=16, per_channel_cap=4,
-                             dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
-                             main_chain_turns=10, tool_calls=3, time_scale=1.5),
-    }
-
-
 _SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory"})
-
-_SEGMENT_BASE = {"instruction": 0.10, "state": 0.10, "plan": 0.05, "conversation": 0.25, "evidence": 0.40,
-                 "memory": 0.10}
-_SEGMENT_DELTAS: dict[str, dict[str, float]] = {
-    "task": {"state": 0.10, "plan": 0.05, "conversation": -0.05, "evidence": -0.10},
-    "interrupt": {"state": 0.15, "conversation": 0.05, "evidence": -0.15, "memory": -0.05},
-    "push": {"evidence": 0.10, "conversation": -0.10},
-    "clarify": {"conversation": 0.15, "evidence": -0.15},
-    "retrieval": {"evidence": 0.10, "plan": -0.03, "state": -0.05},
-    "generation": {"memory": 0.05, "evidence": -0.05},
-    "change": {"state": 0.05, "evidence": -0.05},
-    "diagnostic": {"evidence": 0.05, "memory": -0.05},
-    "planning": {"plan": 0.10, "memory": 0.05, "evidence": -0.15},
-}
-_CHANNEL_FACTORS: dict[str, dict[str, float]] = {
-    "interrupt": {"structured": 1.5, "vector": 0.5, "fulltext": 0.5, "recent": 1.5, "memory": 0.5},
-    "push": {"structured": 1.5, "vector": 0.5, "recent": 2.0, "memory": 0.5},
-    "clarify": {c: 0.5 for c in CHANNELS},
-    "retrieval": {"vector": 1.25, "fulltext": 1.25, "memory": 1.25},
-    "generation": {"vector": 1.25, "fulltext": 0.75, "memory": 1.25},
-    "change": {"structured": 1.5, "vector": 0.75, "graph": 1.25, "recent": 1.25},
-    "diagnostic": {"structured": 1.25, "fulltext": 1.5, "recent": 1.5},
-    "planning": {"structured": 1.25, "graph": 1.5, "memory": 1.25},
-}
-_EVIDENCE_PRIORITY: dict[str, list[str]] = {
-    "retrieval": ["user_input", "rag_doc", "memory", "env_event", "tool_result", "llm_output"],
-    "generation": ["user_input", "memory", "rag_doc", "llm_output", "env_event", "tool_result"],
-    "change": ["user_input", "tool_result", "env_event", "rag_doc", "memory", "llm_output"],
-    "diagnostic": ["tool_result", "env_event", "user_input", "rag_doc", "llm_output", "memory"],
-    "planning": ["user_input", "memory", "tool_result", "rag_doc", "env_event", "llm_output"],
-    "push": ["env_event", "tool_result", "user_input", "memory", "rag_doc", "llm_output"],
-}
-_TOOL_WORDS: dict[str, frozenset[str]] = {
-    k: frozenset(stem(w) for w in v.split())
-    for k, v in {
-        "retrieval": "search find query lookup fetch read get list browse web db database file docs index recall",
-        "generation": "write draft generate create template format render translate summarize",
-        "change": "edit write patch rename move delete create update git code file run apply replace",
-        "diagnostic": "log logs run test debug trace inspect read query shell profile monitor status",
-        "planning": "calendar todo task schedule plan list reminder",
-        "interrupt": "task cancel stop pause resume status",
-    }.items()
-}
 
 
 class PlanConfig(BaseModel):
@@ -299,12 +163,12 @@ class PlanConfig(BaseModel):
 
     high_confidence: float = 0.7
     low_confidence: float = 0.4
-    presets: dict[str, RecallPreset] = Field(default_factory=_presets)
-    segment_base: dict[str, float] = Field(default_factory=lambda: dict(_SEGMENT_BASE))
-    segment_deltas: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(_SEGMENT_DELTAS))
+    presets: dict[str, RecallPreset] = Field(default_factory=default_presets)
+    segment_base: dict[str, float] = Field(default_factory=lambda: dict(SEGMENT_BASE))
+    segment_deltas: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(SEGMENT_DELTAS))
     segment_minimums: dict[str, int] = Field(
         default_factory=lambda: {"instruction": 48, "state": 32, "conversation": 48})
-    channel_factors: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(_CHANNEL_FACTORS))
+    channel_factors: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(CHANNEL_FACTORS))
     stage_timeouts_ms: dict[str, int] = Field(default_factory=lambda: {
         "intent_llm": 4000, "route": 300, "recall": 1500, "rerank": 400, "compile": 300,
         "first_token": 15000, "answer": 120000})
@@ -366,117 +230,6 @@ def channel_sizes(intent: Intent, preset: RecallPreset, config: PlanConfig = DEF
         f *= config.channel_factors.get(intent.task_type.value, {}).get(ch, 1.0)
         out[ch] = max(0, _round_int(preset.channels.get(ch, 0) * f))
     return out
-
-
-def _name_stems(tool: ToolSpec) -> list[str]:
-    raw = tool.name.replace("_", " ").replace("-", " ").replace(".", " ")
-    return [stem(w) for w in tokenize(raw) if len(w) > 1]
-
-
-def _same(a: str, b: str) -> bool:
-    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
-
-
-def tool_matches_statement(tool: ToolSpec, statement: str) -> bool:
-    """True when ``statement`` ("send emails") names ``tool`` ("send_email"): verbatim, or every
-    word of the tool's name appears in it (prefix-tolerant: "pay" ~ "payment")."""
-    if tool.name.lower() in statement.lower():
-        return True
-    names = _name_stems(tool)
-    words = content_stems(statement)
-    return bool(names) and all(any(_same(n, w) for w in words) for n in names)
-
-
-def tool_relevance(tool: ToolSpec, intent: Intent) -> tuple[float, list[str]]:
-    """Coarse, explainable relevance of a tool to an intent: (score, reasons); 0 means irrelevant."""
-    tags = {t.lower() for t in tool.tags}
-    words = set(_name_stems(tool)) | {stem(t) for t in tags}
-    score, reasons = 0.0, []
-    if tags & {"always", "core"}:
-        score, reasons = 1.0, ["always available"]
-    if intent.mode == Mode.CLARIFY:
-        return score, reasons
-    key = "interrupt" if intent.mode == Mode.INTERRUPT else intent.task_type.value
-    hits = sorted(words & _TOOL_WORDS.get(key, frozenset()))
-    if hits:
-        score += min(3, len(hits))
-        reasons.append(f"{key} ~ {', '.join(hits)}")
-    goal_words = set(content_stems(intent.goal + " " + " ".join(intent.entities)))
-    goal_hits = sorted(goal_words & (words | set(content_stems(tool.description))))
-    if goal_hits:
-        score += 0.5 * min(4, len(goal_hits))
-        reasons.append(f"goal mentions {', '.join(goal_hits)}")
-    return r4(score), reasons
-
-
-def filter_tools(registry: Sequence[ToolSpec], intent: Intent, plan: ContextPlan) -> list[ToolSpec]:
-    """The relevant subset of ``registry`` to show the model (seed 000 §3.6.4).
-
-    Blocked tools are never returned; action tools are dropped while actions are held back; the
-    rest is kept when relevant to the intent, most relevant first (ties by name).
-    """
-    blocked = set(plan.tools.blocked)
-    scored = []
-    for tool in registry:
-        if tool.name in blocked or (tool.action and plan.actions_held_back):
-            continue
-        score, _ = tool_relevance(tool, intent)
-        if score > 0 or tool.name in plan.tools.allowed:
-            scored.append((-score, tool.name, tool))
-    return [t for _, _, t in sorted(scored, key=lambda x: (x[0], x[1]))]
-
-
-def explain_tools(registry: Sequence[ToolSpec], intent: Intent, plan: ContextPlan) -> list[dict[str, object]]:
-    """Per tool: included or not, its relevance score and the reasons (for the intent panel)."""
-    included = {t.name for t in filter_tools(registry, intent, plan)}
-    out: list[dict[str, object]] = []
-    for tool in registry:
-        score, reasons = tool_relevance(tool, intent)
-        if tool.name in plan.tools.blocked:
-            reasons = ["blocked"] + reasons
-        elif tool.action and plan.actions_held_back:
-            reasons = ["action held back"] + reasons
-        out.append({"name": tool.name, "included": tool.name in included, "score": score, "reasons": reasons})
-    return out
-
-
-_PHRASE = {"qa": "answer a question", "task": "carry out a task", "interrupt": "change the task that is running",
-           "push": "look at the recent changes", "clarify": "wait for more detail",
-           "retrieval": "look something up", "generation": "write something new", "change": "change something",
-           "diagnostic": "find out what went wrong", "planning": "make a plan"}
-
-
-def _top2(dist: Mapping[str, float]) -> list[str]:
-    return sorted(dist, key=lambda k: (-dist[k], k))[:2]
-
-
-def clarification_question(intent: Intent, running_tasks: Sequence[str] = ()) -> str:
-    """One question that resolves the most important uncertainty of ``intent`` (deterministic)."""
-    details = {}
-    for r in intent.uncertainty_reasons:
-        code, _, detail = r.partition(":")
-        details.setdefault(code, detail.strip())
-    goal = intent.goal or "this"
-    if "prohibition_conflict" in details:
-        return (f"Your profile says \"{details['prohibition_conflict']}\", and this request seems to go against "
-                f"it. Should I go ahead anyway, or change the request?")
-    if "high_risk_action" in details:
-        return (f"This would {details['high_risk_action']} something, which is hard to undo. "
-                f"Should I go ahead with \"{goal}\"?")
-    if "ambiguous_task" in details:
-        names = ", ".join(f"\"{n}\"" for n in running_tasks[:4])
-        return f"Several tasks are running{': ' + names if names else ''}. Which one do you mean?"
-    if "empty_input" in details:
-        return "What would you like me to do?"
-    if "vague_goal" in details:
-        if intent.entities:
-            return f"What exactly would you like me to do with {intent.entities[0]}?"
-        return "I couldn't tell what this refers to. Could you say a bit more about what you want?"
-    for code, fld in (("low_mode_confidence", "mode"), ("low_task_confidence", "task_type")):
-        if code in details and len(intent.distribution.get(fld, {})) >= 2:
-            a, b = _top2(intent.distribution[fld])
-            return f"Should I {_PHRASE.get(a, a)} or {_PHRASE.get(b, b)} here?"
-    return f"Just to check before I start: you want me to {goal.rstrip('?.')}? Anything I should know first?"
 
 
 def required_information(intent: Intent, ctx: PlanContext, tools_allowed: bool) -> list[str]:
@@ -680,7 +433,7 @@ class PlanBuilder:
         priority_key = "push" if intent.mode == Mode.PUSH else intent.task_type.value
         rerank = RerankPolicy(top_k=_round_int(preset.top_k * scale), per_channel_cap=preset.per_channel_cap,
                               dedup_threshold=preset.dedup_threshold, mmr_lambda=preset.mmr_lambda,
-                              evidence_priority=list(_EVIDENCE_PRIORITY[priority_key]))
+                              evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
         # concurrency
         target = intent.hint("target_task")
         if intent.mode == Mode.INTERRUPT and control:

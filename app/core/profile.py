@@ -1,4 +1,4 @@
-"""The user profile ("who the user is" of the task-state contract) and the text helpers it needs.
+"""The user profile ("who the user is" of the task-state contract): statements and matching.
 
 A ``UserProfile`` holds three lists of short statements: preferences ("short answers"),
 prohibitions ("delete files in /data") and permissions ("deploy to staging"). The engine keeps it
@@ -7,7 +7,8 @@ statements such as "never X", "don't X", "I prefer X", "always X" and "you may X
 
 Matching a request against a statement is deliberately coarse and explainable: light stemming,
 stop words removed, and words inside a negated clause of the request ("... but don't delete
-anything") do not count, so stating a prohibition never conflicts with itself.
+anything") do not count, so stating a prohibition never conflicts with itself. The word helpers
+live in :mod:`app.core.text` and are re-exported here for existing importers.
 
 Everything here is pure and deterministic.
 """
@@ -21,60 +22,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-# --------------------------------------------------------------------------- text helpers
+from app.core.text import STOPWORDS, content_stems, negated_stems, stem, tokenize
 
-_WORD_RE = re.compile(r"[a-z0-9_]+(?:'[a-z]+)?")
+__all__ = [
+    "STOPWORDS", "ProfileStatement", "StatementKind", "UserProfile", "content_stems", "negated_stems",
+    "parse_profile_statements", "statement_matches", "stem", "tokenize",
+]
 
-STOPWORDS: frozenset[str] = frozenset(
-    """a an the and or but if then else of to in on at by for with from into onto about as is are
-    was were be been being am do does did doing have has had having i me my mine we us our you your
-    he him his she her it its they them their this that these those there here what which who whom
-    whose when where why how all any some each every no not so than too very can could would should
-    will shall may might must just also please pls ok okay hey hi hello thanks thank use using used
-    up out over again once more most other such only own same s t don't dont i'm i'd i've you're
-    it's that's let's lets get got one thing things something anything stuff""".split()
-)
-
-_NEGATION_RE = re.compile(
-    r"\b(?:never|don't|dont|do not|does not|doesn't|did not|didn't|must not|mustn't|should not|"
-    r"shouldn't|without|not|no|avoid|stop)\b([^.;,!?]*)",
-    re.IGNORECASE,
-)
-
-
-def tokenize(text: str) -> list[str]:
-    """Return the lower-cased word tokens of ``text`` (apostrophe contractions kept whole)."""
-    return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
-
-
-def stem(word: str) -> str:
-    """Return a light stem: one of -ing/-ion(s)/-ed/-es/-s removed, then a final -e (delete → delet)."""
-    w = word.lower()
-    for suffix in ("ing", "ions", "ion", "ed", "es", "s"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
-            break
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
-
-
-def content_stems(text: str) -> list[str]:
-    """Return the stems of the non-stop-words of ``text``, unique, in order of first use."""
-    seen: dict[str, None] = {}
-    for token in tokenize(text):
-        if token in STOPWORDS or len(token) < 2:
-            continue
-        seen.setdefault(stem(token), None)
-    return list(seen)
-
-
-def negated_stems(text: str) -> set[str]:
-    """Return the stems that occur inside a negated clause ("don't X", "without X", ...)."""
-    out: set[str] = set()
-    for match in _NEGATION_RE.finditer(text):
-        out.update(content_stems(match.group(1)))
-    return out
+# --------------------------------------------------------------------------- matching
 
 
 def statement_matches(statement: str, text: str, min_share: float = 0.5) -> bool:
