@@ -60,6 +60,12 @@ def test_turn_is_recorded_answered_traced_and_replayed(tmp_path: Path) -> None:
         assert "Prefers: the blue theme for the website" in record.build.context.text()
         assert await engine.replay(first.turn_id) == []
         assert await engine.replay(record.turn_id) == []
+        # Cited messages became evidences, so the session exports and validates.
+        from app.store.exchange import export_session, validate_document
+
+        doc = await engine.ex.run("store", export_session, engine.store, state.session_id)
+        validate_document(doc)
+        assert set(source_ids) <= set(doc["evidences"])
         await engine.close()
 
     asyncio.run(main())

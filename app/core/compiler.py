@@ -13,6 +13,7 @@ budget as counted by the active tokenizer. Every dropped item is recorded with i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -292,3 +293,35 @@ class ContextCompiler:
                 )
             )
         return blocks
+
+
+_FACT = re.compile(
+    r"\b(?:my|our|the)\s+([a-z][a-z0-9 _-]{1,30}?)\s+(?:is|are|was|will be|=)\s+(?:now\s+)?([^.;!?\n]{1,60})",
+    re.IGNORECASE,
+)
+
+
+def extract_facts(text: str, *, evidence_id: str, at: str, reliability: float) -> list[Fact]:
+    """Keyed statements such as "my deadline is Friday" → Fact(key="deadline", value="Friday").
+
+    Deliberately narrow (a possessive or "the" + "is/are/was/will be"): a missed fact costs
+    nothing, a wrong key would raise a false conflict.
+    """
+    out: list[Fact] = []
+    for match in _FACT.finditer(text):
+        key = " ".join(match.group(1).lower().split())
+        value = match.group(2).strip().rstrip(",")
+        if key and value:
+            out.append(Fact(key=key, value=value, evidence_id=evidence_id, reliability=reliability, at=at))
+    return out
+
+
+def conflict_items(conflicts: Sequence[Conflict]) -> list[Item]:
+    """State every conflict in the context (never resolved silently)."""
+    items = []
+    for n, c in enumerate(conflicts):
+        others = "; ".join(f"'{o['value']}' [{o['evidence_id']}]" for o in c.others)
+        text = f"Conflict on {c.key}: using '{c.chosen}' [{c.chosen_evidence}] ({c.rule}); also stated: {others}"
+        items.append(Item(f"conflict:{c.key}", BlockType.STATE, text, Priority.HIGH, score=1.0, order=300 + n,
+                          evidence_ids=(c.chosen_evidence, *(o["evidence_id"] for o in c.others))))
+    return items

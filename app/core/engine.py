@@ -28,7 +28,8 @@ from app.core.runtime.executors import ChatStream, Executors
 from app.core.session import SessionState
 from app.core.trace import BuildRecord, StageTiming, TurnRecord, diff
 from app.core.types import (
-    Author, AuthorKind, ContextBlock, EdgeKind, GraphEdge, GraphNode, Message, NodeKind, Ref, Role, utc_now,
+    Author, AuthorKind, ContextBlock, EdgeKind, Evidence, EvidenceSource, EvidenceType, GraphEdge, GraphNode,
+    Message, NodeKind, Ref, Role, SourceKind, utc_now,
 )
 
 
@@ -51,6 +52,8 @@ class EngineStore(Protocol):
     def save_plan(self, turn_id: str, data: dict[str, Any]) -> Any: ...
     def add_context_blocks(self, session_id: str, turn_id: str, blocks: Sequence[ContextBlock]) -> Any: ...
     def add_model_usage(self, session_id: str, usage: Any) -> Any: ...
+    def add_evidence(self, session_id: str, evidence: Evidence) -> Evidence: ...
+    def get_evidence(self, evidence_id: str) -> Evidence | None: ...
     def append_event(self, session_id: str, type: str, payload: dict[str, Any]) -> int: ...
     def list_events(self, session_id: str | None, after_seq: int = 0) -> list[dict[str, Any]]: ...
     def transaction(self) -> Any: ...
@@ -89,6 +92,19 @@ class TurnRun:
     def stop(self) -> None:
         if self.stream is not None:
             self.stream.stop()
+
+
+def message_evidence(view: Any) -> Evidence:
+    """The evidence record of a stored message (same id), so blocks and answers can cite it."""
+    user = view.role == Role.USER
+    return Evidence(
+        evidence_id=view.message_id,
+        type=EvidenceType.USER_INPUT if user else EvidenceType.LLM_OUTPUT,
+        source=EvidenceSource(kind=SourceKind.USER if user else SourceKind.LLM, name=view.speaker),
+        content=view.text,
+        valid_from=view.at,
+        metadata={"turn_id": view.turn_id},
+    )
 
 
 class Engine:
@@ -228,6 +244,7 @@ class Engine:
         recorded_channels: Sequence[ChannelRun] | None = None,
         query_vector: np.ndarray | None = None,
         limits: tuple[int, int] | None = None,
+        input_id: str = "input",
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it)."""
         state = state or await self.open_session(session_id)
@@ -246,6 +263,7 @@ class Engine:
             exclude_ids=tuple(exclude_ids),
             anchor_override=anchor_override,
             profile=self.profile(state),
+            input_id=input_id,
         )
         record, timing = await self.builder.build(
             state, inputs, vectors=vectors, search=self.index, run_blocking=self._blocking,
@@ -276,6 +294,7 @@ class Engine:
         turn_id, message = await self.ex.run("store", self.store.record_user_input, session_id, text)
         build, timing = await self.build(
             session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
+            input_id=message.message_id,
         )
         state.add_message(message)
         node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
@@ -287,8 +306,14 @@ class Engine:
             state.add_edge(edge)
         record = TurnRecord(turn_id=turn_id, session_id=session_id, node_id=node.node_id, build=build, timing=timing)
 
+        cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
+        sources = [state.messages[i] for i in sorted(cited) if i in state.messages]  # the input included
+
         def persist_build() -> None:
             with self.store.transaction():
+                for view in sources:  # messages become evidences the first time a context cites them
+                    if self.store.get_evidence(view.message_id) is None:
+                        self.store.add_evidence(session_id, message_evidence(view))
                 self.store.save_node(session_id, node)
                 if edge is not None:
                     self.store.save_edge(session_id, edge)

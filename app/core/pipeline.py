@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.core.compiler import ContextCompiler, Fact, Item, resolve_conflicts
+from app.core.compiler import ContextCompiler, Fact, Item, conflict_items, extract_facts, resolve_conflicts
 from app.core.intent import Intent, IntentContext, IntentEngine, Mode
 from app.core.plan import PlanBuilder, PlanContext, ToolSpec
 from app.core.ports import TokenCounter
@@ -45,6 +45,7 @@ class BuildInputs:
     overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
     llm_output: dict | None = None
     llm_status: str = "skipped"
+    input_id: str = "input"  # the stored id of the input message, when there is one
 
 
 def _iso_seconds(at: str) -> float:
@@ -178,6 +179,11 @@ class ContextBuilder:
         """The candidate lines of every section of the template, bound to evidence."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
         facts: list[Fact] = []
+        for mid in state.order:  # keyed statements of the app user (speaker "user"), oldest first
+            view = state.messages[mid]
+            if view.role == Role.USER and view.speaker == Role.USER.value:
+                facts.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
+        facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
         profile = inp.profile
         for n, text in enumerate(profile.prohibitions):
             items.append(Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n))
@@ -277,6 +283,7 @@ class ContextBuilder:
         t4 = time.perf_counter()
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
         conflicts, _ = resolve_conflicts(facts)
+        items.extend(conflict_items(conflicts))
         context_budget = min(inp.budget, max(0, context_size - answer_reserve))
         compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
         prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]

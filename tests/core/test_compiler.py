@@ -84,3 +84,24 @@ def test_conflicts_pick_reliable_then_recent_and_are_stated() -> None:
     assert by_key["theme"].chosen == "light" and by_key["theme"].rule == "more recent"
     assert by_key["lang"].chosen == "fr" and by_key["lang"].rule == "more reliable source"
     assert losers == {"e1", "e3"}
+
+
+def test_extract_facts_is_narrow_and_keyed() -> None:
+    from app.core.compiler import extract_facts
+
+    facts = extract_facts("My deadline is Friday. The budget is 300 euros; I like tea.", evidence_id="m1", at="t", reliability=1.0)
+    assert [(f.key, f.value) for f in facts] == [("deadline", "Friday"), ("budget", "300 euros")]
+    assert extract_facts("It is what it is.", evidence_id="m", at="t", reliability=1.0) == []
+
+
+def test_conflicts_are_stated_in_the_context_with_both_sources() -> None:
+    from app.core.compiler import conflict_items, extract_facts
+
+    facts = extract_facts("My deadline is Friday", evidence_id="m1", at="2024-01-01", reliability=1.0)
+    facts += extract_facts("my deadline is now Monday", evidence_id="m2", at="2024-01-02", reliability=1.0)
+    conflicts, _ = resolve_conflicts(facts)
+    items = [_instruction(), *conflict_items(conflicts)]
+    out = ContextCompiler(COUNTER).compile(items, budget=200, quotas={"state": 100})
+    text = out.text()
+    assert "Conflict on deadline: using 'Monday' [m2] (more recent)" in text and "'Friday' [m1]" in text
+    assert {"m1", "m2"} <= set(out.source_ids())
