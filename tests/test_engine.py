@@ -21,7 +21,7 @@ from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore
 
 
-def _fake_engine(tmp_path: Path, replies: list[str], *, delay: float = 0.0) -> Engine:
+def _fake_engine(tmp_path: Path, replies: list[str], *, delay: float = 0.0, llm_intent: str = "off") -> Engine:
     ex = Executors()
     store = ex.pool("store").submit(SqliteStore, tmp_path / "pcm.sqlite3").result()
     embedder = HashEmbedder(dim=64)
@@ -32,7 +32,7 @@ def _fake_engine(tmp_path: Path, replies: list[str], *, delay: float = 0.0) -> E
         chat=ScriptedChatModel(replies, token_delay_s=delay),
         counter=WordTokenCounter(),
         executors=ex,
-        config=EngineConfig(default_budget=400),
+        config=EngineConfig(default_budget=400, llm_intent=llm_intent),
     )
 
 
@@ -90,6 +90,30 @@ def test_input_is_durable_before_the_answer_and_stop_is_prompt(tmp_path: Path) -
         record = await run.done
         assert record.finish_reason == "cancelled"
         assert record.usage["completion_tokens"] < 300
+        await engine.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [('{"mode": "task", "task_type": "planning", "goal": "plan the offsite"}', "ok"), ("no json here", "invalid")],
+)
+def test_llm_intent_signal_is_used_when_unsure_and_replayed_as_observed(tmp_path: Path, reply: str, status: str) -> None:
+    engine = _fake_engine(tmp_path, [reply, "Sure."], llm_intent="auto")
+    engine.config.llm_intent_below = 1.01  # always ask, so the test does not depend on the fast path
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None)
+        record = await (await engine.submit(state.session_id, "offsite")).done
+        assert record.build.llm_intent["status"] == status
+        assert record.build.intent["llm"]["status"] == status
+        if status == "ok":
+            assert record.build.intent["mode"] == "task"
+        assert record.output == "Sure."
+        assert await engine.replay(record.turn_id) == []  # the model is not asked again
+        assert len(engine.chat.calls) == 2
         await engine.close()
 
     asyncio.run(main())

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.core.intent import IntentEngine, PrototypeBank
+from app.core.compiler import Fact, extract_facts
+from app.core.intent import INTENT_JSON_SCHEMA, IntentContext, IntentEngine, PrototypeBank, intent_messages
 from app.core.pipeline import BuildInputs, ContextBuilder
 from app.core.plan import PlanBuilder
 from app.core.ports import ChatModel, Embedder, GenerationParams, TokenCounter
@@ -73,6 +74,11 @@ class EngineConfig:
     default_budget: int = 1024
     answer_reserve: int = 256
     context_size: int = 2048
+    # The local model's JSON is one more intent signal, asked for only when the fast path is
+    # unsure about the mode ("auto") and only within the time limit; "off" never asks.
+    llm_intent: str = "auto"
+    llm_intent_below: float = 0.35
+    llm_intent_timeout_s: float = 2.0
     generation: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=256))
     routing: RoutingWeights = SESSION_DEFAULT
 
@@ -128,6 +134,7 @@ class Engine:
         self.sessions: dict[str, SessionState] = {}
         self.vectors: dict[str, np.ndarray] = {}
         self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile]] = weakref.WeakKeyDictionary()
+        self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
         self.builder = ContextBuilder(
             intents=IntentEngine(None),
             planner=PlanBuilder(),
@@ -169,6 +176,18 @@ class Engine:
         if missing and self.index is not None:
             self.vectors.update(await self._blocking(self.index.vectors, missing))
         return {i: self.vectors[i] for i in ids if i in self.vectors}
+
+    def facts(self, state: SessionState) -> tuple[Fact, ...]:
+        """Keyed statements of the app user so far (cached per state, extended incrementally)."""
+        seen, facts = self._facts.get(state, (0, ()))
+        new: list[Fact] = []
+        for mid in state.order[seen:]:
+            view = state.messages[mid]
+            if view.role == Role.USER and view.speaker == Role.USER.value:
+                new.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
+        facts = facts + tuple(new)
+        self._facts[state] = (len(state.order), facts)
+        return facts
 
     def profile(self, state: SessionState) -> UserProfile:
         """The user's profile stated so far in this session (prohibitions, permissions, preferences).
@@ -245,6 +264,7 @@ class Engine:
         query_vector: np.ndarray | None = None,
         limits: tuple[int, int] | None = None,
         input_id: str = "input",
+        recorded_llm: dict[str, Any] | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it)."""
         state = state or await self.open_session(session_id)
@@ -255,6 +275,13 @@ class Engine:
         embed_ms = (time.perf_counter() - t0) * 1000
         candidate_ids = [m for tid in state.turn_order[-self.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
         vectors = await self._vectors_for(candidate_ids)
+        llm_output, llm_status = None, "skipped"
+        if recorded_llm is not None:
+            llm_output, llm_status = recorded_llm.get("output"), recorded_llm.get("status", "skipped")
+        elif self.chat is not None and self.config.llm_intent == "auto":
+            fast = self.builder.intents.infer(text, IntentContext(query_vector=None if query_vector is None else [float(x) for x in query_vector]))
+            if fast.confidence.mode < self.config.llm_intent_below:
+                llm_output, llm_status = await self._llm_intent(text)
         inputs = BuildInputs(
             text=text,
             at=at or utc_now(),
@@ -263,16 +290,36 @@ class Engine:
             exclude_ids=tuple(exclude_ids),
             anchor_override=anchor_override,
             profile=self.profile(state),
+            facts=self.facts(state),
             input_id=input_id,
+            llm_output=llm_output,
+            llm_status=llm_status,
         )
         record, timing = await self.builder.build(
             state, inputs, vectors=vectors, search=self.index, run_blocking=self._blocking,
             recorded_channels=recorded_channels,
             context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
         )
+        record.llm_intent = {"output": llm_output, "status": llm_status}
         timing.embed_ms = embed_ms
         timing.build_ms += embed_ms
         return record, timing
+
+    async def _llm_intent(self, text: str) -> tuple[Any, str]:
+        """Ask the chat model for intent JSON within the time limit; never raises."""
+        assert self.chat is not None
+        stream = ChatStream(self.ex, self.chat, intent_messages(text), stage="intent",
+                            params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA)
+        try:
+            result = await asyncio.wait_for(stream.wait(), self.config.llm_intent_timeout_s)
+        except asyncio.TimeoutError:
+            stream.stop()  # a call still queued behind an answer starts and stops at once
+            return None, "late"
+        except Exception as exc:  # noqa: BLE001 - the LLM signal only ever degrades
+            return None, "error" if str(exc) else "error"
+        if result.finish_reason not in ("stop", "length") or result.parsed is None:
+            return result.text, "invalid"
+        return result.parsed, "ok"
 
     # ------------------------------------------------------------------ turns
 
@@ -396,6 +443,7 @@ class Engine:
             anchor_override=record.build.routing.get("override"), state=past,
             recorded_channels=record.build.recall.channels,
             limits=(record.build.plan["budget"]["context_size"], record.build.plan["budget"]["answer_reserve"]),
+            recorded_llm=record.build.llm_intent,
         )
         return diff(record.build.comparable(), replayed.comparable())
 

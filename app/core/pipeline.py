@@ -46,6 +46,7 @@ class BuildInputs:
     llm_output: dict | None = None
     llm_status: str = "skipped"
     input_id: str = "input"  # the stored id of the input message, when there is one
+    facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
 
 
 def _iso_seconds(at: str) -> float:
@@ -178,11 +179,7 @@ class ContextBuilder:
     ) -> tuple[list[Item], list]:
         """The candidate lines of every section of the template, bound to evidence."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
-        facts: list[Fact] = []
-        for mid in state.order:  # keyed statements of the app user (speaker "user"), oldest first
-            view = state.messages[mid]
-            if view.role == Role.USER and view.speaker == Role.USER.value:
-                facts.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
+        facts: list[Fact] = list(inp.facts)
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
         profile = inp.profile
         for n, text in enumerate(profile.prohibitions):

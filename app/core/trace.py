@@ -43,6 +43,7 @@ class BuildRecord(BaseModel):
     recall: RecallResult
     context: CompiledContext
     prompt: list[dict[str, str]]
+    llm_intent: dict[str, Any] = Field(default_factory=dict)  # the LLM signal as observed (replayed as is)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""
