@@ -102,12 +102,18 @@ class SentenceEmbedder:
         if not dim:
             raise ModelError(f"{display_path(path)} does not declare an embedding size; pick another model")
         self.dim = int(dim)
+        import torch
+
+        self._batch_threads = n_threads or torch.get_num_threads()
         self.load_seconds = time.perf_counter() - started
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Return a float32 array of shape (len(texts), dim) with L2-normalised rows."""
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # A query (a few short texts) runs on one thread: with two, torch's threads wait on each
+        # other whenever the other core is busy (LanceDB, the UI), and latency spikes 5×.
+        self._threads(1 if len(texts) <= 4 else self._batch_threads)
         try:
             vectors = self._model.encode(
                 list(texts),
@@ -120,6 +126,12 @@ class SentenceEmbedder:
             why = " ".join(str(exc).split())[:160] or type(exc).__name__
             raise ModelError(f"embedding with {self.name} failed ({why})") from None
         return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def _threads(self, n: int) -> None:
+        import torch
+
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder({self.name!r}, dim={self.dim})"
