@@ -159,3 +159,29 @@ def test_real_session_two_branches_ambiguity_new_roots_and_exact_replay(tmp_path
         await engine.close()
 
     asyncio.run(main())
+
+
+def test_an_override_is_stored_and_steers_later_similar_inputs(tmp_path: Path) -> None:
+    engine = _fake_engine(tmp_path, ["ok"])
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None)
+        a = await (await engine.submit(state.session_id, "Garden: plant tomatoes and basil in May")).done
+        b = await (await engine.submit(state.session_id, "Taxes: collect receipts for the tax return")).done
+        assert b.build.anchor_node is None  # unrelated: a second root
+        # The user files a question under the garden branch although it would not go there.
+        moved = await (await engine.submit(state.session_id, "where are the receipts for seeds",
+                                           anchor_override=a.node_id)).done
+        assert moved.build.anchor_node == a.node_id and moved.build.routing["override"] == a.node_id
+        later = await (await engine.submit(state.session_id, "where are the receipts for compost")).done
+        top = later.build.routing["candidates"][0]
+        assert top["components"]["override"] > 0
+        # The correction survives a restart: a fresh engine reloads it from the stored records.
+        engine.sessions.pop(state.session_id)
+        fresh = await engine.open_session(state.session_id)
+        assert [(said, node) for _, said, node in fresh.overrides] == [("where are the receipts for seeds", a.node_id)]
+        assert await engine.replay(later.turn_id) == []
+        await engine.close()
+
+    asyncio.run(main())

@@ -46,6 +46,7 @@ class EngineStore(Protocol):
     def set_turn_answer(self, turn_id: str, message: Message) -> Message: ...
     def update_turn(self, turn_id: str, /, **fields: Any) -> dict[str, Any]: ...
     def get_turn(self, turn_id: str) -> dict[str, Any] | None: ...
+    def list_turns(self, session_id: str) -> list[dict[str, Any]]: ...
     def list_messages(self, session_id: str) -> list[Message]: ...
     def load_graph(self, session_id: str) -> Any: ...
     def save_node(self, session_id: str, node: GraphNode) -> None: ...
@@ -175,6 +176,11 @@ class Engine:
         messages = await self.ex.run("store", self.store.list_messages, session_id)
         graph = await self.ex.run("store", self.store.load_graph, session_id)
         state = SessionState.load(session_id, messages, graph)
+        for turn in await self.ex.run("store", self.store.list_turns, session_id):
+            routing = (turn.get("record") or {}).get("build", {}).get("routing", {})
+            if routing.get("override") and turn["turn_id"] in state.turns:
+                seq = state.turns[turn["turn_id"]].seq  # the state's own turn order, as as_of uses
+                state.overrides.append((seq, turn["record"]["build"]["text"], routing["override"]))
         self.sessions[session_id] = state
         _settle_heap()
         return state
@@ -215,9 +221,6 @@ class Engine:
                 profile, _ = profile.updated_from(view.text)
         self._profiles[state] = (len(state.order), profile)
         return profile
-
-    def _overrides(self, state: SessionState) -> tuple[tuple[str, str], ...]:
-        return tuple((o["text"], o["node_id"]) for o in state.overrides) if hasattr(state, "overrides") else ()
 
     # ------------------------------------------------------------------ ingest (history, no generation)
 
@@ -305,6 +308,7 @@ class Engine:
             anchor_override=anchor_override,
             profile=self.profile(state),
             facts=self.facts(state),
+            overrides=tuple((said, node) for _, said, node in state.overrides),
             input_id=input_id,
             llm_output=llm_output,
             llm_status=llm_status,
@@ -358,6 +362,8 @@ class Engine:
             input_id=message.message_id,
         )
         state.add_message(message)
+        if anchor_override is not None:  # the user's correction: a signal for later routing
+            state.overrides.append((state.turns[turn_id].seq, text, anchor_override))
         node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
                          attrs={"ambiguous": build.routing.get("ambiguous", False)})
         state.add_node(node)

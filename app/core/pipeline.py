@@ -21,7 +21,9 @@ from app.core.plan import PlanBuilder, PlanContext, ToolSpec
 from app.core.ports import TokenCounter
 from app.core.profile import UserProfile
 from app.core.retrieval import ChannelRun, RecallRequest, RecallResult, SearchPort, fuse, recall, STRATEGIES, PCM_FUSION
-from app.core.routing import AnchorCandidate, AnchorRouter, Feature, RoutingDecision, cosine, mention, recency_by_time
+from app.core.routing import (
+    AnchorCandidate, AnchorRouter, Feature, RoutingDecision, cosine, keyword_overlap, mention, recency_by_time,
+)
 from app.core.session import SessionState
 from app.core.trace import BuildRecord, StageTiming
 from app.core.types import BlockType, NodeKind, Priority, Role
@@ -137,8 +139,10 @@ class ContextBuilder:
             age = max(0.0, now - _iso_seconds(last.at))
             override = 0.0
             if inp.overrides:
+                # An earlier correction counts for inputs like the one corrected, on that branch.
                 chain = set(state.graph.chain_back(node_id, limit=50))
-                override = 1.0 if any(target in chain for _, target in inp.overrides) else 0.0
+                override = max((keyword_overlap(inp.text, said) for said, target in inp.overrides if target in chain),
+                               default=0.0)
             entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
             task = len(entity_hits) / len(topical) if topical else 0.0
             addressed = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
@@ -151,7 +155,7 @@ class ContextBuilder:
                         Feature.TASK: round(task, 6),
                         Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
                         Feature.FOCUS: 1.0 if node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
-                        Feature.OVERRIDE: override,
+                        Feature.OVERRIDE: round(override, 6),
                         Feature.ADDRESS: addressed if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
                     },
                 )

@@ -73,6 +73,8 @@ class SessionState:
         self._node_by_ref: dict[str, str] = {}
         self._by_speaker: dict[str, list[str]] = {}
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
+        # The user's routing corrections: (turn seq, input text, node the user chose).
+        self.overrides: list[tuple[int, str, str]] = []
         for node in self.graph.nodes():
             if node.ref_id:
                 self._node_by_ref[node.ref_id] = node.node_id
@@ -148,6 +150,7 @@ class SessionState:
                 past.graph.add_edge_silently(edge)
         for node in past.graph.nodes():
             past.note_node(node)
+        past.overrides = [o for o in self.overrides if o[0] < turn.seq]
         return past
 
     def _append_view(self, view: MessageView) -> None:
