@@ -176,6 +176,9 @@ class ContextBuilder:
             mmr_lambda=plan.rerank.mmr_lambda,
             exclude_ids=list(inp.exclude_ids),
             strategy=PCM_FUSION.name,
+            kinds=list(plan.retrieval.filters.kinds),
+            time_window=plan.retrieval.time_window,
+            now=inp.at,
         )
 
     def items(

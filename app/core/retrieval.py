@@ -78,6 +78,24 @@ class RecallRequest(BaseModel):
     mmr_lambda: float = 1.0
     exclude_ids: list[str] = Field(default_factory=list)
     strategy: str = PCM_FUSION.name
+    kinds: list[str] = Field(default_factory=list)  # plan filter kinds: file | feed | api | memory | task
+    time_window: str = "all"  # all | session | recent (the last RECENT_HOURS before ``now``)
+    now: str = ""
+
+
+RECENT_HOURS = 24
+_NOTE_KINDS = {"file": "env", "feed": "env", "api": "env", "memory": "memory"}
+
+
+def _cutoff(now: str, hours: int) -> str:
+    """The ISO timestamp ``hours`` before ``now`` (same format), or "" when ``now`` is unknown."""
+    from datetime import datetime, timedelta
+
+    try:
+        moment = datetime.fromisoformat(now.rstrip("Z"))
+    except ValueError:
+        return ""
+    return (moment - timedelta(hours=hours)).isoformat()
 
 
 class ChannelHit(BaseModel):
@@ -113,12 +131,18 @@ class RecallResult(BaseModel):
 
 
 def _structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
-    """Messages of the speakers the input names, most recent first."""
-    hits: list[str] = []
+    """The metadata filter: messages of the speakers the input names, notes of the kinds it
+    names (files, feeds, API values, memory), within the time window; most recent first."""
+    since = _cutoff(req.now, RECENT_HOURS) if req.time_window == "recent" else ""
+    hits: list[tuple[str, str]] = []  # (at, id)
     for name in req.speakers:
-        hits.extend(state.by_speaker(name))
-    ordered = sorted(set(hits), key=lambda m: -state.messages[m].seq)
-    return [(m, 1.0) for m in ordered[:size]]
+        hits.extend((state.messages[m].at, m) for m in state.by_speaker(name))
+    wanted = {_NOTE_KINDS[k] for k in req.kinds if k in _NOTE_KINDS}
+    hits.extend((n.at, n.note_id) for n in state.notes.values() if n.kind in wanted)
+    if since:
+        hits = [h for h in hits if h[0] >= since]
+    ordered = sorted(set(hits), key=lambda h: (h[0], h[1]), reverse=True)
+    return [(item, 1.0) for _, item in ordered[:size]]
 
 
 def _graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
