@@ -23,10 +23,17 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _with_engine(args: argparse.Namespace, work: Callable[[Engine], Awaitable[int]], **wiring_kw: Any) -> int:
+def _with_engine(
+    args: argparse.Namespace,
+    work: Callable[[Engine], Awaitable[int]],
+    *,
+    settings: Settings | None = None,
+    **wiring_kw: Any,
+) -> int:
+    """Wire an engine, run ``work`` on a fresh loop, close the engine whatever happens."""
     from app import main as wiring
 
-    settings = Settings.load(args.data_dir)
+    settings = settings or Settings.load(args.data_dir)
     _err("loading models…")
     engine = wiring.build_engine(settings, **wiring_kw)
 
@@ -168,42 +175,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
             Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
         return 0
 
-    from app import main as wiring
-
-    engine = wiring.build_engine(settings, chat=False, counter=args.counter)
-
-    async def run() -> int:
-        try:
-            await engine.start()
-            return await work(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(run())
+    return _with_engine(args, work, settings=settings, chat=False, counter=args.counter)
 
 
 def cmd_bench_build(args: argparse.Namespace) -> int:
     """Benchmark builds over synthetic histories in a throw-away data folder."""
     import tempfile
 
-    from app import main as wiring
     from app.eval.bench import bench_build, format_bench_report
 
     sizes = [int(n) for n in args.turns.split(",") if n.strip()]
     settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-bench-"))
-    _err("loading models…")
-    engine = wiring.build_engine(settings, chat=False, counter="model")
 
-    async def run() -> int:
-        try:
-            await engine.start()
-            report = await bench_build(engine, sizes, budget=args.budget, progress=_err)
-        finally:
-            await engine.close()
+    async def work(engine: Engine) -> int:
+        report = await bench_build(engine, sizes, budget=args.budget, progress=_err)
         print(json.dumps(report, indent=2) if args.json else format_bench_report(report))
         return 0
 
-    return asyncio.run(run())
+    return _with_engine(args, work, settings=settings, chat=False, counter="model")
 
 
 def add_parsers(sub: Any) -> None:
