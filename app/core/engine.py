@@ -1,4 +1,5 @@
-"""The engine facade: sessions, turns (record → build → answer → trace), history ingest, replay.
+"""The engine facade: sessions, turns (record → build → answer → trace), history ingest, replay,
+and the canvas's branch actions (``app.core.branching``: re-anchor, focus, inject, node marks).
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
 ``store`` (the one SQLite connection), ``embed`` (the embedder, also LanceDB writes that embed),
@@ -18,13 +19,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.core.branching import BranchActions, override_spans
 from app.core.compiler import Fact, extract_facts
 from app.core.intent import INTENT_JSON_SCHEMA, IntentContext, IntentEngine, PrototypeBank, intent_messages
 from app.core.pipeline import BuildInputs, ContextBuilder
 from app.core.plan import PlanBuilder
 from app.core.ports import ChatModel, Embedder, GenerationParams, TokenCounter
 from app.core.profile import UserProfile
-from app.core.retrieval import ChannelRun
+from app.core.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.routing import AnchorRouter, SESSION_DEFAULT, RoutingWeights
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.session import SessionState
@@ -48,9 +50,10 @@ class EngineStore(Protocol):
     def get_turn(self, turn_id: str) -> dict[str, Any] | None: ...
     def list_turns(self, session_id: str) -> list[dict[str, Any]]: ...
     def list_messages(self, session_id: str) -> list[Message]: ...
-    def load_graph(self, session_id: str) -> Any: ...
+    def load_graph(self, session_id: str, *, include_superseded: bool = False) -> Any: ...
     def save_node(self, session_id: str, node: GraphNode) -> None: ...
     def save_edge(self, session_id: str, edge: GraphEdge) -> None: ...
+    def set_node_position(self, node_id: str, x: float, y: float, pinned: bool = True) -> None: ...
     def save_intent(self, turn_id: str, data: dict[str, Any]) -> Any: ...
     def save_plan(self, turn_id: str, data: dict[str, Any]) -> Any: ...
     def add_context_blocks(self, session_id: str, turn_id: str, blocks: Sequence[ContextBlock]) -> Any: ...
@@ -126,7 +129,7 @@ def message_evidence(view: Any) -> Evidence:
     )
 
 
-class Engine:
+class Engine(BranchActions):
     """One engine per data folder; sessions are loaded on first use and kept in memory."""
 
     def __init__(
@@ -146,6 +149,8 @@ class Engine:
         self.config = config or EngineConfig()
         self.sessions: dict[str, SessionState] = {}
         self.vectors: dict[str, np.ndarray] = {}
+        self._locks: dict[str, asyncio.Lock] = {}  # per session: turn builds and graph changes
+        self._running: dict[str, TurnRun] = {}  # turns whose answer is not recorded yet
         self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile]] = weakref.WeakKeyDictionary()
         self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
         self.builder = ContextBuilder(
@@ -174,13 +179,12 @@ class Engine:
         if session_id is None or await self.ex.run("store", self.store.get_session, session_id) is None:
             session_id = await self.ex.run("store", self.store.create_session, title, session_id)
         messages = await self.ex.run("store", self.store.list_messages, session_id)
-        graph = await self.ex.run("store", self.store.load_graph, session_id)
-        state = SessionState.load(session_id, messages, graph)
+        graph = await self.ex.run("store", lambda: self.store.load_graph(session_id, include_superseded=True))
+        state = SessionState.load(session_id, messages, graph)  # superseded edges: history only
         for turn in await self.ex.run("store", self.store.list_turns, session_id):
-            routing = (turn.get("record") or {}).get("build", {}).get("routing", {})
-            if routing.get("override") and turn["turn_id"] in state.turns:
+            if (turn.get("record") or {}).get("build") and turn["turn_id"] in state.turns:
                 seq = state.turns[turn["turn_id"]].seq  # the state's own turn order, as as_of uses
-                state.overrides.append((seq, turn["record"]["build"]["text"], routing["override"]))
+                state.override_spans.extend(override_spans(turn["turn_id"], seq, turn["record"]))
         self.sessions[session_id] = state
         _settle_heap()
         return state
@@ -227,6 +231,11 @@ class Engine:
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True) -> int:
         """Store messages as history turns (one turn each), link them along ``continues``, index them."""
         state = await self.open_session(session_id)
+        async with self._lock(session_id):
+            return await self._ingest(state, messages, chain)
+
+    async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool) -> int:
+        session_id = state.session_id
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
         edges: list[GraphEdge] = []
@@ -282,8 +291,14 @@ class Engine:
         limits: tuple[int, int] | None = None,
         input_id: str = "input",
         recorded_llm: dict[str, Any] | None = None,
+        focus_node: str | None = None,
+        focus_chosen: bool = False,
     ) -> tuple[BuildRecord, StageTiming]:
-        """Build the context for ``text`` without generating (turns, evaluation and replay use it)."""
+        """Build the context for ``text`` without generating (turns, evaluation and replay use it).
+
+        ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it
+        (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``.
+        """
         state = state or await self.open_session(session_id)
         t0 = time.perf_counter()
         if query_vector is None:
@@ -305,6 +320,8 @@ class Engine:
             budget=budget or self.config.default_budget,
             query_vector=[float(x) for x in query_vector] if query_vector is not None else None,
             exclude_ids=tuple(exclude_ids),
+            focus_node=focus_node,
+            focus_chosen=focus_chosen,
             anchor_override=anchor_override,
             profile=self.profile(state),
             facts=self.facts(state),
@@ -353,17 +370,24 @@ class Engine:
         """Record the input durably, build its context, attach it to the graph, start the answer.
 
         Returns at once with the build done and the answer streaming; ``await run.done`` for the
-        final ``TurnRecord`` (also stored with the turn).
+        final ``TurnRecord`` (also stored with the turn). The build gets the session's focus (the
+        user's choice, else the latest turn's node). ``anchor_override`` may be ``NEW_ROOT``.
         """
         state = await self.open_session(session_id)
+        async with self._lock(session_id):  # turn order, build and graph stay in step with branch actions
+            return await self._submit(state, text, budget, anchor_override, on_token)
+
+    async def _submit(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
+                      on_token: Callable[[str], None] | None) -> TurnRun:
+        session_id = state.session_id
         turn_id, message = await self.ex.run("store", self.store.record_user_input, session_id, text)
         build, timing = await self.build(
             session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
-            input_id=message.message_id,
+            input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
         )
         state.add_message(message)
-        if anchor_override is not None:  # the user's correction: a signal for later routing
-            state.overrides.append((state.turns[turn_id].seq, text, anchor_override))
+        if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
+            state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
         node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
                          attrs={"ambiguous": build.routing.get("ambiguous", False)})
         state.add_node(node)
@@ -399,6 +423,7 @@ class Engine:
         if self.chat is not None:
             stream = ChatStream(self.ex, self.chat, build.prompt, params=self.config.generation, stage="answer")
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
+        self._running[turn_id] = run
         asyncio.ensure_future(self._finish(run, record, message, on_token))
         return run
 
@@ -439,6 +464,8 @@ class Engine:
         except Exception as exc:  # the turn is recorded; the failure is reported on the future
             if not run.done.done():
                 run.done.set_exception(exc)
+        finally:
+            self._running.pop(run.turn_id, None)
 
     # ------------------------------------------------------------------ inspection and replay
 
@@ -452,19 +479,26 @@ class Engine:
         """Rebuild a turn's plan and context from the stored state as it was; return differences.
 
         Everything is recomputed from SQLite (the session as of the turn, the profile, intent,
-        plan, routing, fusion, compilation); the two index channels are fed their recorded hits,
-        since the index is an observation of the outside that later turns change.
+        plan, routing, the structured/graph/recent channels, fusion, compilation); the index
+        channels (vector, full text, memory) are fed their recorded hits, since the index is an
+        observation of the outside that later turns change. So are the recorded focus and LLM intent.
         """
         record = await self.turn_record(turn_id)
         full = await self.open_session(record.session_id)
         past = full.as_of(turn_id)
+        routing = record.build.routing
+        mids = full.turns[turn_id].message_ids
         replayed, _ = await self.build(
             record.session_id, record.build.text, budget=record.build.budget, at=record.build.at,
-            anchor_override=record.build.routing.get("override"), state=past,
-            recorded_channels=record.build.recall.channels,
+            anchor_override=routing.get("override"), state=past,
+            recorded_channels=[run for run in record.build.recall.channels if run.channel in INDEX_CHANNELS],
             limits=(record.build.plan["budget"]["context_size"], record.build.plan["budget"]["answer_reserve"]),
-            recorded_llm=record.build.llm_intent,
+            recorded_llm=record.build.llm_intent, focus_node=routing.get("focus"),
+            focus_chosen=bool(routing.get("focus_chosen")), input_id=mids[0] if mids else "input",
         )
+        if "focus" not in routing:  # recorded before builds had a focus
+            replayed.routing.pop("focus", None)
+            replayed.routing.pop("focus_chosen", None)
         return diff(record.build.comparable(), replayed.comparable())
 
     async def close(self) -> None:

@@ -2,8 +2,15 @@
 
 ``SessionGraph`` wraps a networkx ``MultiDiGraph`` (two nodes may be joined by edges of several
 kinds). Every mutation returns a ``GraphChange`` saying what changed and emits one of the signals
-``node_added``, ``edge_added``, ``node_moved``, ``node_updated``; ``attach_sink`` connects those
-signals to a persistence sink (the SQLite store) so the graph reloads identical.
+``node_added``, ``edge_added``, ``edge_removed``, ``node_moved``, ``node_updated``; ``attach_sink``
+connects those signals to a persistence sink (the SQLite store) so the graph reloads identical.
+
+Edges are never deleted: ``retire_edge`` takes an edge out of the live graph and keeps its record
+(with ``attrs["valid_to"]``/``attrs["valid_to_seq"]``) in ``edge_history()``. The ``*_seq`` bounds
+count session turns: an edge is live for a turn of seq ``s`` when ``valid_from_seq <= s <
+valid_to_seq`` (a missing bound is open), which is what ``SessionState.as_of`` rebuilds from.
+Adjacency is kept per node in edge creation order (networkx would reorder a neighbour joined
+again after a removal), so a graph rebuilt from its history iterates exactly like the live one.
 """
 
 from __future__ import annotations
@@ -19,7 +26,18 @@ from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind, SessionGrap
 
 
 class GraphError(ValueError):
-    """An invalid graph operation (unknown node, duplicate id, self loop)."""
+    """An invalid graph operation (unknown node, duplicate id, self loop, cycle)."""
+
+
+def edge_live(edge: GraphEdge) -> bool:
+    """Whether the edge record is live (not superseded: no ``attrs["valid_to"]``)."""
+    return edge.attrs.get("valid_to") is None
+
+
+def edge_live_at(edge: GraphEdge, seq: int) -> bool:
+    """Whether the edge was live for the turn of session seq ``seq`` (its ``*_seq`` bounds)."""
+    start, end = edge.attrs.get("valid_from_seq"), edge.attrs.get("valid_to_seq")
+    return (start is None or start <= seq) and (end is None or seq < end)
 
 
 @dataclass(frozen=True)
@@ -28,6 +46,7 @@ class GraphChange:
 
     added_nodes: tuple[str, ...] = ()
     added_edges: tuple[str, ...] = ()
+    removed_edges: tuple[str, ...] = ()  # edges that stopped being live (kept in the history)
     moved_nodes: tuple[str, ...] = ()
     updated_nodes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
@@ -49,11 +68,16 @@ class SessionGraph:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self._g: nx.MultiDiGraph = nx.MultiDiGraph()
-        self._edges: dict[str, GraphEdge] = {}
-        self._frontier: dict[str, None] = {}  # turn nodes nothing continues, in insertion order
-        self._root: dict[str, str] = {}  # first node of each node's chain (edges only ever extend chains)
+        self._edges: dict[str, GraphEdge] = {}  # live edges, in creation order
+        self._history: dict[str, GraphEdge] = {}  # every edge ever (live and retired), creation order
+        self._out: dict[str, dict[str, str]] = {}  # node → {live edge leaving it: its dst}, creation order
+        self._in: dict[str, dict[str, str]] = {}  # node → {live edge entering it: its src}, creation order
+        self._node_index: dict[str, int] = {}  # node id → insertion index
+        self._frontier: dict[str, None] = {}  # turn nodes nothing continues, in node insertion order
+        self._root: dict[str, str] = {}  # first node of each node's chain (kept for whole subtrees)
         self.node_added: Signal[[GraphNode]] = Signal("node_added")
         self.edge_added: Signal[[GraphEdge]] = Signal("edge_added")
+        self.edge_removed: Signal[[GraphEdge]] = Signal("edge_removed")  # the retired record
         self.node_moved: Signal[[GraphNode]] = Signal("node_moved")
         self.node_updated: Signal[[GraphNode]] = Signal("node_updated")
 
@@ -77,36 +101,46 @@ class SessionGraph:
         return [n for n in records if kind is None or n.kind == kind]
 
     def edges(self, kind: EdgeKind | None = None) -> list[GraphEdge]:
-        """Edges in insertion order, optionally of one kind."""
+        """Live edges in creation order, optionally of one kind."""
         return [e for e in self._edges.values() if kind is None or e.kind == kind]
 
+    def edge_history(self) -> list[GraphEdge]:
+        """Every edge the graph has had, live and retired, in creation order (latest records)."""
+        return list(self._history.values())
+
     def edge(self, edge_id: str) -> GraphEdge:
+        """The live edge ``edge_id``."""
         try:
             return self._edges[edge_id]
         except KeyError:
             raise GraphError(f"unknown edge {edge_id!r}") from None
 
+    def _adjacent(self, keys: dict[str, str] | None, kind: EdgeKind | None) -> list[GraphEdge]:
+        if not keys:
+            return []
+        edges = self._edges
+        if kind is None:
+            return [edges[k] for k in keys]
+        return [e for e in (edges[k] for k in keys) if e.kind == kind]
+
     def out_edges(self, node_id: str, kind: EdgeKind | None = None) -> list[GraphEdge]:
-        return [
-            self._edges[key]
-            for _, _, key in self._g.out_edges(node_id, keys=True)
-            if kind is None or self._edges[key].kind == kind
-        ]
+        """Live edges leaving ``node_id``, in creation order, optionally of one kind."""
+        return self._adjacent(self._out.get(node_id), kind)
 
     def in_edges(self, node_id: str, kind: EdgeKind | None = None) -> list[GraphEdge]:
-        return [
-            self._edges[key]
-            for _, _, key in self._g.in_edges(node_id, keys=True)
-            if kind is None or self._edges[key].kind == kind
-        ]
+        """Live edges entering ``node_id``, in creation order, optionally of one kind."""
+        return self._adjacent(self._in.get(node_id), kind)
 
     def parent(self, node_id: str) -> str | None:
         """The node ``node_id`` continues (its ``continues`` edge target), if any."""
-        edges = self.out_edges(node_id, EdgeKind.CONTINUES)
-        return edges[0].dst if edges else None
+        for key in self._out.get(node_id, ()):
+            edge = self._edges[key]
+            if edge.kind == EdgeKind.CONTINUES:
+                return edge.dst
+        return None
 
     def children(self, node_id: str) -> list[str]:
-        """Nodes that continue ``node_id``, in insertion order."""
+        """Nodes that continue ``node_id``, in edge creation order."""
         return [e.src for e in self.in_edges(node_id, EdgeKind.CONTINUES)]
 
     def chain_back(self, node_id: str, limit: int | None = None) -> Iterator[str]:
@@ -122,8 +156,22 @@ class SessionGraph:
             steps += 1
             current = self.parent(current)
 
+    def descendants(self, node_id: str) -> list[str]:
+        """Nodes that continue ``node_id`` directly or further down (depth first, itself excluded)."""
+        out: list[str] = []
+        seen = {node_id}
+        stack = self.children(node_id)[::-1]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            out.append(current)
+            stack.extend(self.children(current)[::-1])
+        return out
+
     def root_of(self, node_id: str) -> str:
-        """The first node of the chain ``node_id`` belongs to (O(1): kept as edges are added)."""
+        """The first node of the chain ``node_id`` belongs to (O(1): kept as edges change)."""
         if node_id not in self._g:
             raise GraphError(f"unknown node {node_id!r}")
         return self._root.get(node_id, node_id)
@@ -133,10 +181,12 @@ class SessionGraph:
         return list(self._frontier)
 
     def neighbours(self, node_id: str) -> list[str]:
-        """Nodes joined to ``node_id`` by an edge of any kind, either direction, without repeats."""
-        seen: dict[str, None] = {}
-        for other in list(self._g.successors(node_id)) + list(self._g.predecessors(node_id)):
-            seen.setdefault(other, None)
+        """Nodes joined to ``node_id`` by a live edge of any kind (targets, then sources), once each."""
+        out, into = self._out.get(node_id), self._in.get(node_id)
+        seen = dict.fromkeys(out.values()) if out else {}
+        if into:
+            for src in into.values():
+                seen.setdefault(src, None)
         return list(seen)
 
     # ------------------------------------------------------------------ mutating
@@ -156,11 +206,31 @@ class SessionGraph:
             raise GraphError(f"self loop on {edge.src!r}")
         if edge.edge_id in self._edges:
             raise GraphError(f"edge {edge.edge_id!r} already exists")
-        if edge.kind == EdgeKind.CONTINUES and self.out_edges(edge.src, EdgeKind.CONTINUES):
-            raise GraphError(f"node {edge.src!r} already continues another node")
+        if edge.edge_id in self._history:
+            raise GraphError(f"edge {edge.edge_id!r} existed before (edges are never revived)")
+        if edge.kind == EdgeKind.CONTINUES:
+            if self.out_edges(edge.src, EdgeKind.CONTINUES):
+                raise GraphError(f"node {edge.src!r} already continues another node")
+            if self.creates_cycle(edge.src, edge.dst):
+                raise GraphError(f"{edge.src!r} cannot continue {edge.dst!r}: it continues {edge.src!r} already")
         self.add_edge_silently(edge)
         self.edge_added.emit(edge)
         return GraphChange(added_edges=(edge.edge_id,))
+
+    def creates_cycle(self, src: str, dst: str) -> bool:
+        """Whether ``src`` continuing ``dst`` would close a cycle (``dst`` is ``src`` or below it)."""
+        if src == dst:
+            return True
+        if not self.in_edges(src, EdgeKind.CONTINUES):  # the usual case: a new node, nothing below
+            return False
+        return src in self.chain_back(dst)
+
+    def retire_edge(self, edge_id: str, attrs: dict[str, Any] | None = None) -> GraphChange:
+        """Take a live edge out of the live graph; its record (``attrs`` merged in, e.g. ``valid_to``)
+        stays in ``edge_history()``. Emits ``edge_removed`` with that record."""
+        edge = self.retire_edge_silently(edge_id, attrs)
+        self.edge_removed.emit(edge)
+        return GraphChange(removed_edges=(edge_id,))
 
     def move_node(self, node_id: str, x: float, y: float, *, pinned: bool = True) -> GraphChange:
         """Place a node; ``pinned`` marks a position the user chose (layout keeps it)."""
@@ -192,33 +262,71 @@ class SessionGraph:
     def add_node_silently(self, node: GraphNode) -> None:
         """Insert a stored node without emitting a signal (loading, as-of views)."""
         self._g.add_node(node.node_id, record=node)
+        self._node_index.setdefault(node.node_id, len(self._node_index))
         self._root.setdefault(node.node_id, node.node_id)
         if node.kind == NodeKind.TURN and not self.in_edges(node.node_id, EdgeKind.CONTINUES):
             self._frontier[node.node_id] = None
 
     def add_edge_silently(self, edge: GraphEdge) -> None:
-        """Insert a stored edge without emitting a signal (loading, as-of views)."""
+        """Insert a stored live edge without emitting a signal (loading, as-of views)."""
+        self._history[edge.edge_id] = edge
         self._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
         self._edges[edge.edge_id] = edge
+        self._out.setdefault(edge.src, {})[edge.edge_id] = edge.dst
+        self._in.setdefault(edge.dst, {})[edge.edge_id] = edge.src
         if edge.kind == EdgeKind.CONTINUES:
             self._frontier.pop(edge.dst, None)
-            self._root[edge.src] = self._root.get(edge.dst, edge.dst)
+            self._set_root(edge.src, self._root.get(edge.dst, edge.dst))
+
+    def retire_edge_silently(self, edge_id: str, attrs: dict[str, Any] | None = None) -> GraphEdge:
+        """``retire_edge`` without the signal; returns the retired record."""
+        edge = self.edge(edge_id)
+        if attrs:
+            edge = edge.model_copy(update={"attrs": {**edge.attrs, **attrs}})
+        self._g.remove_edge(edge.src, edge.dst, key=edge_id)
+        del self._edges[edge_id], self._out[edge.src][edge_id], self._in[edge.dst][edge_id]
+        self._history[edge_id] = edge
+        if edge.kind == EdgeKind.CONTINUES:
+            self._set_root(edge.src, edge.src)  # the moved subtree starts a chain of its own
+            if self.node(edge.dst).kind == NodeKind.TURN and not self.in_edges(edge.dst, EdgeKind.CONTINUES):
+                tips = [*self._frontier, edge.dst]
+                tips.sort(key=self._node_index.__getitem__)  # frontier order is node order, as a reload has it
+                self._frontier = dict.fromkeys(tips)
+        return edge
+
+    def _set_root(self, top: str, root: str) -> None:
+        """Give ``top`` and every node below it (along ``continues``) the chain root ``root``."""
+        self._root[top] = root
+        if self._in.get(top) and self.in_edges(top, EdgeKind.CONTINUES):  # only a moved node has a subtree
+            for node in self.descendants(top):
+                self._root[node] = root
 
     @classmethod
     def from_data(cls, session_id: str, data: SessionGraphData) -> "SessionGraph":
-        """Rebuild a graph from stored records without emitting signals."""
+        """Rebuild a graph from stored records without emitting signals.
+
+        Superseded edges (``attrs["valid_to"]`` set) go to ``edge_history()`` only.
+        """
         graph = cls(session_id)
         for node in data.nodes:
             graph.add_node_silently(node)
         for edge in data.edges:
-            graph.add_edge_silently(edge)
+            if edge_live(edge):
+                graph.add_edge_silently(edge)
+            else:
+                graph.keep_retired(edge)
         return graph
+
+    def keep_retired(self, edge: GraphEdge) -> None:
+        """Record an already superseded edge in the history only (loading, as-of views)."""
+        self._history[edge.edge_id] = edge
 
     def attach_sink(self, sink: GraphSink) -> None:
         """Persist every later change to ``sink`` (connect once per graph)."""
         self.node_added.connect(lambda n: sink.save_node(self.session_id, n))
         self.node_updated.connect(lambda n: sink.save_node(self.session_id, n))
         self.edge_added.connect(lambda e: sink.save_edge(self.session_id, e))
+        self.edge_removed.connect(lambda e: sink.save_edge(self.session_id, e))
         self.node_moved.connect(
             lambda n: sink.set_node_position(n.node_id, n.x or 0.0, n.y or 0.0, n.pinned)
         )

@@ -20,7 +20,9 @@ from app.core.intent import Intent, IntentContext, IntentEngine, Mode
 from app.core.plan import PlanBuilder, PlanContext, ToolSpec
 from app.core.ports import TokenCounter
 from app.core.profile import UserProfile
-from app.core.retrieval import ChannelRun, RecallRequest, RecallResult, SearchPort, fuse, recall, STRATEGIES, PCM_FUSION
+from app.core.retrieval import (
+    CHANNELS, ChannelRun, RecallRequest, RecallResult, SearchPort, fuse, recall, STRATEGIES, PCM_FUSION,
+)
 from app.core.routing import (
     AnchorCandidate, AnchorRouter, Feature, RoutingDecision, cosine, keyword_overlap, mention, recency_by_time,
 )
@@ -29,6 +31,8 @@ from app.core.trace import BuildRecord, StageTiming
 from app.core.types import BlockType, NodeKind, Priority, Role
 
 SYSTEM_INSTRUCTION = "Answer the last message from this context; cite evidence as [n]; say if it is missing."
+#: ``BuildInputs.anchor_override`` value that forces a new task root (``None`` = route normally).
+NEW_ROOT = ""
 
 
 @dataclass(frozen=True)
@@ -40,8 +44,13 @@ class BuildInputs:
     budget: int
     query_vector: Sequence[float] | None
     exclude_ids: tuple[str, ...] = ()
+    # The node the user works on (recorded as ``routing["focus"]``): their choice on the canvas
+    # (``focus_chosen``), else the latest turn's node. Only a chosen focus raises the focus
+    # feature above a frontier's: the implicit one would tilt every input towards the latest
+    # turn (SESSION_DEFAULT's thresholds were set without that; a mixed input stops being ambiguous).
     focus_node: str | None = None
-    anchor_override: str | None = None
+    focus_chosen: bool = False
+    anchor_override: str | None = None  # a node id, or NEW_ROOT; None lets the router decide
     tools: tuple[ToolSpec, ...] = ()
     profile: UserProfile = field(default_factory=UserProfile)
     overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
@@ -154,7 +163,7 @@ class ContextBuilder:
                         Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
                         Feature.TASK: round(task, 6),
                         Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
-                        Feature.FOCUS: 1.0 if node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
+                        Feature.FOCUS: 1.0 if inp.focus_chosen and node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
                         Feature.OVERRIDE: round(override, 6),
                         Feature.ADDRESS: addressed if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
                     },
@@ -259,7 +268,8 @@ class ContextBuilder:
         answer_reserve: int | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Run every stage; ``context_size``/``answer_reserve`` override the builder's (replay
-        rebuilds with the model limits the turn was built under)."""
+        rebuilds with the model limits the turn was built under). ``recorded_channels`` are
+        channel lists used as observed instead of being run: all of them (replay) or some."""
         context_size = self.context_size if context_size is None else context_size
         answer_reserve = self.answer_reserve if answer_reserve is None else answer_reserve
         timing = StageTiming()
@@ -277,13 +287,15 @@ class ContextBuilder:
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:
-            anchor = inp.anchor_override
+            anchor = inp.anchor_override or None  # NEW_ROOT forces a root
         t3 = time.perf_counter()
         req = self.recall_request(state, inp, intent, plan, anchor)
-        if recorded_channels is None:
-            recalled = await recall(state, req, query_vector=inp.query_vector, search=search, run_blocking=run_blocking)
-        else:
-            recalled = fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels))
+        recorded = {run.channel: run for run in recorded_channels or ()}
+        if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
+            recalled = fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()))
+        else:  # channels not given are run (a re-anchor reuses only the index channels)
+            recalled = await recall(state, req, query_vector=inp.query_vector, search=search,
+                                    run_blocking=run_blocking, recorded=recorded)
         t4 = time.perf_counter()
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
         conflicts, _ = resolve_conflicts(facts)
@@ -305,7 +317,8 @@ class ContextBuilder:
             intent=intent.model_dump(mode="json"),
             plan=plan.model_dump(mode="json"),
             plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
-            routing=decision.model_dump(mode="json") | {"override": inp.anchor_override},
+            routing=decision.model_dump(mode="json") | {
+                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
             anchor_node=anchor,
             recall_request=req.model_dump(mode="json"),
             recall=recalled,

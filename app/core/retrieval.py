@@ -4,7 +4,8 @@ Channels (each bounded by the plan's recall size):
   vector      LanceDB nearest neighbours of the query embedding
   fulltext    LanceDB BM25 full-text match
   structured  metadata filter in memory: speakers named in the input, kind, time window
-  graph       the main chain back from the anchor along ``continues``, plus the anchor's neighbours
+  graph       the main chain back from the anchor along ``continues`` with the turns merged into
+              it (``merges`` edges from chain nodes), plus the anchor's neighbours
   recent      the most recent messages of the session
   memory      memory notes (vector search restricted to memory fragments)
 
@@ -25,8 +26,11 @@ from pydantic import BaseModel, Field
 from app.core import ranking
 from app.core.ranking import FusionMethod
 from app.core.session import SessionState
+from app.core.types import EdgeKind
 
 CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory")
+#: Channels that query the index: observations of the outside, replayed as recorded.
+INDEX_CHANNELS = ("vector", "fulltext", "memory")
 
 
 class SearchPort(Protocol):
@@ -146,13 +150,20 @@ def _structured(state: SessionState, req: RecallRequest, size: int) -> list[tupl
 
 
 def _graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
-    """Messages along the main chain back from the anchor (closer = higher), then its neighbours."""
+    """Messages along the main chain back from the anchor (closer = higher), then those of turns
+    merged into a chain node (scored like that node: injected results are chain members), then
+    the anchor's neighbours."""
     if req.anchor_node is None or req.anchor_node not in state.graph:
         return []
     out: dict[str, float] = {}
-    for distance, node in enumerate(state.main_chain(req.anchor_node, req.chain_turns)):
+    chain = state.main_chain(req.anchor_node, req.chain_turns)
+    for distance, node in enumerate(chain):
         for mid in state.turn_messages(node):
             out.setdefault(mid, 1.0 / (1 + distance))
+    for distance, node in enumerate(chain):
+        for edge in state.graph.out_edges(node, EdgeKind.MERGES):
+            for mid in state.turn_messages(edge.dst):
+                out.setdefault(mid, 1.0 / (1 + distance))
     for node in state.graph.neighbours(req.anchor_node):
         for mid in state.turn_messages(node):
             out.setdefault(mid, 0.25)
@@ -176,10 +187,12 @@ async def recall(
     query_vector: Sequence[float] | None,
     search: SearchPort | None,
     run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+    recorded: Mapping[str, ChannelRun] | None = None,
 ) -> RecallResult:
     """Run the channels concurrently, fuse, propagate to neighbours, dedup, diversify.
 
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor).
+    ``recorded`` channel runs are used as observed instead of running those channels.
     """
     strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
@@ -215,13 +228,18 @@ async def recall(
     async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
         return fn()
 
+    async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
+        if recorded and channel in recorded:
+            return recorded[channel]
+        return await timed(channel, work)
+
     runs = await asyncio.gather(
-        timed("vector", vector),
-        timed("fulltext", fulltext),
-        timed("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
-        timed("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
-        timed("recent", lambda: local(lambda: _recent(state, sizes["recent"]))),
-        timed("memory", memory),
+        given("vector", vector),
+        given("fulltext", fulltext),
+        given("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
+        given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
+        given("recent", lambda: local(lambda: _recent(state, sizes["recent"]))),
+        given("memory", memory),
     )
     return fuse(state, req, strategy, list(runs))
 

@@ -2,16 +2,18 @@
 
 SQLite stays the system of record; ``SessionState`` mirrors what the build needs (message texts,
 speakers, turn order, the graph) so that structured, recent, graph and neighbour recall run in
-memory without a database round trip. ``as_of(turn_seq)`` gives the state a past turn saw, which
-is what replay rebuilds its plan and context from.
+memory without a database round trip. ``as_of(turn_id)`` gives the state a past turn saw (its
+earlier turns, the edges live then, the routing overrides made before it), which is what replay
+rebuilds its plan and context from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from app.core.graph import SessionGraph
+from app.core.graph import SessionGraph, edge_live_at
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
 
 
@@ -54,6 +56,26 @@ class NoteView:
         return self.text
 
 
+class Override(NamedTuple):
+    """A routing correction by the user: later inputs like ``text`` lean towards ``node``."""
+
+    seq: int  # turns with a seq above this one see it (the turn's own, or the last before a re-anchor)
+    text: str
+    node: str
+
+
+@dataclass(slots=True)
+class OverrideSpan:
+    """An override and, once the user takes it back (re-anchor, undo), the turn seq it ends at."""
+
+    override: Override
+    turn_id: str
+    until: int | None = None  # turns with seq >= until no longer see it
+
+    def visible_at(self, seq: int) -> bool:
+        return self.override.seq < seq and (self.until is None or seq < self.until)
+
+
 def speaker_of(message: Message) -> str:
     if message.author is not None and message.author.id:
         return message.author.id
@@ -73,8 +95,9 @@ class SessionState:
         self._node_by_ref: dict[str, str] = {}
         self._by_speaker: dict[str, list[str]] = {}
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
-        # The user's routing corrections: (turn seq, input text, node the user chose).
-        self.overrides: list[tuple[int, str, str]] = []
+        # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
+        self.override_spans: list[OverrideSpan] = []
+        self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
         for node in self.graph.nodes():
             if node.ref_id:
                 self._node_by_ref[node.ref_id] = node.node_id
@@ -103,6 +126,31 @@ class SessionState:
             turn.message_ids.append(view.message_id)
         return view
 
+    @property
+    def overrides(self) -> list[Override]:
+        """The routing overrides in force now, oldest first."""
+        return [s.override for s in self.override_spans if s.until is None]
+
+    def add_override(self, turn_id: str, seq: int, text: str, node: str) -> None:
+        self.override_spans.append(OverrideSpan(Override(seq, text, node), turn_id))
+
+    def replace_overrides(self, turn_id: str, spans: Iterable[OverrideSpan]) -> None:
+        """Replace every override span of ``turn_id`` (re-anchor and undo rewrite a turn's)."""
+        self.override_spans = [s for s in self.override_spans if s.turn_id != turn_id] + list(spans)
+
+    def focus_chosen(self) -> bool:
+        """Whether the user chose the focus (on the canvas) rather than it following the turns."""
+        return self.focus is not None and self.focus in self.graph
+
+    def focus_node(self) -> str | None:
+        """The node builds treat as the user's focus: their choice, else the latest turn's node."""
+        if self.focus_chosen():
+            return self.focus
+        for turn_id in reversed(self.turn_order):
+            if self.turns[turn_id].node_id is not None:
+                return self.turns[turn_id].node_id
+        return None
+
     def add_note(self, note: NoteView) -> None:
         self.notes[note.note_id] = note
 
@@ -128,10 +176,13 @@ class SessionState:
             state.add_message(message)
         for node in state.graph.nodes():
             state.note_node(node)
+            if node.attrs.get("focused"):
+                state.focus = node.node_id
         return state
 
     def as_of(self, turn_id: str) -> "SessionState":
-        """The state as it was when ``turn_id`` arrived: earlier turns, nodes and edges only."""
+        """The state as it was when ``turn_id`` arrived: earlier turns and nodes, the edges live
+        then (re-anchoring changes edges later), the overrides in force then."""
         turn = self.turns[turn_id]
         past = SessionState(self.session_id)
         node_ids: set[str] = set()
@@ -145,12 +196,12 @@ class SessionState:
                 break
             past.graph.add_node_silently(node)
             node_ids.add(node.node_id)
-        for edge in self.graph.edges():
-            if edge.src in node_ids and edge.dst in node_ids:
+        for edge in self.graph.edge_history():
+            if edge.src in node_ids and edge.dst in node_ids and edge_live_at(edge, turn.seq):
                 past.graph.add_edge_silently(edge)
         for node in past.graph.nodes():
             past.note_node(node)
-        past.overrides = [o for o in self.overrides if o[0] < turn.seq]
+        past.override_spans = [OverrideSpan(s.override, s.turn_id) for s in self.override_spans if s.visible_at(turn.seq)]
         return past
 
     def _append_view(self, view: MessageView) -> None:

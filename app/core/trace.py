@@ -53,6 +53,26 @@ class BuildRecord(BaseModel):
         return data
 
 
+class TurnRevision(BaseModel):
+    """One change of a turn's anchor after the fact (a re-anchor, or the undo of one).
+
+    ``build``/``timing`` are what the turn's record held before this change, so every earlier
+    build stays retrievable; ``at_seq`` is the session's turn count when it happened: turns with
+    a seq from there on saw the new anchor (the edges carry the same bound).
+    """
+
+    kind: str  # "reanchor" | "undo"
+    at: str
+    at_seq: int
+    previous_anchor: str | None
+    anchor: str | None
+    build: BuildRecord
+    timing: StageTiming = Field(default_factory=StageTiming)
+    removed_edges: list[str] = Field(default_factory=list)
+    added_edges: list[str] = Field(default_factory=list)
+    undoes: int | None = None  # for an undo: the index of the re-anchor it took back
+
+
 class TurnRecord(BaseModel):
     turn_id: str
     session_id: str
@@ -65,6 +85,7 @@ class TurnRecord(BaseModel):
     output: str = ""
     finish_reason: str = ""
     answer_message_id: str | None = None
+    revisions: list[TurnRevision] = Field(default_factory=list)  # anchor changes, oldest first
 
 
 def diff(recorded: Any, replayed: Any, path: str = "") -> list[str]:

@@ -232,7 +232,7 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
         model_usage=store.list_model_usage(session_id),
         **x("session"),
     )
-    graph = store.load_graph(session_id)
+    graph = store.load_graph(session_id, include_superseded=True)  # nothing is dropped on export
     pcm = PcmExtensions(
         title=info["title"],
         graph=SessionGraphData(nodes=graph.nodes, edges=graph.edges, **x("pcm.graph")),

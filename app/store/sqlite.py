@@ -10,7 +10,8 @@ Guarantees:
 - WAL journal, ``synchronous=FULL``, foreign keys on; schema changes are the ordered, named
   ``MIGRATIONS`` recorded in ``schema_migrations``.
 - Nothing is deleted: there are no delete methods; superseded evidence and memory keep their row
-  with ``valid_to`` set. ``event_log`` is append-only (triggers refuse UPDATE and DELETE).
+  with ``valid_to`` set, superseded graph edges with ``attrs["valid_to"]``. ``event_log`` is
+  append-only (triggers refuse UPDATE and DELETE).
 - Every mutating method writes an ``event_log`` entry in the same transaction, and runs inside
   ``transaction()``, so callers can batch several writes atomically by nesting them.
 - ``record_user_input`` commits durably before it returns (a user's turn is committed before
@@ -417,10 +418,17 @@ class SqliteStore(StoreBase):
             self._log(row["session_id"], "graph.node_moved",
                       {"node_id": node_id, "x": x, "y": y, "pinned": pinned})
 
-    def load_graph(self, session_id: str) -> SessionGraphData:
-        """Return the session's nodes and edges in insertion order, as saved."""
+    def load_graph(self, session_id: str, *, include_superseded: bool = False) -> SessionGraphData:
+        """Return the session's nodes and live edges in insertion order, as saved.
+
+        An edge superseded by a re-anchor keeps its row with ``attrs["valid_to"]`` set; those
+        are returned too (in their insertion order) only when asked.
+        """
+        edges: list[GraphEdge] = self._list(R.GRAPH_EDGES, "session_id = ?", (session_id,))
+        if not include_superseded:
+            edges = [e for e in edges if e.attrs.get("valid_to") is None]
         return SessionGraphData(nodes=self._list(R.GRAPH_NODES, "session_id = ?", (session_id,)),
-                                edges=self._list(R.GRAPH_EDGES, "session_id = ?", (session_id,)))
+                                edges=edges)
 
     # ------------------------------------------------------------------ event log and search
 

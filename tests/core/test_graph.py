@@ -138,3 +138,89 @@ def test_attach_sink_persists_every_change() -> None:
         ("pos", "a:3.0:4.0:False"),
         ("node", "a"),
     ]
+
+
+# --------------------------------------------------------------------------- replacing edges
+
+
+def _caches(g: SessionGraph) -> tuple[list[str], dict[str, str], dict[str, list[str]], dict[str, list[str]]]:
+    """Frontier, roots, adjacency and neighbour order: what a rebuild must reproduce exactly."""
+    ids = [n.node_id for n in g.nodes()]
+    return (
+        g.frontiers(),
+        {n: g.root_of(n) for n in ids},
+        {n: [e.edge_id for e in g.out_edges(n)] + [e.edge_id for e in g.in_edges(n)] for n in ids},
+        {n: g.neighbours(n) for n in ids},
+    )
+
+
+def test_retiring_and_replacing_an_edge_moves_the_whole_subtree() -> None:
+    """a ← b ← c ← e, a ← d; x a second root. Move b (with c, e below it) onto x, then back."""
+    g = SessionGraph("s1")
+    for n in "abcdex":
+        g.add_node(_turn(n))
+    for edge_id, src, dst in [("ab", "b", "a"), ("bc", "c", "b"), ("ad", "d", "a"), ("ce", "e", "c")]:
+        g.add_edge(GraphEdge(edge_id=edge_id, src=src, dst=dst, kind=EdgeKind.CONTINUES))
+    g.add_edge(GraphEdge(edge_id="ref", src="b", dst="a", kind=EdgeKind.REFERENCES))
+    assert g.frontiers() == ["d", "e", "x"] and {g.root_of(n) for n in "bce"} == {"a"}
+    seen: list[tuple[str, str]] = []
+    g.edge_removed.connect(lambda e: seen.append(("removed", e.edge_id)))
+    g.edge_added.connect(lambda e: seen.append(("added", e.edge_id)))
+
+    change = g.retire_edge("ab", {"valid_to": "t1", "valid_to_seq": 3})
+    assert change.removed_edges == ("ab",) and seen == [("removed", "ab")]
+    assert {g.root_of(n) for n in "bce"} == {"b"}  # the moved subtree is a chain of its own now
+    assert g.parent("b") is None and g.children("a") == ["d"]
+    assert g.neighbours("a") == ["d", "b"]  # by edge age: ad, then the references edge b → a
+    g.add_edge(GraphEdge(edge_id="xb", src="b", dst="x", kind=EdgeKind.CONTINUES, attrs={"valid_from_seq": 3}))
+    assert {g.root_of(n) for n in "bcex"} == {"x"} and g.root_of("d") == "a"
+    assert g.frontiers() == ["d", "e"]
+    assert list(g.chain_back("e")) == ["e", "c", "b", "x"]
+    assert [e.edge_id for e in g.edges()] == ["bc", "ad", "ce", "ref", "xb"]
+    assert [e.edge_id for e in g.edge_history()] == ["ab", "bc", "ad", "ce", "ref", "xb"]
+    assert g.edge_history()[0].attrs == {"valid_to": "t1", "valid_to_seq": 3}
+
+    # A root again: a becomes a frontier at its node position (as a reload would place it).
+    g.retire_edge("xb", {"valid_to": "t2", "valid_to_seq": 4})
+    assert g.frontiers() == ["d", "e", "x"] and {g.root_of(n) for n in "bce"} == {"b"}
+    g.retire_edge("ad", {"valid_to": "t2", "valid_to_seq": 4})
+    assert g.frontiers() == ["a", "d", "e", "x"]
+    g.add_edge(GraphEdge(edge_id="ab2", src="b", dst="a", kind=EdgeKind.CONTINUES, attrs={"valid_from_seq": 4}))
+    assert g.frontiers() == ["d", "e", "x"] and {g.root_of(n) for n in "bce"} == {"a"}
+    # Adjacency reads in creation order: "ref" (older) before "ab2", although ab2 joins b and a anew.
+    assert [e.edge_id for e in g.out_edges("b")] == ["ref", "ab2"]
+
+    # Every cache equals that of a graph rebuilt from the stored records (live + superseded).
+    data = g.to_data().model_copy(update={"edges": g.edge_history()})
+    rebuilt = SessionGraph.from_data("s1", data)
+    assert _caches(rebuilt) == _caches(g)
+    assert [e.edge_id for e in rebuilt.edges()] == [e.edge_id for e in g.edges()]
+    assert [e.edge_id for e in rebuilt.edge_history()] == [e.edge_id for e in g.edge_history()]
+
+
+def test_continues_cycles_and_revived_edges_are_rejected() -> None:
+    g = SessionGraph("s1")
+    for n in "abc":
+        g.add_node(_turn(n))
+    _continue(g, "b", "a")
+    g.add_edge(GraphEdge(edge_id="cb", src="c", dst="b", kind=EdgeKind.CONTINUES))
+    g.retire_edge(g.out_edges("b", EdgeKind.CONTINUES)[0].edge_id, {"valid_to": "t"})
+    assert g.creates_cycle("b", "c") and g.creates_cycle("b", "b") and not g.creates_cycle("b", "a")
+    with pytest.raises(GraphError, match="cycle|continues"):
+        _continue(g, "b", "c")
+    g.retire_edge("cb", {"valid_to": "t"})
+    with pytest.raises(GraphError, match="never revived"):
+        g.add_edge(GraphEdge(edge_id="cb", src="c", dst="b", kind=EdgeKind.CONTINUES))
+    with pytest.raises(GraphError):
+        g.retire_edge("cb")
+
+
+def test_attach_sink_persists_retired_edges() -> None:
+    g = SessionGraph("s1")
+    sink = _RecordingSink()
+    g.add_node(_turn("a"))
+    g.add_node(_turn("b"))
+    g.add_edge(GraphEdge(edge_id="e", src="b", dst="a", kind=EdgeKind.CONTINUES))
+    g.attach_sink(sink)
+    g.retire_edge("e", {"valid_to": "t"})
+    assert sink.calls == [("edge", "e")]
