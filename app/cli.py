@@ -13,6 +13,7 @@
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
+    pcm bench ui [--nodes 5000] [--frames 300] [--runs N]
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -171,6 +172,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "ui":
+        # Its own process: the headless CLI never imports Qt (import contracts, pyproject.toml).
+        import subprocess
+
+        cmd = [sys.executable, "-m", "app.bench_ui", "--nodes", str(args.nodes), "--frames", str(args.frames),
+               "--runs", str(args.runs)]
+        if args.data_dir:
+            cmd += ["--data-dir", args.data_dir]
+        if args.json:
+            cmd.append("--json")
+        return subprocess.run(cmd, check=False).returncode
     if args.target == "build":
         from app.cli_pipeline import cmd_bench_build
 
@@ -232,10 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build"])
-    p.add_argument("--runs", type=int, default=5, help="models: repetitions")
+    p.add_argument("target", choices=["models", "build", "ui"])
+    p.add_argument("--runs", type=int, default=5, help="models: repetitions; ui: streamed answers")
     p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
+    p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
+    p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
     return parser

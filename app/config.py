@@ -1,8 +1,9 @@
 """Settings and paths.
 
 One ``Settings`` object is built at start (``Settings.load``) and passed into constructors; there is
-no global getter. The data location is, in order: ``--data-dir``, ``$PCM_DATA_DIR``, the platform's
-user data folder. Models live in ``models/`` at the repository root unless ``$PCM_MODELS_DIR`` says
+no global getter. The data location is, in order: ``--data-dir``, ``$PCM_DATA_DIR``, the folder
+chosen in the desktop Settings (remembered in the user config folder), the platform's user data
+folder. Models live in ``models/`` at the repository root unless ``$PCM_MODELS_DIR`` says
 otherwise. ``HF_HUB_OFFLINE=1`` is forced here, before anything can import a hub client.
 """
 
@@ -31,14 +32,33 @@ def default_models_dir() -> Path:
     return Path(env).expanduser() if env else REPO_ROOT / "models"
 
 
+def location_file() -> Path:
+    """Where the desktop app remembers a data folder chosen in Settings (the user config folder)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "data_location.txt"
+
+
 def resolve_data_dir(cli_value: str | os.PathLike[str] | None = None) -> Path:
-    """The data folder: the CLI value, else ``$PCM_DATA_DIR``, else the user data folder."""
+    """The data folder: the CLI value, else ``$PCM_DATA_DIR``, else the folder chosen in the
+    desktop Settings, else the user data folder."""
     if cli_value:
         return Path(cli_value).expanduser().resolve()
     env = os.environ.get("PCM_DATA_DIR")
     if env:
         return Path(env).expanduser().resolve()
+    chosen = location_file()
+    if chosen.is_file():
+        text = chosen.read_text(encoding="utf-8").strip()
+        if text:
+            return Path(text).expanduser().resolve()
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def remember_data_dir(path: str | os.PathLike[str]) -> Path:
+    """Use ``path`` as the data folder from the next start on (unless --data-dir or $PCM_DATA_DIR)."""
+    target = location_file()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(str(Path(path).expanduser().resolve()) + "\n", encoding="utf-8")
+    return target
 
 
 class Settings(BaseModel):

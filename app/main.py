@@ -6,6 +6,7 @@ an event loop run these constructors on the matching executor (``llm`` / ``embed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,23 +81,38 @@ def build_engine(
     chat: bool = True,
     counter: str = "model",
     prompt_cache: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> "Engine":
     """Wire the engine for ``settings``: store, embedder + index, chat model, token counter.
 
     Blocking (loads models for seconds): call before the loop starts, or on an executor.
     ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
     evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
+    ``progress`` hears a short line before each slow step (the desktop shows it).
     """
     from app.core.engine import Engine, EngineConfig
     from app.core.ports import ModelTokenCounter, WordTokenCounter
     from app.core.runtime.executors import Executors
 
+    say = progress or (lambda _line: None)
     executors = Executors()
-    # The store's connection belongs to the thread that first uses it: open it on "store".
-    store = executors.pool("store").submit(open_store, settings).result()
-    embedder = executors.pool("embed").submit(load_embedder, settings).result()
-    index = open_index(settings, embedder)
-    model = load_chat_model(settings, prompt_cache=prompt_cache) if (chat or counter == "model") else None
+    say("opening the store")
+    store = None
+    try:
+        # The store's connection belongs to the thread that first uses it: open it on "store".
+        store = executors.pool("store").submit(open_store, settings).result()
+        say(f"loading the embedder {settings.embed_model}")
+        embedder = executors.pool("embed").submit(load_embedder, settings).result()
+        say("opening the search index")
+        index = open_index(settings, embedder)
+        if chat or counter == "model":
+            say(f"loading the chat model {settings.chat_model}")
+        model = load_chat_model(settings, prompt_cache=prompt_cache) if (chat or counter == "model") else None
+    except BaseException:
+        if store is not None:  # closed on its own thread; then the pools go
+            executors.pool("store").submit(store.close).result()
+        executors.shutdown(wait=True)
+        raise
     token_counter = ModelTokenCounter(model) if counter == "model" and model is not None else WordTokenCounter()
     # Without a chat model nothing limits the context but the budget (evaluation, benchmarks).
     context_size = settings.context_size if chat else 1 << 20

@@ -243,6 +243,9 @@ class BranchActions:
                  "removed_edges": revision.removed_edges, "added_edges": revision.added_edges}
         if undoes is not None:
             event["undoes"] = undoes
+        # The canvas offers "undo re-anchor" on nodes that have one left to undo.
+        marked = graph.node(node).model_copy(update={"attrs": {**graph.node(node).attrs,
+                                                               "reanchored": undo_target(new.revisions) is not None}})
 
         def persist() -> None:
             from app.core.engine import message_evidence  # the engine imports this module
@@ -254,6 +257,7 @@ class BranchActions:
                 for edge in [*removed, *added]:
                     self.store.save_edge(session_id, edge)
                 self.store.update_turn(turn_id, anchor_node_id=anchor, record=data)
+                self.store.save_node(session_id, marked)
                 self.store.append_event(session_id, "turn.reanchor_undone" if undo else "turn.reanchored", event)
 
         await self.ex.run("store", persist)
@@ -261,6 +265,7 @@ class BranchActions:
             graph.retire_edge(edge.edge_id, edge.attrs)
         for edge in added:
             state.add_edge(edge)
+        graph.update_node(node, attrs={"reanchored": marked.attrs["reanchored"]})
         state.replace_overrides(turn_id, override_spans(turn_id, seq, data))
         change = GraphChange(added_edges=tuple(e.edge_id for e in added), removed_edges=tuple(e.edge_id for e in removed))
         return Reanchored(session_id, turn_id, node, current, anchor, new, change, undo=undo)

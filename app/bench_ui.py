@@ -1,0 +1,181 @@
+"""``pcm bench ui``: how responsive the desktop app stays (DESIGN.md §3, §6).
+
+Two measurements in one process, each against an idle baseline measured in the same run:
+
+- **streaming**: the real window on the configured models; an answer streams while a precise
+  5 ms timer measures how late the UI event loop serves it (lag = actual gap − 5 ms);
+- **canvas**: 5,000 nodes panned and zoomed across levels of detail; the frame time of each
+  forced repaint and the loop lag meanwhile (``app.ui.canvas.bench``).
+
+Run it as ``pcm bench ui`` (which starts ``python -m app.bench_ui`` so the headless CLI never
+imports Qt) or directly. Use ``QT_QPA_PLATFORM=offscreen`` or ``xvfb-run`` without a display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PROMPTS = (
+    "Write a detailed packing list for a week of hiking in the Alps in September.",
+    "Explain step by step how a hash table handles collisions, with an example.",
+    "Describe the plot of a short mystery story set on a night train.",
+)
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    """p50, p95 and max of ``samples`` (ms), rounded; zeros when empty."""
+    if not samples:
+        return {"p50": 0.0, "p95": 0.0, "max": 0.0, "n": 0}
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "max": round(ordered[-1], 2), "n": len(ordered)}
+
+
+class LagProbe:
+    """A precise repeating timer on the UI loop; ``lags`` are how late each tick came (ms)."""
+
+    def __init__(self, interval_ms: int = 5) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.interval = interval_ms
+        self.lags: list[float] = []
+        self._last = 0.0
+        self._timer = QTimer()
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(interval_ms)
+        self._timer.timeout.connect(self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self._last:
+            self.lags.append(max(0.0, (now - self._last) * 1000 - self.interval))
+        self._last = now
+
+    def start(self) -> None:
+        self.lags.clear()
+        self._last = 0.0
+        self._timer.start()
+
+    def stop(self) -> list[float]:
+        self._timer.stop()
+        return list(self.lags)
+
+
+async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
+    """Lag of the UI loop while answers stream into the real window, and while idle."""
+    from app import desktop
+    from app.config import Settings
+    from app.ui.window import MainWindow
+
+    settings = Settings.load(data_dir)
+    window = MainWindow(settings, desktop.services())
+    window.show()
+    try:
+        started = time.perf_counter()
+        if not await window.controller.load():
+            raise SystemExit("the models did not load; run `pcm models verify`")
+        load_s = time.perf_counter() - started
+        probe = LagProbe()
+        probe.start()
+        await asyncio.sleep(2.0)
+        idle = probe.stop()
+        lags: list[float] = []
+        first_tokens: list[float] = []
+        tokens = 0
+        stream_s = 0.0
+        for i in range(runs):
+            c = window.controller
+            window.composer.edit.setPlainText(PROMPTS[i % len(PROMPTS)])
+            probe.start()
+            t0 = time.perf_counter()
+            window.composer.send.click()
+            while c._pending or c._starting or not c.live:
+                await asyncio.sleep(0.005)
+            (live,) = c.live.values()
+            while c.live:
+                await asyncio.sleep(0.01)
+            stream_s += time.perf_counter() - t0
+            lags.extend(probe.stop())
+            record = await c.record(live.turn_id)
+            if record is not None and record.timing.first_token_ms is not None:
+                first_tokens.append(record.timing.first_token_ms)
+                tokens += int(record.usage.get("completion_tokens", 0))
+        return {
+            "load_s": round(load_s, 2),
+            "idle_lag_ms": summary(idle),
+            "streaming_lag_ms": summary(lags),
+            "first_token_ms": summary(first_tokens),
+            "tokens_per_s": round(tokens / stream_s, 1) if stream_s else 0.0,
+            "answers": runs,
+        }
+    finally:
+        window.close()
+        while not window._shut:
+            await asyncio.sleep(0.05)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from app.ui.app import application, run_on_qt_loop
+    from app.ui.canvas.bench import measure_pan_zoom
+
+    app = application()
+    report: dict[str, Any] = {}
+    if not args.skip_canvas:
+        report["canvas"] = measure_pan_zoom(n_nodes=args.nodes, frames=args.frames)
+    if not args.skip_streaming:
+        with tempfile.TemporaryDirectory(prefix="pcm-bench-ui-") as tmp:
+            data_dir = Path(args.data_dir) if args.data_dir else Path(tmp)
+            report["streaming"] = run_on_qt_loop(measure_streaming(data_dir, args.runs))
+    app.processEvents()
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = []
+    if "canvas" in report:
+        c = report["canvas"]
+        lines.append(f"canvas: {int(c.get('n_nodes', 0))} nodes, {int(c.get('n_edges', 0))} edges, layout {c.get('layout_ms', 0):.0f} ms")
+        lines.append(f"  pan/zoom frame ms  p50 {c.get('frame_ms_p50', 0):.2f}  p95 {c.get('frame_ms_p95', 0):.2f}  max {c.get('frame_ms_max', 0):.2f}   (target p95 < 16)")
+        lines.append(f"  loop lag ms        p50 {c.get('loop_lag_ms_p50', 0):.2f}  p95 {c.get('loop_lag_ms_p95', 0):.2f}  max {c.get('loop_lag_ms_max', 0):.2f}")
+    if "streaming" in report:
+        s = report["streaming"]
+        for key, label in (("idle_lag_ms", "idle loop lag ms"), ("streaming_lag_ms", "streaming loop lag ms"),
+                           ("first_token_ms", "first token ms")):
+            v = s[key]
+            lines.append(f"{label:<24} p50 {v['p50']:.2f}  p95 {v['p95']:.2f}  max {v['max']:.2f}  (n={v['n']})")
+        base = s["idle_lag_ms"]["p95"]
+        ratio = s["streaming_lag_ms"]["p95"] / base if base else float("nan")
+        lines.append(f"streaming/idle lag p95 ratio {ratio:.2f}; {s['tokens_per_s']} tok/s over {s['answers']} answers; models loaded in {s['load_s']} s  (target lag p95 < 50)")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pcm bench ui", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000, help="canvas nodes (default 5000)")
+    parser.add_argument("--frames", type=int, default=300, help="pan/zoom frames (default 300)")
+    parser.add_argument("--runs", type=int, default=3, help="streamed answers (default 3)")
+    parser.add_argument("--data-dir", help="data folder for the streaming run (default: a temporary one)")
+    parser.add_argument("--skip-canvas", action="store_true")
+    parser.add_argument("--skip-streaming", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    report = run(args)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The desktop composition root: ``python -m app`` (and the ``pcm-canvas`` script) start here.
+
+It resolves settings, fills ``app.ui.services.Services`` with the adapters (store, models,
+export files) and runs the window. Like ``app/main.py`` it holds construction only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from app import main as wiring
+from app.config import Settings
+from app.ui.services import Progress, Services
+
+
+def build_engine(settings: Settings, progress: Progress) -> Any:
+    return wiring.build_engine(settings, progress=progress)
+
+
+def verify_chat_model(settings: Settings, value: str) -> str | None:
+    """None when ``value`` names a usable GGUF chat model, else a one-line reason.
+
+    Files in the manifest are checked by header (their hash was verified on fetch); any other
+    file is also loaded and decoded in a child process, because llama.cpp aborts the whole
+    process on some broken files.
+    """
+    from app.core.ports import ModelError
+    from app.llm.gguf import probe_gguf, validate_gguf
+    from app.llm.models import resolve_chat_model
+
+    entries = wiring.manifest(settings)
+    try:
+        path = resolve_chat_model(value, settings.models_dir, entries)
+        if any(e.target(settings.models_dir) == path for e in entries):
+            validate_gguf(path)
+        else:
+            probe_gguf(path)
+    except (ModelError, OSError, ValueError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return None
+
+
+def chat_models(settings: Settings) -> list[str]:
+    from app.core.types import ModelRole
+    from app.llm.models import list_models
+
+    return [e.name for e in list_models(settings.models_dir, wiring.manifest(settings)) if e.role == ModelRole.CHAT]
+
+
+def embed_models(settings: Settings) -> list[str]:
+    from app.core.types import ModelRole
+
+    return [e.name for e in wiring.manifest(settings) if e.role == ModelRole.EMBED]
+
+
+def export_session(store: Any, session_id: str) -> dict[str, Any]:
+    from app.store.exchange import export_session as export
+
+    return export(store, session_id)
+
+
+def import_session(store: Any, data: dict[str, Any]) -> str:
+    from app.store.exchange import import_session as import_
+
+    return import_(store, data)
+
+
+def list_sessions(store: Any) -> list[dict[str, Any]]:
+    return store.list_sessions()
+
+
+def services() -> Services:
+    return Services(
+        build_engine=build_engine,
+        verify_chat_model=verify_chat_model,
+        chat_models=chat_models,
+        embed_models=embed_models,
+        export_session=export_session,
+        import_session=import_session,
+        list_sessions=list_sessions,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m app",
+        description="PCM Canvas: the desktop canvas for long, branching work with a local LLM.",
+    )
+    parser.add_argument("--data-dir", help="data folder (default: $PCM_DATA_DIR, else the user data folder)")
+    parser.add_argument("--session", help="open this session id (default: the most recent one, or a new one)")
+    parser.add_argument("--model", help="chat model for this run: a manifest name, a file in models/ or a path")
+    parser.add_argument("--self-test", metavar="TEXT", nargs="?", const="In one sentence: what is a branch?",
+                        help="open the window, answer TEXT on the configured models, print one line, quit "
+                             "(exit status 0 when an answer was recorded)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = Settings.load(args.data_dir)
+    if args.model:
+        settings = settings.model_copy(update={"chat_model": args.model})
+    from app.ui.app import run_app
+
+    return run_app(settings, services(), session_id=args.session, self_test=args.self_test)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Start the desktop app: a QApplication, the window at once, the engine loading behind it.
+
+``run_app`` drives everything from one loop: qasync runs asyncio on Qt's event loop, so engine
+coroutines and widgets share the UI thread while blocking work sits on the engine's executors
+(DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import qasync
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QApplication
+
+from app.config import RESOURCES_DIR, Settings
+from app.ui.services import Services
+from app.ui.theme import apply_theme
+from app.ui.window import MainWindow
+
+
+def application() -> QApplication:
+    """The process's QApplication (created once)."""
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication(sys.argv[:1])
+    app.setApplicationName("PCM Canvas")
+    app.setOrganizationName("pcm-canvas")
+    icon = RESOURCES_DIR / "icons" / "pcm-canvas.svg"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
+    return app
+
+
+T = TypeVar("T")
+
+
+def run_on_qt_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on a qasync loop over the QApplication's event loop.
+
+    Not ``qasync.run``: on Python 3.11 it installs a global event-loop policy, so every
+    ``asyncio.new_event_loop()`` in the process becomes a Qt loop — including LanceDB's private
+    background loop thread, which then fails with "attached to a different loop".
+    """
+    loop = qasync.QEventLoop(application())
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+def run_app(settings: Settings, services: Services, *, session_id: str | None = None,
+            self_test: str | None = None) -> int:
+    """Show the main window and run until it is closed; returns the exit status.
+
+    With ``self_test`` (an input text) the window loads, answers that input on the configured
+    models, prints one line about it and closes: exit status 0 when an answer was recorded.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = application()
+    apply_theme(app, settings.theme == "dark")
+    window = MainWindow(settings, services)
+    window.show()
+    status = 0
+
+    async def main() -> None:
+        nonlocal status
+        closed = asyncio.Event()
+        window.closed.connect(closed.set)
+        if self_test is None:
+            window.start(session_id)
+        else:
+            status = await _self_test(window, session_id, self_test)
+            window.close()
+        await closed.wait()
+
+    run_on_qt_loop(main())
+    return status
+
+
+async def _self_test(window: MainWindow, session_id: str | None, text: str) -> int:
+    started = time.perf_counter()
+    c = window.controller
+    if not await c.load(session_id):
+        print("self-test: the models did not load", file=sys.stderr)
+        return 1
+    loaded = time.perf_counter() - started
+    finished: list[Any] = []
+    c.turn_finished.connect(lambda turn_id, record: finished.append(record))
+    c.turn_failed.connect(lambda key, message: finished.append(message))
+    window.composer.edit.setPlainText(text)
+    window.composer.send.click()
+    while not finished:
+        await asyncio.sleep(0.02)
+    record = finished[0]
+    if isinstance(record, str) or not record.output:
+        print(f"self-test: no answer ({record if isinstance(record, str) else record.finish_reason})", file=sys.stderr)
+        return 1
+    print(f"self-test: models loaded in {loaded:.1f} s; turn {record.turn_id[:8]} answered "
+          f"({len(record.output.split())} words, first token {record.timing.first_token_ms or 0:.0f} ms) "
+          f"in session {record.session_id[:8]}", flush=True)
+    return 0

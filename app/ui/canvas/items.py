@@ -1,0 +1,448 @@
+"""``NodeItem``: one graphics item per graph node (edges are in ``edges``).
+
+Node kinds differ by shape, colour and glyph (turn = rounded card, task = double-bordered
+hexagon, env = pill, memory = ellipse, artifact = document). ``NodeItem.paint`` chooses a level of
+detail from the painter's scale: the full card near, a coloured shape with a large short label
+further away, a plain coloured shape further still, a dot at the farthest. Text is wrapped and
+elided once, when it changes, never while painting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QFontMetricsF, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem, QWidget
+
+from app.core.types import GraphNode, NodeKind
+from app.ui.canvas.style import (
+    ARTIFACT_SIZE,
+    BODY_LINE,
+    BODY_MAX_LINES,
+    CARD_WIDTH,
+    ENV_SIZE,
+    LOD_DOT,
+    LOD_FULL,
+    LOD_LABEL,
+    LOD_LABEL_MID,
+    MEMORY_SIZE,
+    PORT_Y,
+    SHAPE_NAMES,
+    TASK_SIZE,
+    TURN_HEADER,
+    TURN_MAX_HEIGHT,
+    TURN_MIN_HEIGHT,
+    CanvasStyle,
+    node_kind,
+)
+from app.ui.canvas.text import WordWrapper, sample_length
+
+_ELIDE = Qt.TextElideMode.ElideRight
+_CENTER = Qt.AlignmentFlag.AlignCenter
+_NO_PEN = QPen(Qt.PenStyle.NoPen)
+_NODE_FLAGS = QGraphicsItem.GraphicsItemFlag.ItemIsSelectable | QGraphicsItem.GraphicsItemFlag.ItemIsMovable
+_LABEL_LEFT = {NodeKind.TURN: 34.0, NodeKind.TASK: 40.0, NodeKind.ENV: 32.0, NodeKind.MEMORY: 34.0,
+               NodeKind.ARTIFACT: 8.0}
+_GLYPH_AT = {NodeKind.TURN: (10.0, 9.0), NodeKind.TASK: (20.0, 10.0), NodeKind.ENV: (11.0, 12.0),
+             NodeKind.MEMORY: (14.0, 19.0), NodeKind.ARTIFACT: (8.0, 8.0)}
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Rectangles and paths of a node of one kind and size, shared by all such nodes."""
+
+    rect: QRectF
+    bounds: QRectF
+    outline: QPainterPath
+    inner: QPainterPath | None
+    glyph_at: QPointF
+    label_x: float
+    label_width: float
+    label_rect: QRectF
+    dot_rect: QRectF
+    badge_rect: QRectF
+    progress_rect: QRectF
+
+
+_GEOMETRY: dict[tuple[NodeKind, float, float], _Geometry] = {}
+
+
+def _geometry(kind: NodeKind, w: float, h: float) -> _Geometry:
+    key = (kind, w, h)
+    found = _GEOMETRY.get(key)
+    if found is None:
+        rect = QRectF(0, 0, w, h)
+        left = _LABEL_LEFT[kind]
+        found = _GEOMETRY[key] = _Geometry(
+            rect=rect, bounds=rect.adjusted(-5, -10, 5, 5), outline=outline_path(kind, w, h),
+            inner=outline_path(kind, w, h, inset=4) if kind == NodeKind.TASK else None,
+            glyph_at=QPointF(*_GLYPH_AT[kind]), label_x=left,
+            label_width=w - left - (80 if kind in (NodeKind.TURN, NodeKind.TASK) else 14),
+            label_rect=QRectF(8, 0, w - 16, h), dot_rect=QRectF(w - 22, 6, 16, 16),
+            badge_rect=QRectF(w - 44, h - 20, 38, 15), progress_rect=QRectF(22, h - 16, w - 44, 6),
+        )
+    return found
+
+
+NODE_SIZES: dict[NodeKind, tuple[float, float]] = {
+    NodeKind.TURN: (CARD_WIDTH, TURN_MIN_HEIGHT), NodeKind.TASK: TASK_SIZE, NodeKind.ENV: ENV_SIZE,
+    NodeKind.MEMORY: MEMORY_SIZE, NodeKind.ARTIFACT: ARTIFACT_SIZE,
+}
+
+
+def node_size(kind: NodeKind) -> tuple[float, float]:
+    """The initial (for turns: minimum) size of a node of ``kind``."""
+    return NODE_SIZES[kind]
+
+
+def outline_path(kind: NodeKind, w: float, h: float, inset: float = 0.0) -> QPainterPath:
+    """The outline of a node of ``kind`` in a ``w`` x ``h`` box (shrunk by ``inset``)."""
+    r = QRectF(inset, inset, w - 2 * inset, h - 2 * inset)
+    path = QPainterPath()
+    if kind == NodeKind.TURN:
+        path.addRoundedRect(r, 10, 10)
+    elif kind == NodeKind.TASK:
+        tip = 16.0
+        path.moveTo(r.left() + tip, r.top())
+        path.lineTo(r.right() - tip, r.top())
+        path.lineTo(r.right(), r.center().y())
+        path.lineTo(r.right() - tip, r.bottom())
+        path.lineTo(r.left() + tip, r.bottom())
+        path.lineTo(r.left(), r.center().y())
+        path.closeSubpath()
+    elif kind == NodeKind.ENV:
+        path.addRoundedRect(r, r.height() / 2, r.height() / 2)
+    elif kind == NodeKind.MEMORY:
+        path.addEllipse(r)
+    else:  # artifact: a page with a folded top-right corner
+        fold = 14.0
+        path.moveTo(r.left(), r.top())
+        path.lineTo(r.right() - fold, r.top())
+        path.lineTo(r.right(), r.top() + fold)
+        path.lineTo(r.right(), r.bottom())
+        path.lineTo(r.left(), r.bottom())
+        path.closeSubpath()
+        path.moveTo(r.right() - fold, r.top())
+        path.lineTo(r.right() - fold, r.top() + fold)
+        path.lineTo(r.right(), r.top() + fold)
+    return path
+
+
+def wrap_text(text: str, style: CanvasStyle, width: float, max_lines: int) -> tuple[list[str], bool]:
+    """Wrap ``text`` in the body font to ``width``; at most ``max_lines`` lines, the last one
+    ending with an ellipsis when the text goes on. Returns (lines, truncated)."""
+    return style.wrap_body.wrap(text, width, max_lines)
+
+
+class NodeItem(QGraphicsRectItem):
+    """Draws one graph node; the scene keeps it in step with the graph record.
+
+    A ``QGraphicsRectItem`` underneath only so that Qt computes the bounding box in C++: the
+    scene's index asks for it thousands of times when many cards change at once."""
+
+    def __init__(self, node: GraphNode, style: CanvasStyle) -> None:
+        super().__init__()
+        self.setPen(_NO_PEN)
+        self.node = node
+        self.node_id = node.node_id
+        self.kind = node_kind(node.kind)
+        self.shape_name = SHAPE_NAMES[self.kind]
+        self._style = style
+        self.status = ""
+        self.body = ""
+        self.streaming = False
+        self.highlighted = False
+        self.collapsed_count = 0
+        self._body_lines: list[str] = []
+        self._body_truncated = False
+        self._label_lines: list[str] | None = None  # elided lazily, per level of detail
+        self._label_mid: list[tuple[QPointF, str]] | None = None
+        self._label_far: list[tuple[QPointF, str]] | None = None
+        self._text_at: dict[tuple[str, str], tuple[QPointF, str]] = {}
+        self.resized_callback: Callable[[NodeItem], None] | None = None
+        w, h = node_size(self.kind)
+        self._set_size(w, h)
+        self.setFlags(_NODE_FLAGS)
+        self.setToolTip(node.label)
+        self.setZValue(1.0)
+        self._read_attrs()
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def width(self) -> float:
+        return self._rect.width()
+
+    @property
+    def height(self) -> float:
+        return self._rect.height()
+
+    def scene_rect(self) -> QRectF:
+        """The node's box in scene coordinates (without the selection margin)."""
+        return self._rect.translated(self.pos())
+
+    def port_y(self) -> float:
+        """Height (from the top) where horizontal edges meet this node; stable while it grows."""
+        return PORT_Y if self.kind == NodeKind.TURN else self._rect.height() / 2
+
+    def set_node(self, node: GraphNode) -> None:
+        """Take a changed graph record (label, attrs)."""
+        if node.label != self.node.label:
+            self._label_lines = self._label_mid = self._label_far = None
+        self.node = node
+        self.setToolTip(node.label)
+        self._read_attrs()
+        self.update()
+
+    def set_body(self, text: str, *, streaming: bool = False) -> None:
+        """Show ``text`` under the label (turn cards grow up to a maximum height)."""
+        was_streaming, self.streaming = self.streaming, streaming
+        if self._body_truncated and text.startswith(self.body[: sample_length(BODY_MAX_LINES)]):
+            # the visible part is settled: a token batch appended past the ellipsis
+            self.body = text
+            if was_streaming != streaming:
+                self.update()
+            return
+        self.body = text
+        width = self._rect.width() - 20
+        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES)
+        if self.kind == NodeKind.TURN:
+            lines = len(self._body_lines)
+            height = TURN_HEADER + lines * BODY_LINE + 8 if lines else TURN_MIN_HEIGHT
+            height = min(TURN_MAX_HEIGHT, max(TURN_MIN_HEIGHT, height))
+            if height != self._rect.height():
+                self._set_size(self._rect.width(), height)
+                if self.resized_callback is not None:
+                    self.resized_callback(self)
+        self.update()
+
+    def set_status(self, status: str) -> None:
+        if status != self.status:
+            self.status = status
+            self.update()
+
+    def set_highlighted(self, on: bool) -> None:
+        if on != self.highlighted:
+            self.highlighted = on
+            self.update()
+
+    def set_collapsed_count(self, count: int) -> None:
+        """Show a "+N" badge (0 hides it)."""
+        if count != self.collapsed_count:
+            self.collapsed_count = count
+            self.update()
+
+    def body_lines(self) -> list[str]:
+        return list(self._body_lines)
+
+    def text(self) -> str:
+        """Label and body, for filtering."""
+        return f"{self.node.label}\n{self.body}"
+
+    def _read_attrs(self) -> None:
+        attrs: dict[str, Any] = self.node.attrs
+        self.checkpoint = bool(attrs.get("checkpoint"))
+        self.ambiguous = bool(attrs.get("ambiguous"))
+        self.task_status = str(attrs.get("status", "")) if self.kind == NodeKind.TASK else ""
+        try:
+            self.progress = min(1.0, max(0.0, float(attrs.get("progress", 0.0) or 0.0)))
+        except (TypeError, ValueError):
+            self.progress = 0.0
+        source = str(attrs.get("kind", "other")) if self.kind == NodeKind.ENV else self.kind.value
+        self._glyph = self._style.glyphs.get(source, self._style.glyphs["other"])
+        if not self.body:
+            answer = attrs.get("answer") or attrs.get("body")
+            if isinstance(answer, str) and answer:
+                self.set_body(answer)
+
+    def _set_size(self, w: float, h: float) -> None:
+        g = _geometry(self.kind, w, h)
+        self._rect, self._bounds, self._outline, self._inner = g.rect, g.bounds, g.outline, g.inner
+        self._glyph_at, self._label_x, self._label_width = g.glyph_at, g.label_x, g.label_width
+        self._label_rect, self._dot_rect, self._badge_rect = g.label_rect, g.dot_rect, g.badge_rect
+        self._progress_rect = g.progress_rect
+        self.setRect(g.bounds)  # the bounding box (the pen is none)
+        self._label_mid = self._label_far = None
+        self._text_at = {}
+        self._pills: dict[str, tuple[QRectF, QPointF, str]] = {}
+
+    # ------------------------------------------------------------------ QGraphicsItem
+
+    def shape(self) -> QPainterPath:
+        return self._outline
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        s = self._style
+        kind = self.kind
+        lod = QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+        if lod < LOD_LABEL:  # far: a coloured shape; very far: a dot-sized block
+            painter.setPen(s.selected_pen if self.isSelected() else s.no_pen)
+            painter.setBrush(s.solid[kind])
+            if lod < LOD_DOT:
+                painter.drawRect(self._rect)
+            else:
+                painter.drawPath(self._outline)
+            if self.highlighted:
+                painter.setPen(s.highlight_pen)
+                painter.setBrush(Qt.BrushStyle.NoBrush)
+                painter.drawRect(self._bounds)
+            return
+        painter.setPen(s.selected_pen if self.isSelected() else s.border[kind])
+        painter.setBrush(s.fill[kind])
+        painter.drawPath(self._outline)
+        if self._inner is not None:
+            painter.setPen(s.border[kind])
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawPath(self._inner)
+        if self.highlighted:
+            painter.setPen(s.highlight_pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(self._bounds, 12, 12)
+        if lod < LOD_FULL:
+            self._paint_label_only(painter, lod)
+        else:
+            self._paint_full(painter)
+
+    # ------------------------------------------------------------------ painting helpers
+
+    def _paint_label_only(self, painter: QPainter, lod: float) -> None:
+        s = self._style
+        far = lod < LOD_LABEL_MID
+        if far:
+            if self._label_far is None:
+                self._label_far = self._centred_label(s.wrap_far, 1)
+            lines = self._label_far
+        else:
+            if self._label_mid is None:
+                self._label_mid = self._centred_label(s.wrap_mid, 2 if self._rect.height() >= 56 else 1)
+            lines = self._label_mid
+        painter.setFont(s.font_far if far else s.font_mid)
+        painter.setPen(s.text_pen)
+        for at, text in lines:
+            painter.drawText(at, text)
+        dot = self._status_dot()
+        if dot is not None:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(dot)
+            painter.drawEllipse(self._dot_rect)
+
+    def _centred_label(self, wrapper: WordWrapper, max_lines: int) -> list[tuple[QPointF, str]]:
+        """The label in at most ``max_lines`` centred lines of the wrapper's font."""
+        r = self._label_rect
+        lines = wrapper.centred(self.node.label or self.kind.value, r.left(), r.top(), r.width(), r.height(), max_lines)
+        return [(QPointF(x, y), line) for x, y, line in lines]
+
+    def _status_dot(self) -> Any:
+        s = self._style
+        if self.ambiguous:
+            return s.status_brush["ambiguous"]
+        status = self.status or self.task_status
+        return s.status_brush_for(status) if status else None
+
+    def _paint_full(self, painter: QPainter) -> None:
+        s = self._style
+        kind = self.kind
+        painter.setPen(s.glyph_pen[kind])
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.translate(self._glyph_at)
+        painter.drawPath(self._glyph)
+        painter.translate(-self._glyph_at)
+        if self._label_lines is None:
+            self._label_lines = self._elide_label()
+        painter.setFont(s.font_label)
+        painter.setPen(s.text_pen)
+        top = 22.0 if kind == NodeKind.TURN else (self._rect.height() / 2 - 8 * (len(self._label_lines) - 1) + 5)
+        if kind == NodeKind.TASK:
+            top -= 6
+        for i, line in enumerate(self._label_lines):
+            painter.drawText(QPointF(self._label_x, top + 16 * i), line)
+        if kind == NodeKind.TURN and self._body_lines:
+            painter.setPen(s.border[kind])
+            painter.drawLine(QPointF(10, TURN_HEADER - 4), QPointF(self._rect.width() - 10, TURN_HEADER - 4))
+            painter.setFont(s.font_body)
+            painter.setPen(s.muted_pen if self.streaming else s.text_pen)
+            for i, line in enumerate(self._body_lines):
+                painter.drawText(QPointF(10, TURN_HEADER + 10 + BODY_LINE * i), line)
+        if kind == NodeKind.TASK:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(s.progress_back)
+            painter.drawRoundedRect(self._progress_rect, 3, 3)
+            if self.progress > 0:
+                done = QRectF(self._progress_rect)
+                done.setWidth(done.width() * self.progress)
+                painter.setBrush(s.status_brush_for(self.task_status or "active"))
+                painter.drawRoundedRect(done, 3, 3)
+        self._paint_badges(painter)
+
+    def _elide_label(self) -> list[str]:
+        label = self.node.label or self.kind.value
+        max_lines = 1 if self.kind == NodeKind.ENV else 2
+        lines, _ = self._style.wrap_label.wrap(label, self._label_width, max_lines)
+        return lines or [label]
+
+    def _paint_badges(self, painter: QPainter) -> None:
+        s = self._style
+        status = self.status or self.task_status
+        if self.ambiguous and not status:
+            status = "ambiguous"
+        painter.setFont(s.font_small)
+        if status and self.kind in (NodeKind.TURN, NodeKind.TASK):
+            pill, at, text = self._status_pill(status)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(s.status_brush_for(status))
+            painter.drawRoundedRect(pill, 8, 8)
+            painter.setPen(s.white_pen)
+            painter.drawText(at, text)
+        # ambiguity and checkpoint sit on the top border, left, clear of the label and status
+        x = 12.0
+        if self.ambiguous and status != "ambiguous":
+            painter.setPen(s.background_pen)
+            painter.setBrush(s.status_brush["ambiguous"])
+            rect = QRectF(x, -8, 16, 16)
+            painter.drawEllipse(rect)
+            painter.setPen(s.white_pen)
+            painter.drawText(*self._small_text("ambiguous", "?", rect))
+            x += 20
+        if self.checkpoint:  # a small flag on a round plate
+            painter.setPen(s.background_pen)
+            painter.setBrush(s.solid[self.kind])
+            painter.drawEllipse(QRectF(x, -8, 16, 16))
+            painter.setPen(s.white_pen)
+            painter.drawLine(QPointF(x + 5.5, -4), QPointF(x + 5.5, 4.5))
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(s.white_brush)
+            painter.drawRect(QRectF(x + 6, -4, 5.5, 4))
+        if self.collapsed_count:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(s.solid[self.kind])
+            painter.drawRoundedRect(self._badge_rect, 7, 7)
+            painter.setPen(s.white_pen)
+            painter.drawText(*self._small_text("collapsed", f"+{self.collapsed_count}", self._badge_rect))
+
+    def _status_pill(self, status: str) -> tuple[QRectF, QPointF, str]:
+        """The badge box sized to ``status``, right-aligned in the header, and its text position."""
+        found = self._pills.get(status)
+        if found is None:
+            width = self._style.metrics_small.horizontalAdvance(status) + 14
+            pill = QRectF(self._rect.width() - 8 - width, 7, width, 16)
+            found = self._pills[status] = (pill, *_centered(self._style.metrics_small, status, pill))
+        return found
+
+    def _small_text(self, slot: str, text: str, rect: QRectF) -> tuple[QPointF, str]:
+        """Where to draw a badge text (computed once per slot, text and size)."""
+        key = (slot, text)
+        found = self._text_at.get(key)
+        if found is None:
+            found = self._text_at[key] = _centered(self._style.metrics_small, text, rect)
+        return found
+
+
+def _centered(metrics: QFontMetricsF, text: str, rect: QRectF) -> tuple[QPointF, str]:
+    """The baseline point that centres ``text`` (elided to ``rect``'s width) in ``rect``, and the
+    elided text: the arguments of ``QPainter.drawText(QPointF, str)``, its fast path."""
+    text = metrics.elidedText(text.replace("\n", " "), _ELIDE, rect.width())
+    width = metrics.horizontalAdvance(text)
+    return QPointF(rect.center().x() - width / 2, rect.center().y() + (metrics.ascent() - metrics.descent()) / 2), text

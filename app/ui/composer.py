@@ -1,0 +1,195 @@
+"""Where input is typed, and where the routing of the last input is shown.
+
+``ComposerWidget`` is the text box with a per-turn budget, an anchor chip and Send. Until the
+models are ready it keeps what is typed and says why Send is off. The anchor chip ("pending
+input") can be dragged onto a canvas node to choose where the next input goes (the engine then
+takes that node as the user's override), or cleared to let routing decide.
+
+``RoutingBanner`` shows, for the latest input, the anchor it was routed to and the runner-up
+candidates with their scores; when routing was ambiguous it offers the choice inline (one button
+per branch, and "New branch"), which re-anchors the turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
+from PySide6.QtGui import QDrag, QKeyEvent, QMouseEvent
+from PySide6.QtWidgets import (
+    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QToolButton, QVBoxLayout,
+    QWidget,
+)
+
+PENDING_MIME = "application/x-pcm-pending-input"
+
+
+class _InputEdit(QPlainTextEdit):
+    """Enter sends, Shift+Enter breaks the line."""
+
+    send_requested = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (event.modifiers() & Qt.KeyboardModifier.ShiftModifier):
+            self.send_requested.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class PendingChip(QLabel):
+    """The next input's anchor; drag it onto a canvas node to choose where the input goes."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._press: QPoint | None = None
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
+        self.setToolTip("Drag onto a node on the canvas to continue that branch with your next input")
+        self.setObjectName("pendingChip")
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            self._press = event.position().toPoint()
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if self._press is None or (event.position().toPoint() - self._press).manhattanLength() < 6:
+            return
+        self._press = None
+        drag = QDrag(self)
+        mime = QMimeData()
+        mime.setData(PENDING_MIME, b"pending-input")
+        drag.setMimeData(mime)
+        drag.setPixmap(self.grab())
+        drag.exec(Qt.DropAction.LinkAction)
+
+
+class ComposerWidget(QWidget):
+    """Input box, per-turn budget, anchor chip and Send."""
+
+    submitted = Signal(str, object, int)  # (text, anchor node id or None, budget)
+
+    def __init__(self, default_budget: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.anchor: str | None = None
+        self.edit = _InputEdit(self)
+        self.edit.setPlaceholderText("Type your input — Enter sends, Shift+Enter for a new line")
+        self.edit.setMaximumHeight(96)
+        self.edit.send_requested.connect(self._on_send)
+        self.chip = PendingChip(self)
+        self.clear_anchor = QToolButton(self)
+        self.clear_anchor.setText("×")
+        self.clear_anchor.setToolTip("Let routing choose the anchor")
+        self.clear_anchor.clicked.connect(lambda: self.set_anchor(None, ""))
+        self.budget = QSpinBox(self)
+        self.budget.setRange(128, 32768)
+        self.budget.setSingleStep(128)
+        self.budget.setValue(default_budget)
+        self.budget.setSuffix(" tok")
+        self.budget.setToolTip("Context budget for this input (tokens)")
+        self.send = QPushButton("Send", self)
+        self.send.setDefault(True)
+        self.send.clicked.connect(self._on_send)
+        self.reason = QLabel(self)
+        self.reason.setObjectName("composerReason")
+        self.reason.setWordWrap(True)
+
+        row = QHBoxLayout()
+        row.addWidget(self.chip)
+        row.addWidget(self.clear_anchor)
+        row.addStretch(1)
+        row.addWidget(QLabel("Budget", self))
+        row.addWidget(self.budget)
+        row.addWidget(self.send)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(6, 4, 6, 6)
+        box.addWidget(self.edit)
+        box.addLayout(row)
+        box.addWidget(self.reason)
+        self.set_anchor(None, "")
+        self.set_ready(False, "Loading models…")
+
+    def set_ready(self, ready: bool, reason: str) -> None:
+        """Enable Send, or disable it and say why (typing stays possible)."""
+        self.send.setEnabled(ready)
+        self.reason.setText("" if ready else reason)
+        self.reason.setVisible(not ready)
+
+    def set_anchor(self, node_id: str | None, label: str) -> None:
+        """Pin the next input to ``node_id`` (None: routing decides)."""
+        self.anchor = node_id
+        if node_id is None:
+            self.chip.setText("⇢ next input: routed automatically (drag me onto a node)")
+        else:
+            self.chip.setText(f"⇢ next input continues: «{label[:40]}»")
+        self.clear_anchor.setVisible(node_id is not None)
+
+    def _on_send(self) -> None:
+        text = self.edit.toPlainText().strip()
+        if not text or not self.send.isEnabled():
+            return
+        self.submitted.emit(text, self.anchor, self.budget.value())
+        self.edit.clear()
+        self.set_anchor(None, "")
+
+
+class RoutingBanner(QFrame):
+    """The anchor of the latest input with the runner-ups' scores; an inline choice when ambiguous."""
+
+    choice_made = Signal(str, object)  # (turn_id, chosen node id or None for a new branch)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("routingBanner")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.turn_id: str | None = None
+        self.summary = QLabel(self)
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.choices = QHBoxLayout()
+        box = QVBoxLayout(self)
+        box.setContentsMargins(8, 4, 8, 4)
+        box.addWidget(self.summary)
+        box.addLayout(self.choices)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.hide()
+
+    def show_routing(self, turn_id: str, routing: dict[str, Any], labels: dict[str, str]) -> None:
+        """Show where ``turn_id`` went: chosen anchor, runner-ups with scores, a choice if ambiguous."""
+        self.turn_id = turn_id
+        while self.choices.count():
+            item = self.choices.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        cands = sorted(routing.get("candidates", []), key=lambda c: -float(c.get("score", 0.0)))
+        anchor = routing.get("anchor_id")
+
+        def name(node_id: str | None) -> str:
+            return "a new branch" if node_id is None else f"«{labels.get(node_id, node_id[:8])[:32]}»"
+
+        others = [c for c in cands if c["node_id"] != anchor][:3]
+        score = next((c["score"] for c in cands if c["node_id"] == anchor), None)
+        head = f"<b>Routed to {name(anchor)}</b>" + (f" — score {score:.2f}" if score is not None else "")
+        if routing.get("override"):
+            head = f"<b>Continues {name(routing['override'])}</b> — your choice"
+        runner = ", ".join(f"{name(c['node_id'])} {c['score']:.2f}" for c in others)
+        text = head + (f" · runner-ups: {runner}" if runner else "") + f" · <i>{routing.get('reason', '')}</i>"
+        if routing.get("ambiguous"):
+            text += f"<br><b>Not sure:</b> {routing.get('clarification') or 'which branch does this continue?'}"
+            for cand in [c for c in cands if c["node_id"]][:3]:
+                button = QPushButton(f"{name(cand['node_id'])} {cand['score']:.2f}", self)
+                button.clicked.connect(lambda _=False, n=cand["node_id"]: self._choose(n))
+                self.choices.addWidget(button)
+            new = QPushButton("New branch", self)
+            new.clicked.connect(lambda: self._choose(None))
+            self.choices.addWidget(new)
+            self.choices.addStretch(1)
+        self.summary.setText(text)
+        self.show()
+
+    def _choose(self, node_id: str | None) -> None:
+        if self.turn_id is not None:
+            self.choice_made.emit(self.turn_id, node_id)
+        while self.choices.count():
+            item = self.choices.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()

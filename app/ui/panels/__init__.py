@@ -1,0 +1,1 @@
+"""Dockable panels: the inspector (turn, intent, plan, evidence, context, timing) and the streams."""

@@ -1,0 +1,173 @@
+"""The Plan (CRS) tab: every field of the chosen plan by DESIGN §4 family, and the rejected plans.
+
+Built from ``BuildRecord.plan`` (a ``ContextPlan`` dumped to a dict), ``plan_candidates`` and, for
+the tokens each segment actually used, ``BuildRecord.context.segments``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+
+from app.core.trace import TurnRecord
+from app.ui.panels.widgets import (
+    RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table, scroll_page, section_label,
+)
+
+# DESIGN §4 families → the plan keys shown under each (dotted paths pick one field of a section).
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Intent & confidence", ("intent", "strategy", "needs_clarification", "clarification_question", "required",
+                             "constraints", "prohibitions", "preferences", "sub_questions", "actions_held_back",
+                             "surface_conflicts")),
+    ("Retrieval", ("retrieval", "history")),
+    ("Rerank & crop", ("rerank",)),
+    ("Budget & latency", ("budget",)),
+    ("Concurrency & interruption", ("concurrency",)),
+    ("Tool policy", ("tools",)),
+    ("Checks", ("candidate_id", "repairs")),
+)
+
+
+def family_of(plan: dict[str, Any]) -> dict[str, list[str]]:
+    """Family name → the plan keys it shows; keys no family names go to "Other" (nothing is hidden)."""
+    out: dict[str, list[str]] = {}
+    named: set[str] = set()
+    for family, keys in FAMILIES:
+        out[family] = [k for k in keys if k in plan]
+        named.update(keys)
+    rest = [k for k in plan if k not in named]
+    if rest:
+        out["Other"] = rest
+    return out
+
+
+class PlanTabWidget(QWidget):
+    """Shows the chosen context plan grouped by family, and every candidate plan with why."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        page, layout = scroll_page(self)
+        outer.addWidget(page)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Field", "Value"])
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setMinimumHeight(420)
+        self.candidates = make_table(
+            ["Candidate", "Recall", "Asks first", "Chosen", "Violations", "Repaired", "Pruned", "Why"], sortable=True)
+        self.raw = RawJsonWidget("Raw plan JSON")
+        for widget in (self.summary, section_label("Chosen plan"), self.tree,
+                       section_label("Candidate plans"), self.candidates, self.raw):
+            layout.addWidget(widget)
+        layout.addStretch(1)
+
+    def show_record(self, record: TurnRecord | None) -> None:
+        """Fill the tree and the candidates table from ``record`` (clear them for None)."""
+        self.tree.clear()
+        if record is None:
+            self.summary.setText("")
+            self.candidates.setRowCount(0)
+            self.raw.set_data({})
+            return
+        plan = record.build.plan
+        used = {name: usage.used for name, usage in record.build.context.segments.items()}
+        chosen = next((c for c in record.build.plan_candidates if c.get("chosen")), None)
+        self.summary.setText(
+            f"Plan <b>{plan.get('candidate_id', '?')}</b> — {plan.get('strategy', '?')} recall"
+            + (f". {chosen.get('reason', '')}" if chosen else "")
+        )
+        bold = QFont(self.tree.font())
+        bold.setBold(True)
+        for family, keys in family_of(plan).items():
+            top = QTreeWidgetItem([family, ""])
+            top.setFont(0, bold)
+            self.tree.addTopLevelItem(top)
+            for key in keys:
+                if key == "budget":
+                    self._add_budget(top, plan[key], used)
+                elif key == "tools":
+                    self._add_tools(top, plan[key])
+                else:
+                    self._add(top, key, plan[key])
+            top.setExpanded(True)
+        self.tree.expandToDepth(1)
+        self.tree.resizeColumnToContents(0)
+        self._fill_candidates(record.build.plan_candidates)
+        self.raw.set_data({"plan": plan, "plan_candidates": record.build.plan_candidates})
+
+    def _add(self, parent: QTreeWidgetItem, key: str, value: Any) -> QTreeWidgetItem:
+        """One row per scalar or list of scalars; a dict (or list of dicts) becomes a sub-tree."""
+        if isinstance(value, dict) and value:
+            node = QTreeWidgetItem(parent, [key, ""])
+            for k, v in value.items():
+                self._add(node, k, v)
+            node.setExpanded(True)
+            return node
+        if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+            node = QTreeWidgetItem(parent, [key, f"{len(value)} items"])
+            for n, v in enumerate(value):
+                self._add(node, str(n), v)
+            return node
+        item = QTreeWidgetItem(parent, [key, fmt_value(value)])
+        item.setToolTip(1, fmt_value(value))
+        return item
+
+    def _add_budget(self, parent: QTreeWidgetItem, budget: dict[str, Any], used: dict[str, int]) -> None:
+        node = QTreeWidgetItem(parent, ["budget", ""])
+        for key, value in budget.items():
+            if key == "segments" and isinstance(value, dict):
+                seg = QTreeWidgetItem(node, ["tokens per segment", f"{sum(value.values())} planned"])
+                for name, quota in value.items():
+                    QTreeWidgetItem(seg, [name, f"{quota} planned · {used.get(name, 0)} used"])
+                seg.setExpanded(True)
+            elif key == "timeouts_ms" and isinstance(value, dict):
+                limits = QTreeWidgetItem(node, ["timeouts (ms)", ""])
+                for stage, ms in value.items():
+                    QTreeWidgetItem(limits, [stage, f"{ms} ms"])
+            else:
+                self._add(node, key, value)
+        node.setExpanded(True)
+
+    def _add_tools(self, parent: QTreeWidgetItem, tools: dict[str, Any]) -> None:
+        node = QTreeWidgetItem(parent, ["tools", ""])
+        QTreeWidgetItem(node, ["allowed", fmt_value(tools.get("allowed", []))])
+        QTreeWidgetItem(node, ["blocked", fmt_value(tools.get("blocked", []))])
+        notes = tools.get("notes", [])
+        why = QTreeWidgetItem(node, ["why blocked", "" if notes else "(none)"])
+        for n, note in enumerate(notes):
+            QTreeWidgetItem(why, [str(n + 1), str(note)])
+        for key, value in tools.items():
+            if key not in ("allowed", "blocked", "notes"):
+                self._add(node, key, value)
+        node.setExpanded(True)
+
+    def _fill_candidates(self, candidates: list[dict[str, Any]]) -> None:
+        rows = []
+        for c in candidates:
+            plan = c.get("plan", {})
+            chosen = bool(c.get("chosen"))
+            rows.append([
+                c.get("candidate_id", "?"),
+                plan.get("strategy", "?"),
+                fmt_value(plan.get("needs_clarification", False)),
+                SortableItem("✓ chosen" if chosen else "✗", 0 if chosen else 1),
+                "; ".join(c.get("violations", [])) or "—",
+                fmt_value(c.get("repaired", False)),
+                fmt_value(c.get("pruned", False)),
+                c.get("reason", ""),
+            ])
+        fill_table(self.candidates, rows)
+        self.candidates.sortItems(3)
+        for r in range(self.candidates.rowCount()):
+            if self.candidates.item(r, 3).text().startswith("✓"):
+                for col in range(self.candidates.columnCount()):
+                    item = self.candidates.item(r, col)
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+        fit_height(self.candidates, 8)

@@ -1,0 +1,54 @@
+"""What the desktop app needs from the adapters, as plain callables.
+
+``app.ui`` may import only ``app.core`` and ``app.config`` (DESIGN.md §2). Loading models, probing a
+GGUF file and reading or writing export files belong to the adapters, so the desktop composition
+root (``app/desktop.py``) fills in a ``Services`` and hands it to the window. Tests may pass
+their own (e.g. an engine on scripted fakes).
+
+Every callable here may block for seconds: the ui calls them off the UI thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.core.engine import Engine
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Services:
+    """Adapter entry points for the window (all blocking; run them on an executor)."""
+
+    #: Load the store, embedder, index and chat model for ``settings``; reports each step.
+    build_engine: Callable[[Settings, Progress], "Engine"]
+    #: None when the chat model (a manifest name, a file in models/ or a path) can be used,
+    #: else a one-line reason. May probe the file in a child process (seconds).
+    verify_chat_model: Callable[[Settings, str], str | None]
+    #: Chat model choices: manifest names and the GGUF files found in models/.
+    chat_models: Callable[[Settings], list[str]]
+    #: Embedding model choices.
+    embed_models: Callable[[Settings], list[str]]
+    #: The structured context model document of a session (runs on the store thread).
+    export_session: Callable[[Any, str], dict[str, Any]]
+    #: Validate a document and write it as a new session; returns its id (store thread).
+    import_session: Callable[[Any, dict[str, Any]], str]
+    #: Sessions of the store: dicts with session_id, title, created_at, turn_count (store thread).
+    list_sessions: Callable[[Any], list[dict[str, Any]]]
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as UTF-8 JSON atomically (a crash never leaves half a file)."""
+    import json
+    import os
+
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

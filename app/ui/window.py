@@ -1,0 +1,623 @@
+"""The main window: the canvas in the centre, the composer below it, dockable panels around it.
+
+The window wires widgets to the ``EngineController`` and holds no engine logic: the canvas
+scene mirrors the session graph through the graph's own signals; turn progress arrives as
+controller signals; branch actions from the canvas go back to the engine through the controller
+(re-anchoring through an undo stack). Startup shows the window at once; the models load in the
+background while the status bar says what is happening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QUndoCommand, QUndoStack
+from PySide6.QtWidgets import (
+    QApplication, QDockWidget, QFileDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMainWindow,
+    QMessageBox, QProgressBar, QPushButton, QToolBar, QVBoxLayout, QWidget,
+)
+
+from app.config import Settings, remember_data_dir
+from app.core.session import SessionState
+from app.core.trace import TurnRecord
+from app.core.types import NodeKind
+from app.ui.canvas.scene import CanvasScene
+from app.ui.canvas.view import CanvasView
+from app.ui.composer import ComposerWidget, RoutingBanner
+from app.ui.controller import EngineController
+from app.ui.dialogs import SettingsDialog
+from app.ui.panels.inspector import InspectorPanel
+from app.ui.panels.streams import StreamsPanel
+from app.ui.services import Services, write_json
+from app.ui.theme import apply_theme
+
+log = logging.getLogger(__name__)
+
+
+def resident_memory_mb() -> float | None:
+    """This process's resident memory in MB (None where the platform does not say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class ReanchorCommand(QUndoCommand):
+    """Re-anchoring a turn, undoable: redo asks the engine to re-anchor, undo to restore."""
+
+    def __init__(self, controller: EngineController, turn_id: str, target: str | None, text: str) -> None:
+        super().__init__(text)
+        self.controller, self.turn_id, self.target = controller, turn_id, target
+
+    def redo(self) -> None:
+        self.controller.reanchor(self.turn_id, self.target)
+
+    def undo(self) -> None:
+        self.controller.undo_reanchor(self.turn_id)
+
+
+class MainWindow(QMainWindow):
+    """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
+
+    closed = Signal()  # after the engine has shut down
+
+    def __init__(self, settings: Settings, services: Services, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.services = services
+        self.controller = EngineController(settings, services, self)
+        self.undo = QUndoStack(self)
+        self._closing = False
+        self._shut = False
+        self._selected_turn: str | None = None
+        self._node_of_key: dict[str, str] = {}  # queue key → node id, once routed
+        self.setWindowTitle("PCM Canvas")
+        self.resize(1360, 860)
+
+        self.scene = CanvasScene(self)
+        self.view = CanvasView(self.scene, self)
+        self.banner = RoutingBanner(self)
+        self.composer = ComposerWidget(settings.default_budget, self)
+        centre = QWidget(self)
+        box = QVBoxLayout(centre)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(0)
+        box.addWidget(self.view, 1)
+        box.addWidget(self.banner)
+        box.addWidget(self.composer)
+        self.setCentralWidget(centre)
+
+        self.inspector = InspectorPanel(self)
+        self.streams = StreamsPanel(self)
+        self.sessions = QListWidget(self)
+        self.docks = {
+            "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
+            "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
+            "sessions": self._dock("Sessions", self._sessions_widget(), Qt.DockWidgetArea.LeftDockWidgetArea),
+        }
+        self.resizeDocks([self.docks["inspector"]], [460], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["sessions"]], [200], Qt.Orientation.Horizontal)
+
+        self._build_status_bar()
+        self._build_toolbar()
+        self._build_menus()
+        self._connect()
+        self._restore_layout()
+
+    # ------------------------------------------------------------------ construction
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{title.lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _sessions_widget(self) -> QWidget:
+        holder = QWidget(self)
+        box = QVBoxLayout(holder)
+        box.setContentsMargins(4, 4, 4, 4)
+        new = QPushButton("New session", holder)
+        new.clicked.connect(self.new_session)
+        box.addWidget(new)
+        box.addWidget(self.sessions, 1)
+        self.sessions.itemActivated.connect(self._on_session_activated)
+        return holder
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.model_label = QLabel(self)
+        self.memory_label = QLabel(self)
+        self.budget_label = QLabel(self)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 0)  # busy: loading steps have no known length
+        self.progress.setMaximumWidth(140)
+        for w in (self.progress, self.model_label, self.budget_label, self.memory_label):
+            bar.addPermanentWidget(w)
+        self._memory_timer = QTimer(self)
+        self._memory_timer.setInterval(2000)
+        self._memory_timer.timeout.connect(self._on_memory_tick)
+        self._memory_timer.start()
+        self._update_status_labels()
+        self._on_memory_tick()
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Canvas", self)
+        bar.setObjectName("canvasToolbar")
+        self.addToolBar(bar)
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Filter nodes by text (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setMaximumWidth(280)
+        self.search.textChanged.connect(self._apply_filter)
+        bar.addWidget(self.search)
+        self.kind_actions: dict[NodeKind, QAction] = {}
+        for kind in NodeKind:
+            action = QAction(kind.value, self)
+            action.setCheckable(True)
+            action.setChecked(True)
+            action.setToolTip(f"Show {kind.value} nodes")
+            action.toggled.connect(self._apply_filter)
+            bar.addAction(action)
+            self.kind_actions[kind] = action
+        bar.addSeparator()
+        for text, slot, tip in (("Fit", self.view.fit_all, "Fit everything (F)"),
+                                ("−", lambda: self.view.zoom_by(1 / 1.25), "Zoom out (-)"),
+                                ("+", lambda: self.view.zoom_by(1.25), "Zoom in (+)")):
+            action = QAction(text, self)
+            action.setToolTip(tip)
+            action.triggered.connect(slot)
+            bar.addAction(action)
+
+    def _action(self, menu: Any, text: str, slot: Any, shortcut: str | QKeySequence | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        file = self.menuBar().addMenu("&File")
+        self._action(file, "&New session", self.new_session, QKeySequence.StandardKey.New)
+        self._action(file, "&Export session…", self._ask_export, "Ctrl+E")
+        self._action(file, "&Import session…", self._ask_import, "Ctrl+I")
+        file.addSeparator()
+        self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        edit = self.menuBar().addMenu("&Edit")
+        undo = self.undo.createUndoAction(self, "&Undo")
+        undo.setShortcut(QKeySequence.StandardKey.Undo)
+        redo = self.undo.createRedoAction(self, "&Redo")
+        redo.setShortcut(QKeySequence.StandardKey.Redo)
+        edit.addAction(undo)
+        edit.addAction(redo)
+        self._action(edit, "&Find nodes", lambda: self.search.setFocus(), QKeySequence.StandardKey.Find)
+        view = self.menuBar().addMenu("&View")
+        self._action(view, "&Fit to view", self.view.fit_all, "Ctrl+0")
+        self._action(view, "Zoom &in", lambda: self.view.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn)
+        self._action(view, "Zoom &out", lambda: self.view.zoom_by(1 / 1.25), QKeySequence.StandardKey.ZoomOut)
+        self._action(view, "Re-layout", self.scene.layout_all, "Ctrl+Shift+L")
+        view.addSeparator()
+        for dock in self.docks.values():
+            view.addAction(dock.toggleViewAction())
+        self._action(view, "Toggle &dark theme", self._toggle_theme, "Ctrl+Shift+T")
+        turn = self.menuBar().addMenu("&Turn")
+        self._action(turn, "Focus the &composer", lambda: self.composer.edit.setFocus(), "Ctrl+L")
+        self._action(turn, "&Stop all answers", self.controller.stop_all, "Ctrl+.")
+
+    def _connect(self) -> None:
+        c = self.controller
+        c.status_changed.connect(self._on_status)
+        c.ready_changed.connect(self._on_ready_changed)
+        c.session_opened.connect(self._on_session_opened)
+        c.turn_queued.connect(self._on_turn_queued)
+        c.turn_routed.connect(self._on_turn_routed)
+        c.answer_updated.connect(self._on_answer_updated)
+        c.turn_finished.connect(self._on_turn_finished)
+        c.turn_failed.connect(self._on_turn_failed)
+        c.reanchored.connect(self._on_reanchored)
+        c.error.connect(self._on_error)
+        self.composer.submitted.connect(self._on_submitted)
+        self.banner.choice_made.connect(self.reanchor)
+        self.scene.node_selected.connect(self._on_node_selected)
+        self.scene.node_dropped.connect(self._on_node_dropped)
+        self.scene.node_moved.connect(self._on_node_moved)
+        self.scene.node_action.connect(self._on_node_action)
+        self.scene.pending_dropped.connect(self._on_pending_dropped)
+        self.streams.stop_requested.connect(self.controller.stop)
+        self.streams.selected.connect(self._on_stream_selected)
+        hover = getattr(self.inspector, "evidence_hovered", None)
+        if hover is not None:
+            hover.connect(self._on_evidence_hovered)
+
+    # ------------------------------------------------------------------ startup and shutdown
+
+    def start(self, session_id: str | None = None) -> asyncio.Task[Any]:
+        """Begin loading the models (the window is already showing)."""
+        return self.controller.spawn(self.controller.load(session_id), "Loading")
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        # qasync cannot await after aboutToQuit: refuse the first close, shut the engine down on
+        # the loop, then close for real.
+        if self._shut:
+            self._save_layout()
+            event.accept()
+            return
+        event.ignore()
+        if not self._closing:
+            self._closing = True
+            self._save_layout()
+            self.hide()
+            self.controller.spawn(self._shutdown(), "Shutting down")
+
+    async def _shutdown(self) -> None:
+        try:
+            await self.controller.close()
+        finally:
+            self._shut = True
+            self.close()
+            self.closed.emit()
+
+    def _layout_store(self) -> QSettings:
+        return QSettings(str(self.settings.data_dir / "window.ini"), QSettings.Format.IniFormat)
+
+    def _save_layout(self) -> None:
+        try:
+            store = self._layout_store()
+            store.setValue("geometry", self.saveGeometry())
+            store.setValue("state", self.saveState())
+        except OSError:  # a read-only data folder must not stop the app from closing
+            pass
+
+    def _restore_layout(self) -> None:
+        store = self._layout_store()
+        if store.value("geometry") is not None:
+            self.restoreGeometry(store.value("geometry"))
+        if store.value("state") is not None:
+            self.restoreState(store.value("state"))
+
+    # ------------------------------------------------------------------ status
+
+    def _on_status(self, line: str) -> None:
+        self.statusBar().showMessage(line, 8000)
+
+    def _on_ready_changed(self, ready: bool, reason: str) -> None:
+        self.composer.set_ready(ready, reason)
+        loading = not ready and reason.startswith("Loading")
+        self.progress.setVisible(loading)
+        self._update_status_labels()
+
+    def _update_status_labels(self) -> None:
+        engine = self.controller.engine
+        model = getattr(getattr(engine, "chat", None), "name", None) or self.settings.chat_model
+        state = "ready" if self.controller.ready else "loading"
+        self.model_label.setText(f"Model: {model} ({state})")
+        turns = len(self.controller.state.turn_order) if self.controller.state else 0
+        self.budget_label.setText(f"Budget {self.composer.budget.value()} tok · ctx {self.settings.context_size} · {turns} turns")
+
+    def _on_memory_tick(self) -> None:
+        mb = resident_memory_mb()
+        self.memory_label.setText(f"Memory {mb:.0f} MB" if mb is not None else "")
+        live = len(self.controller.live)
+        if live:
+            self.memory_label.setText(self.memory_label.text() + f" · {live} streaming")
+
+    def _on_error(self, message: str) -> None:
+        self.statusBar().showMessage(message, 15000)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _on_session_opened(self, state: SessionState) -> None:
+        self.scene.set_graph(state.graph)
+        self.inspector.show_record(None)
+        self._selected_turn = None
+        self.undo.clear()
+        self.banner.hide()
+        title = ""
+        self.setWindowTitle(f"PCM Canvas — {title or state.session_id[:8]}")
+        self._update_status_labels()
+        QTimer.singleShot(0, self.view.fit_all)
+        self.controller.spawn(self._refresh_sessions(), "Listing sessions")
+
+    async def _refresh_sessions(self) -> None:
+        rows = await self.controller.sessions()
+        self.sessions.clear()
+        for row in reversed(rows):
+            when = str(row.get("created_at", ""))[:16].replace("T", " ")
+            item = QListWidgetItem(f"{row.get('title') or 'Session'} · {row.get('turn_count', 0)} turns\n{when} · {row['session_id'][:8]}")
+            item.setData(Qt.ItemDataRole.UserRole, row["session_id"])
+            self.sessions.addItem(item)
+            if row["session_id"] == self.controller.session_id:
+                item.setSelected(True)
+
+    def _on_session_activated(self, item: QListWidgetItem) -> None:
+        session_id = item.data(Qt.ItemDataRole.UserRole)
+        if session_id != self.controller.session_id and self.controller.engine is not None:
+            self.controller.spawn(self.controller.open_session(session_id), "Opening the session")
+
+    def new_session(self) -> None:
+        if self.controller.engine is None:
+            self._on_error("The models are still loading.")
+            return
+        self.controller.spawn(self.controller.open_session(None, title="Session"), "Creating a session")
+
+    # ------------------------------------------------------------------ turns
+
+    def _on_submitted(self, text: str, anchor: str | None, budget: int) -> None:
+        self.controller.submit(text, anchor=anchor, budget=budget)
+
+    def _on_turn_queued(self, key: str, text: str) -> None:
+        self.streams.add_stream(key, text[:60])
+        waiting = len(self.controller.live) + self.controller._starting >= self.settings.max_concurrent_streams
+        self.streams.update_stream(key, 0, "queued" if waiting else "building context")
+
+    def _labels(self) -> dict[str, str]:
+        state = self.controller.state
+        return {n.node_id: n.label for n in state.graph.nodes()} if state else {}
+
+    def _on_turn_routed(self, key: str, turn_id: str, node_id: str, record: TurnRecord) -> None:
+        self._node_of_key[key] = node_id
+        self.streams.rename_stream(key, turn_id)
+        self.streams.update_stream(turn_id, 0, "waiting for the model")
+        routing = record.build.routing
+        self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
+        self.scene.show_candidates(node_id, [(c["node_id"], float(c["score"])) for c in routing.get("candidates", [])],
+                                   routing.get("anchor_id"))
+        self.banner.show_routing(turn_id, routing, self._labels())
+        self.view.center_on_node(node_id)
+        self._select_turn(turn_id, record)
+        self._update_status_labels()
+
+    def _on_answer_updated(self, turn_id: str, text: str) -> None:
+        live = self.controller.live.get(turn_id)
+        if live is None:
+            return
+        self.scene.set_node_body(live.node_id, text, streaming=True)
+        self.streams.update_stream(turn_id, live.pieces, "streaming")
+        if self._selected_turn == turn_id and hasattr(self.inspector, "set_streaming_text"):
+            self.inspector.set_streaming_text(text)
+
+    def _on_turn_finished(self, turn_id: str, record: TurnRecord) -> None:
+        node_id = record.node_id or ""
+        status = {"stop": "answered", "length": "answered", "cancelled": "stopped", "error": "failed"}.get(record.finish_reason, "answered")
+        self.scene.set_node_body(node_id, record.output, streaming=False)
+        self.scene.set_node_status(node_id, status)
+        self.scene.clear_candidates()
+        self.streams.finish_stream(turn_id, status)
+        if self._selected_turn == turn_id:
+            self.inspector.show_record(record)
+        self._update_status_labels()
+        self.controller.spawn(self._refresh_sessions(), "Listing sessions")
+
+    def _on_turn_failed(self, key: str, message: str) -> None:
+        self.streams.finish_stream(key, "failed")
+        live_node = self._node_of_key.get(key)
+        if live_node:
+            self.scene.set_node_status(live_node, "failed")
+        self._on_error(f"A turn failed: {message}")
+
+    def _on_stream_selected(self, turn_id: str) -> None:
+        live = self.controller.live.get(turn_id)
+        if live is not None:
+            self.view.center_on_node(live.node_id)
+
+    # ------------------------------------------------------------------ selection and inspection
+
+    def _turn_of(self, node_id: str) -> str | None:
+        state = self.controller.state
+        if state is None or node_id not in state.graph:
+            return None
+        node = state.graph.node(node_id)
+        return node.ref_id if node.kind == NodeKind.TURN else None
+
+    def _on_node_selected(self, node_id: str) -> None:
+        turn_id = self._turn_of(node_id) if node_id else None
+        if turn_id is None:
+            return
+        self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
+
+    async def _show_turn(self, turn_id: str) -> None:
+        record = await self.controller.record(turn_id)
+        self._select_turn(turn_id, record)
+
+    def _select_turn(self, turn_id: str, record: TurnRecord | None) -> None:
+        self._selected_turn = turn_id
+        self.inspector.show_record(record)
+        live = self.controller.live.get(turn_id)
+        if live is not None and live.text and hasattr(self.inspector, "set_streaming_text"):
+            self.inspector.set_streaming_text(live.text)
+
+    def _on_evidence_hovered(self, evidence_ids: list[str]) -> None:
+        state = self.controller.state
+        nodes: set[str] = set()
+        if state is not None:
+            for eid in evidence_ids:
+                view = state.messages.get(eid)
+                node = state.node_of(view.turn_id) if view is not None and view.turn_id else state.node_of(eid)
+                if node:
+                    nodes.add(node)
+        self.scene.highlight(nodes)
+
+    def _apply_filter(self) -> None:
+        kinds = {k for k, a in self.kind_actions.items() if a.isChecked()}
+        self.scene.set_filter(self.search.text(), None if len(kinds) == len(NodeKind) else kinds)
+
+    # ------------------------------------------------------------------ canvas actions
+
+    def reanchor(self, turn_id: str, target: str | None) -> None:
+        """Re-anchor ``turn_id`` onto ``target`` (None: a new branch) as an undoable command."""
+        labels = self._labels()
+        name = f"«{labels.get(target, '')[:24]}»" if target else "a new branch"
+        self.undo.push(ReanchorCommand(self.controller, turn_id, target, f"re-anchor onto {name}"))
+
+    def _on_reanchored(self, result: Any) -> None:
+        self.statusBar().showMessage("Re-anchored; the context was re-planned and recompiled for the new anchor.", 8000)
+        record = getattr(result, "record", None)
+        if record is not None and self._selected_turn == record.turn_id:
+            self.inspector.show_record(record)
+        self.banner.hide()
+
+    def _on_node_dropped(self, dragged: str, target: str) -> None:
+        turn_id = self._turn_of(dragged)
+        if turn_id is None:
+            self._on_error("Only turns can be re-anchored by dragging.")
+            return
+        self.reanchor(turn_id, target)
+
+    def _on_node_moved(self, node_id: str, x: float, y: float) -> None:
+        if self.controller.state is not None:
+            self.controller.call("Saving the position", self.controller.engine.move_nodes,
+                                 self.controller.session_id, [(node_id, x, y)])
+
+    def _on_pending_dropped(self, target: str) -> None:
+        self.composer.set_anchor(target, self._labels().get(target, ""))
+        self.composer.edit.setFocus()
+
+    def _on_node_action(self, action: str, node_id: str) -> None:
+        c, sid = self.controller, self.controller.session_id
+        engine = c.engine
+        if engine is None or sid is None:
+            return
+        if action == "reply":
+            self._on_pending_dropped(node_id)
+        elif action == "checkpoint":
+            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+        elif action == "focus":
+            result = engine.set_focus(sid, node_id)
+            if inspect.isawaitable(result):
+                c.spawn(result, "Switching focus")
+            self.statusBar().showMessage("Focus switched: routing now favours this branch.", 6000)
+        elif action == "inject":
+            sources = [n for n in self.scene.selected_node_ids() if n != node_id] if hasattr(self.scene, "selected_node_ids") else []
+            if not sources:
+                self._on_error("Select the results to merge first (Ctrl+click), then choose Inject on the target.")
+                return
+            c.call("Injecting", engine.inject, sid, sources, node_id)
+        elif action in ("collapse", "expand"):
+            collapsed = action == "collapse"
+            self.scene.set_collapsed(node_id, collapsed)
+            c.call("Saving the collapse", engine.set_collapsed, sid, node_id, collapsed)
+        elif action == "undo_reanchor":
+            turn_id = self._turn_of(node_id)
+            if turn_id:
+                c.undo_reanchor(turn_id)
+        elif action == "regenerate":
+            turn_id = self._turn_of(node_id)
+            state = c.state
+            if turn_id and state is not None and turn_id in state.turns:
+                first = state.turns[turn_id].message_ids[0]
+                parent = state.graph.parent(node_id)
+                c.submit(state.messages[first].text, anchor=parent, budget=self.composer.budget.value())
+
+    # ------------------------------------------------------------------ export / import
+
+    def _ask_export(self) -> None:
+        if self.controller.session_id is None:
+            self._on_error("No session is open yet.")
+            return
+        dialog = QFileDialog(self, "Export session", str(Path.home() / f"session-{self.controller.session_id[:8]}.json"),
+                             "Context model JSON (*.json)")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.export_to(Path(path)), "Export"))
+        dialog.open()
+
+    def _ask_import(self) -> None:
+        dialog = QFileDialog(self, "Import session", str(Path.home()), "Context model JSON (*.json)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.import_from(Path(path)), "Import"))
+        dialog.open()
+
+    async def export_to(self, path: Path) -> Path:
+        """Write the open session as a structured context model document."""
+        c = self.controller
+        doc = await c.engine.ex.run("store", self.services.export_session, c.engine.store, c.session_id)
+        await asyncio.get_running_loop().run_in_executor(None, write_json, path, doc)
+        self.statusBar().showMessage(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
+        return path
+
+    async def import_from(self, path: Path) -> str | None:
+        """Validate and import a document as a new session and open it; errors are shown, nothing written."""
+        c = self.controller
+        loop = asyncio.get_running_loop()
+        try:
+            data = await loop.run_in_executor(None, lambda: json.loads(path.read_text(encoding="utf-8")))
+            session_id = await c.engine.ex.run("store", self.services.import_session, c.engine.store, data)
+        except Exception as exc:  # noqa: BLE001 - shown to the user as is
+            message = f"Could not import {path.name}: {exc}"
+            self._on_error(message)
+            box = QMessageBox(QMessageBox.Icon.Warning, "Import failed", message, QMessageBox.StandardButton.Ok, self)
+            box.open()
+            return None
+        await c.open_session(session_id)
+        self.statusBar().showMessage(f"Imported {path.name} as a new session", 10000)
+        return session_id
+
+    # ------------------------------------------------------------------ settings and theme
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(
+            self.settings,
+            chat_models=self.services.chat_models(self.settings),
+            embed_models=self.services.embed_models(self.settings),
+            verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
+            parent=self,
+        )
+        dialog.settings_accepted.connect(self._on_settings_accepted)
+        dialog.open()
+        return dialog
+
+    def _on_settings_accepted(self, new: Settings) -> None:
+        old = self.settings
+        # The folder in use stays in use until the next start; it keeps the new settings too.
+        self.settings = self.controller.settings = new.model_copy(update={"data_dir": old.data_dir})
+        try:
+            self.settings.save()
+        except OSError as exc:
+            self._on_error(f"Settings not saved: {exc}")
+        self.composer.budget.setValue(new.default_budget)
+        if new.theme != old.theme:
+            self._apply_theme()
+        if new.data_dir != old.data_dir:
+            try:
+                new.save()  # the new folder starts with these settings
+                remember_data_dir(new.data_dir)
+            except OSError as exc:
+                self._on_error(f"Cannot use {new.data_dir}: {exc}")
+                return
+            self.statusBar().showMessage(f"The data folder {new.data_dir} is used from the next start.", 10000)
+        models = ("chat_model", "embed_model", "context_size", "n_threads")
+        changed = any(getattr(new, f) != getattr(old, f) for f in models)
+        if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
+            self.controller.spawn(self._reload(), "Reloading the models")
+        self._update_status_labels()
+
+    async def _reload(self) -> None:
+        """Load the models again (after a settings change, or to retry a failed load)."""
+        session_id = self.controller.session_id
+        self.controller.ready = False
+        await self.controller.close()
+        self.controller.engine = None
+        self.controller.closed = False
+        self.controller.ready = False
+        await self.controller.load(session_id)
+        self._update_status_labels()
+
+    def _apply_theme(self) -> None:
+        dark = self.settings.theme == "dark"
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, dark)
+        self.scene.set_theme(dark)
+
+    def _toggle_theme(self) -> None:
+        self._on_settings_accepted(self.settings.model_copy(update={"theme": "light" if self.settings.theme == "dark" else "dark"}))

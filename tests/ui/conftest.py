@@ -1,0 +1,88 @@
+"""Fixtures for the desktop tests: a qasync loop on pytest-qt's QApplication, and ways to wait.
+
+The app runs engine coroutines on Qt's event loop through qasync; a test drives that loop with
+``drive(loop, coro)``, which also processes Qt events (painting, timers, signals) meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from app.config import Settings
+from app.core.engine import Engine, EngineConfig
+from app.core.ports import WordTokenCounter
+from app.core.runtime.executors import Executors
+from app.ui.services import Services
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def aloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()  # also joins qasync's default executor threads
+    asyncio.set_event_loop(None)
+
+
+def drive(loop: asyncio.AbstractEventLoop, coro: Awaitable[T], timeout: float = 120.0) -> T:
+    """Run ``coro`` on the qasync loop (Qt events are processed meanwhile)."""
+    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
+async def until(predicate: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
+    """Wait on the loop until ``predicate()`` is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Services:
+    """Services whose engine runs on real SQLite + LanceDB with the scripted model and embedder."""
+    from app import desktop
+    from app.llm.fakes import HashEmbedder, ScriptedChatModel
+    from app.store.index import SearchIndex
+    from app.store.sqlite import SqliteStore
+
+    def build(settings: Settings, progress: Callable[[str], None]) -> Engine:
+        progress("opening the store")
+        ex = Executors()
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = ex.pool("store").submit(SqliteStore, settings.db_path).result()
+        embedder = HashEmbedder(dim=64)
+        progress("loading the chat model scripted")
+        return Engine(
+            store=store, index=SearchIndex(settings.index_dir, embedder), embedder=embedder,
+            chat=ScriptedChatModel(replies or ["Noted [1]."], token_delay_s=delay), counter=WordTokenCounter(),
+            executors=ex, config=EngineConfig(default_budget=settings.default_budget, llm_intent="off"),
+        )
+
+    real = desktop.services()
+    return Services(
+        build_engine=build,
+        verify_chat_model=real.verify_chat_model,
+        chat_models=real.chat_models,
+        embed_models=real.embed_models,
+        export_session=real.export_session,
+        import_session=real.import_session,
+        list_sessions=real.list_sessions,
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.load(tmp_path / "pcm-data")

@@ -1,0 +1,236 @@
+"""The desktop app end to end on the real engine: window, composer, canvas, re-anchoring, panels,
+settings and export/import.
+
+The ``model`` tests load the real SmolLM2 GGUF and the real embedder once per module; the others
+run the same window on real SQLite + LanceDB with the scripted model (fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from app.config import Settings
+from app.core.types import NodeKind
+from app.ui.window import MainWindow
+from tests.ui.conftest import drive, fake_services, until
+
+
+def _open(qtbot, settings: Settings, services) -> MainWindow:
+    window = MainWindow(settings, services)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def _send(window: MainWindow, text: str) -> None:
+    window.composer.edit.setPlainText(text)
+    window.composer.send.click()
+
+
+async def _answered(window: MainWindow, count: int) -> list[str]:
+    """Wait until ``count`` turns of the open session are answered; return their turn ids."""
+    c = window.controller
+
+    def done() -> list[str] | None:
+        state = c.state
+        if state is None or c.live or c._pending or c._starting:
+            return None
+        turns = [t for t in state.turn_order if len(state.turns[t].message_ids) >= 2]
+        return turns if len(turns) >= count else None
+
+    return await until(done, 180, f"{count} answered turns")
+
+
+def _close(window: MainWindow, loop) -> None:
+    window.close()
+    drive(loop, until(lambda: window._shut, 30, "shutdown"))
+
+
+# ---------------------------------------------------------------------- fast: scripted model
+
+
+def test_window_shows_at_once_and_composer_says_why_until_ready(qtbot, aloop, settings: Settings) -> None:
+    window = _open(qtbot, settings, fake_services())
+    assert window.isVisible()
+    assert not window.composer.send.isEnabled()
+    assert "Loading" in window.composer.reason.text()
+    _send(window, "kept while loading")
+    assert window.composer.edit.toPlainText() == "kept while loading"  # nothing lost
+    drive(aloop, window.controller.load())
+    assert window.composer.send.isEnabled() and window.composer.reason.isHidden()
+    assert window.controller.state is not None
+    _close(window, aloop)
+
+
+def test_a_model_that_fails_to_load_is_explained(qtbot, aloop, settings: Settings) -> None:
+    services = fake_services()
+
+    def broken(settings: Settings, progress) -> None:
+        raise RuntimeError("not a GGUF file: models/broken.gguf")
+
+    from dataclasses import replace
+
+    window = _open(qtbot, settings, replace(services, build_engine=broken))
+    assert drive(aloop, window.controller.load()) is False
+    assert not window.composer.send.isEnabled()
+    assert "broken.gguf" in window.composer.reason.text() and "Settings" in window.composer.reason.text()
+    _close(window, aloop)
+
+
+def test_streams_queue_beyond_the_limit_and_stop_is_prompt(qtbot, aloop, settings: Settings) -> None:
+    settings = settings.model_copy(update={"max_concurrent_streams": 1})
+    long = " ".join(f"w{i}" for i in range(400))
+    window = _open(qtbot, settings, fake_services([long], delay=0.01))
+    drive(aloop, window.controller.load())
+    _send(window, "Tell me a long story about ships")
+    _send(window, "And a second one about trains")
+    c = window.controller
+    drive(aloop, until(lambda: c.live and next(iter(c.live.values())).pieces > 5, 30, "first stream"))
+    assert len(c.live) == 1 and len(c._pending) == 1  # the second input waits for a free stream
+    first = next(iter(c.live))
+    window.streams.stop_requested.emit(first)
+    turns = drive(aloop, _answered(window, 2))
+    state = c.state
+    assert state is not None
+    answer = state.messages[state.turns[turns[0]].message_ids[1]].text
+    assert len(answer.split()) < 400  # stopped early
+    _close(window, aloop)
+
+
+def test_export_import_round_trip_through_the_file_menu_paths(qtbot, aloop, tmp_path: Path) -> None:
+    first = _open(qtbot, Settings.load(tmp_path / "a"), fake_services(["Sure [1]."]))
+    drive(aloop, first.controller.load())
+    _send(first, "Plan the garden: tomatoes along the south wall")
+    _send(first, "Which vegetables go along the south wall?")
+    drive(aloop, _answered(first, 2))
+    exported = drive(aloop, first.export_to(tmp_path / "garden.json"))
+    # Importing into the same store is refused and nothing is written.
+    before = len(drive(aloop, first.controller.sessions()))
+    assert drive(aloop, first.import_from(exported)) is None
+    assert len(drive(aloop, first.controller.sessions())) == before
+    _close(first, aloop)
+
+    second = _open(qtbot, Settings.load(tmp_path / "b"), fake_services())
+    drive(aloop, second.controller.load())
+    session_id = drive(aloop, second.import_from(exported))
+    assert session_id == json.loads(exported.read_text(encoding="utf-8"))["session"]["session_id"]
+    state = second.controller.state
+    assert state is not None and state.session_id == session_id
+    turn_nodes = [n for n in state.graph.nodes(NodeKind.TURN)]
+    assert len(turn_nodes) == 2 and all(second.scene.item(n.node_id) is not None for n in turn_nodes)
+    again = drive(aloop, second.export_to(tmp_path / "again.json"))
+    assert again.read_bytes() == exported.read_bytes()
+    _close(second, aloop)
+
+
+def test_settings_dialog_rejects_a_bad_model_file(qtbot, aloop, settings: Settings, tmp_path: Path) -> None:
+    window = _open(qtbot, settings, fake_services())
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a model" * 100)
+    dialog = window.open_settings()
+    accepted: list[Settings] = []
+    dialog.settings_accepted.connect(accepted.append)
+    dialog.set_chat_model(str(bad))
+    dialog.save()
+    drive(aloop, until(lambda: dialog.error_text(), 60, "the verification error"))
+    assert "broken.gguf" in dialog.error_text()
+    assert not accepted and window.settings.chat_model == settings.chat_model
+    dialog.reject()
+    _close(window, aloop)
+
+
+# ---------------------------------------------------------------------- the real small model
+
+
+@pytest.fixture(scope="module")
+def real_window(qapp: QApplication, tmp_path_factory) -> Iterator[tuple[MainWindow, asyncio.AbstractEventLoop]]:
+    import qasync
+
+    from app import desktop
+
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    settings = Settings.load(tmp_path_factory.mktemp("desk") / "data")
+    window = MainWindow(settings, desktop.services())
+    window.show()
+    assert drive(loop, window.controller.load(), 300)
+    yield window, loop
+    window.close()
+    drive(loop, until(lambda: window._shut, 60, "shutdown"))
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.mark.model
+def test_real_session_routes_streams_reanchors_and_inspects(real_window) -> None:
+    window, loop = real_window
+    c = window.controller
+    updates: list[tuple[str, str]] = []
+    c.answer_updated.connect(lambda t, text: updates.append((t, text)))
+    routed: list[str] = []
+    c.turn_routed.connect(lambda key, turn_id, node_id, record: routed.append(node_id))
+
+    _send(window, "I am planning a trip to Lisbon in May. What should I pack for the weather?")
+    (t1,) = drive(loop, _answered(window, 1))
+    state = c.state
+    assert state is not None
+    n1 = state.node_of(t1)
+    assert n1 and window.scene.item(n1) is not None and routed == [n1]
+    assert state.graph.parent(n1) is None  # the first input starts a root
+    # The answer streamed into the node: several growing updates, the last one the full answer.
+    texts = [text for t, text in updates if t == t1]
+    answer = state.messages[state.turns[t1].message_ids[1]].text
+    assert len(texts) >= 2 and answer.startswith(texts[0]) and texts[-1] == answer
+
+    _send(window, "For the Lisbon trip in May, which shoes should I pack for walking?")
+    _send(window, "Explain how quicksort partitions an array around a pivot.")
+    t1_, t2, t3 = drive(loop, _answered(window, 3))
+    n2, n3 = state.node_of(t2), state.node_of(t3)
+    assert state.graph.parent(n2) == n1  # the follow-up lands on its anchor
+    assert state.graph.parent(n3) is None  # the unrelated input starts a new root
+    assert {n1, n2, n3} <= {nid for nid in window.scene.node_ids()}
+
+    # Drag the quicksort turn onto the Lisbon branch: re-planned, recompiled, stored, undoable.
+    window.scene.node_dropped.emit(n3, n2)
+    drive(loop, until(lambda: state.graph.parent(n3) == n2, 60, "re-anchor"))
+    record = drive(loop, c.record(t3))
+    assert record is not None and record.build.anchor_node == n2
+    assert record.build.routing.get("override") == n2
+    window.undo.undo()
+    drive(loop, until(lambda: state.graph.parent(n3) is None, 60, "undo"))
+    record = drive(loop, c.record(t3))
+    assert record is not None and record.build.anchor_node is None
+
+    # Selecting a turn shows its recorded intent, plan and evidence in the inspector.
+    window.scene.node_selected.emit(n2)
+    drive(loop, until(lambda: window.inspector.record is not None and window.inspector.record.turn_id == t2, 30, "inspector"))
+    shown = window.inspector.record
+    assert shown.build.intent["mode"] and shown.build.plan["budget"]
+    assert any(c_.kept for c_ in shown.build.recall.candidates)
+    assert n1 in {c_["node_id"] for c_ in shown.build.routing["candidates"]}
+
+
+@pytest.mark.model
+def test_python_m_app_opens_answers_quits_and_reopens_the_session(tmp_path: Path) -> None:
+    """README command (a)'s entry point, as a process: the real loop, models, LanceDB and window."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PCM_DATA_DIR": str(tmp_path / "data")}
+    sessions = []
+    for text in ("Say hello in five words.", "And now say goodbye."):
+        proc = subprocess.run([sys.executable, "-m", "app", "--self-test", text], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found = re.search(r"answered .* in session (\w+)", proc.stdout)
+        assert found, proc.stdout
+        sessions.append(found.group(1))
+    assert sessions[0] == sessions[1]  # the second start reopened the most recent session
