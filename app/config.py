@@ -61,6 +61,25 @@ def remember_data_dir(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+class FeedSource(BaseModel):
+    """An RSS/Atom feed (http(s) URL or local file) polled every ``interval_s`` seconds."""
+
+    url: str
+    interval_s: float = Field(300.0, ge=1.0)
+
+
+class ApiSource(BaseModel):
+    """A JSON endpoint polled every ``interval_s``; ``path`` (dotted, e.g. ``data.price``) picks
+    the value watched (empty: the whole document). An event only when that value changes."""
+
+    url: str
+    interval_s: float = Field(60.0, ge=1.0)
+    path: str = ""
+
+
+DEFAULT_IGNORE = [".git/*", "*/.git/*", "__pycache__/*", "*/__pycache__/*", "*.tmp", "*.swp", "*~", ".#*", "*.part"]
+
+
 class Settings(BaseModel):
     """Everything the app can be configured with; saved as JSON in the data folder."""
 
@@ -73,6 +92,13 @@ class Settings(BaseModel):
     default_budget: int = 1024
     max_concurrent_streams: int = 2
     theme: str = "light"
+    # Environment sensors (issue 5): watched folders, feeds and JSON endpoints become env events.
+    watched_folders: list[Path] = Field(default_factory=list)
+    ignore_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_IGNORE))
+    max_file_bytes: int = 1_000_000  # larger (or binary) files are recorded, not read
+    coalesce_ms: int = 500  # changes of one path within this window become one event
+    feeds: list[FeedSource] = Field(default_factory=list)
+    apis: list[ApiSource] = Field(default_factory=list)
 
     @property
     def db_path(self) -> Path:

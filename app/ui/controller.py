@@ -134,7 +134,10 @@ class EngineController(QObject):
             self.ready_changed.emit(False, f"Models did not load: {message}. Choose another in Settings (Ctrl+,).")
             return False
         self.ready = True
-        self.status_changed.emit(f"Ready in {time.perf_counter() - started:.1f} s")
+        took = time.perf_counter() - started
+        log.info("ready in %.1f s: chat model %s, session %s", took,
+                 getattr(self.engine.chat, "name", None) or self.settings.chat_model, self.session_id)
+        self.status_changed.emit(f"Ready in {took:.1f} s")
         self.ready_changed.emit(True, "")
         return True
 

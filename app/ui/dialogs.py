@@ -18,10 +18,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-    QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget,
+    QProgressBar, QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
 )
 
 from app.config import Settings
+from app.ui.env_settings import EnvironmentSettingsWidget
 from app.ui.panels.widgets import set_role
 
 VerifyModel = Callable[[str], str | None]
@@ -121,8 +122,14 @@ class SettingsDialog(QDialog):
         form.addRow("", data_note)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         self.save_button = self.buttons.button(QDialogButtonBox.StandardButton.Save)
+        general = QWidget(self)
+        general.setLayout(form)
+        self.environment = EnvironmentSettingsWidget(settings, self)
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(general, "General")
+        self.tabs.addTab(self.environment, "Environment")
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
+        layout.addWidget(self.tabs)
         layout.addWidget(self.buttons)
 
         self._poll = QTimer(self)
@@ -152,6 +159,7 @@ class SettingsDialog(QDialog):
             "theme": str(self.theme.currentData()),
             "data_dir": Path(self.data_dir.text().strip()).expanduser() if self.data_dir.text().strip()
             else self._settings.data_dir,
+            **self.environment.values(),
         })
 
     def set_chat_model(self, value: str) -> None:
@@ -170,6 +178,9 @@ class SettingsDialog(QDialog):
 
     def _on_save(self) -> None:
         if self.verifying:
+            return
+        if self.environment.problems():
+            self.tabs.setCurrentWidget(self.environment)
             return
         chat = self.chat_model.currentText().strip()
         if not chat:

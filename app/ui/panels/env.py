@@ -1,0 +1,81 @@
+"""The Environment panel: recent environment events and the sensors' health.
+
+Each row is one stored env event (a file edited in a watched folder, a feed item, a changed API
+value): when, kind, what, the change, where it was routed (a task or branch, or the environment
+lane) and whether it pushed a notice to an active task. Clicking a row emits ``selected`` with the
+event's canvas node. Above the table a line per sensor says when it last worked or why it failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from app.ui.panels.widgets import make_table
+
+COLUMNS = ("When", "Kind", "What", "Change", "Routed to", "Push")
+MAX_ROWS = 500  # the panel shows the newest; everything stays in the store
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRow:
+    """What the panel shows of one event."""
+
+    event_id: str
+    node_id: str | None
+    at: str
+    kind: str
+    title: str
+    change: str
+    routed_to: str  # a label, or "" for the environment lane
+    pushed: bool = False
+
+
+class EnvPanel(QWidget):
+    """Newest environment events first, with where each was routed; sensor status on top."""
+
+    selected = Signal(str)  # node id of the clicked event
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[EnvRow] = []
+        self.status = QLabel("No sensors configured — add watched folders, feeds or endpoints in Settings (Ctrl+,).", self)
+        self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.table: QTableWidget = make_table(COLUMNS, stretch_last=False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        for column in (0, 1, 3, 4, 5):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.cellClicked.connect(self._on_clicked)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.status)
+        box.addWidget(self.table, 1)
+
+    def add_events(self, rows: list[EnvRow]) -> None:
+        """Put ``rows`` on top (newest first), keeping at most ``MAX_ROWS``."""
+        if not rows:
+            return
+        self.rows = (list(reversed(rows)) + self.rows)[:MAX_ROWS]
+        self.table.setUpdatesEnabled(False)
+        self.table.setRowCount(len(self.rows))
+        for r, row in enumerate(self.rows):
+            values = (row.at[11:19] or row.at, row.kind, row.title, row.change, row.routed_to or "environment lane",
+                      "pushed" if row.pushed else "")
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(f"{row.title}\n{row.at}")
+                self.table.setItem(r, c, item)
+        self.table.setUpdatesEnabled(True)
+
+    def set_sensor_status(self, lines: list[str]) -> None:
+        """One line per sensor (e.g. "feed https://…: ok 12:04, 31 items" or its last error)."""
+        self.status.setText("\n".join(lines) if lines else
+                            "No sensors configured — add watched folders, feeds or endpoints in Settings (Ctrl+,).")
+
+    def _on_clicked(self, r: int, _column: int) -> None:
+        if 0 <= r < len(self.rows) and self.rows[r].node_id:
+            self.selected.emit(self.rows[r].node_id)
