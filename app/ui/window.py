@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(centre)
 
         self.inspector = InspectorPanel(self)
+        self.inspector.evidence.text_lookup = self._evidence_text
         self.streams = StreamsPanel(self)
         self.sessions = QListWidget(self)
         self.docks = {
@@ -436,6 +437,11 @@ class MainWindow(QMainWindow):
         live = self.controller.live.get(turn_id)
         if live is not None and live.text and hasattr(self.inspector, "set_streaming_text"):
             self.inspector.set_streaming_text(live.text)
+
+    def _evidence_text(self, evidence_id: str) -> str | None:
+        state = self.controller.state
+        view = state.messages.get(evidence_id) if state is not None else None
+        return f"{view.speaker}: {view.text}" if view is not None else None
 
     def _on_evidence_hovered(self, evidence_ids: list[str]) -> None:
         state = self.controller.state

@@ -444,7 +444,7 @@ def test_a_theme_switch_recolours_the_shown_record_and_keeps_a_streamed_answer(
         theme.apply_theme(qapp, True)
         qtbot.waitUntil(lambda: theme.DARK.warn in panel.turn.answer.toHtml(), timeout=2000)
         assert theme.LIGHT.warn not in panel.turn.answer.toHtml()
-        assert theme.DARK.muted in panel.title.styleSheet()
+        qtbot.waitUntil(lambda: theme.DARK.muted in panel.title.styleSheet(), timeout=2000)
         partial = session.record.model_copy(update={"output": "", "finish_reason": "", "usage": {}})
         panel.show_record(partial)
         panel.set_streaming_text("Still arriving [4]", partial.turn_id)

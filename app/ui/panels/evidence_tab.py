@@ -7,6 +7,8 @@ texts come from the context lines that showed them (the record keeps no other te
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from typing import Any
 
 from PySide6.QtGui import QColor
@@ -30,6 +32,8 @@ class EvidenceTabWidget(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        #: Text of an evidence id the context did not show (the window looks it up in the session).
+        self.text_lookup: Callable[[str], str | None] | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         page, layout = scroll_page(self)
@@ -88,14 +92,15 @@ class EvidenceTabWidget(QWidget):
             ident.setToolTip(cand.id)
             ident.setData(IDS_ROLE, [cand.id])
             text = texts.get(cand.id, "")
+            known = (self.text_lookup(cand.id) or "") if not text and self.text_lookup is not None else ""
             if text:
                 shown = text
             elif cand.id in dropped:
-                shown = f"(not sent: {dropped[cand.id]})"
+                shown = f"(not sent: {dropped[cand.id]}) {known}".rstrip()
             else:
-                shown = "(not sent)" if not cand.kept else "(not in the context)"
-            text_item = SortableItem(shown, text)
-            text_item.setToolTip(text)
+                shown = f"{'(not sent)' if not cand.kept else '(not in the context)'} {known}".rstrip()
+            text_item = SortableItem(shown, text or known)
+            text_item.setToolTip(text or known)
             if not text:
                 text_item.setForeground(QColor(colors.muted))
             row: list[SortableItem | str] = [
