@@ -1,1 +1,18 @@
-"""Environment sensors (files, feeds, API polling) that turn changes into events."""
+"""Environment sensors (files, feeds, API polling) that turn changes into events.
+
+Sensors run on their own threads and only call a sink (``EnvIntake.put``) with
+:class:`~app.core.runtime.intake.RawChange` values; the intake coalesces and batches them on the
+loop. Build the whole set from plain arguments with :meth:`SensorSet.build`, and give the intake
+:func:`make_preparer` so file text is read once per coalesced event, off the loop.
+"""
+
+from app.sensors.api import ApiSensor
+from app.sensors.base import ApiSpec, FeedSpec, Sensor, Sink, SourceStatus
+from app.sensors.feeds import FeedSensor, FirstPoll
+from app.sensors.files import FilePreview, FolderSensor, make_preparer, prepare_file_change, read_text_preview
+from app.sensors.sensorset import SensorSet
+
+__all__ = [
+    "ApiSensor", "ApiSpec", "FeedSensor", "FeedSpec", "FilePreview", "FirstPoll", "FolderSensor", "Sensor",
+    "SensorSet", "Sink", "SourceStatus", "make_preparer", "prepare_file_change", "read_text_preview",
+]

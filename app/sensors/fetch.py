@@ -1,0 +1,210 @@
+"""Fetching bytes with caps, and the polling loop shared by the feed and API sensors.
+
+:func:`fetch_bytes` reads an http(s) URL, a ``file://`` URL or a plain local path as bytes, with a
+size cap (at most ``max_bytes + 1`` bytes are ever read) and a time cap, and supports conditional
+requests: an ETag / Last-Modified pair from the previous fetch is sent back and a 304 comes back
+as ``not_modified``. Local files get the same treatment from their size and mtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "pcm-canvas/0.1 (+offline desktop; sensors)"
+_CHUNK = 64 * 1024
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+PollFn = Callable[[int], None]
+
+
+class FetchError(Exception):
+    """A fetch failed. ``reason`` is a short code: too_large, timeout, http, network, missing,
+    unsupported; ``str(err)`` is one line meant for the status panel."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What the previous successful fetch returned, sent back to make the next one conditional."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """The outcome of one fetch: ``body`` is None when the source was not modified."""
+
+    body: bytes | None
+    validators: Validators
+    status: int = 200
+    content_type: str = ""
+    request_headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def not_modified(self) -> bool:
+        return self.body is None
+
+
+def is_local(url: str) -> bool:
+    """True for ``file://`` URLs and plain paths (anything without an http(s) scheme)."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")  # C:\...
+
+
+def local_path(url: str) -> Path:
+    """The filesystem path of a ``file://`` URL or a plain path."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() == "file":
+        return Path(urllib.request.url2pathname(parts.path))
+    return Path(url).expanduser()
+
+
+def fetch_bytes(
+    url: str, *, max_bytes: int, timeout_s: float, validators: Validators | None = None
+) -> FetchResult:
+    """Fetch ``url`` as bytes; raises :class:`FetchError`. Blocking: call it on a sensor thread."""
+    if is_local(url):
+        return _fetch_local(local_path(url), max_bytes, validators)
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError("unsupported", f"unsupported URL scheme {scheme!r}")
+    return _fetch_http(url, max_bytes, timeout_s, validators)
+
+
+def _fetch_local(path: Path, max_bytes: int, validators: Validators | None) -> FetchResult:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise FetchError("missing", f"file not found: {path}") from None
+    except OSError as exc:
+        raise FetchError("network", f"cannot stat {path}: {exc.strerror or exc}") from None
+    # A local file's "ETag" is its mtime and size: unchanged → not modified, no read, no parse.
+    tag = Validators(etag=f'"{st.st_mtime_ns:x}-{st.st_size:x}"')
+    if validators is not None and validators.etag == tag.etag:
+        return FetchResult(None, tag, status=304)
+    if st.st_size > max_bytes:
+        raise FetchError("too_large", f"{path} is {st.st_size} bytes (limit {max_bytes})")
+    try:
+        with path.open("rb") as fh:
+            body = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise FetchError("network", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(body) > max_bytes:  # grew between stat and read
+        raise FetchError("too_large", f"{path} is over {max_bytes} bytes")
+    return FetchResult(body, tag)
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host in _LOOPBACK:  # a proxy from the environment must never see loopback traffic
+        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener()
+
+
+def _fetch_http(url: str, max_bytes: int, timeout_s: float, validators: Validators | None) -> FetchResult:
+    headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+    if validators is not None and validators.etag:
+        headers["If-None-Match"] = validators.etag
+    if validators is not None and validators.last_modified:
+        headers["If-Modified-Since"] = validators.last_modified
+    request = urllib.request.Request(url, headers=headers)
+    sent = tuple(sorted(headers.items()))
+    deadline = time.monotonic() + timeout_s
+    try:
+        with _opener(url).open(request, timeout=timeout_s) as resp:
+            length = resp.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > max_bytes:
+                raise FetchError("too_large", f"{url} announces {length} bytes (limit {max_bytes})")
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                # read1 returns what one socket read gives, so the deadline is checked between
+                # reads and a server trickling bytes cannot hold the thread past the time cap.
+                chunk = resp.read1(_CHUNK)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    raise FetchError("too_large", f"{url} sent more than {max_bytes} bytes")
+                if time.monotonic() > deadline:
+                    raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s")
+            got = Validators(resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
+            return FetchResult(b"".join(chunks), got, resp.status, resp.headers.get("Content-Type", ""), sent)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 304:
+            kept = validators or Validators()
+            got = Validators(exc.headers.get("ETag") or kept.etag, exc.headers.get("Last-Modified") or kept.last_modified)
+            return FetchResult(None, got, 304, "", sent)
+        raise FetchError("http", f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (TimeoutError, socket.timeout):
+        raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+            raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s") from None
+        raise FetchError("network", f"{url}: {exc.reason}") from None
+    except OSError as exc:
+        raise FetchError("network", f"{url}: {exc}") from None
+
+
+class PollingThreads:
+    """One daemon thread per source, each calling ``poll(index)`` then waiting its interval.
+
+    ``stop()`` sets an Event every wait is on, so idle threads end at once; a thread inside a
+    fetch ends when the fetch's time cap expires (threads are daemons, so exit never waits).
+    """
+
+    def __init__(self, name: str, intervals: Sequence[float]) -> None:
+        self._name = name
+        self._intervals = list(intervals)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def start(self, poll: PollFn) -> None:
+        """Start one thread per source; the first poll happens at once."""
+        if self._threads:
+            return
+        self._stop.clear()
+        for index, interval in enumerate(self._intervals):
+            thread = threading.Thread(
+                target=self._run, args=(index, interval, poll), name=f"pcm-{self._name}-{index}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, index: int, interval: float, poll: PollFn) -> None:
+        while not self._stop.is_set():
+            try:
+                poll(index)
+            except Exception:  # poll reports its own errors; this is the last guard for bugs
+                log.exception("%s poller %d failed", self._name, index)
+            if self._stop.wait(interval):
+                break
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Ask every thread to end and join them within ``timeout_s`` in total."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
