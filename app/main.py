@@ -116,7 +116,8 @@ def build_engine(
     token_counter = ModelTokenCounter(model) if counter == "model" and model is not None else WordTokenCounter()
     # Without a chat model nothing limits the context but the budget (evaluation, benchmarks).
     context_size = settings.context_size if chat else 1 << 20
-    config = EngineConfig(default_budget=settings.default_budget, context_size=context_size)
+    config = EngineConfig(default_budget=settings.default_budget, context_size=context_size,
+                          max_streams=settings.max_concurrent_streams)
     return Engine(
         store=store, index=index, embedder=embedder, chat=model if chat else None,
         counter=token_counter, executors=executors, config=config,

@@ -26,6 +26,7 @@ from app.core.graph import GraphChange, SessionGraph
 from app.core.pipeline import NEW_ROOT
 from app.core.retrieval import INDEX_CHANNELS
 from app.core.session import Override, OverrideSpan, SessionState
+from app.core.tasks import TaskInputs
 from app.core.trace import BuildRecord, StageTiming, TurnRecord, TurnRevision
 from app.core.types import EdgeKind, GraphEdge, utc_now
 
@@ -284,6 +285,8 @@ class BranchActions:
             recorded_llm=b.llm_intent, focus_node=b.routing.get("focus"),
             focus_chosen=bool(b.routing.get("focus_chosen")),
             input_id=turn.message_ids[0] if turn.message_ids else "input",
+            tool_specs=b.tool_specs, recorded_tools=b.tools,  # the turn's tool results, not run again
+            tasks=TaskInputs.model_validate(b.tasks),  # the task stack as the turn saw it
         )
 
     # ------------------------------------------------------------------ injecting results

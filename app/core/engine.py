@@ -21,15 +21,19 @@ import numpy as np
 
 from app.core.branching import BranchActions, override_spans
 from app.core.compiler import Fact, extract_facts
-from app.core.intent import INTENT_JSON_SCHEMA, IntentContext, IntentEngine, PrototypeBank, intent_messages
+from app.core.environment import EnvironmentActions
+from app.core.intent import INTENT_JSON_SCHEMA, IntentContext, IntentEngine, PrototypeBank, RunningTask, intent_messages
 from app.core.pipeline import BuildInputs, ContextBuilder
-from app.core.plan import PlanBuilder
+from app.core.plan import PlanBuilder, ToolSpec
 from app.core.ports import ChatModel, Embedder, GenerationParams, TokenCounter
 from app.core.profile import UserProfile
 from app.core.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.routing import AnchorRouter, SESSION_DEFAULT, RoutingWeights
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.session import SessionState
+from app.core.task_actions import TaskActions, TurnHooks
+from app.core.tasks import TaskInputs
+from app.core.tool_model import ToolRound
 from app.core.trace import BuildRecord, StageTiming, TurnRecord, diff
 from app.core.types import (
     Author, AuthorKind, ContextBlock, EdgeKind, Evidence, EvidenceSource, EvidenceType, GraphEdge, GraphNode,
@@ -86,6 +90,7 @@ class EngineConfig:
     llm_intent_timeout_s: float = 2.0
     generation: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=256))
     routing: RoutingWeights = SESSION_DEFAULT
+    max_streams: int = 2  # concurrent streams per session (Settings.max_concurrent_streams)
 
 
 @dataclass
@@ -129,7 +134,7 @@ def message_evidence(view: Any) -> Evidence:
     )
 
 
-class Engine(BranchActions):
+class Engine(BranchActions, EnvironmentActions, TaskActions):
     """One engine per data folder; sessions are loaded on first use and kept in memory."""
 
     def __init__(
@@ -161,6 +166,8 @@ class Engine(BranchActions):
             answer_reserve=self.config.answer_reserve,
             context_size=self.config.context_size,
         )
+        self._init_environment()  # tool registry, watched folders, env signals (app.core.environment)
+        self._init_tasks()  # task stacks and the stream scheduler (app.core.task_actions)
 
     async def start(self) -> None:
         """Embed the intent prototypes once (on the embed executor)."""
@@ -181,6 +188,7 @@ class Engine(BranchActions):
         messages = await self.ex.run("store", self.store.list_messages, session_id)
         graph = await self.ex.run("store", lambda: self.store.load_graph(session_id, include_superseded=True))
         state = SessionState.load(session_id, messages, graph)  # superseded edges: history only
+        await self._load_notes(state)  # env events and memory notes, for recall
         for turn in await self.ex.run("store", self.store.list_turns, session_id):
             if (turn.get("record") or {}).get("build") and turn["turn_id"] in state.turns:
                 seq = state.turns[turn["turn_id"]].seq  # the state's own turn order, as as_of uses
@@ -293,11 +301,16 @@ class Engine(BranchActions):
         recorded_llm: dict[str, Any] | None = None,
         focus_node: str | None = None,
         focus_chosen: bool = False,
+        turn_id: str | None = None,
+        tool_specs: Sequence[ToolSpec] | None = None,
+        recorded_tools: ToolRound | None = None,
+        tasks: TaskInputs | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it).
 
         ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it
-        (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``.
+        (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only
+        for a turn (``turn_id``); ``tool_specs``/``recorded_tools`` replay a recorded build's.
         """
         state = state or await self.open_session(session_id)
         t0 = time.perf_counter()
@@ -307,13 +320,19 @@ class Engine(BranchActions):
         embed_ms = (time.perf_counter() - t0) * 1000
         candidate_ids = [m for tid in state.turn_order[-self.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
         vectors = await self._vectors_for(candidate_ids)
+        if tasks is None:  # the session's tasks now (a stream's hooks and replay give theirs)
+            await self.task_book(session_id)
+            tasks = self.task_inputs(session_id)
         llm_output, llm_status = None, "skipped"
         if recorded_llm is not None:
             llm_output, llm_status = recorded_llm.get("output"), recorded_llm.get("status", "skipped")
         elif self.chat is not None and self.config.llm_intent == "auto":
-            fast = self.builder.intents.infer(text, IntentContext(query_vector=None if query_vector is None else [float(x) for x in query_vector]))
+            fast = self.builder.intents.infer(text, IntentContext(
+                query_vector=None if query_vector is None else [float(x) for x in query_vector],
+                running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]))
             if fast.confidence.mode < self.config.llm_intent_below:
                 llm_output, llm_status = await self._llm_intent(text)
+        specs, tool_step = self._tool_setup(tool_specs, turn_id, recorded_tools)
         inputs = BuildInputs(
             text=text,
             at=at or utc_now(),
@@ -329,10 +348,12 @@ class Engine(BranchActions):
             input_id=input_id,
             llm_output=llm_output,
             llm_status=llm_status,
+            tools=specs,
+            tasks=tasks,
         )
         record, timing = await self.builder.build(
             state, inputs, vectors=vectors, search=self.index, run_blocking=self._blocking,
-            recorded_channels=recorded_channels,
+            recorded_channels=recorded_channels, tool_step=tool_step,
             context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
         )
         record.llm_intent = {"output": llm_output, "status": llm_status}
@@ -378,12 +399,13 @@ class Engine(BranchActions):
             return await self._submit(state, text, budget, anchor_override, on_token)
 
     async def _submit(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
-                      on_token: Callable[[str], None] | None) -> TurnRun:
+                      on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None) -> TurnRun:
         session_id = state.session_id
         turn_id, message = await self.ex.run("store", self.store.record_user_input, session_id, text)
         build, timing = await self.build(
             session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
             input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
+            turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
         )
         state.add_message(message)
         if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
@@ -396,6 +418,8 @@ class Engine(BranchActions):
             edge = GraphEdge(src=node.node_id, dst=build.anchor_node, kind=EdgeKind.CONTINUES, created_at=message.at)
             state.add_edge(edge)
         record = TurnRecord(turn_id=turn_id, session_id=session_id, node_id=node.node_id, build=build, timing=timing)
+        # a scheduler stream's path (task, interruption): written with the turn, no await before
+        attached = hooks.attached(state, record, message) if hooks is not None else None
 
         cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
         sources = [state.messages[i] for i in sorted(cited) if i in state.messages]  # the input included
@@ -414,6 +438,8 @@ class Engine(BranchActions):
                     session_id, turn_id,
                     [b.model_copy(update={"block_id": f"{turn_id}:{b.block_id}", "turn_id": turn_id}) for b in build.context.blocks],
                 )
+                if attached is not None and attached.persist is not None:
+                    attached.persist()
                 self.store.update_turn(turn_id, anchor_node_id=build.anchor_node, status="building", record=record.model_dump(mode="json"))
 
         await self.ex.run("store", persist_build)
@@ -421,10 +447,14 @@ class Engine(BranchActions):
         done: asyncio.Future[TurnRecord] = loop.create_future()
         stream = None
         if self.chat is not None:
-            stream = ChatStream(self.ex, self.chat, build.prompt, params=self.config.generation, stage="answer")
+            stream = ChatStream(self.ex, self.chat, build.prompt, stage="answer",
+                                params=attached.params if attached and attached.params else self.config.generation,
+                                urgent=bool(attached and attached.urgent))
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
         self._running[turn_id] = run
         asyncio.ensure_future(self._finish(run, record, message, on_token))
+        if self.index is not None:  # before the lock is released: later builds see its vector
+            await self.ex.run("embed", self.index.index_messages, session_id, [message])
         return run
 
     async def _finish(self, run: TurnRun, record: TurnRecord, message: Message, on_token: Callable[[str], None] | None) -> None:
@@ -456,9 +486,10 @@ class Engine(BranchActions):
                     self.store.update_turn(run.turn_id, status="answered" if finish != "error" else "failed", record=record.model_dump(mode="json"))
 
             await self.ex.run("store", persist_answer)
-            state.add_message(answer)
-            if self.index is not None:
-                await self.ex.run("embed", self.index.index_messages, run.session_id, [message, answer])
+            if self.index is not None:  # indexed before any build can see it (replay sees the same)
+                await self.ex.run("embed", self.index.index_messages, run.session_id, [answer])
+            async with self._lock(run.session_id):  # between builds, so as_of knows what a build saw
+                state.add_message(answer)
             await self._warm_counts(state, [message.message_id, answer.message_id])
             run.done.set_result(record)
         except Exception as exc:  # the turn is recorded; the failure is reported on the future
@@ -495,6 +526,8 @@ class Engine(BranchActions):
             limits=(record.build.plan["budget"]["context_size"], record.build.plan["budget"]["answer_reserve"]),
             recorded_llm=record.build.llm_intent, focus_node=routing.get("focus"),
             focus_chosen=bool(routing.get("focus_chosen")), input_id=mids[0] if mids else "input",
+            tool_specs=record.build.tool_specs, recorded_tools=record.build.tools,
+            tasks=TaskInputs.model_validate(record.build.tasks),
         )
         if "focus" not in routing:  # recorded before builds had a focus
             replayed.routing.pop("focus", None)
@@ -502,5 +535,7 @@ class Engine(BranchActions):
         return diff(record.build.comparable(), replayed.comparable())
 
     async def close(self) -> None:
-        """Let running answers finish their bookkeeping, then stop the executors."""
+        """Stop the scheduler's streams, let running answers finish their bookkeeping, then stop
+        the executors."""
+        await self._close_streams()
         self.ex.shutdown(wait=True)

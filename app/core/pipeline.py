@@ -9,15 +9,16 @@ are observations of the outside, which is why replay feeds their recorded hits b
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from app.core.compiler import ContextCompiler, Fact, Item, conflict_items, extract_facts, resolve_conflicts
-from app.core.intent import Intent, IntentContext, IntentEngine, Mode
-from app.core.plan import PlanBuilder, PlanContext, ToolSpec
+from app.core.intent import EnvEventRef, Intent, IntentContext, IntentEngine, Mode, RunningTask
+from app.core.plan import ContextPlan, PlanBuilder, PlanContext, ToolSpec
 from app.core.ports import TokenCounter
 from app.core.profile import UserProfile
 from app.core.retrieval import (
@@ -27,6 +28,8 @@ from app.core.routing import (
     AnchorCandidate, AnchorRouter, Feature, RoutingDecision, cosine, keyword_overlap, mention, recency_by_time,
 )
 from app.core.session import SessionState
+from app.core.tasks import StackDecision, TaskInputs, decide, decision_items, popped
+from app.core.tool_model import ToolRound, tool_items
 from app.core.trace import BuildRecord, StageTiming
 from app.core.types import BlockType, NodeKind, Priority, Role
 
@@ -58,6 +61,19 @@ class BuildInputs:
     llm_status: str = "skipped"
     input_id: str = "input"  # the stored id of the input message, when there is one
     facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
+    # An environment push (mode push): what triggered the build, the events it is about, and
+    # items that must be in the context whatever recall finds (the event, the task it touches).
+    trigger: str = "user"  # "user" | "env"
+    env_events: tuple[EnvEventRef, ...] = ()
+    pinned: tuple[Item, ...] = ()
+    # The session's tasks as the build sees them (app.core.tasks): the stack, the running streams'
+    # output so far, and the id a task-mode input's new task gets.
+    tasks: TaskInputs = field(default_factory=TaskInputs)
+
+
+#: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
+#: ``ToolActions`` provides it, feeding recorded outcomes back on replay.
+ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[ToolRound]]
 
 
 def _iso_seconds(at: str) -> float:
@@ -101,6 +117,22 @@ class ContextBuilder:
 
     # ------------------------------------------------------------------ stages
 
+    @staticmethod
+    def focus_task(state: SessionState, inp: BuildInputs) -> str | None:
+        """The task the user chose on the canvas (a focused task node), if any."""
+        if inp.focus_chosen and inp.focus_node is not None and inp.focus_node in state.graph:
+            node = state.graph.node(inp.focus_node)
+            if node.kind == NodeKind.TASK:
+                return node.ref_id
+        return None
+
+    def stack_decision(self, state: SessionState, inp: BuildInputs, intent: Intent, anchor: str | None) -> StackDecision:
+        """Which frame of the task stack the build works in (``app.core.tasks.decide``)."""
+        chain = state.main_chain(anchor, 50) if anchor is not None and anchor in state.graph else []
+        turns = [ref for ref in (state.graph.node(n).ref_id for n in chain) if ref]
+        return decide(inp.tasks, mode=intent.mode.value, chain_turns=turns, goal=intent.goal or inp.text,
+                      acceptance=intent.acceptance, target=intent.hint("target_task"))
+
     def infer_intent(self, state: SessionState, inp: BuildInputs) -> Intent:
         recent = [
             {"text": state.messages[m].text, "mode": ""}
@@ -113,6 +145,10 @@ class ContextBuilder:
             profile=inp.profile,
             llm_output=inp.llm_output,
             llm_status=inp.llm_status,
+            trigger="env" if inp.trigger == "env" else "user",
+            recent_env_events=list(inp.env_events),
+            running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in inp.tasks.running()],
+            focus_task=self.focus_task(state, inp),
         )
         return self.intents.infer(inp.text, ctx)
 
@@ -266,10 +302,13 @@ class ContextBuilder:
         recorded_channels: Sequence[ChannelRun] | None = None,
         context_size: int | None = None,
         answer_reserve: int | None = None,
+        tool_step: ToolStep | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Run every stage; ``context_size``/``answer_reserve`` override the builder's (replay
         rebuilds with the model limits the turn was built under). ``recorded_channels`` are
-        channel lists used as observed instead of being run: all of them (replay) or some."""
+        channel lists used as observed instead of being run: all of them (replay) or some.
+        ``tool_step`` runs the turn's tools (alongside recall); their results enter the context
+        as labelled evidence and the round is recorded in ``BuildRecord.tools``."""
         context_size = self.context_size if context_size is None else context_size
         answer_reserve = self.answer_reserve if answer_reserve is None else answer_reserve
         timing = StageTiming()
@@ -279,7 +318,8 @@ class ContextBuilder:
         result = self.planner.build(
             intent,
             PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
-                        answer_reserve=answer_reserve, context_size=context_size),
+                        answer_reserve=answer_reserve, context_size=context_size,
+                        running_tasks=[t.name for t in inp.tasks.running()]),
         )
         plan = result.plan
         t2 = time.perf_counter()
@@ -288,16 +328,42 @@ class ContextBuilder:
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:
             anchor = inp.anchor_override or None  # NEW_ROOT forces a root
+        stack = self.stack_decision(state, inp, intent, anchor)
+        # Popped subtasks stand in the context by their result only: their answers are not recalled.
+        answers = [m for t in popped(inp.tasks, stack) if t.turn_id in state.turns
+                   for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]
+        if answers:
+            inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
         t3 = time.perf_counter()
         req = self.recall_request(state, inp, intent, plan, anchor)
         recorded = {run.channel: run for run in recorded_channels or ()}
-        if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
-            recalled = fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()))
-        else:  # channels not given are run (a re-anchor reuses only the index channels)
-            recalled = await recall(state, req, query_vector=inp.query_vector, search=search,
-                                    run_blocking=run_blocking, recorded=recorded)
+
+        async def run_recall() -> RecallResult:
+            if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
+                return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()))
+            # channels not given are run (a re-anchor reuses only the index channels)
+            return await recall(state, req, query_vector=inp.query_vector, search=search,
+                                run_blocking=run_blocking, recorded=recorded)
+
+        async def run_tools() -> ToolRound | None:
+            started = time.perf_counter()
+            try:
+                return await tool_step(state, inp, intent, plan) if tool_step is not None else None
+            finally:
+                timing.tools_ms = (time.perf_counter() - started) * 1000
+
+        # The plan (and its tool policy) is fixed above, before any tool runs: nothing a tool
+        # returns can change it.
+        recalled, tool_round = await asyncio.gather(run_recall(), run_tools())
         t4 = time.perf_counter()
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
+        items.extend(decision_items(inp.tasks, stack))
+        items.extend(inp.pinned)
+        if tool_round is not None:
+            numbered = sum(1 for it in items if it.evidence_ids and it.segment in (BlockType.EVIDENCE, BlockType.MEMORY))
+            items.extend(tool_items(tool_round, start=numbered + 1, order=len(state.order) + 10_000,
+                                    max_tokens=max(64, plan.budget.segments.get("evidence", 0) * 2 // 3),
+                                    counter=self.counter))
         conflicts, _ = resolve_conflicts(facts)
         items.extend(conflict_items(conflicts))
         context_budget = min(inp.budget, max(0, context_size - answer_reserve))
@@ -324,6 +390,10 @@ class ContextBuilder:
             recall=recalled,
             context=compiled,
             prompt=prompt,
+            tool_specs=list(inp.tools),
+            tools=tool_round,
+            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
+            task=stack.model_dump(mode="json") if stack.current is not None else {},
         )
         return record, timing
 

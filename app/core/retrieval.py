@@ -7,7 +7,8 @@ Channels (each bounded by the plan's recall size):
   graph       the main chain back from the anchor along ``continues`` with the turns merged into
               it (``merges`` edges from chain nodes), plus the anchor's neighbours
   recent      the most recent messages of the session
-  memory      memory notes (vector search restricted to memory fragments)
+  memory      memory notes, and environment events when the input asks about files, feeds or
+              API values (vector search restricted to those kinds)
 
 Every candidate keeps its per-channel rank and score and the reason it was kept or dropped, so
 the evidence panel and replay can show exactly why something reached the context.
@@ -219,11 +220,14 @@ async def recall(
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid)
 
     async def memory() -> list[tuple[str, float]]:
-        if search is None or query_vector is None or not sizes["memory"] or not any(
-            n.kind == "memory" for n in state.notes.values()
-        ):
+        # Memory notes always; environment events too when the input asks about files, feeds or
+        # API values (elsewhere the vector channel's env hits are enough, and an unasked-for
+        # event would otherwise top this channel's list just for being the nearest one).
+        wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
+        kinds = sorted(wanted & {n.kind for n in state.notes.values()})
+        if search is None or query_vector is None or not sizes["memory"] or not kinds:
             return []
-        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=["memory"])
+        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=kinds)
 
     async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
         return fn()

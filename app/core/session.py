@@ -51,6 +51,9 @@ class NoteView:
     kind: str  # "memory" | "env"
     text: str
     at: str
+    # When the session got it (an event's ``at`` is when it happened): ``as_of`` keeps the notes
+    # a turn could have seen. "" = always there.
+    added_at: str = ""
 
     def render(self) -> str:
         return self.text
@@ -186,10 +189,14 @@ class SessionState:
         turn = self.turns[turn_id]
         past = SessionState(self.session_id)
         node_ids: set[str] = set()
+        # Only messages that had arrived: an earlier turn's answer streamed while this turn was
+        # built arrives after its input (answers are added under the session lock, between builds).
+        arrived = self.messages[turn.message_ids[0]].seq if turn.message_ids else len(self.order)
         for tid in self.turn_order[: turn.seq]:
             for mid in self.turns[tid].message_ids:
                 m = self.messages[mid]
-                past._append_view(m)
+                if m.seq < arrived:
+                    past._append_view(m)
         cutoff = turn.node_id
         for node in self.graph.nodes():
             if node.node_id == cutoff:
@@ -202,6 +209,9 @@ class SessionState:
         for node in past.graph.nodes():
             past.note_node(node)
         past.override_spans = [OverrideSpan(s.override, s.turn_id) for s in self.override_spans if s.visible_at(turn.seq)]
+        # Notes (env events, memory) the session had when the turn was recorded; later ones are
+        # stamped later (ingest and submit are ordered by the session lock).
+        past.notes = {k: n for k, n in self.notes.items() if n.added_at <= turn.at}
         return past
 
     def _append_view(self, view: MessageView) -> None:

@@ -11,7 +11,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.core.compiler import CompiledContext
+from app.core.plan_tools import ToolSpec
 from app.core.retrieval import RecallResult
+from app.core.tool_model import ToolRound
 
 
 class StageTiming(BaseModel):
@@ -23,6 +25,7 @@ class StageTiming(BaseModel):
     route_ms: float = 0.0
     recall_ms: float = 0.0
     compile_ms: float = 0.0
+    tools_ms: float = 0.0  # the turn's tool calls (they run alongside recall)
     build_ms: float = 0.0
     first_token_ms: float | None = None
     answer_ms: float | None = None
@@ -44,6 +47,12 @@ class BuildRecord(BaseModel):
     context: CompiledContext
     prompt: list[dict[str, str]]
     llm_intent: dict[str, Any] = Field(default_factory=dict)  # the LLM signal as observed (replayed as is)
+    tool_specs: list[ToolSpec] = Field(default_factory=list)  # the registry the plan saw (replayed as is)
+    tools: ToolRound | None = None  # offered tools, how calls were chosen, their outcomes (replayed as recorded)
+    # The task stack as the build saw it (``app.core.tasks.TaskInputs``, replayed as recorded)
+    # and the frame it worked in (``StackDecision``); both empty when the session has no tasks.
+    tasks: dict[str, Any] = Field(default_factory=dict)
+    task: dict[str, Any] = Field(default_factory=dict)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

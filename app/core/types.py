@@ -167,6 +167,12 @@ class Task(_Model):
     result_summary: str = ""
     created_at: str = Field(default_factory=utc_now)
     updated_at: str = Field(default_factory=utc_now)
+    # Where the task lives in the session (app.core.tasks): the turn that spawned it, its graph
+    # node, its progress in [0, 1] and short progress notes ("waiting for 2 subtasks", ...).
+    turn_id: str | None = None
+    node_id: str | None = None
+    progress: float = 0.0
+    notes: list[str] = Field(default_factory=list)
 
 
 class TodoList(_Model):

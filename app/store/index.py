@@ -21,7 +21,7 @@ thread or read ``store.list_searchable()`` there and pass the rows to ``rebuild_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,8 @@ import pyarrow as pa
 from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
-from app.core.types import Message
-from app.store.search_rows import SEARCH_KINDS, SearchRow, message_row
+from app.core.types import EnvEvent, MemoryFragment, Message
+from app.store.search_rows import SEARCH_KINDS, SearchRow, env_row, memory_row, message_row
 
 if TYPE_CHECKING:
     from app.store.sqlite import SqliteStore
@@ -111,11 +111,13 @@ class SearchIndex:
     # ------------------------------------------------------------------ writing
 
     def add(self, rows: Iterable[SearchRow], *, on_progress: ProgressCallback | None = None,
-            cancel: CancelToken | None = None) -> int:
+            cancel: CancelToken | None = None,
+            vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:
         """Embed and upsert ``rows`` (by id) in batches; return how many were written.
 
         ``on_progress(done, total)`` is called after each batch; ``cancel`` stops between
-        batches (rows written so far stay).
+        batches (rows written so far stay). ``vectors`` holds embeddings the caller already has
+        (by row id, of the row's text by this embedder); only the other rows are embedded.
         """
         unique: dict[str, SearchRow] = {}
         for row in rows:
@@ -128,15 +130,10 @@ class SearchIndex:
             if cancel is not None and cancel.cancelled:
                 break
             batch = pending[start:start + self.batch_size]
-            vectors = np.asarray(self.embedder.embed([r.text for r in batch],
-                                                     batch_size=self.batch_size),
-                                 dtype=np.float32)
-            if vectors.shape != (len(batch), self.embedder.dim):
-                raise ValueError(f"embedder returned shape {vectors.shape}, "
-                                 f"expected {(len(batch), self.embedder.dim)}")
+            embedded = self._batch_vectors(batch, vectors or {})
             data = pa.Table.from_pylist(
                 [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text,
-                  "at": r.at, "vector": v} for r, v in zip(batch, vectors.tolist(), strict=True)],
+                  "at": r.at, "vector": v} for r, v in zip(batch, embedded.tolist(), strict=True)],
                 schema=self._schema())
             (self._table.merge_insert("id").when_matched_update_all()
              .when_not_matched_insert_all().execute(data))
@@ -147,6 +144,23 @@ class SearchIndex:
         if self._unoptimized >= self.optimize_every:
             self.optimize()
         return done
+
+    def _batch_vectors(self, batch: Sequence[SearchRow],
+                       known: Mapping[str, Sequence[float] | np.ndarray]) -> np.ndarray:
+        """The batch's embeddings: the given ones, the rest embedded now (in one call)."""
+        out = np.zeros((len(batch), self.embedder.dim), dtype=np.float32)
+        todo = [n for n, r in enumerate(batch) if r.id not in known]
+        for n, row in enumerate(batch):
+            if row.id in known:
+                out[n] = np.asarray(known[row.id], dtype=np.float32)
+        if todo:
+            fresh = np.asarray(self.embedder.embed([batch[n].text for n in todo], batch_size=self.batch_size),
+                               dtype=np.float32)
+            if fresh.shape != (len(todo), self.embedder.dim):
+                raise ValueError(f"embedder returned shape {fresh.shape}, "
+                                 f"expected {(len(todo), self.embedder.dim)}")
+            out[todo] = fresh
+        return out
 
     def remove(self, ids: Iterable[str]) -> int:
         """Drop index rows (never SQLite data), e.g. for superseded memory; return the count."""
@@ -221,6 +235,17 @@ class SearchIndex:
     def index_messages(self, session_id: str, messages: Iterable[Message]) -> int:
         """Embed and index messages (the live path); return how many were written."""
         return self.add(message_row(session_id, m) for m in messages)
+
+    def index_env_events(self, session_id: str, events: Sequence[EnvEvent],
+                         vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int:
+        """Index environment events (the live path; ``vectors``, one per event in order, are
+        embeddings of their ``env_row`` text the caller already has); return how many."""
+        known = {} if vectors is None else {e.event_id: v for e, v in zip(events, vectors, strict=True)}
+        return self.add((env_row(session_id, e) for e in events), vectors=known)
+
+    def index_memory(self, session_id: str, fragments: Iterable[MemoryFragment]) -> int:
+        """Embed and index memory fragments (the live path); return how many were written."""
+        return self.add(memory_row(session_id, f) for f in fragments)
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""

@@ -448,6 +448,12 @@ class SqliteStore(StoreBase):
                 (session_id, after_seq))
         return [{**dict(row), "payload": json.loads(row["payload"])} for row in rows]
 
+    def last_event(self, session_id: str, type: str) -> dict[str, Any] | None:
+        """Return the session's latest event log entry of ``type`` (payload decoded), or None."""
+        row = self._one("SELECT * FROM event_log WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
+                        (session_id, type))
+        return None if row is None else {**dict(row), "payload": json.loads(row["payload"])}
+
     def list_searchable(self) -> list[SearchRow]:
         """Return every record the search index should hold: messages, valid memory, env events."""
         db = self._db()

@@ -33,7 +33,9 @@ def test_a_file_created_then_edited_is_one_event_with_its_final_text(tmp_path: P
     assert len(events) == 1, [e.payload for e in events]
     ev = events[0]
     assert ev.kind == "file" and ev.source == str(tmp_path) and ev.uri == str(tmp_path / "notes.md")
-    assert ev.payload["change"] == "created" and ev.payload["raw_changes"] >= 3
+    # inotify itself may merge consecutive modifications that were not read yet: at least the
+    # creation and one edit arrive as raw changes, and they became one event.
+    assert ev.payload["change"] == "created" and ev.payload["raw_changes"] >= 2
     assert ev.content == "first draft\nedit 0\nedit 1\nedit 2\nedit 3"
     assert ev.payload["size"] == len(ev.content) and ev.payload["mtime"]
 

@@ -4,12 +4,23 @@ DESIGN.md §3: one loop; blocking work goes to one single-worker executor per no
 resource — ``llm`` (llama.cpp contexts are not thread-safe), ``embed`` and ``store`` (one SQLite
 connection stays on one thread). Results come back with ``await loop.run_in_executor(...)``;
 streamed tokens come back with ``loop.call_soon_threadsafe(queue.put_nowait, token)``.
+
+Cutting in (interruptions): one model generates one reply at a time, so a question asked while
+a long task streams would wait for the whole task. An ``urgent`` ``ChatStream`` is also put on the
+``UrgentLane``; the generation running on the llm thread checks the lane after every token and,
+when a call waits, sets its own state aside (``model.suspend()``, if the model has one: the
+llama.cpp adapter copies its KV cache out and back, a few ms), runs the waiting call to its end
+on the same thread, and continues exactly where it was. Whichever comes first — the cut-in or
+the call's own turn on the pool — runs it; the other finds it taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -32,6 +43,7 @@ class Executors:
             name: ThreadPoolExecutor(max_workers=workers.get(name, 1), thread_name_prefix=f"pcm-{name}")
             for name in names
         }
+        self.urgent = UrgentLane()  # chat calls that may cut into the running generation
 
     def pool(self, name: str) -> ThreadPoolExecutor:
         return self._pools[name]
@@ -46,6 +58,68 @@ class Executors:
             pool.shutdown(wait=wait, cancel_futures=True)
 
 
+class _Call:
+    """A chat call that runs once: by its own turn on the pool or cut in by a running generation."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._taken = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._taken:
+                return False
+            self._taken = True
+            return True
+
+    def run_if_unclaimed(self) -> None:
+        if self.claim():
+            self._fn()
+
+
+class UrgentLane:
+    """Calls waiting to cut into the generation running on the llm thread (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._waiting: deque[_Call] = deque()
+        self._lock = threading.Lock()
+        self._cutting = False  # only touched on the llm thread: cut-ins do not nest
+        self.cut_ins = 0  # calls run by cutting in (diagnostics, benchmarks)
+
+    def push(self, call: _Call) -> None:
+        with self._lock:
+            self._waiting.append(call)
+
+    def _pop(self) -> _Call | None:
+        with self._lock:
+            return self._waiting.popleft() if self._waiting else None
+
+    def cut_in(self, running_model: object) -> int:
+        """Run every waiting call now, the running generation set aside; return how many ran.
+
+        Called on the llm thread from a generation's token callback.
+        """
+        if self._cutting or not self._waiting:
+            return 0
+        claimed: list[_Call] = []
+        while (call := self._pop()) is not None:
+            if call.claim():
+                claimed.append(call)
+        if not claimed:
+            return 0
+        suspend = getattr(running_model, "suspend", None)
+        self._cutting = True
+        try:
+            with suspend() if callable(suspend) else contextlib.nullcontext():
+                for call in claimed:
+                    call._fn()
+                    self.cut_ins += 1
+        finally:
+            self._cutting = False
+        return len(claimed)
+
+
 _DONE = object()
 
 
@@ -53,7 +127,9 @@ class ChatStream:
     """One streamed chat call: iterate it for tokens, then read ``result``.
 
     The call runs on the ``llm`` executor; each token crosses to the loop with
-    ``call_soon_threadsafe``. ``stop()`` cancels within one token.
+    ``call_soon_threadsafe``. ``stop()`` cancels within one token. An ``urgent`` call may also
+    run by cutting into the generation in progress (module doc), so it starts within one token
+    of that generation instead of after it; every call lets urgent ones cut in.
     """
 
     def __init__(
@@ -65,18 +141,33 @@ class ChatStream:
         params: GenerationParams | None = None,
         stage: str = "answer",
         json_schema: dict[str, Any] | None = None,
+        urgent: bool = False,
     ) -> None:
         self.cancel = CancelToken()
         self.result: ChatResult | None = None
+        self.urgent = urgent
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         loop = asyncio.get_running_loop()
+        self._future: asyncio.Future[ChatResult] = loop.create_future()
+        lane = executors.urgent
 
         def on_token(piece: str) -> None:
             loop.call_soon_threadsafe(self._queue.put_nowait, piece)
+            lane.cut_in(model)
 
-        def work() -> ChatResult:
+        def settle(result: ChatResult | None, error: BaseException | None) -> None:
+            if self._future.done():
+                return
+            if error is not None:
+                self._future.set_exception(error)
+            else:
+                self._future.set_result(result)  # type: ignore[arg-type]
+
+        def work() -> None:
+            result: ChatResult | None = None
+            error: BaseException | None = None
             try:
-                return model.chat(
+                result = model.chat(
                     messages,
                     params=params,
                     stage=stage,
@@ -84,10 +175,16 @@ class ChatStream:
                     on_token=on_token,
                     cancel=self.cancel,
                 )
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                error = exc
             finally:
+                loop.call_soon_threadsafe(settle, result, error)
                 loop.call_soon_threadsafe(self._queue.put_nowait, _DONE)
 
-        self._future = loop.run_in_executor(executors.pool("llm"), work)
+        call = _Call(work)
+        if urgent:
+            lane.push(call)
+        loop.run_in_executor(executors.pool("llm"), call.run_if_unclaimed)
 
     def stop(self) -> None:
         self.cancel.cancel()

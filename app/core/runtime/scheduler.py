@@ -1,0 +1,384 @@
+"""The stream scheduler: inputs and environment events in one queue, a bounded pool of k streams
+per session, and three paths — Q&A, task and interruption — chosen from each input's build.
+
+``engine.scheduler(session_id).submit(text)`` returns a ``StreamHandle`` at once. The handle
+goes through the engine's one ``asyncio.Queue`` to its session's scheduler, waits there in
+priority order (highest first, then submission order; the priority can change while it waits)
+and runs once one of the session's ``limit`` slots is free. Running means: record the input,
+build its context with the task stack (``app.core.tasks``), attach its turn node and, from the
+build's decision, either
+
+- ``qa``: stream the answer (what ``Engine.submit`` does);
+- ``task``: push a task frame (record, goal evidence, task node, ``spawned`` edges), stream its
+  steps — the task goes active at the first token, its node shows progress — and pop it with
+  the first sentence(s) of the output as its result, or fail it when stopped;
+- ``interrupt``: answer about the running tasks from a context stating their status, progress
+  and output so far, in a stream of its own that cuts into the running generation (see
+  ``executors.UrgentLane``) and is linked to the tasks (``references``); "stop"/"cancel" stops
+  the addressed task (``resolves``) and it fails with the reason.
+
+What "k concurrent streams" means with one local model: builds (embedding, recall, store
+writes) of different streams overlap with generation, but the model generates one reply at a
+time, in the order the builds finished; only interruptions cut in. An input that looks like an
+interruption when it is submitted (the fast intent rules, with the running tasks) is queued
+``interrupt_boost`` above its priority and may use ``interrupt_reserve`` slots beyond the limit,
+so a question about a running task is not queued behind other tasks.
+
+Signals (``app.core.signals.Signal``, on the loop): ``stream_queued(handle)``,
+``stream_started(handle)``, ``stream_routed(handle, run)`` once the build is attached (``run`` is
+the ``TurnRun``), ``stream_finished(handle, record_or_error)`` and ``task_updated(task)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from app.core.intent import IntentContext, RunningTask
+from app.core.signals import Signal
+from app.core.types import Task, new_id
+
+if TYPE_CHECKING:
+    from app.core.engine import Engine, TurnRun
+    from app.core.trace import TurnRecord
+
+StreamKind = Literal["qa", "task", "interrupt", "env"]
+StreamStatus = Literal["queued", "building", "streaming", "done", "stopped", "failed"]
+FINISHED: frozenset[str] = frozenset({"done", "stopped", "failed"})
+
+
+class StreamStopped(Exception):
+    """The stream was stopped before it had a turn record (it was still queued or building)."""
+
+
+@dataclass
+class StreamConfig:
+    """Scheduling policy (strategy as data)."""
+
+    interrupt_max_tokens: int = 128  # an interruption answers briefly: the task waits meanwhile
+    interrupt_boost: int = 10  # queue priority added to inputs that look like interruptions
+    interrupt_reserve: int = 1  # slots beyond the limit that only such inputs may take
+    progress_every: int = 8  # tokens between progress updates of a task node
+    cut_in: bool = True  # interruptions cut into the running generation (False: they queue for the model)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as seen (nobody may await a stopped stream's futures)."""
+    if not future.cancelled():
+        future.exception()
+
+
+@dataclass(eq=False)
+class StreamHandle:
+    """One input (or environment event) on its way through the scheduler.
+
+    ``kind`` is the path the build chose (``predicted`` is the guess made at submission, which
+    orders the queue); ``turn_id``/``node_id``/``task_id`` are set once known; ``built`` resolves
+    with the ``TurnRun`` when the context is built and the answer starts, ``done`` with the
+    ``TurnRecord`` (or ``StreamStopped`` for a stream stopped before its build).
+    """
+
+    stream_id: str
+    seq: int
+    session_id: str
+    text: str
+    priority: int
+    built: asyncio.Future[Any]
+    done: asyncio.Future[Any]
+    kind: str = "qa"
+    predicted: str = "qa"
+    status: str = "queued"
+    turn_id: str | None = None
+    node_id: str | None = None
+    task_id: str | None = None
+    budget: int | None = None
+    anchor_override: str | None = None
+    parent_task_id: str | None = None
+    on_token: Callable[[str], None] | None = None
+    max_tokens: int = 0
+    tokens: int = 0
+    stop_reason: str = ""
+    queued_at: float = field(default_factory=time.perf_counter)
+    started_at: float | None = None
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    pieces: list[str] = field(default_factory=list)
+    run: TurnRun | None = None
+    job: Callable[[StreamHandle], Awaitable[Any]] | None = None
+    scheduler: SessionScheduler | None = None
+
+    @property
+    def output(self) -> str:
+        """The text streamed so far."""
+        return "".join(self.pieces)
+
+    @property
+    def first_token_ms(self) -> float | None:
+        """Milliseconds from submission to the first token (None before it)."""
+        return None if self.first_token_at is None else (self.first_token_at - self.queued_at) * 1000
+
+    @property
+    def total_ms(self) -> float | None:
+        """Milliseconds from submission to the end (None while running)."""
+        return None if self.finished_at is None else (self.finished_at - self.queued_at) * 1000
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop the stream: a queued one never runs; a running one stops within one token."""
+        if self.scheduler is not None:
+            self.scheduler._stop(self, reason)
+
+    def set_priority(self, priority: int) -> None:
+        """Change the priority (reorders the queue while the stream waits; recorded otherwise)."""
+        if self.scheduler is not None:
+            self.scheduler._reprioritize(self, priority)
+
+
+class SessionScheduler:
+    """The bounded pool of one session's streams (see the module doc)."""
+
+    def __init__(self, runtime: StreamRuntime, session_id: str, limit: int) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self._limit = max(1, int(limit))
+        self._seq = 0
+        self._pending: list[StreamHandle] = []
+        self._running: dict[str, StreamHandle] = {}
+        self.stream_queued: Signal[[StreamHandle]] = Signal("stream_queued")
+        self.stream_started: Signal[[StreamHandle]] = Signal("stream_started")
+        self.stream_routed: Signal[[StreamHandle, Any]] = Signal("stream_routed")
+        self.stream_finished: Signal[[StreamHandle, Any]] = Signal("stream_finished")
+        self.task_updated: Signal[[Task]] = Signal("task_updated")
+
+    @property
+    def engine(self) -> Engine:
+        return self.runtime.engine
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def set_limit(self, k: int) -> None:
+        """Allow ``k`` (at least 1) concurrent streams from now on; waiting ones start if they fit."""
+        self._limit = max(1, int(k))
+        self._pump()
+
+    def running(self) -> list[StreamHandle]:
+        """Streams holding a slot (building or streaming), in start order."""
+        return list(self._running.values())
+
+    def queued(self) -> list[StreamHandle]:
+        """Streams waiting for a slot, in the order they would start."""
+        return sorted(self._pending, key=self._rank)
+
+    # ------------------------------------------------------------------ submitting
+
+    def _new_handle(self, text: str, priority: int) -> StreamHandle:
+        # The engine's loop, also from a plain (Qt) callback that runs while it is not iterating.
+        loop = asyncio.get_event_loop()
+        self._seq += 1
+        built: asyncio.Future[Any] = loop.create_future()
+        done: asyncio.Future[Any] = loop.create_future()
+        built.add_done_callback(_consume)
+        done.add_done_callback(_consume)
+        return StreamHandle(stream_id=new_id(), seq=self._seq, session_id=self.session_id, text=text,
+                            priority=int(priority), built=built, done=done, scheduler=self)
+
+    def submit(self, text: str, *, anchor_override: str | None = None, budget: int | None = None,
+               priority: int = 0, on_token: Callable[[str], None] | None = None,
+               parent_task_id: str | None = None) -> StreamHandle:
+        """Queue an input; return its handle at once (call on the engine's loop).
+
+        ``parent_task_id`` makes the input, if it turns out to be a task, a subtask of that task
+        (by default the anchor's branch decides). ``on_token`` hears each streamed piece.
+        """
+        handle = self._new_handle(text, priority)
+        handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
+        handle.parent_task_id = parent_task_id
+        handle.predicted = handle.kind = self.runtime.predict_kind(self.session_id, text)
+        self.runtime.enqueue(handle)
+        self.stream_queued.emit(handle)
+        return handle
+
+    def submit_event(self, label: str, job: Callable[[StreamHandle], Awaitable[Any]], *,
+                     priority: int = 0) -> StreamHandle:
+        """Queue an environment event's work (kind ``env``): ``job(handle)`` runs in a slot like
+        any stream and its return value resolves ``handle.done`` (how the event is routed and
+        answered is the job's business, e.g. ``Engine.ingest_env``)."""
+        handle = self._new_handle(label, priority)
+        handle.kind = handle.predicted = "env"
+        handle.job = job
+        self.runtime.enqueue(handle)
+        self.stream_queued.emit(handle)
+        return handle
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _rank(self, handle: StreamHandle) -> tuple[int, int]:
+        boost = self.runtime.config.interrupt_boost if handle.predicted == "interrupt" else 0
+        return (-(handle.priority + boost), handle.seq)
+
+    def _admit(self, handle: StreamHandle) -> None:
+        if handle.status == "queued":
+            self._pending.append(handle)
+            self._pump()
+
+    def _pump(self) -> None:
+        reserve = self.runtime.config.interrupt_reserve
+        for handle in self.queued():
+            fits = len(self._running) < self._limit
+            if not fits and handle.predicted == "interrupt":
+                fits = len(self._running) < self._limit + reserve
+            if fits:
+                self._pending.remove(handle)
+                self._running[handle.stream_id] = handle
+                handle.status = "building"
+                handle.started_at = time.perf_counter()
+                self.stream_started.emit(handle)
+                asyncio.ensure_future(self._run(handle))
+
+    def _reprioritize(self, handle: StreamHandle, priority: int) -> None:
+        handle.priority = int(priority)
+        if handle in self._pending:
+            self._pump()
+
+    def _stop(self, handle: StreamHandle, reason: str) -> None:
+        if handle.status in FINISHED:
+            return
+        handle.stop_reason = handle.stop_reason or reason
+        if handle.status == "queued":
+            if handle in self._pending:
+                self._pending.remove(handle)
+            self._settle(handle, "stopped", StreamStopped(reason))
+        elif handle.run is not None:
+            handle.run.stop()
+        # building: _run stops it as soon as the build is attached
+
+    def _settle(self, handle: StreamHandle, status: str, outcome: Any) -> None:
+        handle.status = status
+        handle.finished_at = time.perf_counter()
+        for future in (handle.built, handle.done):
+            if not future.done():
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+        self.stream_finished.emit(handle, outcome)
+
+    # ------------------------------------------------------------------ running
+
+    def _on_token(self, handle: StreamHandle) -> Callable[[str], None]:
+        engine, every = self.engine, self.runtime.config.progress_every
+
+        def on_token(piece: str) -> None:
+            handle.tokens += 1
+            handle.pieces.append(piece)
+            if handle.first_token_at is None:
+                handle.first_token_at = time.perf_counter()
+            if handle.task_id is not None and (handle.tokens == 1 or handle.tokens % every == 0 or "\n" in piece):
+                engine._stream_progress(handle)
+            if handle.on_token is not None:
+                handle.on_token(piece)
+
+        return on_token
+
+    async def _run(self, handle: StreamHandle) -> None:
+        engine = self.engine
+        try:
+            if handle.job is not None:
+                result = await handle.job(handle)
+                self._settle(handle, "done", result)
+                return
+            state = await engine.open_session(self.session_id)
+            await engine.recover_tasks(self.session_id)  # (loads the task book the first time)
+            hooks = engine.stream_hooks(handle)
+            async with engine._lock(self.session_id):
+                if handle.stop_reason:
+                    raise StreamStopped(handle.stop_reason)
+                run = await engine._submit(state, handle.text, handle.budget, handle.anchor_override,
+                                           self._on_token(handle), hooks=hooks)
+            handle.run = run
+            handle.status = "streaming"
+            if handle.stop_reason:
+                run.stop()
+            handle.built.set_result(run)
+            self.stream_routed.emit(handle, run)
+            record: TurnRecord | None = None
+            try:
+                record = await run.done
+            finally:
+                await engine._finish_stream(handle, record)
+            status = {"cancelled": "stopped", "error": "failed"}.get(record.finish_reason, "done")
+            self._settle(handle, status, record)
+        except StreamStopped as exc:
+            self._settle(handle, "stopped", exc)
+        except Exception as exc:  # the stream fails alone; the scheduler goes on
+            self._settle(handle, "failed", exc)
+        finally:
+            self._running.pop(handle.stream_id, None)
+            self._pump()
+
+
+class StreamRuntime:
+    """The engine's one queue for inputs and environment events, and its sessions' schedulers."""
+
+    def __init__(self, engine: Any, *, limit: int = 2, config: StreamConfig | None = None) -> None:
+        self.engine = engine
+        self.limit = limit
+        self.config = config or StreamConfig()
+        self._sessions: dict[str, SessionScheduler] = {}
+        self._queue: asyncio.Queue[StreamHandle] | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    def session(self, session_id: str) -> SessionScheduler:
+        """The scheduler of ``session_id`` (created with the engine's limit on first use)."""
+        scheduler = self._sessions.get(session_id)
+        if scheduler is None:
+            scheduler = self._sessions[session_id] = SessionScheduler(self, session_id, self.limit)
+        return scheduler
+
+    def enqueue(self, handle: StreamHandle) -> None:
+        """Put a handle on the queue (on the loop; a sensor thread uses call_soon_threadsafe)."""
+        if self._queue is None or self._dispatcher is None or self._dispatcher.done():
+            self._queue = asyncio.Queue()
+            self._dispatcher = asyncio.ensure_future(self._dispatch(self._queue))
+        self._queue.put_nowait(handle)
+
+    async def _dispatch(self, queue: asyncio.Queue[StreamHandle]) -> None:
+        while True:
+            handle = await queue.get()
+            self.session(handle.session_id)._admit(handle)
+
+    def predict_kind(self, session_id: str, text: str) -> str:
+        """The path an input will probably take, from the fast intent rules and the running tasks
+        (no embedding, no model): "interrupt" or "qa"/"task". Only orders the queue."""
+        book = self.engine._books.get(session_id)
+        running = [] if book is None else [book.stack.get(t) for t in book.live if t in book.stack]
+        if not running:
+            return "qa"
+        ctx = IntentContext(running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
+                                           for t in running])
+        mode = self.engine.builder.intents.infer(text, ctx).mode.value
+        return mode if mode in ("interrupt", "task") else "qa"
+
+    async def close(self) -> None:
+        """Stop every stream (queued ones never run), wait for their bookkeeping, stop the queue."""
+        waiting = []
+        while self._queue is not None and not self._queue.empty():  # submitted, not admitted yet
+            handle = self._queue.get_nowait()
+            handle.stop("the engine is closing")
+        for scheduler in self._sessions.values():
+            for handle in [*scheduler._pending, *scheduler._running.values()]:
+                handle.stop("the engine is closing")
+                waiting.append(handle.done)
+        if waiting:
+            await asyncio.wait(waiting, timeout=30)
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            try:
+                await self._dispatcher
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._dispatcher = None

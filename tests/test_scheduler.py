@@ -1,0 +1,416 @@
+"""The stream scheduler end to end: k concurrent streams per session, the Q&A, task and
+interruption paths, priorities, stopping, and a task graph that replays from the event log.
+
+Fast tests: real SQLite + LanceDB in tmp dirs with a scripted model that streams a long numbered
+answer to tasks and a short one to questions (as tests/test_engine.py). The ``model`` tests run
+an interruption on the real SmolLM2 GGUF while a task streams, and check that a generation set
+aside for a cut-in continues token for token as if nothing had run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.engine import Engine, EngineConfig
+from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback, WordTokenCounter
+from app.core.runtime.executors import ChatStream, Executors
+from app.core.runtime.scheduler import StreamHandle, StreamStopped
+from app.core.types import EdgeKind, NodeKind, TaskStatus
+from app.llm.fakes import HashEmbedder, ScriptedChatModel
+from app.store.index import SearchIndex
+from app.store.sqlite import SqliteStore
+
+TASK_REPLY = ("1. Pick a date for the party and tell everyone about it. 2. Buy food and drinks for twenty people. "
+              + " ".join(f"step{i}" for i in range(3, 60)))
+QUESTION_REPLY = "The task is about halfway through its steps."
+
+
+class StreamModel(ScriptedChatModel):
+    """Questions and interruptions get a short reply, anything else a long numbered one."""
+
+    def chat(self, messages: Sequence[ChatMessage], *, params: GenerationParams | None = None, stage: str = "answer",
+             json_schema: dict[str, Any] | None = None, on_token: TokenCallback | None = None,
+             cancel: CancelToken | None = None) -> ChatResult:
+        question = "Running task:" in messages[0]["content"] or messages[-1]["content"].rstrip().endswith("?")
+        self._replies, self._next = [QUESTION_REPLY if question else TASK_REPLY], 0  # read once by chat()
+        return super().chat(messages, params=params, stage=stage, json_schema=json_schema, on_token=on_token,
+                            cancel=cancel)
+
+
+def _engine(tmp_path: Path, *, delay: float = 0.002, k: int = 4) -> Engine:
+    ex = Executors()
+    store = ex.pool("store").submit(SqliteStore, tmp_path / "pcm.sqlite3").result()
+    embedder = HashEmbedder(dim=64)
+    return Engine(store=store, index=SearchIndex(tmp_path / "index", embedder), embedder=embedder,
+                  chat=StreamModel(token_delay_s=delay), counter=WordTokenCounter(), executors=ex,
+                  config=EngineConfig(default_budget=400, llm_intent="off", max_streams=k))
+
+
+def _run(tmp_path: Path, body: Callable[[Engine], Awaitable[Any]], **kw: Any) -> Any:
+    engine = _engine(tmp_path, **kw)
+
+    async def main() -> Any:
+        await engine.start()
+        try:
+            return await body(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(main())
+
+
+async def _first_tokens(handle: StreamHandle, n: int = 3) -> None:
+    while handle.tokens < n and not handle.done.done():
+        await asyncio.sleep(0.005)
+
+
+async def _check_graph(engine: Engine, sid: str) -> list[Any]:
+    """Every task node has its spawned edge from its turn, statuses are final, no orphan; replay agrees."""
+    state = engine.sessions[sid]
+    tasks = await engine.tasks(sid)
+    ids = {t.task_id for t in tasks}
+    for task in tasks:
+        assert task.status in (TaskStatus.COMPLETE, TaskStatus.FAILED), task
+        assert task.parent_task_id is None or task.parent_task_id in ids
+        node = state.graph.node(task.node_id)
+        assert node.kind == NodeKind.TASK and node.ref_id == task.task_id
+        assert node.attrs["status"] == task.status.value
+        spawned = state.graph.in_edges(task.node_id, EdgeKind.SPAWNED)
+        if task.turn_id is not None:  # spawned by its turn (and by its parent's node, if any)
+            assert [e.src for e in spawned if not e.attrs.get("subtask")] == [state.node_of(task.turn_id)]
+        if task.parent_task_id is not None:
+            parent_node = next(t.node_id for t in tasks if t.task_id == task.parent_task_id)
+            assert [e.src for e in spawned if e.attrs.get("subtask")] == [parent_node]
+    assert await engine.replay_state(sid) == []
+    events = await engine.ex.run("store", engine.store.list_events, sid)
+    revs = [e["payload"]["rev"] for e in events if e["type"] == "task.changed"]
+    assert revs == list(range(1, len(revs) + 1))  # applied in one strict order, no gap
+    return tasks
+
+
+def test_task_is_pushed_streamed_and_popped_with_its_result(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        updates: list[tuple[str, str]] = []
+        sched.task_updated.connect(lambda t: updates.append((t.name, t.status.value)))
+        progress: list[float] = []
+        state.graph.node_updated.connect(lambda n: n.kind == NodeKind.TASK and progress.append(n.attrs["progress"]))
+        handle = sched.submit("Write a plan for the garden party with numbered steps")
+        run = await handle.built
+        assert handle.kind == "task" and handle.task_id is not None and handle.turn_id == run.turn_id
+        record = await handle.done
+        assert handle.status == "done" and record.output == TASK_REPLY
+        task = (await engine.tasks(sid))[0]
+        assert task.status == TaskStatus.COMPLETE and task.turn_id == record.turn_id
+        assert task.result_summary == ("1. Pick a date for the party and tell everyone about it. "
+                                       "2. Buy food and drinks for twenty people.")
+        assert [u[1] for u in updates] == ["pending", "active", "complete"]
+        assert progress == sorted(progress) and progress[-1] == 1.0 and len(progress) > 3
+        # The build was stack-aware: the new frame and its step instruction, bound to its evidence.
+        text = record.build.context.text()
+        assert "Current task: Write a plan for the garden party" in text and "numbered steps" in text
+        assert task.task_id in record.build.context.source_ids()
+        assert record.build.task["path"] == "task"
+        await _check_graph(engine, sid)
+        assert await engine.replay(record.turn_id) == []
+        # The export mirrors the stored tasks and every evidence they cite resolves.
+        from app.store.exchange import export_session, validate_document
+
+        doc = await engine.ex.run("store", export_session, engine.store, sid)
+        validate_document(doc)
+        exported = doc["session"]["task_state"]["todo_list"]["tasks"]
+        assert [t["task_id"] for t in exported] == [task.task_id] and exported[0]["status"] == "complete"
+        assert exported[0]["result_summary"] == task.result_summary
+        assert set(task.result_evidence_ids) <= set(doc["evidences"])
+
+    _run(tmp_path, body)
+
+
+def test_popped_subtask_contributes_only_its_result_to_the_next_frame(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        root = (await engine.create_task(sid, "Plan the team offsite", acceptance="a plan everyone agreed to")).tasks[0]
+        sched = engine.scheduler(sid)
+        first = sched.submit("Write the venue shortlist for the offsite", parent_task_id=root.task_id)
+        await first.done
+        second = sched.submit("Draft the agenda for the offsite", parent_task_id=root.task_id)
+        record = await second.done
+        tasks = {t.name: t for t in await engine.tasks(sid)}
+        venue = tasks["Write the venue shortlist for the offsite"]
+        assert venue.parent_task_id == root.task_id and venue.status == TaskStatus.COMPLETE
+        text = record.build.context.text()
+        assert "Root goal: Plan the team offsite" in text
+        assert f"Done: {venue.name} → {venue.result_summary}" in text
+        assert "step40" not in text  # nothing of the subtask's work beyond its result
+        blocks = [b for b in record.build.context.blocks if "Done:" in b.content]
+        assert set(venue.result_evidence_ids) <= {r.evidence_id for b in blocks for r in b.refs}
+        assert await engine.replay(record.turn_id) == []
+        # The root (no stream of its own) is still open; its node has both subtasks spawned from it.
+        assert state.graph.node(root.node_id).attrs["status"] == "pending"
+        subs = [e for e in state.graph.out_edges(root.node_id, EdgeKind.SPAWNED)]
+        assert len(subs) == 2 and all(e.attrs.get("subtask") for e in subs)
+        await engine.complete_task(sid, root.task_id, "The offsite is planned.")
+        await _check_graph(engine, sid)
+
+    _run(tmp_path, body)
+
+
+def test_eight_inputs_with_k4_leave_a_consistent_graph(tmp_path: Path) -> None:
+    texts = ["Write a plan for the garden party", "What is the capital of France?",
+             "Draft the agenda for the offsite", "Summarize the report on solar panels",
+             "Which tomatoes did I plant?", "Write a shopping list for the barbecue",
+             "How long does bread dough rise?", "Prepare a checklist for the move"]
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        peak = [0]
+        sched.stream_started.connect(lambda h: peak.__setitem__(0, max(peak[0], len(sched.running()))))
+        handles = [sched.submit(t) for t in texts]
+        assert [h.seq for h in handles] == list(range(1, 9))
+        records = await asyncio.gather(*(h.done for h in handles))
+        assert all(h.status == "done" for h in handles) and len(records) == 8
+        assert peak[0] <= 4 + engine._streams.config.interrupt_reserve
+        tasks = await _check_graph(engine, sid)
+        assert len(tasks) >= 2 and {h.kind for h in handles} >= {"task"}
+        assert sorted(t.task_id for t in tasks) == sorted(h.task_id for h in handles if h.task_id)
+        for h in handles:  # the turn nodes say which path they took
+            assert state.graph.node(h.node_id).attrs["stream"] == h.kind
+        # A fresh engine over the same store reloads the same task state.
+        return sid
+
+    sid = _run(tmp_path, body)
+
+    async def reload(engine: Engine) -> None:
+        assert await engine.replay_state(sid) == []
+        assert len(await engine.tasks(sid)) >= 2
+
+    _run(tmp_path, reload)
+
+
+def test_priorities_reorder_the_queue(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sched = engine.scheduler(state.session_id)
+        sched.set_limit(1)
+        order: list[str] = []
+        sched.stream_started.connect(lambda h: order.append(h.text))
+        first = sched.submit("Write a plan for the garden party")
+        low = sched.submit("Write a note about apples", priority=0)
+        high = sched.submit("Write a note about pears", priority=5)
+        later = sched.submit("Write a note about plums", priority=1)
+        while len(sched.queued()) < 3:  # the dispatcher admits them from the engine's queue
+            await asyncio.sleep(0)
+        assert sched.running() == [first] and sched.queued() == [high, later, low]
+        later.set_priority(9)  # raised while it waits
+        assert sched.queued() == [later, high, low]
+        await asyncio.gather(*(h.done for h in (first, low, high, later)))
+        assert order == [first.text, later.text, high.text, low.text]
+
+    _run(tmp_path, body)
+
+
+def test_stop_a_queued_and_a_running_stream(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        sched.set_limit(1)
+        running = sched.submit("Write a plan for the garden party")
+        queued = sched.submit("Write a note about apples")
+        await _first_tokens(running)
+        queued.stop("not needed")
+        with pytest.raises(StreamStopped):
+            await queued.done
+        assert queued.status == "stopped" and queued.turn_id is None  # never recorded, never built
+        running.stop("changed my mind")
+        record = await running.done
+        assert running.status == "stopped" and record.finish_reason == "cancelled"
+        assert running.tokens < len(TASK_REPLY.split())
+        task = (await engine.tasks(sid))[0]
+        assert task.status == TaskStatus.FAILED and task.error == "changed my mind"
+        assert 0 < task.progress < 1
+        turns = await engine.ex.run("store", engine.store.list_turns, sid)
+        assert len(turns) == 1
+        await _check_graph(engine, sid)
+
+    _run(tmp_path, body, delay=0.01)
+
+
+def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        task = sched.submit("Write a plan for the garden party with numbered steps")
+        await _first_tokens(task, 5)
+        question = sched.submit("How is the task going?")
+        assert question.predicted == "interrupt"
+        answer = await question.done
+        assert question.kind == "interrupt" and answer.output == QUESTION_REPLY
+        assert not task.done.done() and task.status == "streaming"  # answered while the task runs
+        text = answer.build.context.text()
+        assert "Running task: Write a plan for the garden party" in text and "Output so far:" in text
+        record = await task.done
+        assert record.output == TASK_REPLY and task.status == "done"  # the task ran to its end
+        assert question.first_token_at < task.finished_at
+        assert engine.ex.urgent.cut_ins >= 1
+        done = (await engine.tasks(sid))[0]
+        assert done.status == TaskStatus.COMPLETE
+        refs = state.graph.out_edges(question.node_id, EdgeKind.REFERENCES)
+        assert [e.dst for e in refs] == [done.node_id]
+        await _check_graph(engine, sid)
+        assert await engine.replay(answer.turn_id) == []
+        # the snapshot of the partial output it cites is stored, so the export validates
+        from app.store.exchange import export_session, validate_document
+
+        validate_document(await engine.ex.run("store", export_session, engine.store, sid))
+
+    _run(tmp_path, body, delay=0.01)
+
+
+def test_stop_the_task_stops_it(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        task = sched.submit("Write a plan for the garden party with numbered steps")
+        await _first_tokens(task, 3)
+        control = sched.submit("Stop the task")
+        await control.done
+        assert control.kind == "interrupt"
+        record = await task.done
+        assert task.status == "stopped" and record.finish_reason == "cancelled"
+        stopped = (await engine.tasks(sid))[0]
+        assert stopped.status == TaskStatus.FAILED and "stopped by the user" in stopped.error
+        assert [e.dst for e in state.graph.out_edges(control.node_id, EdgeKind.RESOLVES)] == [stopped.node_id]
+        await _check_graph(engine, sid)
+
+    _run(tmp_path, body, delay=0.01)
+
+
+def test_engine_submit_still_answers_and_sees_running_tasks(tmp_path: Path) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        task = engine.scheduler(sid).submit("Write a plan for the garden party with numbered steps")
+        await _first_tokens(task, 3)
+        record = await (await engine.submit(sid, "How far along is it?")).done
+        assert "Running task: Write a plan for the garden party" in record.build.context.text()
+        assert "Output so far" not in record.build.context.text()  # no snapshot evidence on this path
+        await task.done
+        assert await engine.replay(record.turn_id) == []
+
+    _run(tmp_path, body, delay=0.01)
+
+
+def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(tmp_path: Path) -> None:
+    async def crash(engine: Engine) -> str:
+        state = await engine.open_session(None)
+        handle = engine.scheduler(state.session_id).submit("Write a plan for the garden party with numbered steps")
+        await _first_tokens(handle, 3)
+
+        async def vanish(*_: Any) -> None:  # the app dies before the task's bookkeeping
+            return None
+
+        engine._finish_stream = vanish  # type: ignore[method-assign]
+        handle.stop()
+        await handle.done
+        assert (await engine.tasks(state.session_id))[0].status == TaskStatus.ACTIVE
+        return state.session_id
+
+    sid = _run(tmp_path, crash, delay=0.01)
+
+    async def next_run(engine: Engine) -> None:
+        await engine.scheduler(sid).submit("What is the capital of France?").done
+        task = (await engine.tasks(sid))[0]
+        assert task.status == TaskStatus.FAILED and task.error.startswith("interrupted")
+        assert engine.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
+        assert await engine.replay_state(sid) == []
+
+    _run(tmp_path, next_run)
+
+
+# --------------------------------------------------------------------------- the real model
+
+
+def _model_path() -> Path:
+    path = Path(__file__).resolve().parents[1] / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        pytest.skip("the SmolLM2 GGUF is not fetched")
+    return path
+
+
+@pytest.mark.model
+def test_a_suspended_generation_continues_exactly() -> None:
+    from app.llm.llama import LlamaChatModel
+
+    model = LlamaChatModel(_model_path(), prompt_cache=False)
+    params = GenerationParams(max_tokens=60, temperature=0.0)
+    long = [{"role": "user", "content": "Write a plan with numbered steps to organise a team offsite in Lisbon."}]
+    short = [{"role": "user", "content": "What is the capital of France?"}]
+    alone_long = model.chat(long, params=params).text
+    alone_short = model.chat(short, params=params).text
+
+    async def main() -> tuple[str, str, int]:
+        ex = Executors()
+        try:
+            outer = ChatStream(ex, model, long, params=params)
+            seen, inner = 0, None
+            async for _ in outer:
+                seen += 1
+                if seen == 5:
+                    inner = ChatStream(ex, model, short, params=params, urgent=True)
+            assert inner is not None and outer.result is not None
+            return outer.result.text, (await inner.wait()).text, ex.urgent.cut_ins
+        finally:
+            ex.shutdown()
+
+    cut_long, cut_short, cut_ins = asyncio.run(main())
+    model.close()
+    assert cut_ins == 1
+    assert cut_long == alone_long and cut_short == alone_short
+
+
+@pytest.mark.model
+def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
+    from app.config import Settings
+    from app.main import build_engine
+
+    _model_path()
+    settings = Settings(data_dir=tmp_path / "data", max_concurrent_streams=4)
+    engine = build_engine(settings)
+    engine.config.generation = GenerationParams(max_tokens=200, temperature=0.0)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            state = await engine.open_session(None)
+            sched = engine.scheduler(state.session_id)
+            task = sched.submit("Write a detailed plan with numbered steps to organise a team offsite in Lisbon")
+            await _first_tokens(task, 10)
+            question = sched.submit("How is the task going?")
+            answer = await question.done
+            assert question.kind == "interrupt" and answer.output.strip()
+            assert not task.done.done()  # answered while the task streams
+            record = await task.done
+            assert task.status == "done" and record.finish_reason in ("stop", "length")
+            print(f"\ninterruption first token {question.first_token_ms:.0f} ms after submission "
+                  f"(task at {task.tokens} tokens, {engine.ex.urgent.cut_ins} cut-in); "
+                  f"task first token {task.first_token_ms:.0f} ms, total {task.total_ms:.0f} ms")
+            assert question.first_token_at < task.finished_at
+            assert (await engine.tasks(state.session_id))[0].status == TaskStatus.COMPLETE
+            assert await engine.replay_state(state.session_id) == []
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
