@@ -5,7 +5,9 @@ Two measurements in one process, each against an idle baseline measured in the s
 - **streaming**: the real window on the configured models; an answer streams while a precise
   5 ms timer measures how late the UI event loop serves it (lag = actual gap − 5 ms);
 - **canvas**: 5,000 nodes panned and zoomed across levels of detail; the frame time of each
-  forced repaint and the loop lag meanwhile (``app.ui.canvas.bench``).
+  forced repaint and the loop lag meanwhile (``app.ui.canvas.bench``);
+- **burst** (``--burst N``): another process writes N files into a watched folder while the
+  window runs; raw changes vs events stored, loop lag and resident memory.
 
 Run it as ``pcm bench ui`` (which starts ``python -m app.bench_ui`` so the headless CLI never
 imports Qt) or directly. Use ``QT_QPA_PLATFORM=offscreen`` or ``xvfb-run`` without a display.
@@ -98,10 +100,10 @@ async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
             probe.start()
             t0 = time.perf_counter()
             window.composer.send.click()
-            while c._pending or c._starting or not c.live:
+            while not c.live:
                 await asyncio.sleep(0.005)
             (live,) = c.live.values()
-            while c.live:
+            while c.busy():
                 await asyncio.sleep(0.01)
             stream_s += time.perf_counter() - t0
             lags.extend(probe.stop())
@@ -123,6 +125,81 @@ async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
             await asyncio.sleep(0.05)
 
 
+_WRITER = """
+import sys, pathlib
+root, n = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+for i in range(n):
+    p = root / f"d{i % 20:02d}" / f"note-{i:05d}.md"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(f"note {i}: draft", encoding="utf-8")
+    p.write_text(f"note {i}: final text about item {i}", encoding="utf-8")
+"""
+
+
+async def measure_burst(data_dir: Path, n_files: int) -> dict[str, Any]:
+    """A burst of ``n_files`` new files (created, then edited) in a watched folder, written by
+    another process, while the real window runs: UI loop lag, raw changes vs events stored, RSS."""
+    import subprocess
+
+    from app import desktop
+    from app.config import Settings
+    from app.ui.window import MainWindow, resident_memory_mb
+
+    folder = data_dir / "watched"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = Settings.load(data_dir / "data").model_copy(update={"watched_folders": [folder]})
+    window = MainWindow(settings, desktop.services())
+    window.show()
+    c = window.controller
+    try:
+        if not await c.load():
+            raise SystemExit("the models did not load; run `pcm models verify`")
+        probe = LagProbe()
+        probe.start()
+        await asyncio.sleep(2.0)
+        idle = probe.stop()
+        rss_before = resident_memory_mb() or 0.0
+        rss_peak = rss_before
+        probe.start()
+        t0 = time.perf_counter()
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), str(n_files)])
+        last, quiet_since = -1, time.perf_counter()
+        while True:
+            await asyncio.sleep(0.1)
+            rss_peak = max(rss_peak, resident_memory_mb() or 0.0)
+            stats = c.intake.stats() if c.intake is not None else None
+            done = stats.events if stats else 0
+            if done != last or (stats and (stats.inbox or stats.pending)) or writer.poll() is None:
+                last, quiet_since = done, time.perf_counter()
+            elif time.perf_counter() - quiet_since > 3.0:
+                break
+            if time.perf_counter() - t0 > 900:
+                break
+        settle_s = time.perf_counter() - t0 - 3.0
+        lags = probe.stop()
+        stats = c.intake.stats() if c.intake is not None else None
+        stored = await c.engine.ex.run("store", c.engine.store.list_env_events, c.session_id)
+        return {
+            "files": n_files,
+            "raw_changes": stats.raw if stats else 0,
+            "events_stored": len(stored),
+            "batches": stats.batches if stats else 0,
+            "dropped": stats.dropped if stats else 0,
+            "rescans": stats.rescans if stats else 0,
+            "max_pending": stats.max_pending_seen if stats else 0,
+            "seconds_to_settle": round(settle_s, 1),
+            "idle_lag_ms": summary(idle),
+            "burst_lag_ms": summary(lags),
+            "rss_mb": {"before": round(rss_before, 1), "peak": round(rss_peak, 1),
+                       "after": round(resident_memory_mb() or 0.0, 1)},
+            "canvas_nodes": window.scene.node_count() if hasattr(window.scene, "node_count") else None,
+        }
+    finally:
+        window.close()
+        while not window._shut:
+            await asyncio.sleep(0.05)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.ui.app import application, run_on_qt_loop
     from app.ui.canvas.bench import measure_pan_zoom
@@ -135,6 +212,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="pcm-bench-ui-") as tmp:
             data_dir = Path(args.data_dir) if args.data_dir else Path(tmp)
             report["streaming"] = run_on_qt_loop(measure_streaming(data_dir, args.runs))
+    if args.burst:
+        with tempfile.TemporaryDirectory(prefix="pcm-bench-burst-") as tmp:
+            report["burst"] = run_on_qt_loop(measure_burst(Path(tmp), args.burst))
     app.processEvents()
     return report
 
@@ -155,6 +235,16 @@ def format_report(report: dict[str, Any]) -> str:
         base = s["idle_lag_ms"]["p95"]
         ratio = s["streaming_lag_ms"]["p95"] / base if base else float("nan")
         lines.append(f"streaming/idle lag p95 ratio {ratio:.2f}; {s['tokens_per_s']} tok/s over {s['answers']} answers; models loaded in {s['load_s']} s  (target lag p95 < 50)")
+    if "burst" in report:
+        b = report["burst"]
+        lines.append(f"burst: {b['files']} files → {b['raw_changes']} raw changes → {b['events_stored']} events stored "
+                     f"({b['raw_changes'] / max(1, b['events_stored']):.1f}:1) in {b['batches']} batches, "
+                     f"{b['dropped']} dropped, {b['rescans']} rescans, settled in {b['seconds_to_settle']} s")
+        for key, label in (("idle_lag_ms", "  idle loop lag ms"), ("burst_lag_ms", "  burst loop lag ms")):
+            v = b[key]
+            lines.append(f"{label:<24} p50 {v['p50']:.2f}  p95 {v['p95']:.2f}  max {v['max']:.2f}  (n={v['n']})")
+        r = b["rss_mb"]
+        lines.append(f"  RSS MB before {r['before']}  peak {r['peak']}  after {r['after']}; max pending keys {b['max_pending']}  (target lag p95 < 50)")
     return "\n".join(lines)
 
 
@@ -166,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="data folder for the streaming run (default: a temporary one)")
     parser.add_argument("--skip-canvas", action="store_true")
     parser.add_argument("--skip-streaming", action="store_true")
+    parser.add_argument("--burst", type=int, default=0, metavar="N",
+                        help="also write N files into a watched folder while the window runs (e.g. 10000)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     return parser
 

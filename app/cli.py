@@ -13,7 +13,9 @@
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
-    pcm bench ui [--nodes 5000] [--frames 300] [--runs N]
+    pcm bench streams [--k 4] [--inputs 8] [--runs N]
+    pcm bench sensors [--files 10000]
+    pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -180,13 +182,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                "--runs", str(args.runs)]
         if args.data_dir:
             cmd += ["--data-dir", args.data_dir]
+        if args.burst:
+            cmd += ["--burst", str(args.burst)]
         if args.json:
             cmd.append("--json")
         return subprocess.run(cmd, check=False).returncode
-    if args.target == "build":
-        from app.cli_pipeline import cmd_bench_build
+    if args.target in ("build", "streams", "sensors"):
+        from app import cli_pipeline
 
-        return cmd_bench_build(args)
+        return int(getattr(cli_pipeline, f"cmd_bench_{args.target}")(args))
     from app import main as wiring
     from app.llm.bench import bench_models, format_report
     from app.llm.models import resolve_chat_model, resolve_embed_model
@@ -244,12 +248,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "ui"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui"])
     p.add_argument("--runs", type=int, default=5, help="models: repetitions; ui: streamed answers")
     p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
     p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")
+    p.add_argument("--burst", type=int, default=0, help="ui: also a burst of N files in a watched folder")
+    p.add_argument("--k", type=int, default=4, help="streams: concurrent streams")
+    p.add_argument("--inputs", type=int, default=8, help="streams: parallel inputs")
+    p.add_argument("--files", type=int, default=10000, help="sensors: files in the burst")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
     return parser

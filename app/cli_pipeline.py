@@ -178,6 +178,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return _with_engine(args, work, settings=settings, chat=False, counter=args.counter)
 
 
+def cmd_bench_streams(args: argparse.Namespace) -> int:
+    """Concurrent streams on the real model: k parallel inputs, bare vs interruption first token."""
+    import tempfile
+
+    from app.eval.bench_runtime import bench_streams, format_streams_report
+
+    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-bench-"))
+
+    async def work(engine: Engine) -> int:
+        report = await bench_streams(engine, k=args.k, n=args.inputs, runs=args.runs, progress=_err)
+        print(json.dumps(report, indent=2) if args.json else format_streams_report(report))
+        return 0
+
+    return _with_engine(args, work, settings=settings)
+
+
+def cmd_bench_sensors(args: argparse.Namespace) -> int:
+    """A burst of files in a watched folder through the real watchdog sensor and the intake."""
+    from app.sensors.bench import measure_file_burst
+
+    print(json.dumps(measure_file_burst(args.files), indent=2))
+    return 0
+
+
 def cmd_bench_build(args: argparse.Namespace) -> int:
     """Benchmark builds over synthetic histories in a throw-away data folder."""
     import tempfile

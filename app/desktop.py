@@ -72,6 +72,21 @@ def list_sessions(store: Any) -> list[dict[str, Any]]:
     return store.list_sessions()
 
 
+def build_sensors(settings: Settings, sink: Any, feed_seen: dict[str, set[str]]) -> Any:
+    from app.sensors.sensorset import SensorSet
+
+    return SensorSet.build(
+        sink, folders=settings.watched_folders, ignore_patterns=settings.ignore_patterns,
+        max_file_bytes=settings.max_file_bytes, feeds=settings.feeds, apis=settings.apis, feed_seen=feed_seen,
+    )
+
+
+def file_preparer(settings: Settings) -> Any:
+    from app.sensors.files import make_preparer
+
+    return make_preparer(settings.max_file_bytes)
+
+
 def services() -> Services:
     return Services(
         build_engine=build_engine,
@@ -81,6 +96,8 @@ def services() -> Services:
         export_session=export_session,
         import_session=import_session,
         list_sessions=list_sessions,
+        build_sensors=build_sensors,
+        file_preparer=file_preparer,
     )
 
 

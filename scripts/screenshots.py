@@ -52,7 +52,7 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     for text in INPUTS:
         window.composer.edit.setPlainText(text)
         window.composer.send.click()
-        while c._pending or c._starting or c.live:
+        while c.busy():
             await asyncio.sleep(0.05)
     state = c.state
     assert state is not None
@@ -73,7 +73,7 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     while not (c.live and next(iter(c.live.values())).pieces > 12):
         await asyncio.sleep(0.02)
     grab("04-streaming")
-    while c._pending or c._starting or c.live:
+    while c.busy():
         await asyncio.sleep(0.05)
     window.view.zoom_by(0.35)
     await asyncio.sleep(0.2)

@@ -1,10 +1,11 @@
 """The bridge between the engine (asyncio coroutines on the Qt loop) and the widgets (Qt signals).
 
 ``EngineController`` owns the engine of the open data folder. It loads the models off the UI
-thread and says what it is doing, opens sessions, runs turns (at most
-``Settings.max_concurrent_streams`` at once; later inputs wait in order), batches streamed tokens
-into at most one ``answer_updated`` per turn per frame, and forwards the canvas's branch actions
-to the engine. Everything runs on the one loop (qasync drives asyncio from Qt's event loop), so
+thread and says what it is doing, opens sessions, hands inputs to the session's stream scheduler
+(``app.core.runtime.scheduler``: at most ``Settings.max_concurrent_streams`` at once, Q&A, task
+and interruption paths) and mirrors its signals, batches streamed tokens into at most one
+``answer_updated`` per turn per frame, runs the environment sensors into ``engine.ingest_env``,
+and forwards the canvas's branch actions to the engine. Everything runs on the one loop (qasync drives asyncio from Qt's event loop), so
 signals are emitted on the UI thread; blocking work happens on the engine's executors.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.config import Settings
+from app.core.runtime.intake import EnvIntake
 from app.core.session import SessionState
 from app.core.trace import TurnRecord
 from app.ui.services import Services
@@ -32,18 +33,9 @@ FLUSH_MS = 33
 
 
 @dataclass
-class PendingTurn:
-    """An input waiting for a free stream slot."""
-
-    text: str
-    anchor: str | None
-    budget: int | None
-    queued_at: float
-
-
-@dataclass
 class LiveTurn:
-    """A turn whose answer is streaming: its text so far and how many pieces arrived."""
+    """A turn whose answer is streaming: its text so far and how many pieces arrived; ``run`` is
+    the scheduler's StreamHandle."""
 
     turn_id: str
     node_id: str
@@ -61,12 +53,15 @@ class EngineController(QObject):
     status_changed = Signal(str)  # a short line for the status bar (loading steps, errors)
     ready_changed = Signal(bool, str)  # can inputs be submitted? else why not
     session_opened = Signal(object)  # SessionState of the open session
-    turn_queued = Signal(str, str)  # (queue key, text) an input waits for a free stream
-    turn_routed = Signal(str, str, str, object)  # (queue key, turn_id, node_id, TurnRecord without answer)
+    turn_queued = Signal(str, str)  # (stream id, text) an input waits for a free stream
+    turn_routed = Signal(str, str, str, object)  # (stream id, turn_id, node_id, TurnRecord without answer)
     answer_updated = Signal(str, str)  # (turn_id, answer text so far)
     turn_finished = Signal(str, object)  # (turn_id, TurnRecord)
     turn_failed = Signal(str, str)  # (turn_id or queue key, message)
     reanchored = Signal(object)  # the engine's Reanchored result
+    env_ingested = Signal(object)  # list of the engine's EnvRouted: stored, on the canvas, routed
+    env_pushed = Signal(object)  # the engine's PushNotice: an event touched an active task
+    sensors_status = Signal(list)  # one line per watched source
     error = Signal(str)  # something the user should read (one line)
 
     def __init__(self, settings: Settings, services: Services, parent: QObject | None = None) -> None:
@@ -77,15 +72,19 @@ class EngineController(QObject):
         self.state: SessionState | None = None
         self.ready = False
         self.closed = False
-        self.live: dict[str, LiveTurn] = {}
-        self._pending: deque[tuple[str, PendingTurn]] = deque()
+        self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
+        self.handles: dict[str, Any] = {}  # stream id → the scheduler's StreamHandle, until finished
+        self._scheduler_slots: list[tuple[Any, Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: set[str] = set()
         self._flush = QTimer(self)
         self._flush.setInterval(FLUSH_MS)
         self._flush.timeout.connect(self._on_flush)
-        self._queue_seq = 0
-        self._starting = 0  # turns past the queue whose build has not returned yet
+        self.sensors: Any = None
+        self.intake: EnvIntake | None = None
+        self._sensor_timer = QTimer(self)
+        self._sensor_timer.setInterval(3000)
+        self._sensor_timer.timeout.connect(self._on_sensor_tick)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -123,6 +122,9 @@ class EngineController(QObject):
             self.engine = await loop.run_in_executor(None, self.services.build_engine, self.settings, progress)
             self.status_changed.emit("preparing intent prototypes")
             await self.engine.start()
+            pushed = getattr(self.engine, "env_pushed", None)
+            if pushed is not None:
+                pushed.connect(self.env_pushed.emit)
             if session_id is None:
                 sessions = await self.engine.ex.run("store", self.services.list_sessions, self.engine.store)
                 session_id = sessions[-1]["session_id"] if sessions else None
@@ -139,6 +141,7 @@ class EngineController(QObject):
                  getattr(self.engine.chat, "name", None) or self.settings.chat_model, self.session_id)
         self.status_changed.emit(f"Ready in {took:.1f} s")
         self.ready_changed.emit(True, "")
+        await self.start_sensors()
         return True
 
     def _on_progress(self, line: str) -> None:
@@ -149,6 +152,7 @@ class EngineController(QObject):
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """Open (or create) a session and announce it; the canvas rebuilds from its graph."""
         self.state = await self.engine.open_session(session_id, title=title)
+        self._watch_scheduler(self.state.session_id)
         self.session_opened.emit(self.state)
         return self.state
 
@@ -164,67 +168,75 @@ class EngineController(QObject):
 
     # ------------------------------------------------------------------ turns
 
-    def submit(self, text: str, *, anchor: str | None = None, budget: int | None = None) -> str | None:
-        """Queue an input; returns its queue key (shown until it gets a turn id), None if refused."""
+    def submit(self, text: str, *, anchor: str | None = None, budget: int | None = None,
+               priority: int = 0) -> str | None:
+        """Queue an input on the session's stream scheduler; returns its stream id (shown until
+        it has a turn id), None if refused (models not loaded yet: the text stays in the composer)."""
         text = text.strip()
         if not text:
             return None
         if not self.ready or self.state is None:
             self.error.emit("The models are still loading; your input was kept in the composer.")
             return None
-        self._queue_seq += 1
-        key = f"queued-{self._queue_seq}"
-        self._pending.append((key, PendingTurn(text, anchor, budget, time.perf_counter())))
-        self.turn_queued.emit(key, text)
-        self._pump()
-        return key
+        scheduler = self.engine.scheduler(self.state.session_id)
+        scheduler.set_limit(max(1, int(self.settings.max_concurrent_streams)))
+        handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority)
+        handle.on_token = lambda piece, h=handle: self._on_token(h, piece)  # read per token
+        return handle.stream_id
 
-    def _pump(self) -> None:
-        limit = max(1, int(self.settings.max_concurrent_streams))
-        while self._pending and len(self.live) + self._starting < limit and not self.closed:
-            key, pending = self._pending.popleft()
-            self._starting += 1
-            self.spawn(self._run_turn(key, pending), "the turn")
+    def busy(self) -> bool:
+        """True while any input of the open session is queued, building or streaming."""
+        if self.engine is None or self.state is None:
+            return False
+        scheduler = self.engine.scheduler(self.state.session_id)
+        return bool(scheduler.running() or scheduler.queued())
 
-    async def _run_turn(self, key: str, pending: PendingTurn) -> None:
-        holder: dict[str, str] = {}
-        try:
-            run = await self.engine.submit(
-                self.session_id, pending.text, budget=pending.budget, anchor_override=pending.anchor,
-                on_token=lambda piece: self._on_token(holder["turn_id"], piece),
-            )
-        except Exception as exc:  # noqa: BLE001 - the input is stored; the build failed
-            self._starting -= 1
-            self.turn_failed.emit(key, f"could not build a context: {exc}")
-            self._pump()
-            return
-        holder["turn_id"] = run.turn_id
-        self._starting -= 1
-        live = LiveTurn(run.turn_id, run.node_id, pending.text[:60], run, started=time.perf_counter())
+    def _watch_scheduler(self, session_id: str) -> None:
+        """Mirror the session scheduler's signals (core signals, emitted on this loop) as Qt ones."""
+        for signal, slot in self._scheduler_slots:
+            signal.disconnect(slot)
+        scheduler = self.engine.scheduler(session_id)
+        self._scheduler_slots = [(scheduler.stream_queued, self._on_stream_queued),
+                                 (scheduler.stream_routed, self._on_stream_routed),
+                                 (scheduler.stream_finished, self._on_stream_finished)]
+        for signal, slot in self._scheduler_slots:
+            signal.connect(slot)
+
+    def _on_stream_queued(self, handle: Any) -> None:
+        self.handles[handle.stream_id] = handle
+        if handle.job is None:
+            self.turn_queued.emit(handle.stream_id, handle.text)
+
+    def _on_stream_routed(self, handle: Any, run: Any) -> None:
+        live = LiveTurn(run.turn_id, run.node_id, handle.text[:60], handle, started=time.perf_counter())
         self.live[run.turn_id] = live
         record = TurnRecord(turn_id=run.turn_id, session_id=run.session_id, node_id=run.node_id,
                             build=run.build, timing=run.timing)
-        self.turn_routed.emit(key, run.turn_id, run.node_id, record)
-        try:
-            final = await run.done
-        except Exception as exc:  # noqa: BLE001
-            self.live.pop(run.turn_id, None)
-            self.turn_failed.emit(run.turn_id, str(exc) or type(exc).__name__)
-        else:
-            self._on_flush()
-            self.live.pop(run.turn_id, None)
-            self.turn_finished.emit(run.turn_id, final)
-        self._pump()
+        self.turn_routed.emit(handle.stream_id, run.turn_id, run.node_id, record)
 
-    def _on_token(self, turn_id: str, piece: str) -> None:
-        live = self.live.get(turn_id)
+    def _on_stream_finished(self, handle: Any, outcome: Any) -> None:
+        self.handles.pop(handle.stream_id, None)
+        if handle.job is not None:
+            return
+        turn_id = handle.turn_id
+        if turn_id is not None and turn_id in self.live:
+            self._on_flush()
+            self.live.pop(turn_id, None)
+        if isinstance(outcome, TurnRecord):
+            self.turn_finished.emit(outcome.turn_id, outcome)
+        else:
+            reason = handle.stop_reason or (str(outcome) if outcome is not None else "") or "failed"
+            self.turn_failed.emit(turn_id or handle.stream_id, reason)
+
+    def _on_token(self, handle: Any, piece: str) -> None:
+        live = self.live.get(handle.turn_id or "")
         if live is None:
             return
         if live.first_token_at is None:
             live.first_token_at = time.perf_counter()
         live.text += piece
         live.pieces += 1
-        self._dirty.add(turn_id)
+        self._dirty.add(live.turn_id)
         if not self._flush.isActive():
             self._flush.start()
 
@@ -237,22 +249,26 @@ class EngineController(QObject):
         if not self._dirty:
             self._flush.stop()
 
-    def stop(self, turn_id: str) -> None:
-        """Stop one answer (within one token); a queued input is withdrawn instead."""
-        live = self.live.get(turn_id)
-        if live is not None:
-            live.run.stop()
-            return
-        for item in list(self._pending):
-            if item[0] == turn_id:
-                self._pending.remove(item)
-                self.turn_failed.emit(turn_id, "withdrawn before it started")
+    def _handle(self, key: str) -> Any:
+        live = self.live.get(key)
+        return live.run if live is not None else self.handles.get(key)
+
+    def stop(self, key: str) -> None:
+        """Stop a stream by turn id or stream id: a queued one never runs, a running one stops
+        within one token."""
+        handle = self._handle(key)
+        if handle is not None:
+            handle.stop("stopped by the user")
+
+    def set_priority(self, key: str, priority: int) -> None:
+        """Reorder a queued input (a running stream keeps its place)."""
+        handle = self._handle(key)
+        if handle is not None:
+            handle.set_priority(priority)
 
     def stop_all(self) -> None:
-        for key, _ in list(self._pending):
-            self.stop(key)
-        for turn_id in list(self.live):
-            self.stop(turn_id)
+        for handle in list(self.handles.values()):
+            handle.stop("stopped by the user")
 
     # ------------------------------------------------------------------ branch actions
 
@@ -276,18 +292,89 @@ class EngineController(QObject):
     def undo_reanchor(self, turn_id: str) -> asyncio.Task[Any] | None:
         return self.call("Undoing the re-anchor", self.engine.undo_reanchor, turn_id, then=self.reanchored.emit)
 
+    # ------------------------------------------------------------------ environment sensors
+
+    async def start_sensors(self) -> None:
+        """(Re)start the sensors the settings configure; their events go to the open session.
+
+        Sensor threads only enqueue into the intake; it coalesces on this loop and hands batches
+        to ``engine.ingest_env`` (stored, embedded, on the canvas, routed).
+        """
+        await self.stop_sensors()
+        s = self.settings
+        if self.engine is None or self.services.build_sensors is None:
+            return
+        set_folders = getattr(self.engine, "set_watched_folders", None)
+        if set_folders is not None:
+            set_folders(list(s.watched_folders))  # read_file is confined to these
+        if not (s.watched_folders or s.feeds or s.apis):
+            self.sensors_status.emit([])
+            return
+        prepare = self.services.file_preparer(s) if self.services.file_preparer is not None else None
+        self.intake = EnvIntake(self._ingest, coalesce_ms=s.coalesce_ms, prepare=prepare)
+        self.intake.start()
+        loop = asyncio.get_running_loop()
+        seen = await self._feed_seen()
+        sensors = await loop.run_in_executor(None, self.services.build_sensors, s, self.intake.put, seen)
+        await loop.run_in_executor(None, sensors.start)  # a recursive watch may take a moment
+        self.sensors = sensors
+        self._sensor_timer.start()
+        self._on_sensor_tick()
+
+    async def _feed_seen(self) -> dict[str, set[str]]:
+        """Feed entry ids already stored in the session, so a restart does not repeat them."""
+        if self.state is None or not self.settings.feeds:
+            return {}
+        events = await self.engine.ex.run("store", self.engine.store.list_env_events, self.state.session_id)
+        seen: dict[str, set[str]] = {}
+        for event in events:
+            if event.kind == "feed" and event.payload.get("entry_id"):
+                seen.setdefault(str(event.payload.get("feed", event.source)), set()).add(str(event.payload["entry_id"]))
+        return seen
+
+    async def _ingest(self, events: list[Any]) -> None:
+        if self.engine is None or self.state is None or self.closed:
+            return
+        routed = await self.engine.ingest_env(self.state.session_id, events)
+        self.env_ingested.emit(routed)
+
+    async def stop_sensors(self) -> None:
+        """Stop the sensors, then flush what the intake still holds."""
+        self._sensor_timer.stop()
+        sensors, self.sensors = self.sensors, None
+        if sensors is not None:
+            await asyncio.get_running_loop().run_in_executor(None, sensors.stop)
+        intake, self.intake = self.intake, None
+        if intake is not None:
+            await intake.stop()
+
+    def _on_sensor_tick(self) -> None:
+        if self.sensors is None:
+            return
+        lines = []
+        for st in self.sensors.status():
+            if st.last_error:
+                state = f"error: {st.last_error}"
+            else:
+                state = f"ok {str(st.last_ok or '')[11:19]}" if st.last_ok else ("watching" if st.running else "stopped")
+            counts = ", ".join(f"{v} {k}" for k, v in st.counts.items() if v)
+            lines.append(f"{st.sensor} {st.source}: {state}" + (f" ({counts})" if counts else ""))
+        if self.intake is not None:
+            stats = self.intake.stats()
+            lines.append(f"intake: {stats.raw} changes → {stats.events} events in {stats.batches} batches")
+        self.sensors_status.emit(lines)
+
     # ------------------------------------------------------------------ shutdown
 
     async def close(self) -> None:
         """Stop every answer, let the engine finish its bookkeeping, release the executors."""
         self.closed = True
-        self._pending.clear()
-        for live in list(self.live.values()):
-            live.run.stop()
+        self.stop_all()
         me = asyncio.current_task()
         pending = [t for t in self._tasks if not t.done() and t is not me]
         if pending:
             await asyncio.wait(pending, timeout=10)
         self._flush.stop()
+        await self.stop_sensors()
         if self.engine is not None:
             await self.engine.close()

@@ -61,9 +61,14 @@ def is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
-def colors_for(palette: QPalette) -> ThemeColors:
-    """The colour set that reads well on ``palette``'s background."""
-    return DARK if is_dark(palette) else LIGHT
+def colors_for(palette: QPalette | None = None) -> ThemeColors:
+    """The colour set of the theme in use: the application's palette when there is an application
+    (a widget's own palette follows a theme switch only once Qt re-polishes it, which may come
+    after the widget is redrawn), else ``palette``."""
+    app = QApplication.instance()
+    if isinstance(app, QApplication):
+        palette = app.palette()
+    return DARK if palette is not None and is_dark(palette) else LIGHT
 
 
 def status_color(status: str, palette: QPalette) -> str:

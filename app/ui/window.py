@@ -33,6 +33,7 @@ from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.dialogs import SettingsDialog
+from app.ui.panels.env import EnvPanel, EnvRow
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services, write_json
@@ -98,10 +99,12 @@ class MainWindow(QMainWindow):
         self.inspector = InspectorPanel(self)
         self.inspector.evidence.text_lookup = self._evidence_text
         self.streams = StreamsPanel(self)
+        self.env = EnvPanel(self)
         self.sessions = QListWidget(self)
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
             "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
+            "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.BottomDockWidgetArea),
             "sessions": self._dock("Sessions", self._sessions_widget(), Qt.DockWidgetArea.LeftDockWidgetArea),
         }
         self.resizeDocks([self.docks["inspector"]], [460], Qt.Orientation.Horizontal)
@@ -228,6 +231,10 @@ class MainWindow(QMainWindow):
         c.turn_failed.connect(self._on_turn_failed)
         c.reanchored.connect(self._on_reanchored)
         c.error.connect(self._on_error)
+        c.env_ingested.connect(self._on_env_ingested)
+        c.env_pushed.connect(self._on_env_pushed)
+        c.sensors_status.connect(self.env.set_sensor_status)
+        self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
         self.banner.choice_made.connect(self.reanchor)
         self.scene.node_selected.connect(self._on_node_selected)
@@ -359,8 +366,7 @@ class MainWindow(QMainWindow):
 
     def _on_turn_queued(self, key: str, text: str) -> None:
         self.streams.add_stream(key, text[:60])
-        waiting = len(self.controller.live) + self.controller._starting >= self.settings.max_concurrent_streams
-        self.streams.update_stream(key, 0, "queued" if waiting else "building context")
+        self.streams.update_stream(key, 0, "queued")
 
     def _labels(self) -> dict[str, str]:
         state = self.controller.state
@@ -411,6 +417,26 @@ class MainWindow(QMainWindow):
         live = self.controller.live.get(turn_id)
         if live is not None:
             self.view.center_on_node(live.node_id)
+
+    # ------------------------------------------------------------------ environment
+
+    def _on_env_ingested(self, routed: list[Any]) -> None:
+        labels = self._labels()
+        self.env.add_events([
+            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, r.event.title or r.event.uri,
+                   str(r.event.payload.get("change", "")),
+                   labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None)
+            for r in routed
+        ])
+
+    def _on_env_pushed(self, notice: Any) -> None:
+        title = notice.event.title or notice.event.uri
+        self.statusBar().showMessage(f"Push: “{title}” changed while task “{notice.task.name}” is active", 15000)
+        self.scene.highlight({notice.node_id})
+
+    def _on_env_selected(self, node_id: str) -> None:
+        self.view.center_on_node(node_id)
+        self.scene.select([node_id])
 
     # ------------------------------------------------------------------ selection and inspection
 
@@ -602,6 +628,9 @@ class MainWindow(QMainWindow):
                 return
             self.statusBar().showMessage(f"The data folder {new.data_dir} is used from the next start.", 10000)
         models = ("chat_model", "embed_model", "context_size", "n_threads")
+        sensing = ("watched_folders", "ignore_patterns", "max_file_bytes", "coalesce_ms", "feeds", "apis")
+        if any(getattr(new, f) != getattr(old, f) for f in sensing) and self.controller.ready:
+            self.controller.spawn(self.controller.start_sensors(), "Restarting the sensors")
         changed = any(getattr(new, f) != getattr(old, f) for f in models)
         if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
             self.controller.spawn(self._reload(), "Reloading the models")

@@ -80,6 +80,8 @@ def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Se
         export_session=real.export_session,
         import_session=real.import_session,
         list_sessions=real.list_sessions,
+        build_sensors=real.build_sensors,
+        file_preparer=real.file_preparer,
     )
 
 

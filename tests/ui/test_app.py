@@ -39,7 +39,7 @@ async def _answered(window: MainWindow, count: int) -> list[str]:
 
     def done() -> list[str] | None:
         state = c.state
-        if state is None or c.live or c._pending or c._starting:
+        if state is None or c.busy():
             return None
         turns = [t for t in state.turn_order if len(state.turns[t].message_ids) >= 2]
         return turns if len(turns) >= count else None
@@ -92,7 +92,8 @@ def test_streams_queue_beyond_the_limit_and_stop_is_prompt(qtbot, aloop, setting
     _send(window, "And a second one about trains")
     c = window.controller
     drive(aloop, until(lambda: c.live and next(iter(c.live.values())).pieces > 5, 30, "first stream"))
-    assert len(c.live) == 1 and len(c._pending) == 1  # the second input waits for a free stream
+    scheduler = c.engine.scheduler(c.session_id)
+    assert len(c.live) == 1 and len(scheduler.queued()) == 1  # the second input waits for a free stream
     first = next(iter(c.live))
     window.streams.stop_requested.emit(first)
     turns = drive(aloop, _answered(window, 2))
@@ -161,6 +162,7 @@ def real_window(qapp: QApplication, tmp_path_factory) -> Iterator[tuple[MainWind
     window.show()
     assert drive(loop, window.controller.load(), 300)
     yield window, loop
+    asyncio.set_event_loop(loop)  # later tests' own loops were made current meanwhile
     window.close()
     drive(loop, until(lambda: window._shut, 60, "shutdown"))
     loop.close()
@@ -234,3 +236,22 @@ def test_python_m_app_opens_answers_quits_and_reopens_the_session(tmp_path: Path
         assert found, proc.stdout
         sessions.append(found.group(1))
     assert sessions[0] == sessions[1]  # the second start reopened the most recent session
+
+
+def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(qtbot, aloop, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    settings = Settings.load(tmp_path / "data").model_copy(update={"watched_folders": [folder], "coalesce_ms": 100})
+    window = _open(qtbot, settings, fake_services(["Noted."]))
+    drive(aloop, window.controller.load())
+    assert window.controller.sensors is not None
+    (folder / "budget.md").write_text("Q3 budget: 40k for hardware", encoding="utf-8")
+    drive(aloop, until(lambda: window.env.rows, 30, "an env event in the panel"))
+    row = window.env.rows[0]
+    assert row.kind == "file" and "budget.md" in row.title
+    state = window.controller.state
+    assert state is not None and row.node_id in state.graph
+    assert state.graph.node(row.node_id).kind == NodeKind.ENV and window.scene.item(row.node_id) is not None
+    drive(aloop, until(lambda: any("files" in line for line in window.env.status.text().splitlines()), 10, "status"))
+    _close(window, aloop)
+    assert window.controller.sensors is None  # stopped with the app

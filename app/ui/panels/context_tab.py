@@ -66,7 +66,7 @@ class BudgetBarWidget(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         text_color = self.palette().color(QPalette.ColorRole.Text)
         fm = painter.fontMetrics()
         label_w = max(fm.horizontalAdvance("planned"), fm.horizontalAdvance("used")) + 10
@@ -161,7 +161,7 @@ class ContextTabWidget(QWidget):
             return
         ctx = record.build.context
         over = ctx.tokens > ctx.budget
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         style = f" style='color:{colors.error}'" if over else ""
         self.summary.setText(
             f"<b{style}>{ctx.tokens}</b> of {ctx.budget} tokens "

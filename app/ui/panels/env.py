@@ -46,9 +46,12 @@ class EnvPanel(QWidget):
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.table: QTableWidget = make_table(COLUMNS, stretch_last=False)
         header = self.table.horizontalHeader()
+        # Fixed widths: ResizeToContents re-measures every row on each cell set, which made a
+        # burst of file events freeze the window for seconds (quadratic in the rows shown).
+        for column, width in ((0, 70), (1, 44), (3, 70), (4, 150), (5, 50)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            self.table.setColumnWidth(column, width)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        for column in (0, 1, 3, 4, 5):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.table.cellClicked.connect(self._on_clicked)
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)

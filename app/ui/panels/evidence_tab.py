@@ -82,7 +82,7 @@ class EvidenceTabWidget(QWidget):
                            "recall": record.build.recall.model_dump(mode="json"), "routing": record.build.routing})
 
     def _fill_candidates(self, record: TurnRecord) -> None:
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         texts = evidence_texts(record)
         numbers = {c.evidence_id: c.number for c in citation_map(record).values()}
         dropped = {d.item_id: d.reason for d in record.build.context.dropped}
@@ -127,7 +127,7 @@ class EvidenceTabWidget(QWidget):
         self.candidates.setColumnWidth(3, 260)
 
     def _fill_channels(self, record: TurnRecord) -> None:
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         rows = []
         for run in record.build.recall.channels:
             error = SortableItem(run.error or "")
@@ -153,7 +153,7 @@ class EvidenceTabWidget(QWidget):
         fit_height(self.conflicts, 6)
 
     def _fill_routing(self, routing: dict[str, Any], anchor: str | None) -> None:
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         if anchor is None:
             decision = "<b>new task root</b> (no candidate scored high enough)"
         else:

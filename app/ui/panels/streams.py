@@ -173,7 +173,7 @@ class StreamsPanel(QWidget):
         r = self._order.index(turn_id)
         row = self._rows[turn_id]
         now = time.monotonic()
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         done = row.finished is not None
         status = self.table.item(r, 1)
         status.setText(f"done · {row.status}" if done else row.status)

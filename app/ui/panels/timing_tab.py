@@ -72,7 +72,7 @@ class TimingTabWidget(QWidget):
         for _, field, group, _limit in STAGES:
             value = timing.get(field)
             scale[group] = max(scale.get(group, 0.0), float(value or 0.0))
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         rows = []
         for label, field, _group, limit in STAGES:
             value = timing.get(field)

@@ -145,7 +145,7 @@ class TurnPanel(QWidget):
     # ------------------------------------------------------------------ rendering
 
     def _render_answer(self) -> None:
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         self._links = {}
         parts: list[str] = []
         for piece in split_citations(self._answer, self._known):
@@ -188,7 +188,7 @@ class TurnPanel(QWidget):
         if self._record is None:
             return
         texts = self._texts
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         seen: set[int] = set()
         for piece in split_citations(self._answer):
             for n in piece.numbers:

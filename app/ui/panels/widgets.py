@@ -55,7 +55,7 @@ def fmt_value(value: Any) -> str:
 def set_role(label: QLabel, role: str) -> QLabel:
     """Mark a label as error / ok / muted / empty / section (styled by the theme, coloured here too)."""
     label.setProperty("role", role)
-    colors = theme.colors_for(label.palette())
+    colors = theme.colors_for()
     color = {"error": colors.error, "ok": colors.ok, "muted": colors.muted, "empty": colors.muted}.get(role)
     parts = [f"color: {color};"] if color else []
     if role == "empty":
@@ -167,7 +167,7 @@ class MeterWidget(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        colors = theme.colors_for(self.palette())
+        colors = theme.colors_for()
         rect = QRectF(self.rect()).adjusted(2, 4, -2, -4)
         text_w = painter.fontMetrics().horizontalAdvance(self.text) + 8 if self.text else 0
         bar = QRectF(rect.left(), rect.top(), max(10.0, rect.width() - text_w), rect.height())
