@@ -243,6 +243,7 @@ class MainWindow(QMainWindow):
         self.scene.node_action.connect(self._on_node_action)
         self.scene.pending_dropped.connect(self._on_pending_dropped)
         self.streams.stop_requested.connect(self.controller.stop)
+        self.streams.priority_changed.connect(self.controller.set_priority)
         self.streams.selected.connect(self._on_stream_selected)
         hover = getattr(self.inspector, "evidence_hovered", None)
         if hover is not None:

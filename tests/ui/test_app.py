@@ -255,3 +255,23 @@ def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(
     drive(aloop, until(lambda: any("files" in line for line in window.env.status.text().splitlines()), 10, "status"))
     _close(window, aloop)
     assert window.controller.sensors is None  # stopped with the app
+
+
+def test_raising_a_waiting_input_in_the_streams_panel_runs_it_sooner(qtbot, aloop, settings: Settings) -> None:
+    settings = settings.model_copy(update={"max_concurrent_streams": 1})
+    window = _open(qtbot, settings, fake_services([" ".join(f"w{i}" for i in range(60))], delay=0.01))
+    drive(aloop, window.controller.load())
+    c = window.controller
+    order: list[str] = []
+    c.turn_routed.connect(lambda key, turn_id, node_id, record: order.append(record.build.text))
+    for text in ("First: describe ships", "Second: describe trains", "Third: describe planes"):
+        _send(window, text)
+    drive(aloop, until(lambda: len(order) == 1, 30, "the first stream"))
+    waiting = [h for h in c.engine.scheduler(c.session_id).queued()]
+    third = next(h for h in waiting if h.text.startswith("Third"))
+    box = window.streams.priority_box(third.stream_id)
+    assert box is not None and box.isEnabled()
+    box.setValue(5)  # the user raises it while it waits
+    drive(aloop, _answered(window, 3))
+    assert [t.split(":")[0] for t in order] == ["First", "Third", "Second"]
+    _close(window, aloop)

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QTimer, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHeaderView, QPushButton, QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QPushButton, QSpinBox, QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from app.ui import theme
 from app.ui.panels.widgets import empty_label, make_table, restyle
 
 EMPTY_HINT = "No answers running. Answers appear here while they stream; Stop ends one within a token."
-COLUMNS = ("Turn", "Status", "Tokens", "Elapsed", "")
+COLUMNS = ("Turn", "Status", "Tokens", "Elapsed", "Priority", "")
+BUTTON = 5  # the Stop button's column
+PRIORITY = 4  # the priority spin box's column
 STOPPED = frozenset({"cancelled", "canceled", "stopped"})
 FAILED = frozenset({"error", "failed"})
 
@@ -34,6 +36,7 @@ class StreamRow:
     tokens: int = 0
     started: float = 0.0
     finished: float | None = None
+    priority: int = 0
     generation: int = 0  # bumps when the id is re-added, so an old removal timer does not fire on it
 
     def elapsed(self, now: float) -> float:
@@ -54,6 +57,7 @@ class StreamsPanel(QWidget):
 
     stop_requested = Signal(str)
     selected = Signal(str)
+    priority_changed = Signal(str, int)  # (id, priority): a waiting input moves up or down the queue
 
     def __init__(self, parent: QWidget | None = None, *, linger_ms: int = 4000, tick_ms: int = 500) -> None:
         super().__init__(parent)
@@ -66,8 +70,10 @@ class StreamsPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2, 3):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Fixed)
-        self.table.setColumnWidth(4, 72)
+        header.setSectionResizeMode(PRIORITY, QHeaderView.ResizeMode.Fixed)
+        self.table.setColumnWidth(PRIORITY, 64)
+        header.setSectionResizeMode(BUTTON, QHeaderView.ResizeMode.Fixed)
+        self.table.setColumnWidth(BUTTON, 72)
         self.empty = empty_label(EMPTY_HINT)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
@@ -137,8 +143,15 @@ class StreamsPanel(QWidget):
         """The Stop button of a row (None when the id is not shown)."""
         if turn_id not in self._order:
             return None
-        widget = self.table.cellWidget(self._order.index(turn_id), 4)
+        widget = self.table.cellWidget(self._order.index(turn_id), BUTTON)
         return widget if isinstance(widget, QPushButton) else None
+
+    def priority_box(self, turn_id: str) -> QSpinBox | None:
+        """The priority spin box of a row (None when the id is not shown)."""
+        if turn_id not in self._order:
+            return None
+        widget = self.table.cellWidget(self._order.index(turn_id), PRIORITY)
+        return widget if isinstance(widget, QSpinBox) else None
 
     def changeEvent(self, event: QEvent) -> None:
         """On a theme switch, colour the rows again for the new palette."""
@@ -162,7 +175,13 @@ class StreamsPanel(QWidget):
             button = QPushButton("Stop")
             button.setToolTip("Stop this answer (it keeps what was generated so far)")
             button.clicked.connect(lambda _checked=False, t=turn_id: self._on_stop(t))
-            self.table.setCellWidget(r, 4, button)
+            self.table.setCellWidget(r, BUTTON, button)
+            priority = QSpinBox()
+            priority.setRange(-10, 10)
+            priority.setValue(row.priority)
+            priority.setToolTip("Higher runs sooner while the input waits for a free stream")
+            priority.valueChanged.connect(lambda value, t=turn_id: self._on_priority(t, value))
+            self.table.setCellWidget(r, PRIORITY, priority)
             self._refresh(turn_id)
         self.stack.setCurrentWidget(self.table if self._order else self.empty)
 
@@ -187,7 +206,10 @@ class StreamsPanel(QWidget):
         rate = f" ({row.tokens / seconds:.1f}/s)" if row.tokens and seconds >= 0.5 else ""
         self.table.item(r, 2).setText(f"{row.tokens}{rate}")
         self.table.item(r, 3).setText(fmt_elapsed(seconds))
-        button = self.table.cellWidget(r, 4)
+        priority = self.table.cellWidget(r, PRIORITY)
+        if isinstance(priority, QSpinBox):
+            priority.setEnabled(not done)
+        button = self.table.cellWidget(r, BUTTON)
         if isinstance(button, QPushButton):
             button.setEnabled(not done and row.status != "stopping…")
             button.setText("Done" if done else "Stop")
@@ -217,6 +239,12 @@ class StreamsPanel(QWidget):
         row.status = "stopping…"
         self._refresh(turn_id)
         self.stop_requested.emit(turn_id)
+
+    def _on_priority(self, turn_id: str, value: int) -> None:
+        row = self._rows.get(turn_id)
+        if row is not None and row.finished is None:
+            row.priority = value
+            self.priority_changed.emit(turn_id, value)
 
     def _on_cell_clicked(self, r: int, _column: int) -> None:
         if 0 <= r < len(self._order):
