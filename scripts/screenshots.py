@@ -31,7 +31,9 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     from app.config import Settings
     from app.ui.window import MainWindow
 
-    settings = Settings.load(data_dir)
+    watched = data_dir / "watched"
+    watched.mkdir(parents=True, exist_ok=True)
+    settings = Settings.load(data_dir).model_copy(update={"watched_folders": [watched], "coalesce_ms": 200})
     window = MainWindow(settings, desktop.services())
     window.resize(1600, 1000)
     window.show()
@@ -68,13 +70,21 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
             await asyncio.sleep(0.1)
             grab(f"03-inspector-{i}-{tabs.tabText(i).lower().replace(' ', '-').replace('/', '')}")
     # A streaming answer, caught mid-way.
-    window.composer.edit.setPlainText("Write a short packing checklist for Lisbon as bullet points.")
+    # A task, a file it names edited meanwhile, and a question that interrupts it.
+    window.composer.edit.setPlainText("Write a step-by-step plan to migrate the blog to a static site; keep notes in migration.md")
     window.composer.send.click()
     while not (c.live and next(iter(c.live.values())).pieces > 12):
         await asyncio.sleep(0.02)
-    grab("04-streaming")
+    (watched / "migration.md").write_text("Step 1: export posts as Markdown", encoding="utf-8")
+    window.composer.edit.setPlainText("How far along is the migration plan?")
+    window.composer.send.click()
+    await asyncio.sleep(1.5)
+    grab("04-streaming-task-interruption-env")
     while c.busy():
         await asyncio.sleep(0.05)
+    window.view.fit_all()
+    await asyncio.sleep(0.3)
+    grab("04b-after-task")
     window.view.zoom_by(0.35)
     await asyncio.sleep(0.2)
     grab("05-zoomed-out")

@@ -185,11 +185,9 @@ class EngineController(QObject):
         return handle.stream_id
 
     def busy(self) -> bool:
-        """True while any input of the open session is queued, building or streaming."""
-        if self.engine is None or self.state is None:
-            return False
-        scheduler = self.engine.scheduler(self.state.session_id)
-        return bool(scheduler.running() or scheduler.queued())
+        """True while any input of the open session is queued, building or streaming (its
+        handle is known from submission until the scheduler reports it finished)."""
+        return any(h.job is None for h in self.handles.values())
 
     def _watch_scheduler(self, session_id: str) -> None:
         """Mirror the session scheduler's signals (core signals, emitted on this loop) as Qt ones."""

@@ -104,9 +104,11 @@ class MainWindow(QMainWindow):
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
             "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
-            "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.BottomDockWidgetArea),
+            "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.RightDockWidgetArea),
             "sessions": self._dock("Sessions", self._sessions_widget(), Qt.DockWidgetArea.LeftDockWidgetArea),
         }
+        self.tabifyDockWidget(self.docks["streams"], self.docks["environment"])
+        self.docks["streams"].raise_()
         self.resizeDocks([self.docks["inspector"]], [460], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["sessions"]], [200], Qt.Orientation.Horizontal)
 
