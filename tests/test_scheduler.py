@@ -414,3 +414,39 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
             await engine.close()
 
     asyncio.run(main())
+
+
+def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(tmp_path: Path) -> None:
+    """Nothing is lost: an input is in the event log from submission until its turn is recorded."""
+    from app.core.runtime.scheduler import pending_inputs
+    from tests.test_engine import _fake_engine
+
+    first = _fake_engine(tmp_path, [" ".join(f"w{i}" for i in range(400))], delay=0.01)
+
+    async def crash() -> str:
+        await first.start()
+        state = await first.open_session(None)
+        scheduler = first.scheduler(state.session_id)
+        scheduler.set_limit(1)
+        handles = [scheduler.submit(t) for t in ("Tell me about ships", "Now about trains", "And planes")]
+        await asyncio.wait_for(handles[0].built, 30)
+        handles[2].stop()  # withdrawn by the user: not to be resumed
+        await asyncio.sleep(0.2)  # the store thread writes the log entries in order
+        return state.session_id  # ... and the process dies here, the second input still queued
+
+    session_id = asyncio.run(crash())
+    second = _fake_engine(tmp_path, ["OK."])
+
+    async def restart() -> None:
+        await second.start()
+        await second.open_session(session_id)
+        log = await second.ex.run("store", second.store.list_events, session_id)
+        assert [p["text"] for p in pending_inputs(log)] == ["Now about trains"]
+        (handle,) = await second.resume_inputs(session_id)
+        record = await asyncio.wait_for(handle.done, 30)
+        assert record.build.text == "Now about trains"
+        log = await second.ex.run("store", second.store.list_events, session_id)
+        assert pending_inputs(log) == []
+        await second.close()
+
+    asyncio.run(restart())

@@ -116,6 +116,22 @@ class TaskActions:
         """The session's stream scheduler (created on first use): submit inputs, stop, reprioritise."""
         return self._streams.session(session_id)
 
+    async def resume_inputs(self, session_id: str) -> list[StreamHandle]:
+        """Queue again the inputs that were waiting when the app last stopped (see
+        ``scheduler.pending_inputs``); each is withdrawn under its old stream id first."""
+        from app.core.runtime.scheduler import INPUT_WITHDRAWN, pending_inputs
+
+        events = await self.ex.run("store", self.store.list_events, session_id)
+        scheduler = self.scheduler(session_id)
+        handles = []
+        for item in pending_inputs(events):
+            await self.ex.run("store", self.store.append_event, session_id, INPUT_WITHDRAWN,
+                              {"stream_id": item["stream_id"], "status": "resubmitted", "reason": "the app stopped"})
+            handles.append(scheduler.submit(item["text"], anchor_override=item.get("anchor_override"),
+                                            budget=item.get("budget"), priority=int(item.get("priority") or 0),
+                                            parent_task_id=item.get("parent_task_id")))
+        return handles
+
     def set_stream_limit(self, k: int) -> None:
         """Allow ``k`` concurrent streams in every session, now and for sessions opened later."""
         self._streams.limit = max(1, int(k))

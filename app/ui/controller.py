@@ -154,6 +154,9 @@ class EngineController(QObject):
         self.state = await self.engine.open_session(session_id, title=title)
         self._watch_scheduler(self.state.session_id)
         self.session_opened.emit(self.state)
+        resumed = await self.engine.resume_inputs(self.state.session_id)
+        if resumed:
+            self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")
         return self.state
 
     async def sessions(self) -> list[dict[str, Any]]:
@@ -181,7 +184,6 @@ class EngineController(QObject):
         scheduler = self.engine.scheduler(self.state.session_id)
         scheduler.set_limit(max(1, int(self.settings.max_concurrent_streams)))
         handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority)
-        handle.on_token = lambda piece, h=handle: self._on_token(h, piece)  # read per token
         return handle.stream_id
 
     def busy(self) -> bool:
@@ -202,6 +204,8 @@ class EngineController(QObject):
 
     def _on_stream_queued(self, handle: Any) -> None:
         self.handles[handle.stream_id] = handle
+        if handle.on_token is None:  # read per token, so setting it now is in time
+            handle.on_token = lambda piece, h=handle: self._on_token(h, piece)
         if handle.job is None:
             self.turn_queued.emit(handle.stream_id, handle.text)
 

@@ -46,6 +46,20 @@ if TYPE_CHECKING:
     from app.core.trace import TurnRecord
 
 StreamKind = Literal["qa", "task", "interrupt", "env"]
+INPUT_QUEUED, INPUT_STARTED, INPUT_WITHDRAWN = "input.queued", "input.started", "input.withdrawn"
+
+
+def pending_inputs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inputs queued but neither recorded as a turn nor withdrawn (the app stopped while they
+    waited), oldest first, from a session's event log entries: their ``input.queued`` payloads."""
+    queued: dict[str, dict[str, Any]] = {}
+    for event in events:
+        payload = event.get("payload") or {}
+        if event["type"] == INPUT_QUEUED:
+            queued[payload["stream_id"]] = payload
+        elif event["type"] in (INPUT_STARTED, INPUT_WITHDRAWN):
+            queued.pop(payload.get("stream_id", ""), None)
+    return list(queued.values())
 StreamStatus = Literal["queued", "building", "streaming", "done", "stopped", "failed"]
 FINISHED: frozenset[str] = frozenset({"done", "stopped", "failed"})
 
@@ -198,9 +212,18 @@ class SessionScheduler:
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id = parent_task_id
         handle.predicted = handle.kind = self.runtime.predict_kind(self.session_id, text)
+        # Durable from submission: until its turn is recorded, the event log holds the input,
+        # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
+        self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
+                                 "budget": budget, "priority": int(priority), "parent_task_id": parent_task_id})
         self.runtime.enqueue(handle)
         self.stream_queued.emit(handle)
         return handle
+
+    def _log(self, type: str, payload: dict[str, Any]) -> None:
+        engine = self.engine
+        task = asyncio.ensure_future(engine.ex.run("store", engine.store.append_event, self.session_id, type, payload))
+        task.add_done_callback(_consume)
 
     def submit_event(self, label: str, job: Callable[[StreamHandle], Awaitable[Any]], *,
                      priority: int = 0) -> StreamHandle:
@@ -257,6 +280,9 @@ class SessionScheduler:
         # building: _run stops it as soon as the build is attached
 
     def _settle(self, handle: StreamHandle, status: str, outcome: Any) -> None:
+        if handle.job is None and handle.turn_id is None:  # never recorded as a turn: withdrawn
+            self._log(INPUT_WITHDRAWN, {"stream_id": handle.stream_id, "status": status,
+                                        "reason": handle.stop_reason or str(outcome)[:200]})
         handle.status = status
         handle.finished_at = time.perf_counter()
         for future in (handle.built, handle.done):
@@ -300,6 +326,7 @@ class SessionScheduler:
                 run = await engine._submit(state, handle.text, handle.budget, handle.anchor_override,
                                            self._on_token(handle), hooks=hooks)
             handle.run = run
+            self._log(INPUT_STARTED, {"stream_id": handle.stream_id, "turn_id": run.turn_id})
             handle.status = "streaming"
             if handle.stop_reason:
                 run.stop()
