@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QWidget
 
 from app.core.compiler import SEGMENT_ORDER
 from app.core.trace import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
-    IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table, scroll_page,
+    ScrollTab, IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table,
     section_label, set_role, short_id,
 )
 
@@ -108,17 +108,12 @@ class BudgetBarWidget(QWidget):
         painter.end()
 
 
-class ContextTabWidget(QWidget):
+class ContextTabWidget(ScrollTab):
     """Shows what the model was given: budget use, blocks, dropped items and the exact prompt."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        page, layout = scroll_page(self)
-        outer.addWidget(page)
-        self.summary = QLabel()
-        self.summary.setWordWrap(True)
+        layout = self.column
         self.budget_bar = BudgetBarWidget()
         self.blocks = make_table(["#", "Type", "Priority", "Tokens", "Refs", "Content"])
         self.block_view = QPlainTextEdit()

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app.core.retrieval import CHANNELS
 from app.core.trace import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
 from app.ui.panels.widgets import (
-    IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table, scroll_page, section_label,
+    ScrollTab, IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table, section_label,
     set_role, short_id,
 )
 
@@ -27,19 +27,14 @@ CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Kind", *CHANNELS, "Fused", "K
 MISSING = 10**9  # sort key of "not found by this channel": after every real rank
 
 
-class EvidenceTabWidget(QWidget):
+class EvidenceTabWidget(ScrollTab):
     """Shows why each recalled item was kept or not, how each channel ran, and the routing."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         #: Text of an evidence id the context did not show (the window looks it up in the session).
         self.text_lookup: Callable[[str], str | None] | None = None
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        page, layout = scroll_page(self)
-        outer.addWidget(page)
-        self.summary = QLabel()
-        self.summary.setWordWrap(True)
+        layout = self.column
         self.candidates = make_table(CANDIDATE_COLUMNS, sortable=True)
         self.candidates.setMinimumHeight(320)
         self.channels = make_table(["Channel", "Size asked", "Hits", "Elapsed", "Error"], sortable=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QWidget
 
 from app.core.trace import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
-    MeterWidget, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table, scroll_page,
+    ScrollTab, MeterWidget, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table,
     section_label, set_role,
 )
 
@@ -58,17 +58,12 @@ def rule_side(signals: list[dict[str, Any]], field: str) -> tuple[str, float]:
     return label, sums[label] / total
 
 
-class IntentTabWidget(QWidget):
+class IntentTabWidget(ScrollTab):
     """Shows the intent of one recorded turn: fields, confidences, doubts, signals, LLM signal."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        page, layout = scroll_page(self)
-        outer.addWidget(page)
-        self.summary = QLabel()
-        self.summary.setWordWrap(True)
+        layout = self.column
         self.fields = make_table(["Field", "Value", "Confidence", "Why uncertain", "Evidence in the input"])
         self.reasons = QLabel()
         self.reasons.setWordWrap(True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.core.trace import TurnRecord
 from app.ui.panels.widgets import (
-    RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table, scroll_page, section_label,
+    ScrollTab, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table, section_label,
 )
 
 # DESIGN §4 families → the plan keys shown under each (dotted paths pick one field of a section).
@@ -43,17 +43,12 @@ def family_of(plan: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-class PlanTabWidget(QWidget):
+class PlanTabWidget(ScrollTab):
     """Shows the chosen context plan grouped by family, and every candidate plan with why."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        page, layout = scroll_page(self)
-        outer.addWidget(page)
-        self.summary = QLabel()
-        self.summary.setWordWrap(True)
+        layout = self.column
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Field", "Value"])
         self.tree.setAlternatingRowColors(True)

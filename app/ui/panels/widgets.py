@@ -229,6 +229,20 @@ def scroll_page(parent: QWidget | None = None) -> tuple[QWidget, QVBoxLayout]:
     return area, layout
 
 
+class ScrollTab(QWidget):
+    """A tab page whose sections scroll in one column (``self.column``); it starts with a
+    word-wrapped ``summary`` line, which the subclass places where it wants."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        page, self.column = scroll_page(self)
+        outer.addWidget(page)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+
+
 class HoverTracker(QObject):
     """Reports the evidence ids (``IDS_ROLE`` of any cell in the row) under the mouse of a view.
 
