@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.runtime.intake import RawChange
-from app.sensors.base import ApiSourceLike, SourceStatus, Sink, StatusBoard
-from app.sensors.fetch import FetchError, PollingThreads, Validators, fetch_bytes
+from app.sensors.base import ApiSourceLike, Sink, StatusBoard
+from app.sensors.fetch import FetchError, PolledSensor, PollingThreads, Validators, fetch_bytes
 
 _MAX_SHOWN = 2_000  # characters of a value shown in an event's text
 _MAX_PAYLOAD = 20_000  # characters of canonical JSON kept in the payload as a value
@@ -75,7 +75,7 @@ def source_key(source: ApiSourceLike) -> str:
     return f"{source.url}#{source.path}" if source.path else source.url
 
 
-class ApiSensor:
+class ApiSensor(PolledSensor):
     """Polls each endpoint on its interval; ``sink`` gets a change when the value changes."""
 
     name = "api"
@@ -106,19 +106,6 @@ class ApiSensor:
         self._locks = [threading.Lock() for _ in self.sources]
         self._board = StatusBoard(self.name, [source_key(s) for s in self.sources])
         self._threads = PollingThreads(self.name, [s.interval_s for s in self.sources])
-
-    def start(self) -> None:
-        """Start one polling thread per endpoint; each polls at once, then every ``interval_s``."""
-        self._board.running = True
-        self._threads.start(self.poll_once)
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._threads.stop(timeout_s)
-        self._board.running = False
-
-    def status(self) -> list[SourceStatus]:
-        """Per endpoint: last_ok, last_error, counts (polls, not_modified, changes, errors)."""
-        return self._board.snapshot()
 
     def values(self) -> dict[str, Any]:
         """The last value per source key (what the engine may persist as the next baseline)."""

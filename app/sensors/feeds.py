@@ -22,8 +22,8 @@ from typing import Any
 import feedparser
 
 from app.core.runtime.intake import RawChange
-from app.sensors.base import FeedSourceLike, Sink, SourceStatus, StatusBoard
-from app.sensors.fetch import FetchError, PollingThreads, Validators, fetch_bytes
+from app.sensors.base import FeedSourceLike, Sink, StatusBoard
+from app.sensors.fetch import FetchError, PolledSensor, PollingThreads, Validators, fetch_bytes
 from app.sensors.text import html_to_text
 
 # Bozo exceptions that do not make the entries untrustworthy (the XML parsed; only the declared
@@ -95,7 +95,7 @@ class _FeedState:
             self.seen.popitem(last=False)
 
 
-class FeedSensor:
+class FeedSensor(PolledSensor):
     """Polls each feed on its interval; ``sink`` gets a change per new entry and per new error."""
 
     name = "feeds"
@@ -126,19 +126,6 @@ class FeedSensor:
         self._locks = [threading.Lock() for _ in self.sources]
         self._board = StatusBoard(self.name, [s.url for s in self.sources])
         self._threads = PollingThreads(self.name, [s.interval_s for s in self.sources])
-
-    def start(self) -> None:
-        """Start one polling thread per feed; each polls at once, then every ``interval_s``."""
-        self._board.running = True
-        self._threads.start(self.poll_once)
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._threads.stop(timeout_s)
-        self._board.running = False
-
-    def status(self) -> list[SourceStatus]:
-        """Per feed: last_ok, last_error, counts (polls, not_modified, entries_seen, errors)."""
-        return self._board.snapshot()
 
     def seen_ids(self, url: str) -> list[str]:
         """The ids seen so far for ``url`` (what the engine persists), oldest first."""

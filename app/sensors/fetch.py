@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ _CHUNK = 64 * 1024
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 PollFn = Callable[[int], None]
+
+
+if TYPE_CHECKING:
+    from app.sensors.base import SourceStatus, StatusBoard
 
 
 class FetchError(Exception):
@@ -208,3 +213,30 @@ class PollingThreads:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads = [t for t in self._threads if t.is_alive()]
+
+
+class PolledSensor:
+    """The start/stop/status of a sensor that polls each of its sources on its own thread.
+
+    A subclass sets ``name``, ``_board`` (a ``StatusBoard``) and ``_threads`` (``PollingThreads``)
+    and defines ``poll_once(index)``; each source is polled at once, then every ``interval_s``.
+    """
+
+    name: str
+    _board: "StatusBoard"
+    _threads: PollingThreads
+
+    def poll_once(self, index: int) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._board.running = True
+        self._threads.start(self.poll_once)
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._threads.stop(timeout_s)
+        self._board.running = False
+
+    def status(self) -> list["SourceStatus"]:
+        """Per source: last_ok, last_error and the counters (polls, not_modified, errors, ...)."""
+        return self._board.snapshot()
