@@ -263,7 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.desktop import limit_malloc_arenas
+
     args = build_parser().parse_args(argv)
+    limit_malloc_arenas()  # as the app does
     report = run(args)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

@@ -50,7 +50,7 @@ class SearchIndex:
     """Vector and full-text search over the searchable records of the store."""
 
     def __init__(self, index_dir: Path, embedder: Embedder, *, batch_size: int = 64,
-                 optimize_every: int = 256) -> None:
+                 optimize_every: int = 256, cache_mb: tuple[int, int] = (256, 64)) -> None:
         self.index_dir = Path(index_dir)
         self.index_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
@@ -58,7 +58,11 @@ class SearchIndex:
         self.optimize_every = optimize_every
         self.needs_rebuild = False
         self._unoptimized = 0
-        self._db = lancedb.connect(str(self.index_dir))
+        # Lance caches opened indices and file metadata per session, by default up to 6 GB and
+        # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
+        # (index MB, metadata MB); queries stay fast because the index is small and local.
+        session = lancedb.Session(index_cache_size_bytes=cache_mb[0] << 20, metadata_cache_size_bytes=cache_mb[1] << 20)
+        self._db = lancedb.connect(str(self.index_dir), session=session)
         self._table = self._open_or_create()
 
     # ------------------------------------------------------------------ table
