@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,18 +72,7 @@ def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Se
             executors=ex, config=EngineConfig(default_budget=settings.default_budget, llm_intent="off"),
         )
 
-    real = desktop.services()
-    return Services(
-        build_engine=build,
-        verify_chat_model=real.verify_chat_model,
-        chat_models=real.chat_models,
-        embed_models=real.embed_models,
-        export_session=real.export_session,
-        import_session=real.import_session,
-        list_sessions=real.list_sessions,
-        build_sensors=real.build_sensors,
-        file_preparer=real.file_preparer,
-    )
+    return replace(desktop.services(), build_engine=build)
 
 
 @pytest.fixture
