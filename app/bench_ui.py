@@ -42,40 +42,11 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "max": round(ordered[-1], 2), "n": len(ordered)}
 
 
-class LagProbe:
-    """A precise repeating timer on the UI loop; ``lags`` are how late each tick came (ms)."""
-
-    def __init__(self, interval_ms: int = 5) -> None:
-        from PySide6.QtCore import Qt, QTimer
-
-        self.interval = interval_ms
-        self.lags: list[float] = []
-        self._last = 0.0
-        self._timer = QTimer()
-        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self._timer.setInterval(interval_ms)
-        self._timer.timeout.connect(self._tick)
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        if self._last:
-            self.lags.append(max(0.0, (now - self._last) * 1000 - self.interval))
-        self._last = now
-
-    def start(self) -> None:
-        self.lags.clear()
-        self._last = 0.0
-        self._timer.start()
-
-    def stop(self) -> list[float]:
-        self._timer.stop()
-        return list(self.lags)
-
-
 async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
     """Lag of the UI loop while answers stream into the real window, and while idle."""
     from app import desktop
     from app.config import Settings
+    from app.ui.lag import LagProbe
     from app.ui.window import MainWindow
 
     settings = Settings.load(data_dir)
@@ -143,6 +114,7 @@ async def measure_burst(data_dir: Path, n_files: int) -> dict[str, Any]:
 
     from app import desktop
     from app.config import Settings
+    from app.ui.lag import LagProbe
     from app.ui.window import MainWindow, resident_memory_mb
 
     folder = data_dir / "watched"

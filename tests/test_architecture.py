@@ -39,3 +39,17 @@ def test_core_imports_only_allowed_libraries() -> None:
                 if top and top not in allowed and top not in stdlib:
                     offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_only_the_ui_package_names_qt() -> None:
+    """Composition modules (app/desktop.py, app/bench_ui.py) reach Qt only through app.ui; the
+    import contract cannot say so, since their indirect imports of Qt through app.ui are fine."""
+    offenders = []
+    for path in (ROOT / "app").rglob("*.py"):
+        if path.is_relative_to(ROOT / "app" / "ui"):
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in {"import", "from"} and words[1].split(".")[0] in {"PySide6", "qasync"}:
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not offenders, offenders
