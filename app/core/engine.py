@@ -29,6 +29,7 @@ from app.core.ports import ChatModel, Embedder, GenerationParams, TokenCounter
 from app.core.profile import UserProfile
 from app.core.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.routing import AnchorRouter, SESSION_DEFAULT, RoutingWeights
+from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.session import SessionState
 from app.core.task_actions import TaskActions, TurnHooks
@@ -452,7 +453,7 @@ class Engine(BranchActions, EnvironmentActions, TaskActions):
                                 urgent=bool(attached and attached.urgent))
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
         self._running[turn_id] = run
-        asyncio.ensure_future(self._finish(run, record, message, on_token))
+        spawn(self._finish(run, record, message, on_token), name=f"answer {turn_id}")
         if self.index is not None:  # before the lock is released: later builds see its vector
             await self.ex.run("embed", self.index.index_messages, session_id, [message])
         return run

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.intent import IntentContext, RunningTask
+from app.core.runtime.background import spawn
 from app.core.signals import Signal
 from app.core.types import Task, new_id
 
@@ -222,8 +223,7 @@ class SessionScheduler:
 
     def _log(self, type: str, payload: dict[str, Any]) -> None:
         engine = self.engine
-        task = asyncio.ensure_future(engine.ex.run("store", engine.store.append_event, self.session_id, type, payload))
-        task.add_done_callback(_consume)
+        spawn(engine.ex.run("store", engine.store.append_event, self.session_id, type, payload), name=f"log {type}")
 
     def submit_event(self, label: str, job: Callable[[StreamHandle], Awaitable[Any]], *,
                      priority: int = 0) -> StreamHandle:
@@ -260,7 +260,7 @@ class SessionScheduler:
                 handle.status = "building"
                 handle.started_at = time.perf_counter()
                 self.stream_started.emit(handle)
-                asyncio.ensure_future(self._run(handle))
+                spawn(self._run(handle), name=f"stream {handle.stream_id}")
 
     def _reprioritize(self, handle: StreamHandle, priority: int) -> None:
         handle.priority = int(priority)
