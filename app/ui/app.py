@@ -11,7 +11,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 import qasync
@@ -19,16 +19,20 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from app.config import RESOURCES_DIR, Settings
+from app.ui.gc_guard import MainThreadGC
 from app.ui.services import Services
 from app.ui.theme import apply_theme
 from app.ui.window import MainWindow
 
 
 def application() -> QApplication:
-    """The process's QApplication (created once)."""
+    """The process's QApplication (created once), with cyclic garbage collection kept on its
+    thread (``gc_guard``)."""
     app = QApplication.instance()
     if not isinstance(app, QApplication):
         app = QApplication(sys.argv[:1])
+    if app.findChild(MainThreadGC) is None:
+        MainThreadGC(app).start()
     app.setApplicationName("PCM Canvas")
     app.setOrganizationName("pcm-canvas")
     icon = RESOURCES_DIR / "icons" / "pcm-canvas.svg"
@@ -50,10 +54,26 @@ def run_on_qt_loop(coro: Coroutine[Any, Any, T]) -> T:
     loop = qasync.QEventLoop(application())
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(coro)
+        return run_until_done(loop, coro)
     finally:
         loop.close()
         asyncio.set_event_loop(None)
+
+
+def run_until_done(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
+    """Run the qasync ``loop`` until ``awaitable`` is done and return its result.
+
+    Not ``loop.run_until_complete``: qasync's version processes Qt events once more after the
+    loop has stopped, when asyncio has no running loop. A task stepped there fails in
+    ``get_running_loop`` or binds an ``asyncio.Queue`` to no loop (a stream then dies with
+    "bound to a different event loop").
+    """
+    task = asyncio.ensure_future(awaitable, loop=loop)
+    task.add_done_callback(lambda _: loop.stop())
+    loop.run_forever()
+    if not task.done():
+        raise RuntimeError("the event loop stopped before the work was done")
+    return task.result()
 
 
 def run_app(settings: Settings, services: Services, *, session_id: str | None = None,

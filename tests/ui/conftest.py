@@ -7,6 +7,7 @@ The app runs engine coroutines on Qt's event loop through qasync; a test drives 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from dataclasses import replace
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,9 +22,28 @@ from app.config import Settings
 from app.core.engine import Engine, EngineConfig
 from app.core.ports import WordTokenCounter
 from app.core.runtime.executors import Executors
+from app.ui.app import run_until_done
+from app.ui.gc_guard import MainThreadGC
 from app.ui.services import Services
 
 T = TypeVar("T")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gc_on_the_ui_thread(qapp: QApplication) -> Iterator[None]:
+    """Cyclic garbage is collected on the UI thread only, as in the app (``app.ui.gc_guard``):
+    the engine's worker threads would otherwise destroy Qt objects left in cycles by a test."""
+    guard = MainThreadGC(qapp)
+    guard.start()
+    yield
+    guard.stop()
+
+
+@pytest.fixture(autouse=True)
+def collect_after_each_test() -> Iterator[None]:
+    """Collect what a test left behind here, between tests, rather than in a later one."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
@@ -36,8 +56,8 @@ def aloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def drive(loop: asyncio.AbstractEventLoop, coro: Awaitable[T], timeout: float = 120.0) -> T:
-    """Run ``coro`` on the qasync loop (Qt events are processed meanwhile)."""
-    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    """Run ``coro`` on the qasync loop (Qt events are processed meanwhile), as the app does."""
+    return run_until_done(loop, asyncio.wait_for(coro, timeout))
 
 
 async def until(predicate: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
