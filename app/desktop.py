@@ -90,12 +90,12 @@ def list_sessions(store: Any) -> list[dict[str, Any]]:
     return store.list_sessions()
 
 
-def build_sensors(settings: Settings, sink: Any, feed_seen: dict[str, set[str]]) -> Any:
+def build_sensors(settings: Settings, sink: Any, history: list[Any]) -> Any:
     from app.sensors.sensorset import SensorSet
 
     return SensorSet.build(
         sink, folders=settings.watched_folders, ignore_patterns=settings.ignore_patterns,
-        max_file_bytes=settings.max_file_bytes, feeds=settings.feeds, apis=settings.apis, feed_seen=feed_seen,
+        max_file_bytes=settings.max_file_bytes, feeds=settings.feeds, apis=settings.apis, history=history,
     )
 
 

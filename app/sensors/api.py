@@ -6,8 +6,9 @@ by their canonical JSON (sorted keys), so a reordered object is not a change.
 
 First poll (decided here): with no ``baseline`` for the source, the first successful poll records
 the value and sends one ``initial`` change carrying it — the session learns the current value and
-that the sensor works. With a baseline (the engine's persisted last value), the first poll is
-compared to it like any other, so a restart does not re-announce an unchanged value.
+that the sensor works. With a baseline (the last value stored in the session's events, see
+``baseline_from_events``), the first poll is compared to it like any other, so a restart does
+not re-announce an unchanged value.
 ``emit_initial=False`` records the first value silently.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.core.runtime.intake import RawChange
@@ -73,6 +74,24 @@ class _ApiState:
 def source_key(source: ApiSourceLike) -> str:
     """How a source is named in keys and status: ``url`` or ``url#path``."""
     return f"{source.url}#{source.path}" if source.path else source.url
+
+
+def baseline_from_events(events: Iterable[Any]) -> dict[str, Any]:
+    """The last value stored per source, from the session's ``api`` env events (oldest first),
+    so a restart compares its first poll with it instead of announcing an "initial" value again.
+    A value that was stored truncated is left out (it cannot be compared)."""
+    baseline: dict[str, Any] = {}
+    for event in events:
+        payload = getattr(event, "payload", None) or {}
+        if getattr(event, "kind", "") != "api" or "new" not in payload or not payload.get("url"):
+            continue
+        value = payload["new"]
+        key = f"{payload['url']}#{payload['path']}" if payload.get("path") else str(payload["url"])
+        if isinstance(value, dict) and set(value) == {"truncated_json"}:
+            baseline.pop(key, None)
+        else:
+            baseline[key] = value
+    return baseline
 
 
 class ApiSensor(PolledSensor):

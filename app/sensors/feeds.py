@@ -3,7 +3,7 @@
 Each source is polled on its own daemon thread (:class:`~app.sensors.fetch.PollingThreads`):
 fetched as bytes with a size and a time cap, conditionally (ETag / Last-Modified; a local file's
 size and mtime), parsed with ``feedparser`` from the bytes, de-duplicated by entry id against the
-ids seen so far (the engine persists them and passes them back in ``seen``), and each new entry
+ids seen so far (the stored events give them back after a restart: ``seen_from_events``), and each new entry
 becomes a ``feed`` change whose content is labelled plain text. A failure (network, size, time,
 malformed XML) is recorded in :meth:`FeedSensor.status` and reported once as an ``error`` change
 while it persists; the thread keeps polling and picks up the next valid version.
@@ -29,6 +29,17 @@ from app.sensors.text import html_to_text
 # Bozo exceptions that do not make the entries untrustworthy (the XML parsed; only the declared
 # encoding or the served content type was off).
 _BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
+
+
+def seen_from_events(events: Iterable[Any]) -> dict[str, set[str]]:
+    """Entry ids per feed URL already stored in the session's ``feed`` env events, so a restart
+    does not repeat them."""
+    seen: dict[str, set[str]] = {}
+    for event in events:
+        payload = getattr(event, "payload", None) or {}
+        if getattr(event, "kind", "") == "feed" and payload.get("entry_id"):
+            seen.setdefault(str(payload.get("feed", getattr(event, "source", ""))), set()).add(str(payload["entry_id"]))
+    return seen
 
 
 class FirstPoll(StrEnum):

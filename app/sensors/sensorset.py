@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.sensors.api import ApiSensor
+from app.sensors.api import ApiSensor, baseline_from_events
 from app.sensors.base import ApiSourceLike, FeedSourceLike, Sensor, Sink, SourceStatus
-from app.sensors.feeds import FeedSensor, FirstPoll
+from app.sensors.feeds import FeedSensor, FirstPoll, seen_from_events
 from app.sensors.files import FolderSensor
 
 log = logging.getLogger(__name__)
@@ -37,21 +37,24 @@ class SensorSet:
         max_file_bytes: int = 1_000_000,
         feeds: Sequence[FeedSourceLike] = (),
         apis: Sequence[ApiSourceLike] = (),
-        feed_seen: Mapping[str, Iterable[str]] | None = None,
-        api_baseline: Mapping[str, Any] | None = None,
+        history: Iterable[Any] = (),
         feed_first_poll: FirstPoll = FirstPoll.EMIT,
         timeout_s: float = 10.0,
         max_feed_bytes: int = 2_000_000,
     ) -> SensorSet:
-        """A set with a sensor for each configured kind (none for an empty list)."""
+        """A set with a sensor for each configured kind (none for an empty list).
+
+        ``history`` is the session's stored env events, oldest first: feeds skip the entries
+        already stored, and API sources start from their last stored value."""
         sensors: list[Sensor] = []
+        history = list(history) if (feeds or apis) else []
         folder_list = list(folders)
         if folder_list:
             sensors.append(FolderSensor(folder_list, sink, ignore_patterns=ignore_patterns, max_file_bytes=max_file_bytes))
         if feeds:
-            sensors.append(FeedSensor(feeds, sink, max_bytes=max_feed_bytes, timeout_s=timeout_s, seen=feed_seen, first_poll=feed_first_poll))
+            sensors.append(FeedSensor(feeds, sink, max_bytes=max_feed_bytes, timeout_s=timeout_s, seen=seen_from_events(history), first_poll=feed_first_poll))
         if apis:
-            sensors.append(ApiSensor(apis, sink, timeout_s=timeout_s, baseline=api_baseline))
+            sensors.append(ApiSensor(apis, sink, timeout_s=timeout_s, baseline=baseline_from_events(history)))
         return cls(sensors)
 
     def get(self, name: str) -> Sensor | None:

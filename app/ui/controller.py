@@ -316,23 +316,19 @@ class EngineController(QObject):
         self.intake = EnvIntake(self._ingest, coalesce_ms=s.coalesce_ms, prepare=prepare)
         self.intake.start()
         loop = asyncio.get_running_loop()
-        seen = await self._feed_seen()
-        sensors = await loop.run_in_executor(None, self.services.build_sensors, s, self.intake.put, seen)
+        history = await self._env_history()
+        sensors = await loop.run_in_executor(None, self.services.build_sensors, s, self.intake.put, history)
         await loop.run_in_executor(None, sensors.start)  # a recursive watch may take a moment
         self.sensors = sensors
         self._sensor_timer.start()
         self._on_sensor_tick()
 
-    async def _feed_seen(self) -> dict[str, set[str]]:
-        """Feed entry ids already stored in the session, so a restart does not repeat them."""
-        if self.state is None or not self.settings.feeds:
-            return {}
-        events = await self.engine.ex.run("store", self.engine.store.list_env_events, self.state.session_id)
-        seen: dict[str, set[str]] = {}
-        for event in events:
-            if event.kind == "feed" and event.payload.get("entry_id"):
-                seen.setdefault(str(event.payload.get("feed", event.source)), set()).add(str(event.payload["entry_id"]))
-        return seen
+    async def _env_history(self) -> list[Any]:
+        """The session's stored env events, which feeds and API sources resume from (nothing
+        is needed when neither is configured)."""
+        if self.state is None or not (self.settings.feeds or self.settings.apis):
+            return []
+        return await self.engine.ex.run("store", self.engine.store.list_env_events, self.state.session_id)
 
     async def _ingest(self, events: list[Any]) -> None:
         if self.engine is None or self.state is None or self.closed:

@@ -43,9 +43,10 @@ class Services:
     #: Sessions of the store: dicts with session_id, title, created_at, turn_count (store thread).
     list_sessions: Callable[[Any], list[dict[str, Any]]]
     #: The environment sensors configured in ``settings`` feeding ``sink`` (a thread-safe
-    #: ``RawChange -> bool``), not started; ``feed_seen`` maps a feed URL to entry ids already
-    #: stored. Returns an object with ``start()``, ``stop(timeout_s)`` and ``status()``.
-    build_sensors: Callable[[Settings, Callable[[Any], bool], dict[str, set[str]]], Any] | None = None
+    #: ``RawChange -> bool``), not started; the list is the session's stored env events, which
+    #: feeds (entries already stored) and API sources (last value) resume from. Returns an
+    #: object with ``start()``, ``stop(timeout_s)`` and ``status()``.
+    build_sensors: Callable[[Settings, Callable[[Any], bool], list[Any]], Any] | None = None
     #: Reads a file change's text for the intake (binary/oversized files: recorded, not read).
     file_preparer: Callable[[Settings], Callable[[Any], Any]] | None = None
 

@@ -96,3 +96,29 @@ def test_the_bench_runs_on_a_small_burst() -> None:
     assert result["events"] == 60 and result["raw_changes"] >= 120 and result["ratio_raw_per_event"] >= 2
     assert result["loop_lag_ms"]["samples"] > 0 and result["rss_mb"]["peak"] >= result["rss_mb"]["before"] > 0
     assert result["intake_replay"]["events"] == 60
+
+
+def test_a_restart_resumes_feeds_and_api_values_from_the_stored_events(tmp_path: Path, feed_server: FeedServer) -> None:
+    """The stored env events are the sensors' memory: no feed entry twice, no second "initial"
+    value for an unchanged endpoint, and the first real change reports the stored old value."""
+    from app.core.runtime.intake import to_event
+    from tests.sensors.test_feeds import Collect
+
+    feed = tmp_path / "feed.xml"
+    feed.write_bytes(rss(("e1", "Entry", "<p>text</p>")))
+    api = ApiSpec(feed_server.url("/api"), 60.0, "v")
+    feed_server.routes["/api"] = {"body": json.dumps({"v": {"a": 1}}).encode()}
+
+    def run(history: list) -> list:
+        sink = Collect()
+        sensors = SensorSet.build(sink, feeds=[FeedSpec(str(feed), 60.0)], apis=[api], history=history, timeout_s=2.0)
+        sensors.get("feeds").poll_once(0)
+        sensors.get("api").poll_once(0)
+        return [to_event(c) for c in sink.changes]
+
+    first = run([])
+    assert sorted((e.kind, e.payload.get("change", "")) for e in first) == [("api", "initial"), ("feed", "new")]
+    assert run(first) == []  # restarted on the stored events: nothing new, nothing repeated
+    feed_server.routes["/api"] = {"body": json.dumps({"v": {"a": 2}}).encode()}
+    (changed,) = run(first)
+    assert changed.kind == "api" and changed.payload["old"] == {"a": 1} and changed.payload["new"] == {"a": 2}
