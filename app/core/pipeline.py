@@ -249,8 +249,8 @@ class ContextBuilder:
             goal_lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
         if plan.needs_clarification and plan.clarification_question:
             goal_lines.append("Unclear, ask first: " + plan.clarification_question)
-        if plan.tools.allowed:
-            goal_lines.append("Tools you may use: " + ", ".join(plan.tools.allowed))
+        # The tool policy is not restated here: tools run in the tool round before the answer,
+        # and their results arrive as fenced evidence; the answering model calls none itself.
         for n, line in enumerate(goal_lines):
             items.append(Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n))
 
