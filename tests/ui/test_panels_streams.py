@@ -100,3 +100,32 @@ def test_themes_are_dark_or_light_and_restore(qapp: QApplication) -> None:
         qapp.setStyle(style)
         qapp.setPalette(palette)
         qapp.setStyleSheet(sheet)
+
+
+def test_rows_keep_their_widgets_across_adds_renames_and_removals(qtbot) -> None:
+    """Rows change in place: a Stop or priority handler that makes the panel add, rename or
+    finish streams never deletes the widget whose signal it is running in."""
+    panel = _panel(qtbot, linger_ms=10)
+    panel.add_stream("q1", "First")
+    panel.add_stream("q2", "Second")
+    stop, box = panel.stop_button("q2"), panel.priority_box("q2")
+    stopped: list[str] = []
+    raised: list[tuple[str, int]] = []
+
+    def on_stop(key: str) -> None:  # the controller's reaction, synchronously
+        stopped.append(key)
+        panel.add_stream("q3", "Third")
+        panel.finish_stream(key, "cancelled")
+
+    panel.stop_requested.connect(on_stop)
+    panel.priority_changed.connect(lambda key, value: (raised.append((key, value)), panel.rename_stream("q1", "t1")))
+    box.setValue(3)
+    assert raised == [("q2", 3)] and panel.stream_ids() == ["t1", "q2"]
+    panel.rename_stream("q2", "t2")  # the waiting input became a turn
+    assert panel.stop_button("t2") is stop and panel.priority_box("t2") is box
+    qtbot.mouseClick(stop, Qt.MouseButton.LeftButton)
+    assert stopped == ["t2"]  # the renamed row stops under its new id
+    assert panel.stream_ids() == ["t1", "t2", "q3"]
+    first = panel.stop_button("t1")
+    qtbot.waitUntil(lambda: panel.stream_ids() == ["t1", "q3"], timeout=2000)  # t2 lingered, then went
+    assert panel.stop_button("t1") is first and _row(panel, "q3")[0] == "Third"

@@ -89,12 +89,21 @@ class StreamsPanel(QWidget):
     # ------------------------------------------------------------------ public API
 
     def add_stream(self, turn_id: str, label: str) -> None:
-        """Show a new running answer (an id already shown is restarted)."""
+        """Show a new running answer (an id already shown is restarted in its row)."""
         self._generation += 1
-        self._rows[turn_id] = StreamRow(turn_id, label, started=time.monotonic(), generation=self._generation)
-        if turn_id not in self._order:
+        row = self._rows.get(turn_id)
+        if row is None:
+            row = self._rows[turn_id] = StreamRow(turn_id, label)
             self._order.append(turn_id)
-        self._rebuild()
+            self._insert_row(len(self._order) - 1, row)
+        else:
+            item = self.table.item(self._order.index(turn_id), 0)
+            item.setText(label)
+            item.setToolTip(f"{label}\nturn {turn_id}")
+        row.label, row.status, row.tokens, row.finished = label, "starting", 0, None
+        row.started, row.generation = time.monotonic(), self._generation
+        self._refresh(turn_id)
+        self.stack.setCurrentWidget(self.table)
         if not self._timer.isActive():
             self._timer.start()
 
@@ -128,8 +137,9 @@ class StreamsPanel(QWidget):
             return
         row.turn_id = new
         self._rows[new] = row
-        self._order[self._order.index(old)] = new
-        self._rebuild()
+        r = self._order.index(old)
+        self._order[r] = new
+        self.table.item(r, 0).setToolTip(f"{row.label}\nturn {new}")
 
     def stream_ids(self) -> list[str]:
         """The turn ids shown, top to bottom."""
@@ -163,27 +173,26 @@ class StreamsPanel(QWidget):
 
     # ------------------------------------------------------------------ rows
 
-    def _rebuild(self) -> None:
-        self.table.setRowCount(len(self._order))
-        for r, turn_id in enumerate(self._order):
-            row = self._rows[turn_id]
-            label = QTableWidgetItem(row.label)
-            label.setToolTip(f"{row.label}\nturn {turn_id}")
-            self.table.setItem(r, 0, label)
-            for c in (1, 2, 3):
-                self.table.setItem(r, c, QTableWidgetItem(""))
-            button = QPushButton("Stop")
-            button.setToolTip("Stop this answer (it keeps what was generated so far)")
-            button.clicked.connect(lambda _checked=False, t=turn_id: self._on_stop(t))
-            self.table.setCellWidget(r, BUTTON, button)
-            priority = QSpinBox()
-            priority.setRange(-10, 10)
-            priority.setValue(row.priority)
-            priority.setToolTip("Higher runs sooner while the input waits for a free stream")
-            priority.valueChanged.connect(lambda value, t=turn_id: self._on_priority(t, value))
-            self.table.setCellWidget(r, PRIORITY, priority)
-            self._refresh(turn_id)
-        self.stack.setCurrentWidget(self.table if self._order else self.empty)
+    def _insert_row(self, r: int, row: StreamRow) -> None:
+        """Add the table row for ``row``. Its widgets call back with ``row.turn_id`` at click
+        time, so a rename needs no new widgets; rows are only ever removed from a timer, never
+        from inside one of their own widgets' signals."""
+        self.table.insertRow(r)
+        label = QTableWidgetItem(row.label)
+        label.setToolTip(f"{row.label}\nturn {row.turn_id}")
+        self.table.setItem(r, 0, label)
+        for c in (1, 2, 3):
+            self.table.setItem(r, c, QTableWidgetItem(""))
+        button = QPushButton("Stop")
+        button.setToolTip("Stop this answer (it keeps what was generated so far)")
+        button.clicked.connect(lambda _checked=False: self._on_stop(row.turn_id))
+        self.table.setCellWidget(r, BUTTON, button)
+        priority = QSpinBox()
+        priority.setRange(-10, 10)
+        priority.setValue(row.priority)
+        priority.setToolTip("Higher runs sooner while the input waits for a free stream")
+        priority.valueChanged.connect(lambda value: self._on_priority(row.turn_id, value))
+        self.table.setCellWidget(r, PRIORITY, priority)
 
     def _refresh(self, turn_id: str) -> None:
         """Redraw one row's status, tokens, elapsed time and button."""
@@ -196,12 +205,13 @@ class StreamsPanel(QWidget):
         done = row.finished is not None
         status = self.table.item(r, 1)
         status.setText(f"done · {row.status}" if done else row.status)
+        text = self.table.palette().text().color()
         if row.status in FAILED:
             status.setForeground(QColor(colors.error))
         elif row.status in STOPPED or row.status == "stopping…":
             status.setForeground(QColor(colors.warn))
-        elif done:
-            status.setForeground(QColor(colors.ok))
+        else:
+            status.setForeground(QColor(colors.ok) if done else text)
         seconds = row.elapsed(now)
         rate = f" ({row.tokens / seconds:.1f}/s)" if row.tokens and seconds >= 0.5 else ""
         self.table.item(r, 2).setText(f"{row.tokens}{rate}")
@@ -213,17 +223,19 @@ class StreamsPanel(QWidget):
         if isinstance(button, QPushButton):
             button.setEnabled(not done and row.status != "stopping…")
             button.setText("Done" if done else "Stop")
-        if done:
-            for c in (0, 2, 3):
-                self.table.item(r, c).setForeground(QColor(colors.muted))
+        for c in (0, 2, 3):  # a restarted row comes back from muted
+            self.table.item(r, c).setForeground(QColor(colors.muted) if done else text)
 
     def _remove(self, turn_id: str, generation: int) -> None:
         row = self._rows.get(turn_id)
         if row is None or row.generation != generation:
             return
         del self._rows[turn_id]
-        self._order.remove(turn_id)
-        self._rebuild()
+        r = self._order.index(turn_id)
+        del self._order[r]
+        self.table.removeRow(r)
+        if not self._order:
+            self.stack.setCurrentWidget(self.empty)
 
     def _on_tick(self) -> None:
         running = [t for t, row in self._rows.items() if row.finished is None]
