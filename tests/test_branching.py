@@ -347,6 +347,21 @@ def test_inject_merges_an_answer_into_another_branch(tmp_path: Path) -> None:
         with pytest.raises(BranchError):
             await engine.inject(sid, [taxes.node_id], taxes.node_id)
         assert await _replay_all(engine, state) == {}
+        # Undo: the merge is retired, later builds no longer see it, earlier turns still replay.
+        removed: list[str] = []
+        state.graph.edge_removed.connect(lambda e: removed.append(e.edge_id))
+        undone = await engine.undo_inject(injected)
+        assert undone.removed_edges == injected.change.added_edges == tuple(removed)
+        assert state.graph.out_edges(taxes.node_id, EdgeKind.MERGES) == []
+        assert (await engine.undo_inject(injected)).removed_edges == ()  # nothing left to take back
+        after, _ = await engine.build(sid, "Taxes: what else", anchor_override=taxes.node_id)
+        assert answer not in graph_hits(after)
+        stored = await engine.ex.run("store", engine.store.load_graph, sid)
+        assert [e for e in stored.edges if e.kind == "merges"] == []
+        history = await engine.ex.run("store", lambda: engine.store.load_graph(sid, include_superseded=True))
+        (merge,) = [e for e in history.edges if e.kind == "merges"]
+        assert "valid_to_seq" in merge.attrs  # kept as history, bounded
+        assert await _replay_all(engine, state) == {}
 
     _run(tmp_path, body, replies)
 

@@ -327,6 +327,30 @@ class BranchActions:
                 state.add_edge(edge)
         return Injected(session_id, target_node, tuple(fresh), skipped, GraphChange(added_edges=tuple(e.edge_id for e in edges)))
 
+    async def undo_inject(self, injected: Injected) -> GraphChange:
+        """Take back an ``inject``: its ``merges`` edges still live are retired (bounded by the
+        session's turn count, so turns built meanwhile still replay with them). Redo is
+        ``inject`` again. Returns the edges retired (none when they were already gone)."""
+        state = await self.open_session(injected.session_id)
+        graph = state.graph
+        async with self._lock(injected.session_id):
+            live = [graph.edge(e) for e in injected.change.added_edges if graph.has_edge(e)]
+            at_seq, now = len(state.turn_order), utc_now()
+            retired = [e.model_copy(update={"attrs": {**e.attrs, "valid_to": now, "valid_to_seq": at_seq}}) for e in live]
+
+            def persist() -> None:
+                with self.store.transaction():
+                    for edge in retired:
+                        self.store.save_edge(injected.session_id, edge)
+                    self.store.append_event(injected.session_id, "graph.inject_undone", {
+                        "target": injected.target_node, "edges": [e.edge_id for e in retired], "at_seq": at_seq})
+
+            if retired:
+                await self.ex.run("store", persist)
+            for edge in retired:
+                graph.retire_edge(edge.edge_id, edge.attrs)
+        return GraphChange(removed_edges=tuple(e.edge_id for e in retired))
+
     # ------------------------------------------------------------------ node marks and positions
     # Node records are changed in memory first (the signals redraw at once) and then written; the
     # store executor runs writes in order, so the last change of a node is the one stored.

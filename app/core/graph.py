@@ -108,6 +108,10 @@ class SessionGraph:
         """Every edge the graph has had, live and retired, in creation order (latest records)."""
         return list(self._history.values())
 
+    def has_edge(self, edge_id: str) -> bool:
+        """Whether ``edge_id`` is a live edge (a retired one is only in ``edge_history()``)."""
+        return edge_id in self._edges
+
     def edge(self, edge_id: str) -> GraphEdge:
         """The live edge ``edge_id``."""
         try:

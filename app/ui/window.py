@@ -65,6 +65,37 @@ class ReanchorCommand(QUndoCommand):
         self.controller.undo_reanchor(self.turn_id)
 
 
+class InjectCommand(QUndoCommand):
+    """Injecting results into a branch, undoable: undo retires the ``merges`` edges it added
+    (once the inject itself has landed)."""
+
+    def __init__(self, controller: EngineController, session_id: str, sources: list[str], target: str, text: str) -> None:
+        super().__init__(text)
+        self.controller, self.session_id, self.sources, self.target = controller, session_id, sources, target
+        self.injected: Any = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def redo(self) -> None:
+        self.injected = None
+        self._task = self.controller.call("Injecting", self.controller.engine.inject, self.session_id, self.sources,
+                                          self.target, then=self._landed)
+
+    def _landed(self, injected: Any) -> None:
+        self.injected = injected
+
+    def undo(self) -> None:
+        task, engine = self._task, self.controller.engine
+
+        async def take_back() -> Any:
+            if task is not None:
+                await asyncio.wait([task])  # an inject still running lands first
+            if self.injected is None:  # it failed (and said so): nothing to take back
+                return None
+            return await engine.undo_inject(self.injected)
+
+        self.controller.call("Undoing the inject", take_back)
+
+
 class MainWindow(QMainWindow):
     """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
 
@@ -537,7 +568,8 @@ class MainWindow(QMainWindow):
             if not sources:
                 self._on_error("Select the results to merge first (Ctrl+click), then choose Inject on the target.")
                 return
-            c.call("Injecting", engine.inject, sid, sources, node_id)
+            label = self._labels().get(node_id, node_id[:8])
+            self.undo.push(InjectCommand(c, sid, sources, node_id, f"inject {len(sources)} into {label}"))
         elif action in ("collapse", "expand"):
             collapsed = action == "collapse"
             self.scene.set_collapsed(node_id, collapsed)

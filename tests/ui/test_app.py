@@ -16,7 +16,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.config import Settings
-from app.core.types import NodeKind
+from app.core.types import EdgeKind, NodeKind
 from app.ui.window import MainWindow
 from tests.ui.conftest import drive, fake_services, until
 
@@ -128,6 +128,26 @@ def test_export_import_round_trip_through_the_file_menu_paths(qtbot, aloop, tmp_
     again = drive(aloop, second.export_to(tmp_path / "again.json"))
     assert again.read_bytes() == exported.read_bytes()
     _close(second, aloop)
+
+
+def test_inject_from_the_node_menu_is_undone_and_redone_with_ctrl_z(qtbot, aloop, settings: Settings) -> None:
+    window = _open(qtbot, settings, fake_services(["Noted [1]."]))
+    drive(aloop, window.controller.load())
+    _send(window, "Plan the garden: tomatoes along the south wall")
+    _send(window, "Explain how quicksort partitions an array around a pivot.")
+    t1, t2 = drive(aloop, _answered(window, 2))
+    state = window.controller.state
+    garden, sort = state.node_of(t1), state.node_of(t2)
+    merges = lambda: [e.dst for e in state.graph.out_edges(sort, EdgeKind.MERGES)]  # noqa: E731
+    window.scene.item(garden).setSelected(True)  # the result to merge, then Inject on the target
+    window._on_node_action("inject", sort)
+    drive(aloop, until(lambda: merges() == [garden], 30, "the merge"))
+    assert window.undo.undoText().startswith("inject 1 into")
+    window.undo.undo()
+    drive(aloop, until(lambda: merges() == [], 30, "the merge taken back"))
+    window.undo.redo()
+    drive(aloop, until(lambda: merges() == [garden], 30, "the merge again"))
+    _close(window, aloop)
 
 
 def test_settings_dialog_rejects_a_bad_model_file(qtbot, aloop, settings: Settings, tmp_path: Path) -> None:
