@@ -246,6 +246,34 @@ def test_stop_a_queued_and_a_running_stream(tmp_path: Path) -> None:
     _run(tmp_path, body, delay=0.01)
 
 
+def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(tmp_path: Path) -> None:
+    """Multi-stream, not interruption: the question gets a Q&A stream with no task state in its
+    context, is queued ahead of other work, cuts in, and the task runs on to its end."""
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        sched = engine.scheduler(sid)
+        sched.set_limit(1)  # one slot, taken by the task: the question uses the reserve
+        task = sched.submit("Write a plan for the garden party with numbered steps")
+        await _first_tokens(task, 5)
+        later = sched.submit("Write a note about apples")  # other work, queued for the slot
+        question = sched.submit("What is the capital of Peru?")
+        assert question.predicted == "qa" and question.prompt and not later.prompt
+        answer = await question.done
+        assert question.kind == "qa" and answer.output == QUESTION_REPLY
+        assert "Running task:" not in answer.build.context.text()  # its own context, not the task's
+        assert not task.done.done() and later.status == "queued"  # answered while the task runs
+        assert engine.ex.urgent.cut_ins >= 1
+        assert question.node_id is not None and state.graph.out_edges(question.node_id, EdgeKind.REFERENCES) == []
+        record = await task.done
+        assert record.output == TASK_REPLY and task.status == "done"
+        await later.done
+        await _check_graph(engine, sid)
+        assert await engine.replay(answer.turn_id) == []
+
+    _run(tmp_path, body, delay=0.01)
+
+
 def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)

@@ -305,8 +305,8 @@ class IntentEngine:
             elif cues.status_query:
                 share = 0.8
                 hints.append("status_query")
-            elif cues.question:
-                share = 0.8 if named else 0.55
+            elif cues.question:  # about the task when it names it or points back at it;
+                share = 0.8 if named else 0.55 if cues.refers_back else 0.25  # else its own Q&A stream
             else:
                 share = 0.6 if named else 0.2
             rec("structure", "mode", "interrupt", share, 1.0)

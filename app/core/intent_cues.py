@@ -44,6 +44,10 @@ _AMEND_RE = _rx(r"\b(?:while you'?re at it|while you are at it|in the meantime|m
                 r"also (?:add|include|make sure)|and also)\b")
 _STATUS_RE = _rx(r"\b(?:status|progress|how far|how long|done yet|finished yet|eta|how'?s it going|"
                  r"how is it going|are you done|still running|almost done)\b")
+# Words by which a question points back at work in progress without naming it ("does it cover
+# costs?", "what have you got so far?"): with a task running, such a question is about the task.
+_REFERS_BACK_RE = _rx(r"\b(?:it|its|this|these|those|so far|yet|have you|did you|are you|were you|you've|your|"
+                      r"the (?:task|job|work)|done|finished|ready|going)\b")
 _FOLLOW_RE = _rx(r"^(?:and|but|also|what about|how about|same for|same with|then|what else|why not|"
                  r"the (?:first|second|third|last|next|other|previous) one|another one|more|again)\b")
 _ACK_RE = _rx(r"^(?:thanks|thank you|thx|ok|okay|great|cool|got it|perfect|nice|sounds good)[.! ]*$")
@@ -142,6 +146,7 @@ class TextCues:
     control: str | None = None
     amend: bool = False
     status_query: bool = False
+    refers_back: bool = False
     follow_up: bool = False
     ack: bool = False
     vague: bool = False
@@ -176,6 +181,7 @@ def analyse_text(text: str) -> TextCues:
     if (m := _STATUS_RE.search(t)) is not None:
         c.status_query = True  # only the structure signal knows whether a task is running
         c.spans.append(EvidenceSpan(span=m.group(0), field="mode"))
+    c.refers_back = _REFERS_BACK_RE.search(c.body) is not None
     head_is_task = first in _VERBS and first not in _INFO_VERBS and not c.control
     polite_request = bool(req) and head_is_task  # "can you fix X?": the '?' is politeness
     if "?" in t and not polite_request:

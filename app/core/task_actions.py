@@ -426,6 +426,8 @@ class TaskActions:
                     running = book.live.get(target)
                     if running is not None:
                         running.stop(f"stopped by the user: {build.text[:80]!r}")
+        elif decision.path == "qa" and book.live:  # a question beside a running task: answered now
+            urgent = self._streams.config.cut_in
         if turn_node is not None:
             state.graph.update_node(turn_node, attrs={"stream": decision.path, "stream_id": handle.stream_id})
             marked = state.graph.node(turn_node)

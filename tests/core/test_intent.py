@@ -224,8 +224,16 @@ CASES: list[tuple[str, str, IntentContext, Mode, TaskType | None, bool, Check]] 
      lambda i: "status_query" in i.plan_hints),
     ("amend", "While you're at it, add a section on costs", _ctx(running_tasks=RUN1), Mode.INTERRUPT,
      TaskType.CHANGE, False, lambda i: "amend_running_task" in i.plan_hints),
-    ("question during task", "What's the capital of Peru?", _ctx(running_tasks=RUN1), Mode.INTERRUPT, None,
-     False, lambda i: i.distribution["mode"]["interrupt"] > 0.4),
+    # A question during a task is about it when it names it or points back at it; an unrelated
+    # one is its own Q&A stream (the seed's multi-stream model), with the task still in sight.
+    ("question during task", "What's the capital of Peru?", _ctx(running_tasks=RUN1), Mode.QA, TaskType.RETRIEVAL,
+     False, lambda i: 0.2 < i.distribution["mode"]["interrupt"] < 0.4),
+    ("question pointing back", "Does it cover the costs?", _ctx(running_tasks=RUN1), Mode.INTERRUPT, None,
+     False, lambda i: i.hint("target_task") == "t1"),
+    ("question about the task", "How is the task going?", _ctx(running_tasks=RUN1), Mode.INTERRUPT, None,
+     False, lambda i: i.hint("target_task") == "t1"),
+    ("question naming the task", "Which sections are in the report?", _ctx(running_tasks=RUN1), Mode.INTERRUPT,
+     None, False, lambda i: i.distribution["mode"]["interrupt"] > 0.7),
     ("new work during task", "Write a poem about the sea", _ctx(running_tasks=RUN1), Mode.TASK,
      TaskType.GENERATION, False, lambda i: i.hint("target_task") is None),
     ("same question idle", "What's the capital of Peru?", _ctx(), Mode.QA, TaskType.RETRIEVAL, False,

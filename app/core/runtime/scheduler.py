@@ -8,7 +8,9 @@ and runs once one of the session's ``limit`` slots is free. Running means: recor
 build its context with the task stack (``app.core.tasks``), attach its turn node and, from the
 build's decision, either
 
-- ``qa``: stream the answer (what ``Engine.submit`` does);
+- ``qa``: stream the answer (what ``Engine.submit`` does); a question beside a running task that
+  is not about it (the intent decides) is such a stream of its own, and cuts in like an
+  interruption so it is answered while the task goes on;
 - ``task``: push a task frame (record, goal evidence, task node, ``spawned`` edges), stream its
   steps — the task goes active at the first token, its node shows progress — and pop it with
   the first sentence(s) of the output as its result, or fail it when stopped;
@@ -19,10 +21,11 @@ build's decision, either
 
 What "k concurrent streams" means with one local model: builds (embedding, recall, store
 writes) of different streams overlap with generation, but the model generates one reply at a
-time, in the order the builds finished; only interruptions cut in. An input that looks like an
-interruption when it is submitted (the fast intent rules, with the running tasks) is queued
+time, in the order the builds finished; only prompt inputs cut in. An input is prompt when it
+looks like an interruption, or like a question, when it is submitted beside a running task (the
+fast intent rules, with the running tasks: ``StreamHandle.prompt``). It is queued
 ``interrupt_boost`` above its priority and may use ``interrupt_reserve`` slots beyond the limit,
-so a question about a running task is not queued behind other tasks.
+so a question is not queued behind a long task.
 
 Signals (``app.core.signals.Signal``, on the loop): ``stream_queued(handle)``,
 ``stream_started(handle)``, ``stream_routed(handle, run)`` once the build is attached (``run`` is
@@ -74,10 +77,10 @@ class StreamConfig:
     """Scheduling policy (strategy as data)."""
 
     interrupt_max_tokens: int = 128  # an interruption answers briefly: the task waits meanwhile
-    interrupt_boost: int = 10  # queue priority added to inputs that look like interruptions
-    interrupt_reserve: int = 1  # slots beyond the limit that only such inputs may take
+    interrupt_boost: int = 10  # queue priority added to prompt inputs (see StreamHandle.prompt)
+    interrupt_reserve: int = 1  # slots beyond the limit that only prompt inputs may take
     progress_every: int = 8  # tokens between progress updates of a task node
-    cut_in: bool = True  # interruptions cut into the running generation (False: they queue for the model)
+    cut_in: bool = True  # prompt inputs cut into a running task's generation (False: they queue for the model)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -105,6 +108,7 @@ class StreamHandle:
     done: asyncio.Future[Any]
     kind: str = "qa"
     predicted: str = "qa"
+    beside_task: bool = False  # submitted while a task of the session was streaming
     status: str = "queued"
     turn_id: str | None = None
     node_id: str | None = None
@@ -144,6 +148,13 @@ class StreamHandle:
         """Stop the stream: a queued one never runs; a running one stops within one token."""
         if self.scheduler is not None:
             self.scheduler._stop(self, reason)
+
+    @property
+    def prompt(self) -> bool:
+        """Whether the input should be answered while a task streams, not after it: an
+        interruption, or a question submitted beside a running task (its own Q&A stream). Prompt
+        inputs jump the queue, may use the reserve slots and cut into the task's generation."""
+        return self.predicted == "interrupt" or (self.beside_task and self.predicted == "qa")
 
     def set_priority(self, priority: int) -> None:
         """Change the priority (reorders the queue while the stream waits; recorded otherwise)."""
@@ -213,6 +224,7 @@ class SessionScheduler:
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id = parent_task_id
         handle.predicted = handle.kind = self.runtime.predict_kind(self.session_id, text)
+        handle.beside_task = bool(self.runtime.running_tasks(self.session_id))
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
@@ -240,7 +252,7 @@ class SessionScheduler:
     # ------------------------------------------------------------------ scheduling
 
     def _rank(self, handle: StreamHandle) -> tuple[int, int]:
-        boost = self.runtime.config.interrupt_boost if handle.predicted == "interrupt" else 0
+        boost = self.runtime.config.interrupt_boost if handle.prompt else 0
         return (-(handle.priority + boost), handle.seq)
 
     def _admit(self, handle: StreamHandle) -> None:
@@ -252,7 +264,7 @@ class SessionScheduler:
         reserve = self.runtime.config.interrupt_reserve
         for handle in self.queued():
             fits = len(self._running) < self._limit
-            if not fits and handle.predicted == "interrupt":
+            if not fits and handle.prompt:
                 fits = len(self._running) < self._limit + reserve
             if fits:
                 self._pending.remove(handle)
@@ -378,11 +390,15 @@ class StreamRuntime:
             handle = await queue.get()
             self.session(handle.session_id)._admit(handle)
 
+    def running_tasks(self, session_id: str) -> list[Task]:
+        """The session's tasks whose streams are live now."""
+        book = self.engine._books.get(session_id)
+        return [] if book is None else [book.stack.get(t) for t in book.live if t in book.stack]
+
     def predict_kind(self, session_id: str, text: str) -> str:
         """The path an input will probably take, from the fast intent rules and the running tasks
         (no embedding, no model): "interrupt" or "qa"/"task". Only orders the queue."""
-        book = self.engine._books.get(session_id)
-        running = [] if book is None else [book.stack.get(t) for t in book.live if t in book.stack]
+        running = self.running_tasks(session_id)
         if not running:
             return "qa"
         ctx = IntentContext(running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
