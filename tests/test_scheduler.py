@@ -258,7 +258,8 @@ def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(
         await _first_tokens(task, 5)
         later = sched.submit("Write a note about apples")  # other work, queued for the slot
         question = sched.submit("What is the capital of Peru?")
-        assert question.predicted == "qa" and question.prompt and not later.prompt
+        assert question.predicted == "qa" and later.predicted == "task"
+        assert sched.is_prompt(question) and not sched.is_prompt(later)
         answer = await question.done
         assert question.kind == "qa" and answer.output == QUESTION_REPLY
         assert "Running task:" not in answer.build.context.text()  # its own context, not the task's

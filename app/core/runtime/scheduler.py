@@ -23,7 +23,7 @@ What "k concurrent streams" means with one local model: builds (embedding, recal
 writes) of different streams overlap with generation, but the model generates one reply at a
 time, in the order the builds finished; only prompt inputs cut in. An input is prompt when it
 looks like an interruption, or like a question, when it is submitted beside a running task (the
-fast intent rules, with the running tasks: ``StreamHandle.prompt``). It is queued
+fast intent rules, with the running tasks: ``SessionScheduler.is_prompt``). It is queued
 ``interrupt_boost`` above its priority and may use ``interrupt_reserve`` slots beyond the limit,
 so a question is not queued behind a long task.
 
@@ -77,7 +77,7 @@ class StreamConfig:
     """Scheduling policy (strategy as data)."""
 
     interrupt_max_tokens: int = 128  # an interruption answers briefly: the task waits meanwhile
-    interrupt_boost: int = 10  # queue priority added to prompt inputs (see StreamHandle.prompt)
+    interrupt_boost: int = 10  # queue priority added to prompt inputs (SessionScheduler.is_prompt)
     interrupt_reserve: int = 1  # slots beyond the limit that only prompt inputs may take
     progress_every: int = 8  # tokens between progress updates of a task node
     cut_in: bool = True  # prompt inputs cut into a running task's generation (False: they queue for the model)
@@ -108,7 +108,6 @@ class StreamHandle:
     done: asyncio.Future[Any]
     kind: str = "qa"
     predicted: str = "qa"
-    beside_task: bool = False  # submitted while a task of the session was streaming
     status: str = "queued"
     turn_id: str | None = None
     node_id: str | None = None
@@ -148,13 +147,6 @@ class StreamHandle:
         """Stop the stream: a queued one never runs; a running one stops within one token."""
         if self.scheduler is not None:
             self.scheduler._stop(self, reason)
-
-    @property
-    def prompt(self) -> bool:
-        """Whether the input should be answered while a task streams, not after it: an
-        interruption, or a question submitted beside a running task (its own Q&A stream). Prompt
-        inputs jump the queue, may use the reserve slots and cut into the task's generation."""
-        return self.predicted == "interrupt" or (self.beside_task and self.predicted == "qa")
 
     def set_priority(self, priority: int) -> None:
         """Change the priority (reorders the queue while the stream waits; recorded otherwise)."""
@@ -224,7 +216,6 @@ class SessionScheduler:
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id = parent_task_id
         handle.predicted = handle.kind = self.runtime.predict_kind(self.session_id, text)
-        handle.beside_task = bool(self.runtime.running_tasks(self.session_id))
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
@@ -252,8 +243,16 @@ class SessionScheduler:
     # ------------------------------------------------------------------ scheduling
 
     def _rank(self, handle: StreamHandle) -> tuple[int, int]:
-        boost = self.runtime.config.interrupt_boost if handle.prompt else 0
+        boost = self.runtime.config.interrupt_boost if self.is_prompt(handle) else 0
         return (-(handle.priority + boost), handle.seq)
+
+    def is_prompt(self, handle: StreamHandle) -> bool:
+        """Whether an input should be answered while a task streams, not after it: one that looks
+        like an interruption, or like a question while a task of the session streams (its own
+        Q&A stream). Prompt inputs jump the queue, may use the reserve slots and cut into the
+        task's generation. Asked again whenever the queue is ordered: tasks start and end."""
+        return handle.predicted == "interrupt" or (
+            handle.predicted == "qa" and bool(self.runtime.running_tasks(self.session_id)))
 
     def _admit(self, handle: StreamHandle) -> None:
         if handle.status == "queued":
@@ -264,7 +263,7 @@ class SessionScheduler:
         reserve = self.runtime.config.interrupt_reserve
         for handle in self.queued():
             fits = len(self._running) < self._limit
-            if not fits and handle.prompt:
+            if not fits and self.is_prompt(handle):
                 fits = len(self._running) < self._limit + reserve
             if fits:
                 self._pending.remove(handle)
@@ -397,10 +396,8 @@ class StreamRuntime:
 
     def predict_kind(self, session_id: str, text: str) -> str:
         """The path an input will probably take, from the fast intent rules and the running tasks
-        (no embedding, no model): "interrupt" or "qa"/"task". Only orders the queue."""
+        (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue."""
         running = self.running_tasks(session_id)
-        if not running:
-            return "qa"
         ctx = IntentContext(running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
                                            for t in running])
         mode = self.engine.builder.intents.infer(text, ctx).mode.value
