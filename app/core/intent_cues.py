@@ -42,7 +42,8 @@ _CONTROL_ACTION = {"stop": "stop", "halt": "stop", "abort": "stop", "cancel": "c
                    "continue": "resume", "keep going": "resume", "go on": "resume"}
 _AMEND_RE = _rx(r"\b(?:while you'?re at it|while you are at it|in the meantime|meanwhile|"
                 r"also (?:add|include|make sure)|and also)\b")
-_STATUS_RE = _rx(r"\b(?:status|progress|how far|how long|done yet|finished yet|eta|how'?s it going|"
+_STATUS_RE = _rx(r"\b(?:status|progress|how far|how long (?:until|till|before|left|more|will (?:it|you|that|this))|"
+                 r"how much longer|done yet|finished yet|eta|how'?s it going|"
                  r"how is it going|are you done|still running|almost done)\b")
 # Words by which a question points back at work in progress without naming it ("does it cover
 # costs?", "what have you got so far?"): with a task running, such a question is about the task.
