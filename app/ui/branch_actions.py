@@ -1,0 +1,150 @@
+"""What the canvas's gestures and node menu do to the session's branches.
+
+``CanvasActions`` is mixed into ``MainWindow``: a dropped turn is re-anchored, a dropped pending
+input takes the target as its anchor, a moved node keeps its place, and the node menu's actions
+(checkpoint, focus, inject, collapse, undo re-anchor, ask again) go to the engine through the
+controller. Re-anchoring and injecting are ``QUndoCommand``s on the window's undo stack (Ctrl+Z).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtGui import QUndoCommand, QUndoStack
+from PySide6.QtWidgets import QStatusBar
+
+from app.ui.canvas.scene import CanvasScene
+from app.ui.composer import ComposerWidget, RoutingBanner
+from app.ui.controller import EngineController
+from app.ui.panels.inspector import InspectorPanel
+
+
+class ReanchorCommand(QUndoCommand):
+    """Re-anchoring a turn, undoable: redo asks the engine to re-anchor, undo to restore."""
+
+    def __init__(self, controller: EngineController, turn_id: str, target: str | None, text: str) -> None:
+        super().__init__(text)
+        self.controller, self.turn_id, self.target = controller, turn_id, target
+
+    def redo(self) -> None:
+        self.controller.reanchor(self.turn_id, self.target)
+
+    def undo(self) -> None:
+        self.controller.undo_reanchor(self.turn_id)
+
+
+class InjectCommand(QUndoCommand):
+    """Injecting results into a branch, undoable: undo retires the ``merges`` edges it added
+    (once the inject itself has landed)."""
+
+    def __init__(self, controller: EngineController, session_id: str, sources: list[str], target: str, text: str) -> None:
+        super().__init__(text)
+        self.controller, self.session_id, self.sources, self.target = controller, session_id, sources, target
+        self.injected: Any = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def redo(self) -> None:
+        self.injected = None
+        self._task = self.controller.call("Injecting", self.controller.engine.inject, self.session_id, self.sources,
+                                          self.target, then=self._landed)
+
+    def _landed(self, injected: Any) -> None:
+        self.injected = injected
+
+    def undo(self) -> None:
+        task, engine = self._task, self.controller.engine
+
+        async def take_back() -> Any:
+            if task is not None:
+                await asyncio.wait([task])  # an inject still running lands first
+            if self.injected is None:  # it failed (and said so): nothing to take back
+                return None
+            return await engine.undo_inject(self.injected)
+
+        self.controller.call("Undoing the inject", take_back)
+
+
+class CanvasActions:
+    """The window's branch actions (see the module doc)."""
+
+    controller: EngineController
+    scene: CanvasScene
+    composer: ComposerWidget
+    inspector: InspectorPanel
+    banner: RoutingBanner
+    undo: QUndoStack
+    _selected_turn: str | None
+
+    if TYPE_CHECKING:  # the window's own helpers
+        def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
+        def _labels(self) -> dict[str, str]: ...
+        def _turn_of(self, node_id: str) -> str | None: ...
+        def _on_error(self, message: str) -> None: ...
+
+    def reanchor(self, turn_id: str, target: str | None) -> None:
+        """Re-anchor ``turn_id`` onto ``target`` (None: a new branch) as an undoable command."""
+        labels = self._labels()
+        name = f"«{labels.get(target, '')[:24]}»" if target else "a new branch"
+        self.undo.push(ReanchorCommand(self.controller, turn_id, target, f"re-anchor onto {name}"))
+
+    def _on_reanchored(self, result: Any) -> None:
+        self.statusBar().showMessage("Re-anchored; the context was re-planned and recompiled for the new anchor.", 8000)
+        record = getattr(result, "record", None)
+        if record is not None and self._selected_turn == record.turn_id:
+            self.inspector.show_record(record)
+        self.banner.hide()
+
+    def _on_node_dropped(self, dragged: str, target: str) -> None:
+        turn_id = self._turn_of(dragged)
+        if turn_id is None:
+            self._on_error("Only turns can be re-anchored by dragging.")
+            return
+        self.reanchor(turn_id, target)
+
+    def _on_node_moved(self, node_id: str, x: float, y: float) -> None:
+        if self.controller.state is not None:
+            self.controller.call("Saving the position", self.controller.engine.move_nodes,
+                                 self.controller.session_id, [(node_id, x, y)])
+
+    def _on_pending_dropped(self, target: str) -> None:
+        self.composer.set_anchor(target, self._labels().get(target, ""))
+        self.composer.edit.setFocus()
+
+    def _on_node_action(self, action: str, node_id: str) -> None:
+        c, sid = self.controller, self.controller.session_id
+        engine = c.engine
+        if engine is None or sid is None:
+            return
+        if action == "reply":
+            self._on_pending_dropped(node_id)
+        elif action == "checkpoint":
+            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+        elif action == "focus":
+            result = engine.set_focus(sid, node_id)
+            if inspect.isawaitable(result):
+                c.spawn(result, "Switching focus")
+            self.statusBar().showMessage("Focus switched: routing now favours this branch.", 6000)
+        elif action == "inject":
+            sources = [n for n in self.scene.selected_node_ids() if n != node_id] if hasattr(self.scene, "selected_node_ids") else []
+            if not sources:
+                self._on_error("Select the results to merge first (Ctrl+click), then choose Inject on the target.")
+                return
+            label = self._labels().get(node_id, node_id[:8])
+            self.undo.push(InjectCommand(c, sid, sources, node_id, f"inject {len(sources)} into {label}"))
+        elif action in ("collapse", "expand"):
+            collapsed = action == "collapse"
+            self.scene.set_collapsed(node_id, collapsed)
+            c.call("Saving the collapse", engine.set_collapsed, sid, node_id, collapsed)
+        elif action == "undo_reanchor":
+            turn_id = self._turn_of(node_id)
+            if turn_id:
+                c.undo_reanchor(turn_id)
+        elif action == "regenerate":
+            turn_id = self._turn_of(node_id)
+            state = c.state
+            if turn_id and state is not None and turn_id in state.turns:
+                first = state.turns[turn_id].message_ids[0]
+                parent = state.graph.parent(node_id)
+                c.submit(state.messages[first].text, anchor=parent, budget=self.composer.budget.value())
