@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.core.compiler import ContextCompiler, Fact, Item, conflict_items, extract_facts, resolve_conflicts
-from app.core.intent import EnvEventRef, Intent, IntentContext, IntentEngine, Mode, RunningTask
+from app.core.intent import EnvEventRef, Intent, IntentContext, IntentEngine, RunningTask
 from app.core.plan import ContextPlan, PlanBuilder, PlanContext, ToolSpec
 from app.core.ports import TokenCounter
 from app.core.profile import UserProfile

@@ -409,7 +409,6 @@ class PlanBuilder:
                               segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
                               tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
         # retrieval: the preset's sizes, scaled up when the evidence quota holds more items
-        segs = budget.segments
         capacity = total // max(1, cfg.tokens_per_item)  # leftovers of every segment flow to evidence
         scale = max(1.0, capacity / preset.top_k)
         channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
 
 from watchdog.events import (
     DirCreatedEvent,
