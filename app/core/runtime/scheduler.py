@@ -22,8 +22,9 @@ build's decision, either
 What "k concurrent streams" means with one local model: builds (embedding, recall, store
 writes) of different streams overlap with generation, but the model generates one reply at a
 time, in the order the builds finished; only prompt inputs cut in. An input is prompt when it
-looks like an interruption, or like a question, when it is submitted beside a running task (the
-fast intent rules, with the running tasks: ``SessionScheduler.is_prompt``). It is queued
+looks like an interruption, or like a question while a task of the session streams (the fast
+intent rules, with the running tasks; ``SessionScheduler.is_prompt``, asked again whenever the
+queue is ordered). It is queued
 ``interrupt_boost`` above its priority and may use ``interrupt_reserve`` slots beyond the limit,
 so a question is not queued behind a long task.
 
