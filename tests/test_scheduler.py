@@ -69,6 +69,18 @@ async def _first_tokens(handle: StreamHandle, n: int = 3) -> None:
         await asyncio.sleep(0.005)
 
 
+async def _task_streaming(engine: Engine, *, tokens: int, limit: int | None = None) -> tuple[Any, str, Any, StreamHandle]:
+    """A new session whose scheduler has a task streaming (``tokens`` generated): (state, session
+    id, scheduler, the task's handle)."""
+    state = await engine.open_session(None)
+    sched = engine.scheduler(state.session_id)
+    if limit is not None:
+        sched.set_limit(limit)
+    task = sched.submit("Write a plan for the garden party with numbered steps")
+    await _first_tokens(task, tokens)
+    return state, state.session_id, sched, task
+
+
 async def _check_graph(engine: Engine, sid: str) -> list[Any]:
     """Every task node has its spawned edge from its turn, statuses are final, no orphan; replay agrees."""
     state = engine.sessions[sid]
@@ -250,12 +262,8 @@ def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(
     """Multi-stream, not interruption: the question gets a Q&A stream with no task state in its
     context, is queued ahead of other work, cuts in, and the task runs on to its end."""
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None)
-        sid = state.session_id
-        sched = engine.scheduler(sid)
-        sched.set_limit(1)  # one slot, taken by the task: the question uses the reserve
-        task = sched.submit("Write a plan for the garden party with numbered steps")
-        await _first_tokens(task, 5)
+        # one slot, taken by the task: the question uses the reserve
+        state, sid, sched, task = await _task_streaming(engine, tokens=5, limit=1)
         later = sched.submit("Write a note about apples")  # other work, queued for the slot
         question = sched.submit("What is the capital of Peru?")
         assert question.predicted == "qa" and later.predicted == "task"
@@ -277,11 +285,7 @@ def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(
 
 def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -> None:
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None)
-        sid = state.session_id
-        sched = engine.scheduler(sid)
-        task = sched.submit("Write a plan for the garden party with numbered steps")
-        await _first_tokens(task, 5)
+        state, sid, sched, task = await _task_streaming(engine, tokens=5)
         question = sched.submit("How is the task going?")
         assert question.predicted == "interrupt"
         answer = await question.done
@@ -309,11 +313,7 @@ def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -
 
 def test_stop_the_task_stops_it(tmp_path: Path) -> None:
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None)
-        sid = state.session_id
-        sched = engine.scheduler(sid)
-        task = sched.submit("Write a plan for the garden party with numbered steps")
-        await _first_tokens(task, 3)
+        state, sid, sched, task = await _task_streaming(engine, tokens=3)
         control = sched.submit("Stop the task")
         await control.done
         assert control.kind == "interrupt"
