@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.core.engine import Engine
-from app.core.trace import TurnRecord
+from app.core.engine.facade import Engine
+from app.core.pipeline.record import TurnRecord
 
 
 def _err(text: str) -> None:

@@ -13,7 +13,7 @@ import time
 
 from app import main as wiring
 from app.config import Settings
-from app.core.graph import SessionGraph
+from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, Message, NodeKind, Role
 
 SYSTEM_PROMPT = "You are a concise assistant inside PCM Canvas. Answer in at most three sentences."

@@ -17,7 +17,7 @@ from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from app.core.engine import Engine
+    from app.core.engine.facade import Engine
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -90,7 +90,7 @@ def build_engine(
     evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
     ``progress`` hears a short line before each slow step (the desktop shows it).
     """
-    from app.core.engine import Engine, EngineConfig
+    from app.core.engine.facade import Engine, EngineConfig
     from app.core.ports import ModelTokenCounter, WordTokenCounter
     from app.core.runtime.executors import Executors
 

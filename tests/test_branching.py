@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from app.core.branching import AnchorCycleError, BranchError, NothingToUndoError, UnknownNodeError
-from app.core.engine import Engine
-from app.core.session import SessionState
-from app.core.trace import TurnRecord
+from app.core.engine.branches import AnchorCycleError, BranchError, NothingToUndoError, UnknownNodeError
+from app.core.engine.facade import Engine
+from app.core.pipeline.record import TurnRecord
+from app.core.session.state import SessionState
 from app.core.types import EdgeKind
 from tests.test_engine import _fake_engine
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
-from app.core.engine import Engine, EngineConfig
+from app.core.engine.facade import Engine, EngineConfig
 from app.core.ports import GenerationParams, WordTokenCounter
 from app.core.runtime.executors import Executors
 from app.llm.fakes import HashEmbedder, ScriptedChatModel

@@ -16,8 +16,15 @@ from typing import Any
 
 import pytest
 
-from app.core.engine import Engine, EngineConfig
-from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback, WordTokenCounter
+from app.core.engine.facade import Engine, EngineConfig
+from app.core.ports import (
+    CancelToken,
+    ChatMessage,
+    ChatResult,
+    GenerationParams,
+    TokenCallback,
+    WordTokenCounter,
+)
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.runtime.scheduler import StreamHandle, StreamStopped
 from app.core.types import EdgeKind, NodeKind, TaskStatus

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from app.core.engine import Engine, EngineConfig
-from app.core.environment import PushNotice
-from app.core.plan import ToolSpec
+from app.core.engine.environment import PushNotice
+from app.core.engine.facade import Engine, EngineConfig
+from app.core.plan.tools import ToolSpec
 from app.core.ports import WordTokenCounter
 from app.core.runtime.executors import Executors
-from app.core.tool_model import ToolResultItem
-from app.core.tools import Tool, ToolContext
+from app.core.tools.model import ToolResultItem
+from app.core.tools.registry import Tool, ToolContext
 from app.core.types import EdgeKind, EnvEvent, Message, NodeKind, Role, Task, TaskStatus
 from app.llm.fakes import HashEmbedder, ScriptedChatModel
 from app.store.index import SearchIndex
@@ -151,7 +151,7 @@ def test_injected_instructions_never_offer_or_call_blocked_tools(tmp_path: Path)
         assert not {"send_email", "delete_files"} & set(schema["properties"]["tool"]["enum"])
         # Even a direct call of a blocked tool is refused (and recorded as such).
         plan = records[2].build.plan
-        from app.core.plan import ToolPolicy
+        from app.core.plan.model import ToolPolicy
 
         outcome = await engine.tools.call("send_email", {"to": "all"}, policy=ToolPolicy(**plan["tools"]),
                                           offered=["send_email"], session_id=state.session_id)

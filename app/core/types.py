@@ -167,7 +167,7 @@ class Task(_Model):
     result_summary: str = ""
     created_at: str = Field(default_factory=utc_now)
     updated_at: str = Field(default_factory=utc_now)
-    # Where the task lives in the session (app.core.tasks): the turn that spawned it, its graph
+    # Where the task lives in the session (app.core.tasks.stack): the turn that spawned it, its graph
     # node, its progress in [0, 1] and short progress notes ("waiting for 2 subtasks", ...).
     turn_id: str | None = None
     node_id: str | None = None

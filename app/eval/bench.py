@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.core.engine import Engine
+from app.core.engine.facade import Engine
 from app.core.types import Author, AuthorKind, Message, Role
 
 PEOPLE = ["Ana", "Bruno", "Chen", "Dara", "Emeka", "Farah"]

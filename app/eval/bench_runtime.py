@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.core.engine import Engine
+from app.core.engine.facade import Engine
 from app.core.runtime.scheduler import StreamHandle
 from app.core.types import TaskStatus
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.core.engine import Engine
+from app.core.context.ranking import ranked, rrf
+from app.core.engine.facade import Engine
 from app.core.ports import TokenCounter
-from app.core.ranking import ranked, rrf
-from app.core.session import SessionState
+from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 
 BASELINES = ("recent", "last_n", "vector", "bm25", "hybrid_rrf")

@@ -4,7 +4,7 @@ Each stream of ``DIR/messages.jsonl`` is routed ONLINE: message *i* sees only me
 *0..i-1* of its own stream. Its candidates are the recent messages, the latest message of every
 user it names, the author's own latest message and the latest message that named the author
 (the chat-stream analogue of "branch frontiers + recent turns + linked nodes"). Candidate
-features (``app.core.routing.Feature``) are computed from earlier messages only and fused by
+features (``app.core.routing.anchor.Feature``) are computed from earlier messages only and fused by
 ``AnchorRouter`` with the ``CHAT_STREAM`` preset; below ``tau_new`` a message starts a new
 conversation. The router's own earlier decisions define the threads used by ``focus``.
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from app.core.ports import Embedder
-from app.core.routing import (
+from app.core.routing.anchor import (
     CHAT_STREAM,
     AnchorCandidate,
     AnchorRouter,
@@ -93,7 +93,7 @@ class ChatStreamRouter:
 
         Candidates: the ``recent`` previous lines, plus (within ``window``) the latest line of
         each user the message names, the author's own latest line and the latest line naming
-        the author. Features (see ``app.core.routing.Feature``):
+        the author. Features (see ``app.core.routing.anchor.Feature``):
         recency (position half-life) · sem (clipped cosine) · address (the message names the
         line's author) · reply (the line named the message's author; full for the latest such
         line, ``STALE_REPLY`` for earlier ones) · author (the author's own latest line) ·

@@ -18,7 +18,7 @@ from typing import Any
 
 from app.core.types import utc_now
 from app.store import records as R
-from app.store.migrations import MIGRATIONS, apply_migrations, applied_migrations
+from app.store.migrations import MIGRATIONS, applied_migrations, apply_migrations
 
 BUSY_TIMEOUT_MS = 5000
 

@@ -25,8 +25,17 @@ from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
 from app.core.types import (
-    SCHEMA_VERSION, ContextDocument, Message, Meta, PcmExtensions, Role, SessionDoc,
-    SessionGraphData, TaskState, TodoList, ToolState,
+    SCHEMA_VERSION,
+    ContextDocument,
+    Message,
+    Meta,
+    PcmExtensions,
+    Role,
+    SessionDoc,
+    SessionGraphData,
+    TaskState,
+    TodoList,
+    ToolState,
 )
 from app.store.sqlite import SqliteStore, StoreError
 

@@ -21,9 +21,9 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.config import Settings
+from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
-from app.core.session import SessionState
-from app.core.trace import TurnRecord
+from app.core.session.state import SessionState
 from app.ui.services import Services
 
 log = logging.getLogger(__name__)

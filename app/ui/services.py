@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from app.config import Settings
 
 if TYPE_CHECKING:
-    from app.core.engine import Engine
+    from app.core.engine.facade import Engine
 
 Progress = Callable[[str], None]
 

@@ -19,13 +19,25 @@ from typing import Any
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QUndoStack
 from PySide6.QtWidgets import (
-    QApplication, QDockWidget, QFileDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMainWindow,
-    QMessageBox, QProgressBar, QPushButton, QToolBar, QVBoxLayout, QWidget,
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.config import Settings, remember_data_dir
-from app.core.session import SessionState
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
+from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
 from app.ui.canvas.scene import CanvasScene

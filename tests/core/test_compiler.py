@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.compiler import ContextCompiler, Fact, Item, render, resolve_conflicts
+from app.core.context.compiler import ContextCompiler, Fact, Item, render, resolve_conflicts
 from app.core.ports import WordTokenCounter
 from app.core.types import BlockType, Priority
 
@@ -87,7 +87,7 @@ def test_conflicts_pick_reliable_then_recent_and_are_stated() -> None:
 
 
 def test_extract_facts_is_narrow_and_keyed() -> None:
-    from app.core.compiler import extract_facts
+    from app.core.context.compiler import extract_facts
 
     facts = extract_facts("My deadline is Friday. The budget is 300 euros; I like tea.", evidence_id="m1", at="t", reliability=1.0)
     assert [(f.key, f.value) for f in facts] == [("deadline", "Friday"), ("budget", "300 euros")]
@@ -95,7 +95,7 @@ def test_extract_facts_is_narrow_and_keyed() -> None:
 
 
 def test_conflicts_are_stated_in_the_context_with_both_sources() -> None:
-    from app.core.compiler import conflict_items, extract_facts
+    from app.core.context.compiler import conflict_items, extract_facts
 
     facts = extract_facts("My deadline is Friday", evidence_id="m1", at="2024-01-01", reliability=1.0)
     facts += extract_facts("my deadline is now Monday", evidence_id="m2", at="2024-01-02", reliability=1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.graph import GraphError, SessionGraph
+from app.core.session.graph import GraphError, SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 
 

@@ -10,35 +10,34 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.intent import (
-    CLARIFY_CODES,
-    INTENT_JSON_SCHEMA,
+from app.core.intent.cues import analyse_text, extract_entities
+from app.core.intent.engine import (
     MODE_PRIOR,
+    IntentEngine,
+    PrototypeBank,
+    argmax,
+    cue_distribution,
+    decisiveness,
+    fuse,
+    redirect,
+    saturate,
+)
+from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages, normalize_llm_intent
+from app.core.intent.model import (
+    CLARIFY_CODES,
     EnvEventRef,
     Intent,
     IntentContext,
-    IntentEngine,
     Mode,
-    PrototypeBank,
     RecentTurn,
     Risk,
     RunningTask,
     SignalRecord,
     TaskType,
     Urgency,
-    analyse_text,
-    argmax,
-    cue_distribution,
-    decisiveness,
-    extract_entities,
-    fuse,
-    intent_messages,
-    normalize_llm_intent,
-    redirect,
-    saturate,
-    split_sub_questions,
 )
-from app.core.profile import UserProfile, parse_profile_statements, statement_matches
+from app.core.intent.profile import UserProfile, parse_profile_statements, statement_matches
+from app.core.text import split_sub_questions
 from app.llm.fakes import HashEmbedder
 
 ENGINE = IntentEngine()

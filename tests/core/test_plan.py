@@ -6,30 +6,30 @@ import itertools
 
 import pytest
 
-from app.core.intent import IntentContext, IntentEngine, RecentTurn, RunningTask
-from app.core.plan import (
-    BANDS,
-    CHANNELS,
-    SEGMENTS,
+from app.core.intent.engine import IntentEngine
+from app.core.intent.model import IntentContext, RecentTurn, RunningTask
+from app.core.intent.profile import UserProfile
+from app.core.plan.builder import (
     ContextPlan,
-    MergeRule,
     PlanBuilder,
     PlanConfig,
     PlanContext,
-    ToolSpec,
     allocate_budget,
     channel_sizes,
     check_plan,
-    clarification_question,
     confidence_band,
-    explain_tools,
-    filter_tools,
     overall_confidence,
     segment_weights,
+)
+from app.core.plan.model import BANDS, CHANNELS, SEGMENTS, MergeRule
+from app.core.plan.tools import (
+    ToolSpec,
+    clarification_question,
+    explain_tools,
+    filter_tools,
     tool_matches_statement,
     tool_relevance,
 )
-from app.core.profile import UserProfile
 
 ENGINE = IntentEngine()
 BUILDER = PlanBuilder()
@@ -314,7 +314,7 @@ def test_interrupt_policies() -> None:
 
 
 def test_push_and_follow_up_policies() -> None:
-    from app.core.intent import EnvEventRef
+    from app.core.intent.model import EnvEventRef
 
     push = _plan("", IntentContext(recent_env_events=[EnvEventRef(kind="feed", title="New release of numpy")]))
     assert push.intent.mode == "push" and "env_state" in push.required
@@ -371,9 +371,11 @@ def test_build_is_deterministic(text: str) -> None:
 
 _REPLAY_SCRIPT = """
 import json
-from app.core.intent import EnvEventRef, IntentContext, IntentEngine, RecentTurn, RunningTask
-from app.core.plan import PlanBuilder, PlanContext, ToolSpec
-from app.core.profile import UserProfile
+from app.core.intent.engine import IntentEngine
+from app.core.intent.model import EnvEventRef, IntentContext, RecentTurn, RunningTask
+from app.core.plan.builder import PlanBuilder, PlanContext
+from app.core.plan.tools import ToolSpec
+from app.core.intent.profile import UserProfile
 profile = UserProfile(prohibitions=["send emails", "delete files in /data"], permissions=["read files"])
 tools = [ToolSpec(name=n, tags=t, action=a) for n, t, a in (("web_search", ["web"], False),
          ("file_delete", ["file"], True), ("send_email", [], True), ("calendar", ["schedule"], False))]

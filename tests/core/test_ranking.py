@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core import ranking
+from app.core.context import ranking
 
 
 def test_rrf_weights_and_ties() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from app.core.retrieval import RecallRequest, recall
-from app.core.session import NoteView, SessionState
+from app.core.context.retrieval import RecallRequest, recall
+from app.core.session.state import NoteView, SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 
 

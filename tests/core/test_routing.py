@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from app.core.routing import (
+from app.core.routing.anchor import (
     CHAT_STREAM,
     FEATURE_ORDER,
     NEGATIVE_FEATURES,

@@ -1,15 +1,24 @@
-"""Tasks as a stack (app.core.tasks): the operations and their rules, the stack-aware context
+"""Tasks as a stack (app.core.tasks.stack): the operations and their rules, the stack-aware context
 within budget, and which frame a build works in."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.compiler import ContextCompiler
+from app.core.context.compiler import ContextCompiler
 from app.core.ports import WordTokenCounter
-from app.core.tasks import (
-    WAITING_NOTE, LiveTask, TaskError, TaskInputs, TaskStack, count_steps, decide, decision_items, interrupt_items,
-    stack_context, summarize_result,
+from app.core.tasks.stack import (
+    WAITING_NOTE,
+    LiveTask,
+    TaskError,
+    TaskInputs,
+    TaskStack,
+    count_steps,
+    decide,
+    decision_items,
+    interrupt_items,
+    stack_context,
+    summarize_result,
 )
 from app.core.types import BlockType, Priority, TaskStatus
 

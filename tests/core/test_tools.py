@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from app.core.intent import IntentContext, IntentEngine
-from app.core.plan import PlanBuilder, PlanContext, ToolSpec
-from app.core.profile import UserProfile
-from app.core.tool_model import ToolResultItem, args_digest, fence
-from app.core.tool_select import parse_model_choice, path_mentions, select_by_rules, tool_choice_schema
-from app.core.tools import Tool, ToolContext, ToolRegistry, choice_names
-from app.core.tools_builtin import builtin_tools, confine, find_in_folders
+from app.core.intent.engine import IntentEngine
+from app.core.intent.model import IntentContext
+from app.core.intent.profile import UserProfile
+from app.core.plan.builder import PlanBuilder, PlanContext
+from app.core.plan.tools import ToolSpec
+from app.core.tools.builtin import builtin_tools, confine, find_in_folders
+from app.core.tools.model import ToolResultItem, args_digest, fence
+from app.core.tools.registry import Tool, ToolContext, ToolRegistry, choice_names
+from app.core.tools.selection import parse_model_choice, path_mentions, select_by_rules, tool_choice_schema
 from app.core.types import EnvEvent, Evidence, Task, TaskStatus, ToolCall
 
 INTENTS = IntentEngine(None)
@@ -139,7 +141,7 @@ def test_a_slow_tool_times_out_and_is_recorded() -> None:
 
     registry = ToolRegistry(recorder=record)
     registry.register(Tool(ToolSpec(name="slow_lookup"), _Any, slow, timeout_s=0.05))
-    from app.core.plan import ToolPolicy
+    from app.core.plan.model import ToolPolicy
 
     outcome = asyncio.run(registry.call("slow_lookup", {}, policy=ToolPolicy(), offered=["slow_lookup"], session_id="s"))
     assert outcome.status == "timeout" and recorded[0].status == "timeout" and recorded[0].duration_ms < 2000
@@ -151,7 +153,7 @@ def test_result_evidence_is_labelled_and_delimited() -> None:
 
     registry = ToolRegistry()
     registry.register(Tool(ToolSpec(name="echo"), _Any, echo))
-    from app.core.plan import ToolPolicy
+    from app.core.plan.model import ToolPolicy
 
     outcome = asyncio.run(registry.call("echo", {}, policy=ToolPolicy(), offered=["echo"], session_id="s", turn_id="t"))
     [evidence] = outcome.evidences
@@ -187,7 +189,7 @@ def test_read_file_is_confined_to_the_watched_folders(tmp_path: Path) -> None:
     os.symlink(outside / "secret.txt", watched / "link.txt")
     os.symlink(outside, watched / "linkdir")
     registry, recorded, _ = _registry([watched])
-    from app.core.plan import ToolPolicy
+    from app.core.plan.model import ToolPolicy
 
     def read(path: str):
         return asyncio.run(registry.call("read_file", {"path": path}, policy=ToolPolicy(), offered=["read_file"], session_id="s"))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.routing import CHAT_STREAM
+from app.core.routing.anchor import CHAT_STREAM
 from app.eval.data import StreamMessage, load_route_gold, load_stream_messages
 from app.eval.route import (
     ChatStreamRouter,

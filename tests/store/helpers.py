@@ -5,9 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.types import (
-    Actor, Agent, Author, AuthorKind, ContextBlock, EnvEvent, Evidence, EvidenceSource,
-    GraphEdge, GraphNode, MemoryFragment, Message, Meta, ModelUsage, Provider, Ref, Role,
-    Summary, Task, TaskStatus, ToolCall,
+    Actor,
+    Agent,
+    Author,
+    AuthorKind,
+    ContextBlock,
+    EnvEvent,
+    Evidence,
+    EvidenceSource,
+    GraphEdge,
+    GraphNode,
+    MemoryFragment,
+    Message,
+    Meta,
+    ModelUsage,
+    Provider,
+    Ref,
+    Role,
+    Summary,
+    Task,
+    TaskStatus,
+    ToolCall,
 )
 from app.store.sqlite import SqliteStore
 

@@ -12,8 +12,14 @@ from jsonschema import Draft202012Validator
 
 from app.core.types import ContextDocument, Message, Role
 from app.store.exchange import (
-    SCHEMA_PATH, ExchangeError, build_schema, export_session, import_session, load_schema,
-    schema_text, validate_document,
+    SCHEMA_PATH,
+    ExchangeError,
+    build_schema,
+    export_session,
+    import_session,
+    load_schema,
+    schema_text,
+    validate_document,
 )
 from app.store.sqlite import SqliteStore
 from tests.store.helpers import populate

@@ -10,8 +10,19 @@ from pathlib import Path
 import pytest
 
 from app.core.types import (
-    ContextBlock, EnvEvent, Evidence, EvidenceSource, GraphEdge, GraphNode, MemoryFragment,
-    Message, ModelUsage, Role, Task, TaskStatus, ToolCall,
+    ContextBlock,
+    EnvEvent,
+    Evidence,
+    EvidenceSource,
+    GraphEdge,
+    GraphNode,
+    MemoryFragment,
+    Message,
+    ModelUsage,
+    Role,
+    Task,
+    TaskStatus,
+    ToolCall,
 )
 from app.store.migrations import apply_migrations
 from app.store.sqlite import MIGRATIONS, NotFoundError, SqliteStore, StoreError, StoreThreadError

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from dataclasses import replace
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.config import Settings
-from app.core.engine import Engine, EngineConfig
+from app.core.engine.facade import Engine, EngineConfig
 from app.core.ports import WordTokenCounter
 from app.core.runtime.executors import Executors
 from app.ui.app import run_until_done

@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QImage, QMouseEvent
 from PySide6.QtWidgets import QApplication
 
-from app.core.graph import SessionGraph
+from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas import PENDING_MIME, CanvasScene, CanvasView
 from app.ui.canvas.edges import EdgeItem, MergeEdgeItem

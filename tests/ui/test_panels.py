@@ -19,10 +19,10 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTreeWidgetItem
 
-from app.core.engine import Engine, EngineConfig
+from app.core.engine.facade import Engine, EngineConfig
+from app.core.pipeline.record import TurnRecord
 from app.core.ports import WordTokenCounter
 from app.core.runtime.executors import Executors
-from app.core.trace import TurnRecord
 from app.llm.fakes import HashEmbedder, ScriptedChatModel
 from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore

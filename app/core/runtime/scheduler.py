@@ -5,7 +5,7 @@ per session, and three paths — Q&A, task and interruption — chosen from each
 goes through the engine's one ``asyncio.Queue`` to its session's scheduler, waits there in
 priority order (highest first, then submission order; the priority can change while it waits)
 and runs once one of the session's ``limit`` slots is free. Running means: record the input,
-build its context with the task stack (``app.core.tasks``), attach its turn node and, from the
+build its context with the task stack (``app.core.tasks.stack``), attach its turn node and, from the
 build's decision, either
 
 - ``qa``: stream the answer (what ``Engine.submit`` does); a question beside a running task that
@@ -41,14 +41,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.core.intent import IntentContext, RunningTask
+from app.core.intent.model import IntentContext, RunningTask
 from app.core.runtime.background import spawn
 from app.core.signals import Signal
 from app.core.types import Task, new_id
 
 if TYPE_CHECKING:
-    from app.core.engine import Engine, TurnRun
-    from app.core.trace import TurnRecord
+    from app.core.engine.facade import Engine, TurnRun
+    from app.core.pipeline.record import TurnRecord
 
 StreamKind = Literal["qa", "task", "interrupt", "env"]
 INPUT_QUEUED, INPUT_STARTED, INPUT_WITHDRAWN = "input.queued", "input.started", "input.withdrawn"

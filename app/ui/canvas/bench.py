@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QElapsedTimer, QEventLoop, QPointF, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.core.graph import SessionGraph
+from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.view import CanvasView

@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QPointF, QRectF, QTimer
 from PySide6.QtWidgets import QGraphicsScene
 
-from app.core.graph import SessionGraph
+from app.core.session.graph import SessionGraph
 from app.core.signals import Signal as CoreSignal
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas.edges import EdgeItem, MergeEdgeItem

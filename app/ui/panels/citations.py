@@ -1,12 +1,12 @@
 """Citations of a recorded turn: which evidence id each ``[n]`` stands for, and the context lines.
 
-The pipeline (``app.core.pipeline.ContextBuilder.items``) numbers the kept recall candidates that
+The pipeline (``app.core.pipeline.builder.ContextBuilder.items``) numbers the kept recall candidates that
 are not already on the conversation chain as ``[1]``, ``[2]``, … in recall order, and renders
 each as a line ``[n] Speaker: text`` of an evidence (or memory) block whose ``refs`` list the
 evidence ids in line order. The compiler may drop some of those lines, so a number the answer
 cites can stand for evidence that never reached the prompt; :func:`citation_map` says so.
 
-Pure functions over a :class:`~app.core.trace.TurnRecord`: no Qt, tested directly.
+Pure functions over a :class:`~app.core.pipeline.record.TurnRecord`: no Qt, tested directly.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.core.compiler import HEADERS
-from app.core.trace import TurnRecord
+from app.core.context.compiler import HEADERS
+from app.core.pipeline.record import TurnRecord
 from app.core.types import BlockType
 
 CITE_RE = re.compile(r"\[(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\]")

@@ -12,12 +12,21 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QWidget
 
-from app.core.compiler import SEGMENT_ORDER
-from app.core.trace import TurnRecord
+from app.core.context.compiler import SEGMENT_ORDER
+from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
-    ScrollTab, IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table,
-    section_label, set_role, short_id,
+    IDS_ROLE,
+    HoverTracker,
+    RawJsonWidget,
+    ScrollTab,
+    SortableItem,
+    fill_table,
+    fit_height,
+    make_table,
+    section_label,
+    set_role,
+    short_id,
 )
 
 

@@ -8,19 +8,27 @@ texts come from the context lines that showed them (the record keeps no other te
 from __future__ import annotations
 
 from collections.abc import Callable
-
 from typing import Any
 
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.core.retrieval import CHANNELS
-from app.core.trace import TurnRecord
+from app.core.context.retrieval import CHANNELS
+from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
 from app.ui.panels.widgets import (
-    ScrollTab, IDS_ROLE, HoverTracker, RawJsonWidget, SortableItem, fill_table, fit_height, make_table, section_label,
-    set_role, short_id,
+    IDS_ROLE,
+    HoverTracker,
+    RawJsonWidget,
+    ScrollTab,
+    SortableItem,
+    fill_table,
+    fit_height,
+    make_table,
+    section_label,
+    set_role,
+    short_id,
 )
 
 CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Kind", *CHANNELS, "Fused", "Kept", "Reason")

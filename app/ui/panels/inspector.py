@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QTabWidget, QVBoxLayout, QWidget
 
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
 from app.ui.panels.context_tab import ContextTabWidget
 from app.ui.panels.evidence_tab import EvidenceTabWidget
 from app.ui.panels.intent_tab import IntentTabWidget

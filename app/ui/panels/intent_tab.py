@@ -11,11 +11,19 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QWidget
 
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
-    ScrollTab, MeterWidget, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table,
-    section_label, set_role,
+    MeterWidget,
+    RawJsonWidget,
+    ScrollTab,
+    SortableItem,
+    fill_table,
+    fit_height,
+    fmt_value,
+    make_table,
+    section_label,
+    set_role,
 )
 
 # Fields in reading order; the first three carry a per-field confidence.

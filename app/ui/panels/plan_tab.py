@@ -11,9 +11,16 @@ from typing import Any
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
 from app.ui.panels.widgets import (
-    ScrollTab, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_value, make_table, section_label,
+    RawJsonWidget,
+    ScrollTab,
+    SortableItem,
+    fill_table,
+    fit_height,
+    fmt_value,
+    make_table,
+    section_label,
 )
 
 # DESIGN §4 families → the plan keys shown under each (dotted paths pick one field of a section).

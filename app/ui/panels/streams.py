@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QTimer, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHeaderView, QPushButton, QSpinBox, QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QPushButton,
+    QSpinBox,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui import theme
 from app.ui.panels.widgets import empty_label, make_table, restyle

@@ -9,10 +9,17 @@ from typing import Any
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
-    MeterWidget, RawJsonWidget, SortableItem, fill_table, fit_height, fmt_ms, make_table, scroll_page,
+    MeterWidget,
+    RawJsonWidget,
+    SortableItem,
+    fill_table,
+    fit_height,
+    fmt_ms,
+    make_table,
+    scroll_page,
     section_label,
 )
 

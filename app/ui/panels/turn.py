@@ -13,10 +13,17 @@ import html
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
-    QLabel, QListWidget, QListWidgetItem, QSplitter, QStackedWidget, QTextBrowser, QVBoxLayout, QWidget,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QStackedWidget,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.core.trace import TurnRecord
+from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import Citation, citation_map, context_lines, evidence_texts, split_citations
 from app.ui.panels.widgets import IDS_ROLE, HoverTracker, empty_label, section_label, set_role, short_id

@@ -1,0 +1,1 @@
+"""Context stage: ranking, retrieval channels, the gate and the compiler."""

@@ -1,0 +1,1 @@
+"""Engine stage: the facade and the services it composes over one ``EngineContext``."""

@@ -1,0 +1,424 @@
+"""Branch actions of the canvas: re-anchor a turn (and undo that), focus, checkpoints, collapsing,
+pinned positions, and injecting results of one branch into another.
+
+``BranchActions`` is mixed into ``Engine``: its coroutines run on the engine's loop and do their
+blocking work on the ``store`` executor. Each returns a small frozen "what changed" object
+(DESIGN.md §5); the live graph's signals (``edge_added``, ``edge_removed``, ``node_updated``,
+``node_moved``) tell the canvas what to redraw.
+
+Why replay stays exact after the graph changes under recorded turns: nothing is deleted, and
+every change made after the fact is bounded by the session's turn count ``K`` when it happened.
+A superseded edge gets ``attrs["valid_to_seq"] = K`` (and ``valid_to``, wall clock), the edge
+that replaces it ``valid_from_seq = K``; a routing override the user adds or takes back is
+visible from / until the same bound. ``SessionState.as_of(turn)`` keeps exactly what was live
+for that turn's seq. The turn-changing actions hold the session lock that ``submit`` holds from
+recording the input to attaching its node, so no build sees half of a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.core.context.retrieval import INDEX_CHANNELS
+from app.core.pipeline.builder import NEW_ROOT
+from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord, TurnRevision
+from app.core.session.graph import GraphChange, SessionGraph
+from app.core.session.state import Override, OverrideSpan, SessionState
+from app.core.tasks.stack import TaskInputs
+from app.core.types import EdgeKind, GraphEdge, utc_now
+
+if TYPE_CHECKING:
+    from app.core.engine.facade import EngineStore, TurnRun
+    from app.core.runtime.executors import Executors
+
+
+class BranchError(ValueError):
+    """A branch action that cannot be taken; the message says why."""
+
+
+class UnknownNodeError(BranchError):
+    """A node (or turn) the session does not have."""
+
+
+class AnchorCycleError(BranchError):
+    """Anchoring a turn onto itself or onto a node that continues it."""
+
+
+class NothingToUndoError(BranchError):
+    """``undo_reanchor`` on a turn whose re-anchors are all undone already (or never made)."""
+
+
+@dataclass(frozen=True)
+class Reanchored:
+    """What ``reanchor``/``undo_reanchor`` changed: the turn's node now continues ``anchor``
+    (None: it is a root), its new ``record`` (earlier builds in ``record.revisions``), and the
+    edges that stopped / started being live (``change.removed_edges`` / ``change.added_edges``).
+    A re-anchor onto the current anchor changes nothing: ``change`` is empty."""
+
+    session_id: str
+    turn_id: str
+    node_id: str
+    previous_anchor: str | None
+    anchor: str | None
+    record: TurnRecord
+    change: GraphChange
+    undo: bool = False
+
+
+@dataclass(frozen=True)
+class Injected:
+    """What ``inject`` changed: ``merges`` edges from ``target_node`` to each newly merged source
+    (``change.added_edges``); sources merged into the target before are in ``skipped``."""
+
+    session_id: str
+    target_node: str
+    sources: tuple[str, ...]
+    skipped: tuple[str, ...]
+    change: GraphChange
+
+
+@dataclass(frozen=True)
+class FocusChanged:
+    """What ``set_focus`` changed: the user's focus node (None: follow the latest turn) and the
+    nodes whose ``attrs["focused"]`` flag flipped (``change.updated_nodes``)."""
+
+    session_id: str
+    previous: str | None
+    focus: str | None
+    change: GraphChange
+
+
+def override_spans(turn_id: str, seq: int, record: Mapping[str, Any]) -> list[OverrideSpan]:
+    """The routing overrides a turn's record implies, withdrawn ones with their end.
+
+    ``record`` is a stored ``TurnRecord`` (JSON). The submit-time override counts for turns after
+    ``seq``; each revision at ``K`` ends the one in force and starts its own build's override for
+    turns from ``K`` on. ``open_session`` and the re-anchor actions both use this, so a reopened
+    session routes exactly like the one the changes were made in.
+    """
+    revisions = record.get("revisions") or []
+    builds = [r["build"] for r in revisions] + [record["build"]]
+    text = record["build"]["text"]
+    spans: list[OverrideSpan] = []
+
+    def start(build: Mapping[str, Any], after: int) -> None:
+        node = (build.get("routing") or {}).get("override")
+        if node:  # None: routed by the engine; NEW_ROOT (""): no node to lean towards
+            spans.append(OverrideSpan(Override(after, text, node), turn_id))
+
+    start(builds[0], seq)
+    for n, revision in enumerate(revisions):
+        for span in spans:
+            if span.until is None:
+                span.until = revision["at_seq"]
+        start(builds[n + 1], revision["at_seq"] - 1)
+    return spans
+
+
+def undo_target(revisions: Sequence[TurnRevision]) -> int | None:
+    """Index of the latest re-anchor not undone yet (undos pop re-anchors like a stack)."""
+    stack: list[int] = []
+    for n, revision in enumerate(revisions):
+        if revision.kind == "undo":
+            if stack:
+                stack.pop()
+        else:
+            stack.append(n)
+    return stack[-1] if stack else None
+
+
+def _require(graph: SessionGraph, node_id: str, what: str = "node") -> None:
+    if node_id not in graph:
+        raise UnknownNodeError(f"unknown {what} {node_id!r} in session {graph.session_id!r}")
+
+
+class BranchActions:
+    """The canvas's branch actions, mixed into ``Engine`` (which provides the attributes below)."""
+
+    store: EngineStore
+    ex: Executors
+    sessions: dict[str, SessionState]
+    _locks: dict[str, asyncio.Lock]
+    _running: dict[str, TurnRun]
+
+    if TYPE_CHECKING:
+        async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState: ...
+        async def turn_record(self, turn_id: str) -> TurnRecord: ...
+        async def build(self, session_id: str, text: str, **kw: Any) -> tuple[BuildRecord, StageTiming]: ...
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        """The lock that orders turn builds and graph changes of one session."""
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    # ------------------------------------------------------------------ re-anchoring
+
+    async def reanchor(self, turn_id: str, anchor_node: str | None) -> Reanchored:
+        """Make the turn's node continue ``anchor_node`` (None: a new root) and rebuild its context.
+
+        The rebuild uses the turn's text, time, budget and model limits as recorded, the session
+        as of the turn (``SessionState.as_of``), its recorded focus and LLM intent observation, and
+        its recorded index channel hits (vector, full text, memory: observations of the outside,
+        as replay uses them); structured, graph and recent recall run again for the new anchor.
+        The answer is not regenerated. The old ``continues`` edge is superseded, never deleted;
+        the new anchor becomes a routing override for later similar inputs (a new root does not).
+        A turn still answering is re-anchored once its answer is recorded.
+
+        Raises ``UnknownNodeError`` (unknown turn or node), ``AnchorCycleError`` (the node itself
+        or a node continuing it) and ``BranchError`` (a history turn without a recorded build).
+        """
+        return await self._change_anchor(turn_id, anchor_node, undo=False)
+
+    async def undo_reanchor(self, turn_id: str) -> Reanchored:
+        """Take back the turn's latest re-anchor not undone yet: the anchor, the build and the
+        routing override before it are restored (as new live edge and record revision; nothing
+        is deleted). Redo is ``reanchor`` again. Raises ``NothingToUndoError``."""
+        return await self._change_anchor(turn_id, None, undo=True)
+
+    async def _change_anchor(self, turn_id: str, anchor: str | None, *, undo: bool) -> Reanchored:
+        row = await self.ex.run("store", self.store.get_turn, turn_id)
+        if row is None:
+            raise UnknownNodeError(f"unknown turn {turn_id!r}")
+        session_id = row["session_id"]
+        state = await self.open_session(session_id)
+        while True:
+            running = self._running.get(turn_id)
+            if running is not None:  # its answer's bookkeeping writes the record too: let it land first
+                await asyncio.wait([running.done])
+            async with self._lock(session_id):
+                if turn_id not in self._running:  # (its submit may have held the lock meanwhile)
+                    return await self._change_anchor_locked(state, turn_id, anchor, undo)
+
+    async def _change_anchor_locked(self, state: SessionState, turn_id: str, anchor: str | None,
+                                    undo: bool) -> Reanchored:
+        session_id = state.session_id
+        try:
+            record = await self.turn_record(turn_id)  # read under the lock: the latest revision
+        except KeyError:
+            raise BranchError(f"turn {turn_id!r} has no recorded build (imported history)") from None
+        node = record.node_id
+        graph = state.graph
+        if node is None or node not in graph:
+            raise UnknownNodeError(f"turn {turn_id!r} has no node in the session graph")
+        current = graph.parent(node)
+        undoes: int | None = None
+        if undo:
+            undoes = undo_target(record.revisions)
+            if undoes is None:
+                raise NothingToUndoError(f"turn {turn_id!r} has no re-anchor to undo")
+            anchor = record.revisions[undoes].previous_anchor
+        if anchor is not None:
+            _require(graph, anchor)
+            if anchor == node:
+                raise AnchorCycleError(f"turn node {node!r} cannot continue itself")
+            if graph.creates_cycle(node, anchor):
+                raise AnchorCycleError(f"{anchor!r} continues turn node {node!r}; anchoring there would close a cycle")
+        if anchor == current and not undo:
+            return Reanchored(session_id, turn_id, node, current, anchor, record, GraphChange())
+
+        seq = state.turns[turn_id].seq
+        past: SessionState | None = None
+        if undoes is not None:
+            build, timing = record.revisions[undoes].build, record.revisions[undoes].timing
+        else:
+            past = state.as_of(turn_id)
+            build, timing = await self._rebuild(state, past, turn_id, record, anchor)
+        at_seq, now = len(state.turn_order), utc_now()
+        removed = [e.model_copy(update={"attrs": {**e.attrs, "valid_to": now, "valid_to_seq": at_seq}})
+                   for e in graph.out_edges(node, EdgeKind.CONTINUES)]
+        added = [] if anchor is None else [GraphEdge(
+            src=node, dst=anchor, kind=EdgeKind.CONTINUES, created_at=now,
+            attrs={"valid_from": now, "valid_from_seq": at_seq})]
+        revision = TurnRevision(
+            kind="undo" if undo else "reanchor", at=now, at_seq=at_seq, previous_anchor=current, anchor=anchor,
+            build=record.build, timing=record.timing, removed_edges=[e.edge_id for e in removed],
+            added_edges=[e.edge_id for e in added], undoes=undoes,
+        )
+        new = record.model_copy(update={"build": build, "timing": timing, "revisions": [*record.revisions, revision]})
+        data = new.model_dump(mode="json")
+        cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
+        sources = [past.messages[i] for i in sorted(cited) if i in past.messages] if past is not None else []
+        event = {"turn_id": turn_id, "node_id": node, "from": current, "to": anchor, "at_seq": at_seq,
+                 "removed_edges": revision.removed_edges, "added_edges": revision.added_edges}
+        if undoes is not None:
+            event["undoes"] = undoes
+        # The canvas offers "undo re-anchor" on nodes that have one left to undo.
+        marked = graph.node(node).model_copy(update={"attrs": {**graph.node(node).attrs,
+                                                               "reanchored": undo_target(new.revisions) is not None}})
+
+        def persist() -> None:
+            from app.core.engine.facade import message_evidence
+
+            with self.store.transaction():
+                for view in sources:  # messages become evidences the first time a context cites them
+                    if self.store.get_evidence(view.message_id) is None:
+                        self.store.add_evidence(session_id, message_evidence(view))
+                for edge in [*removed, *added]:
+                    self.store.save_edge(session_id, edge)
+                self.store.update_turn(turn_id, anchor_node_id=anchor, record=data)
+                self.store.save_node(session_id, marked)
+                self.store.append_event(session_id, "turn.reanchor_undone" if undo else "turn.reanchored", event)
+
+        await self.ex.run("store", persist)
+        for edge in removed:
+            graph.retire_edge(edge.edge_id, edge.attrs)
+        for edge in added:
+            state.add_edge(edge)
+        graph.update_node(node, attrs={"reanchored": marked.attrs["reanchored"]})
+        state.replace_overrides(turn_id, override_spans(turn_id, seq, data))
+        change = GraphChange(added_edges=tuple(e.edge_id for e in added), removed_edges=tuple(e.edge_id for e in removed))
+        return Reanchored(session_id, turn_id, node, current, anchor, new, change, undo=undo)
+
+    async def _rebuild(
+        self, state: SessionState, past: SessionState, turn_id: str, record: TurnRecord, anchor: str | None
+    ) -> tuple[BuildRecord, StageTiming]:
+        """The turn's build again, as of the turn, with ``anchor`` as the user's choice."""
+        b = record.build
+        turn = state.turns[turn_id]
+        return await self.build(
+            record.session_id, b.text, budget=b.budget, at=b.at,
+            anchor_override=NEW_ROOT if anchor is None else anchor, state=past,
+            recorded_channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
+            limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
+            recorded_llm=b.llm_intent, focus_node=b.routing.get("focus"),
+            focus_chosen=bool(b.routing.get("focus_chosen")),
+            input_id=turn.message_ids[0] if turn.message_ids else "input",
+            tool_specs=b.tool_specs, recorded_tools=b.tools,  # the turn's tool results, not run again
+            tasks=TaskInputs.model_validate(b.tasks),  # the task stack as the turn saw it
+        )
+
+    # ------------------------------------------------------------------ injecting results
+
+    async def inject(self, session_id: str, source_node_ids: Sequence[str], target_node: str) -> Injected:
+        """Merge the selected results into another branch: a ``merges`` edge from ``target_node``
+        to each source, so builds anchored on the target or on anything continuing it recall the
+        sources' messages (the input and its answer) as members of their chain.
+
+        Raises ``UnknownNodeError`` and ``BranchError`` (a source equal to the target).
+        """
+        state = await self.open_session(session_id)
+        graph = state.graph
+        async with self._lock(session_id):
+            _require(graph, target_node)
+            for source in source_node_ids:
+                _require(graph, source)
+                if source == target_node:
+                    raise BranchError(f"node {source!r} cannot be merged into itself")
+            merged = {e.dst for e in graph.out_edges(target_node, EdgeKind.MERGES)}
+            fresh = [s for s in dict.fromkeys(source_node_ids) if s not in merged]
+            skipped = tuple(s for s in dict.fromkeys(source_node_ids) if s in merged)
+            at_seq, now = len(state.turn_order), utc_now()
+            edges = [GraphEdge(src=target_node, dst=s, kind=EdgeKind.MERGES, created_at=now,
+                               attrs={"valid_from": now, "valid_from_seq": at_seq}) for s in fresh]
+
+            def persist() -> None:
+                with self.store.transaction():
+                    for edge in edges:
+                        self.store.save_edge(session_id, edge)
+                    self.store.append_event(session_id, "graph.injected", {
+                        "target": target_node, "sources": fresh, "skipped": list(skipped),
+                        "edges": [e.edge_id for e in edges], "at_seq": at_seq})
+
+            if edges:
+                await self.ex.run("store", persist)
+            for edge in edges:
+                state.add_edge(edge)
+        return Injected(session_id, target_node, tuple(fresh), skipped, GraphChange(added_edges=tuple(e.edge_id for e in edges)))
+
+    async def undo_inject(self, injected: Injected) -> GraphChange:
+        """Take back an ``inject``: its ``merges`` edges still live are retired (bounded by the
+        session's turn count, so turns built meanwhile still replay with them). Redo is
+        ``inject`` again. Returns the edges retired (none when they were already gone)."""
+        state = await self.open_session(injected.session_id)
+        graph = state.graph
+        async with self._lock(injected.session_id):
+            live = [graph.edge(e) for e in injected.change.added_edges if graph.has_edge(e)]
+            at_seq, now = len(state.turn_order), utc_now()
+            retired = [e.model_copy(update={"attrs": {**e.attrs, "valid_to": now, "valid_to_seq": at_seq}}) for e in live]
+
+            def persist() -> None:
+                with self.store.transaction():
+                    for edge in retired:
+                        self.store.save_edge(injected.session_id, edge)
+                    self.store.append_event(injected.session_id, "graph.inject_undone", {
+                        "target": injected.target_node, "edges": [e.edge_id for e in retired], "at_seq": at_seq})
+
+            if retired:
+                await self.ex.run("store", persist)
+            for edge in retired:
+                graph.retire_edge(edge.edge_id, edge.attrs)
+        return GraphChange(removed_edges=tuple(e.edge_id for e in retired))
+
+    # ------------------------------------------------------------------ node marks and positions
+    # Node records are changed in memory first (the signals redraw at once) and then written; the
+    # store executor runs writes in order, so the last change of a node is the one stored.
+
+    async def _update_nodes(self, session_id: str, attrs: Mapping[str, Mapping[str, Any]], event: str,
+                            payload: dict[str, Any]) -> GraphChange:
+        state = await self.open_session(session_id)
+        for node_id in attrs:
+            _require(state.graph, node_id)
+        for node_id, values in attrs.items():
+            state.graph.update_node(node_id, attrs=dict(values))
+        nodes = [state.graph.node(n) for n in attrs]
+
+        def persist() -> None:
+            with self.store.transaction():
+                for node in nodes:
+                    self.store.save_node(session_id, node)
+                self.store.append_event(session_id, event, payload)
+
+        await self.ex.run("store", persist)
+        return GraphChange(updated_nodes=tuple(attrs))
+
+    async def set_focus(self, session_id: str, node_id: str | None) -> FocusChanged:
+        """Switch the user's focus to ``node_id`` (None: follow the latest turn again).
+
+        Later builds get it as ``BuildInputs.focus_node`` (recorded as ``routing["focus"]``). Kept
+        as ``attrs["focused"]`` on the node, so reopening the session keeps it.
+        """
+        state = await self.open_session(session_id)
+        if node_id is not None:
+            _require(state.graph, node_id)
+        previous = state.focus
+        if previous == node_id:
+            return FocusChanged(session_id, previous, node_id, GraphChange())
+        flags: dict[str, dict[str, Any]] = {}
+        if previous is not None and previous in state.graph:
+            flags[previous] = {"focused": False}
+        if node_id is not None:
+            flags[node_id] = {"focused": True}
+        state.focus = node_id
+        change = await self._update_nodes(session_id, flags, "session.focus_set", {"node_id": node_id, "previous": previous})
+        return FocusChanged(session_id, previous, node_id, change)
+
+    async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False) -> GraphChange:
+        """Mark a node as a checkpoint (``attrs["checkpoint"]``: ``label``, or the time now);
+        ``remove=True`` clears the mark (``None``). Returns the change (``updated_nodes``)."""
+        value = None if remove else (label or utc_now())
+        return await self._update_nodes(session_id, {node_id: {"checkpoint": value}}, "graph.checkpoint_set",
+                                        {"node_id": node_id, "checkpoint": value})
+
+    async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:
+        """Fold or unfold a node's subtree on the canvas (``attrs["collapsed"]``)."""
+        return await self._update_nodes(session_id, {node_id: {"collapsed": bool(collapsed)}}, "graph.collapsed_set",
+                                        {"node_id": node_id, "collapsed": bool(collapsed)})
+
+    async def move_nodes(self, session_id: str, positions: Sequence[tuple[str, float, float]]) -> GraphChange:
+        """Pin user-chosen positions (one committed drag); written in one transaction.
+        Returns the change (``moved_nodes``); ``node_moved`` is emitted per node."""
+        state = await self.open_session(session_id)
+        for node_id, _, _ in positions:
+            _require(state.graph, node_id)
+        for node_id, x, y in positions:
+            state.graph.move_node(node_id, x, y, pinned=True)
+
+        def persist() -> None:
+            with self.store.transaction():
+                for node_id, x, y in positions:
+                    self.store.set_node_position(node_id, float(x), float(y), True)
+
+        await self.ex.run("store", persist)
+        return GraphChange(moved_nodes=tuple(dict.fromkeys(n for n, _, _ in positions)))

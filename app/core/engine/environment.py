@@ -1,0 +1,319 @@
+"""Environment events in the engine: stored, indexed, put on the canvas, routed, pushed.
+
+``EnvironmentActions`` is mixed into ``Engine``. ``ingest_env(session_id, events)`` takes one
+coalesced batch from the sensors' intake and, per event: stores the event and its evidence (one
+transaction for the batch), indexes its text (so search and recall find it), adds an ENV node to
+the graph and routes the event like an input (``env_routing.route_event``): a ``references`` edge
+to the task or turn that names the file / feed / endpoint, or to the most similar one; otherwise
+no edge (the environment lane). Each decision is logged as ``env.routed``. An event that reaches
+an ACTIVE task is pushed: ``env_pushed`` emits a ``PushNotice`` with a context compiled for that
+task in mode push, the event pinned as must evidence (logged as ``env.pushed``).
+
+Events also become recall notes (``SessionState.notes``), loaded again when a session opens, so
+a later "what changed in plan.md?" gets the event as evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.core.context.compiler import Item
+from app.core.engine.tools import ToolActions, ToolConfig
+from app.core.intent.model import EnvEventRef
+from app.core.pipeline.builder import BuildInputs
+from app.core.pipeline.record import BuildRecord
+from app.core.routing.environment import (
+    LANE,
+    Route,
+    RouteIndex,
+    env_evidence,
+    env_header,
+    env_label,
+    index_text,
+    note_text,
+    task_text,
+)
+from app.core.session.state import NoteView, SessionState
+from app.core.signals import Signal
+from app.core.tools.model import clip
+from app.core.types import (
+    BlockType,
+    EdgeKind,
+    EnvEvent,
+    EvidenceType,
+    GraphEdge,
+    GraphNode,
+    NodeKind,
+    Priority,
+    Task,
+    TaskStatus,
+    utc_now,
+)
+
+if TYPE_CHECKING:
+    import asyncio
+
+
+@dataclass(frozen=True)
+class PushNotice:
+    """An env event that touched an active task: the task, the event, the event's graph node and
+    a context compiled for the task in mode push (``context.context`` has the blocks)."""
+
+    session_id: str
+    task: Task
+    event: EnvEvent
+    node_id: str
+    context: BuildRecord
+
+
+@dataclass(frozen=True)
+class EnvRouted:
+    """What ``ingest_env`` did with one event: its ENV node, where it was routed (``target_kind``
+    "task" | "turn" | "lane", the node and, for a task, its id), how and why, the
+    ``references`` edge (None in the lane) and the push notice when it touched an active task."""
+
+    event: EnvEvent
+    node_id: str
+    target_kind: str
+    target_node: str | None
+    task_id: str | None
+    how: str
+    score: float
+    reason: str
+    edge: GraphEdge | None = None
+    notice: PushNotice | None = None
+
+
+@dataclass
+class EnvConfig:
+    route_threshold: float = 0.55  # cosine an event needs to a task / turn text to be routed by topic
+    route_turns: int = 50  # latest turns considered
+    push_budget: int = 512  # tokens of a push context
+
+
+class EnvironmentActions(ToolActions):
+    """Env ingest, routing and push (the engine provides the attributes below)."""
+
+    config: Any
+    builder: Any
+    counter: Any
+    _locks: dict[str, asyncio.Lock]
+
+    if TYPE_CHECKING:
+        async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState: ...
+        def _lock(self, session_id: str) -> asyncio.Lock: ...
+        async def _vectors_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+        def profile(self, state: SessionState) -> Any: ...
+
+    def _init_environment(self, tools: ToolConfig | None = None, env: EnvConfig | None = None) -> None:
+        """Tools, signals and settings of the environment (call once from ``Engine.__init__``)."""
+        self._init_tools(tools)
+        self.env_config = env or EnvConfig()
+        self.env_ingested: Signal[[str, list[EnvRouted]]] = Signal("env_ingested")
+        self.env_pushed: Signal[[PushNotice]] = Signal("env_pushed")
+        self._text_vectors: dict[str, np.ndarray] = {}  # task texts' embeddings, by text
+
+    async def _load_notes(self, state: SessionState) -> None:
+        """Put the session's env events and valid memory notes into ``state.notes`` (on open)."""
+        store = self.store
+        sid = state.session_id
+
+        def read() -> tuple[list[EnvEvent], dict[str, str], list[Any]]:
+            added = {e.evidence_id: e.valid_from for e in store.list_evidences(sid)
+                     if e.type == EvidenceType.ENV_EVENT}
+            return store.list_env_events(sid), added, store.list_memory(sid)
+
+        events, added, memory = await self.ex.run("store", read)
+        for event in events:
+            state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
+        for fragment in memory:
+            state.add_note(NoteView(fragment.fragment_id, "memory", fragment.content, fragment.valid_from,
+                                    fragment.valid_from))
+
+    # ------------------------------------------------------------------ ingest
+
+    async def ingest_env(self, session_id: str, events: Sequence[EnvEvent]) -> list[EnvRouted]:
+        """Store, index, draw and route a batch of env events; push those touching an active task.
+
+        Returns one ``EnvRouted`` per new event, in order (an event id the session has already is
+        skipped); ``env_ingested`` and ``env_pushed`` are emitted once everything is stored.
+        """
+        state = await self.open_session(session_id)
+        unique: dict[str, EnvEvent] = {}
+        for event in events:  # an event delivered twice (a retried batch) is ingested once
+            if event.event_id not in state.notes:
+                unique.setdefault(event.event_id, event)
+        events = list(unique.values())
+        if not events:
+            return []
+        vectors = await self._embed([index_text(e) for e in events])
+        async with self._lock(session_id):
+            events = [e for e in events if e.event_id not in state.notes]  # raced in meanwhile
+            if len(events) != len(unique) and vectors is not None:
+                vectors = vectors[[n for n, e in enumerate(unique.values()) if e.event_id not in state.notes]]
+            routed = await self._ingest_env_locked(state, events, vectors) if events else []
+        self.env_ingested.emit(session_id, routed)
+        for item in routed:
+            if item.notice is not None:
+                self.env_pushed.emit(item.notice)
+        return routed
+
+    async def _ingest_env_locked(self, state: SessionState, events: list[EnvEvent],
+                                 vectors: np.ndarray | None) -> list[EnvRouted]:
+        sid = state.session_id
+        store = self.store
+        tasks = await self.task_writer.list_tasks(sid)
+        by_id = {t.task_id: t for t in tasks}
+        turns = self._turn_texts(state)
+        task_vecs, turn_vecs = await self._route_vectors(state, tasks, turns, vectors is not None)
+        added_at = utc_now()
+        seq = len(state.turn_order)  # a later turn is the first to see the new edges
+        nodes: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+        plans: list[tuple[EnvEvent, GraphNode, Route, GraphEdge | None]] = []
+        index = RouteIndex(tasks, turns, task_vectors=task_vecs, turn_vectors=turn_vecs,
+                           threshold=self.env_config.route_threshold)
+        for n, event in enumerate(events):
+            route = index.route(event, None if vectors is None else vectors[n])
+            node = GraphNode(kind=NodeKind.ENV, label=env_label(event)[:60], ref_id=event.event_id, created_at=added_at,
+                             attrs={"kind": event.kind, "uri": event.uri, "change": event.payload.get("change", ""),
+                                    "source": event.source, "at": event.at})
+            nodes.append(node)
+            target = self._target_node(state, route, by_id, nodes, added_at)
+            edge = None
+            if target is not None:
+                edge = GraphEdge(src=node.node_id, dst=target, kind=EdgeKind.REFERENCES, created_at=added_at,
+                                 attrs={"valid_from_seq": seq, "route": route.how, "score": route.score})
+                edges.append(edge)
+            plans.append((event, node, route if target is not None else LANE, edge))
+        # One push per active task per batch, for its latest event: a burst of saves to one file
+        # (or to several files of one task) is one notice, not one context build each.
+        latest = {route.ref: n for n, (_, _, route, _) in enumerate(plans) if route.kind == "task"}
+        pushes = {n for ref, n in latest.items() if ref in by_id and by_id[ref].status == TaskStatus.ACTIVE}
+
+        def write() -> None:
+            with store.transaction():
+                for event, node, route, edge in plans:
+                    store.add_env_event(sid, event)
+                    store.add_evidence(sid, env_evidence(event, added_at))
+                for node in nodes:
+                    store.save_node(sid, node)
+                for edge in edges:
+                    store.save_edge(sid, edge)
+                for n, (event, node, route, edge) in enumerate(plans):
+                    task = by_id.get(route.ref or "") if route.kind == "task" else None
+                    store.append_event(sid, "env.routed", {
+                        "event_id": event.event_id, "node_id": node.node_id, "target_kind": route.kind,
+                        "target_node": edge.dst if edge else None, "task_id": task.task_id if task else None,
+                        "how": route.how, "score": route.score, "reason": route.reason,
+                        "push": n in pushes})
+
+        await self.ex.run("store", write)
+        if self.index is not None:
+            await self.ex.run("embed", self.index.index_env_events, sid, events, vectors)
+        for event, node, _, _ in plans:
+            state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added_at))
+        for node in nodes:
+            state.add_node(node)
+        for edge in edges:
+            state.add_edge(edge)
+        out = []
+        for n, (event, node, route, edge) in enumerate(plans):
+            task = by_id.get(route.ref or "") if route.kind == "task" else None
+            notice = None
+            if task is not None and n in pushes:
+                notice = await self._push(state, task, event, node)
+            out.append(EnvRouted(event=event, node_id=node.node_id, target_kind=route.kind,
+                                 target_node=edge.dst if edge else None, task_id=task.task_id if task else None,
+                                 how=route.how, score=route.score, reason=route.reason, edge=edge, notice=notice))
+        return out
+
+    def _turn_texts(self, state: SessionState) -> list[tuple[str, str]]:
+        """(turn node, the turn's text) of the latest turns, latest first."""
+        out = []
+        for turn_id in reversed(state.turn_order[-self.env_config.route_turns:]):
+            turn = state.turns[turn_id]
+            if turn.node_id is not None:
+                out.append((turn.node_id, "\n".join(state.messages[m].text for m in turn.message_ids)))
+        return out
+
+    async def _route_vectors(self, state: SessionState, tasks: Sequence[Task], turns: Sequence[tuple[str, str]],
+                             wanted: bool) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Embeddings of the task texts (cached by text) and, per turn node, of its best-known
+        message (the index's vectors; the user's input when both are there)."""
+        if not wanted:
+            return {}, {}
+        texts = [task_text(t) for t in tasks]
+        missing = sorted({t for t in texts if t and t not in self._text_vectors})
+        if missing:
+            fresh = await self._embed(missing)
+            if fresh is not None:
+                self._text_vectors.update(zip(missing, fresh))
+        task_vecs = {t.task_id: self._text_vectors[x] for t, x in zip(tasks, texts) if x in self._text_vectors}
+        mids = {node: state.turn_messages(node) for node, _ in turns}
+        known = await self._vectors_for([m for ids in mids.values() for m in ids])
+        turn_vecs = {}
+        for node, ids in mids.items():
+            vecs = [known[m] for m in ids if m in known]
+            if vecs:  # the turn as a whole: the normalised mean of its messages
+                mean = np.mean(np.stack(vecs), axis=0)
+                norm = float(np.linalg.norm(mean))
+                if norm > 0:
+                    turn_vecs[node] = mean / norm
+        return task_vecs, turn_vecs
+
+    def _target_node(self, state: SessionState, route: Route, tasks: dict[str, Task], new_nodes: list[GraphNode],
+                     at: str) -> str | None:
+        """The graph node an event routed to ``route`` points at (None: the lane). A task that has
+        no node yet gets one, so the canvas can show the link."""
+        if route.kind == "turn":
+            return route.ref if route.ref in state.graph else None
+        if route.kind != "task" or route.ref not in tasks:
+            return None
+        task = tasks[route.ref]
+        for candidate in (getattr(task, "node_id", None), state.node_of(task.task_id)):
+            if candidate and (candidate in state.graph or any(n.node_id == candidate for n in new_nodes)):
+                return candidate
+        created = next((n for n in new_nodes if n.ref_id == task.task_id and n.kind == NodeKind.TASK), None)
+        if created is None:
+            created = GraphNode(kind=NodeKind.TASK, label=task.name[:60], ref_id=task.task_id, created_at=at,
+                                attrs={"status": task.status.value})
+            new_nodes.append(created)
+        return created.node_id
+
+    # ------------------------------------------------------------------ push
+
+    async def _push(self, state: SessionState, task: Task, event: EnvEvent, node: GraphNode) -> PushNotice:
+        """Compile the push context for ``task`` with ``event`` as must evidence; log ``env.pushed``."""
+        budget = self.env_config.push_budget
+        text = f"{env_header(event)} (for the active task: {task.name})"
+        vecs = await self._embed([text])
+        pinned_text = clip(note_text(event), max(48, budget // 3), self.counter)
+        pinned = (
+            Item(f"task:{task.task_id}", BlockType.STATE,
+                 f"Active task: {task.name}" + (f" (done when: {task.acceptance})" if task.acceptance else ""),
+                 Priority.MUST, order=0),
+            Item(event.event_id, BlockType.EVIDENCE, pinned_text, Priority.MUST, score=1.0, order=-1,
+                 evidence_ids=(event.event_id,)),
+        )
+        ref = EnvEventRef(kind=event.kind, title=event.title or env_label(event), uri=event.uri)
+        ids = [m for tid in state.turn_order[-self.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
+        started = time.perf_counter()
+        record, _ = await self.builder.build(
+            state,
+            BuildInputs(text=text, at=utc_now(), budget=budget,
+                        query_vector=None if vecs is None else [float(x) for x in vecs[0]],
+                        exclude_ids=(event.event_id,), profile=self.profile(state), trigger="env",
+                        env_events=(ref,), pinned=pinned, tools=self.tools.specs()),
+            vectors=await self._vectors_for(ids), search=self.index, run_blocking=self._blocking,
+        )
+        await self.ex.run("store", self.store.append_event, state.session_id, "env.pushed", {
+            "event_id": event.event_id, "task_id": task.task_id, "node_id": node.node_id,
+            "mode": record.intent.get("mode"), "tokens": record.context.tokens,
+            "evidence_ids": record.context.source_ids(), "build_ms": round((time.perf_counter() - started) * 1000, 3)})
+        return PushNotice(session_id=state.session_id, task=task, event=event, node_id=node.node_id, context=record)

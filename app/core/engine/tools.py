@@ -1,0 +1,257 @@
+"""The engine's tools: the registry with the built-ins, watched folders, and one turn's tool round.
+
+``ToolActions`` is mixed into ``Engine`` (through ``EnvironmentActions``). ``_tool_setup`` gives
+``Engine.build`` the tool specs the planner sees and the step the pipeline runs once intent and
+plan are known: the plan's offered subset (``ToolRegistry.offer``), calls chosen by the rules or,
+when they are unsure, by the local model under a grammar that can only name offered tools, each
+call made through ``ToolRegistry.call`` (refusals, validation, time limit, records). Replay gets
+the recorded round back instead: the offered subset is recomputed (it is a pure function of the
+recorded specs, intent and plan), the calls and their evidence come from the record and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from app.core.intent.model import Intent
+from app.core.plan.builder import ContextPlan
+from app.core.plan.tools import ToolSpec, filter_tools
+from app.core.ports import GenerationParams
+from app.core.runtime.executors import ChatStream
+from app.core.session.state import SessionState
+from app.core.tools.builtin import (
+    StoreTaskWriter,
+    TaskWriter,
+    builtin_tools,
+    find_in_folders,
+    newest_feed_items,
+)
+from app.core.tools.model import ToolChoice, ToolOutcome, ToolRound
+from app.core.tools.registry import ToolRegistry, choice_names
+from app.core.tools.selection import (
+    parse_model_choice,
+    path_mentions,
+    rules_unsure,
+    select_by_rules,
+    tool_choice_messages,
+    tool_choice_schema,
+)
+from app.core.types import EnvEvent, Evidence, ToolCall
+
+if TYPE_CHECKING:
+    from app.core.pipeline.builder import BuildInputs, ToolStep
+    from app.core.runtime.executors import Executors
+
+
+class ToolStore(Protocol):
+    """What the tools need of the store beyond ``EngineStore``."""
+
+    def add_tool_call(self, session_id: str, call: ToolCall) -> ToolCall: ...
+    def add_evidence(self, session_id: str, evidence: Evidence) -> Evidence: ...
+    def get_evidence(self, evidence_id: str) -> Evidence | None: ...
+    def list_env_events(self, session_id: str) -> list[EnvEvent]: ...
+    def transaction(self) -> Any: ...
+
+
+@dataclass
+class ToolConfig:
+    """How tools are chosen. ``llm_choice``: ask the chat model when the rules are unsure —
+    "auto", "off", or "inherit" (follow ``EngineConfig.llm_intent``: one switch for the model's
+    control-plane signals)."""
+
+    llm_choice: Literal["inherit", "auto", "off"] = "inherit"
+    llm_timeout_s: float = 2.0
+    read_max_bytes: int = 64_000
+
+
+class ToolActions:
+    """Tools of the engine (the engine provides ``store``, ``index``, ``ex``, ``chat``, ...)."""
+
+    store: Any
+    index: Any
+    ex: Executors
+    chat: Any
+    config: Any
+    sessions: dict[str, SessionState]
+
+    if TYPE_CHECKING:
+        async def _embed(self, texts: list[str]) -> Any: ...
+        async def _blocking(self, fn: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def _init_tools(self, config: ToolConfig | None = None) -> None:
+        """Create the registry with the built-in tools (call once from ``Engine.__init__``)."""
+        self.tool_config = config or ToolConfig()
+        self.watched_folders: tuple[Path, ...] = ()
+        self.task_writer: TaskWriter = StoreTaskWriter(self.store, lambda fn, *a: self.ex.run("store", fn, *a))
+        self.tools = ToolRegistry(recorder=self._record_tool_call)
+        for tool in builtin_tools(folders=lambda: self.watched_folders, search=self._search_memory,
+                                  feed=self._feed_items, tasks=_Delegate(self),
+                                  max_bytes=self.tool_config.read_max_bytes):
+            self.tools.register(tool)
+
+    def set_watched_folders(self, paths: Sequence[str | Path]) -> tuple[Path, ...]:
+        """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
+        self.watched_folders = tuple(Path(p).expanduser() for p in paths)
+        return self.watched_folders
+
+    def set_task_writer(self, writer: TaskWriter) -> None:
+        """Point ``create_task``/``update_task`` (and env routing's task list) at ``writer``."""
+        self.task_writer = writer
+
+    # ------------------------------------------------------------------ ports of the built-ins
+
+    async def _record_tool_call(self, session_id: str, call: ToolCall, evidences: list[Evidence]) -> None:
+        store: ToolStore = self.store
+
+        def write() -> None:
+            with store.transaction():
+                for evidence in evidences:
+                    store.add_evidence(session_id, evidence)
+                store.add_tool_call(session_id, call)
+
+        await self.ex.run("store", write)
+
+    async def _search_memory(self, session_id: str, query: str, k: int) -> list[tuple[str, str, str, str]]:
+        """Index search (vector + full text, fused by rank) over the session's messages, memory
+        notes and env events; hits as (id, kind, at, text) from the session state."""
+        state = self.sessions.get(session_id)
+        if state is None or self.index is None:
+            return []
+        vecs = await self._embed([query])
+        lists: list[list[tuple[str, float]]] = [await self._blocking(self.index.search_text, query, k * 2, session_id=session_id)]
+        if vecs is not None:
+            lists.append(await self._blocking(self.index.search_vector, vecs[0], k * 2, session_id=session_id))
+        fused: dict[str, float] = {}
+        for hits in lists:
+            for rank, (item, _) in enumerate(hits, start=1):
+                fused[item] = fused.get(item, 0.0) + 1.0 / (60 + rank)
+        out = []
+        for item in sorted(fused, key=lambda i: (-fused[i], i)):
+            if item in state.messages:
+                view = state.messages[item]
+                out.append((item, "message", view.at, view.render()))
+            elif item in state.notes:
+                note = state.notes[item]
+                out.append((item, note.kind, note.at, note.render()))
+            if len(out) >= k:
+                break
+        return out
+
+    async def _feed_items(self, session_id: str, n: int) -> list[EnvEvent]:
+        store: ToolStore = self.store
+        events = await self.ex.run("store", store.list_env_events, session_id)
+        return newest_feed_items(events, n)
+
+    # ------------------------------------------------------------------ a turn's tool round
+
+    def _tool_setup(self, tool_specs: Sequence[ToolSpec] | None, turn_id: str | None,
+                    recorded: ToolRound | None) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
+        """The specs a build's plan sees (the registry's, or recorded ones) and its tool step:
+        tools run only for a turn (``turn_id``); a recorded round is fed back instead."""
+        specs = self.tools.specs() if tool_specs is None else tuple(tool_specs)
+        if recorded is not None:
+            async def replayed(state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
+                return await self._replay_round(inp, intent, plan, recorded)
+            return specs, replayed
+        if turn_id is None:
+            return specs, None
+
+        async def live(state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
+            try:
+                return await self._tool_round(state, inp, intent, plan, turn_id=turn_id)
+            except Exception as exc:  # noqa: BLE001 - a failing lookup costs the turn its tools, not the turn
+                return ToolRound(notes=[f"tools skipped: {type(exc).__name__}: {exc}"[:300]])
+        return specs, live
+
+    async def _replay_round(self, inp: BuildInputs, intent: Intent, plan: ContextPlan, recorded: ToolRound) -> ToolRound:
+        store: ToolStore = self.store
+        offered = [s.name for s in filter_tools(list(inp.tools), intent, plan) if s.name not in plan.tools.blocked]
+        ids = [i for o in recorded.calls for i in o.call.result_evidence_ids]
+        found = await self.ex.run("store", lambda: {i: store.get_evidence(i) for i in ids})
+        calls = []
+        for outcome in recorded.calls:
+            copy = outcome.model_copy(deep=True)
+            copy.evidences = [e for i in outcome.call.result_evidence_ids if (e := found.get(i)) is not None]
+            calls.append(copy)
+        return recorded.model_copy(update={"offered": offered, "calls": calls})
+
+    def _llm_tools_on(self) -> bool:
+        mode = self.tool_config.llm_choice
+        if mode == "inherit":
+            mode = "auto" if getattr(self.config, "llm_intent", "off") == "auto" else "off"
+        return mode == "auto" and self.chat is not None
+
+    async def _tool_round(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
+                          *, turn_id: str) -> ToolRound:
+        """Offer, choose and run this turn's tools; returns the round (never raises for a tool)."""
+        offered_tools = self.tools.offer(plan, intent)
+        offered = [t.name for t in offered_tools]
+        round_ = ToolRound(offered=offered)
+        limit = plan.budget.tool_calls
+        if not offered or limit <= 0 or plan.needs_clarification:
+            round_.notes.append("no tools this turn" if not offered else f"tool calls limited to {limit}")
+            return round_
+        mentions = path_mentions(inp.text, intent) if "read_file" in offered else []
+        files: dict[str, str] = {}
+        if mentions and self.watched_folders:
+            files = await asyncio.to_thread(find_in_folders, mentions, list(self.watched_folders))
+        tasks = await self.task_writer.list_tasks(state.session_id) if "update_task" in offered else []
+        choices = select_by_rules(inp.text, intent, offered, files=files, tasks=tasks)
+        if choices:
+            round_.selection = "rules"
+        elif self._llm_tools_on() and rules_unsure(inp.text, intent, offered, choices):
+            choice, round_.model = await self._choose_by_model(inp.text, offered_tools)
+            if choice is not None:
+                choices, round_.selection = [choice], "model"
+        for choice in choices[:limit]:
+            round_.notes.append(f"{choice.tool}: {choice.reason}")
+            round_.calls.append(await self._call(choice, plan, offered, state.session_id, turn_id))
+        if len(choices) > limit:
+            round_.notes.append(f"{len(choices) - limit} more call(s) left out: the plan allows {limit}")
+        return round_
+
+    async def _call(self, choice: ToolChoice, plan: ContextPlan, offered: list[str], session_id: str,
+                    turn_id: str) -> ToolOutcome:
+        return await self.tools.call(choice.tool, choice.args, policy=plan.tools, offered=offered,
+                                     session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
+                                     reason=choice.reason)
+
+    async def _choose_by_model(self, text: str, offered: Sequence[Any]) -> tuple[ToolChoice | None, dict[str, Any]]:
+        """Ask the chat model to pick one offered tool (or none) within the time limit; never raises."""
+        names = choice_names(offered)
+        messages = tool_choice_messages(text, [(t.name, t.spec.description, t.primary_arg) for t in offered])
+        stream = ChatStream(self.ex, self.chat, messages, stage="tool_call",
+                            params=GenerationParams(max_tokens=64, temperature=0.0), json_schema=tool_choice_schema(names))
+        try:
+            result = await asyncio.wait_for(stream.wait(), self.tool_config.llm_timeout_s)
+        except asyncio.TimeoutError:
+            stream.stop()
+            return None, {"status": "late"}
+        except Exception as exc:  # noqa: BLE001 - the model's choice only ever degrades
+            return None, {"status": "error", "detail": str(exc)[:200]}
+        if result.parsed is None:
+            return None, {"status": "invalid", "output": result.text[:200]}
+        choice = parse_model_choice(result.parsed, {t.name: t.primary_arg for t in offered})
+        return choice, {"status": "ok", "output": result.parsed}
+
+
+class _Delegate:
+    """The built-ins' ``TaskWriter``: whatever the engine's ``task_writer`` is at call time."""
+
+    def __init__(self, owner: ToolActions) -> None:
+        self.owner = owner
+
+    async def create_task(self, session_id: str, name: str, *, parent_task_id: str | None = None,
+                          acceptance: str = "") -> Any:
+        return await self.owner.task_writer.create_task(session_id, name, parent_task_id=parent_task_id,
+                                                        acceptance=acceptance)
+
+    async def update_task(self, task_id: str, *, status: Any = None, result_summary: str | None = None) -> Any:
+        return await self.owner.task_writer.update_task(task_id, status=status, result_summary=result_summary)
+
+    async def list_tasks(self, session_id: str) -> list[Any]:
+        return await self.owner.task_writer.list_tasks(session_id)

@@ -1,0 +1,1 @@
+"""Pipeline stage: ``ContextBuilder`` (one build) and the build/turn record."""

@@ -1,0 +1,426 @@
+"""One context build: intent → plan → anchor routing → recall → compile (everything but generation).
+
+``ContextBuilder.build`` is what a turn, an evaluation question and a replay all run. Its inputs
+are the text, the session state as of that moment, the query vector and the vectors of the
+anchor candidates; its output is a ``BuildRecord`` that says what was decided and why. All the
+decisions are pure functions of those inputs; only the two index channels (vector, full text)
+are observations of the outside, which is why replay feeds their recorded hits back in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from app.core.context.compiler import (
+    ContextCompiler,
+    Fact,
+    Item,
+    conflict_items,
+    extract_facts,
+    resolve_conflicts,
+)
+from app.core.context.retrieval import (
+    CHANNELS,
+    PCM_FUSION,
+    STRATEGIES,
+    ChannelRun,
+    RecallRequest,
+    RecallResult,
+    SearchPort,
+    fuse,
+    recall,
+)
+from app.core.intent.engine import IntentEngine
+from app.core.intent.model import EnvEventRef, Intent, IntentContext, RunningTask
+from app.core.intent.profile import UserProfile
+from app.core.pipeline.record import BuildRecord, StageTiming
+from app.core.plan.builder import ContextPlan, PlanBuilder, PlanContext
+from app.core.plan.tools import ToolSpec
+from app.core.ports import TokenCounter
+from app.core.routing.anchor import (
+    AnchorCandidate,
+    AnchorRouter,
+    Feature,
+    RoutingDecision,
+    cosine,
+    keyword_overlap,
+    mention,
+    recency_by_time,
+)
+from app.core.session.state import SessionState
+from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_items, popped
+from app.core.tools.model import ToolRound, tool_items
+from app.core.types import BlockType, NodeKind, Priority, Role
+
+SYSTEM_INSTRUCTION = "Answer the last message from this context; cite evidence as [n]; say if it is missing."
+#: ``BuildInputs.anchor_override`` value that forces a new task root (``None`` = route normally).
+NEW_ROOT = ""
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything a build reads besides the session state."""
+
+    text: str
+    at: str
+    budget: int
+    query_vector: Sequence[float] | None
+    exclude_ids: tuple[str, ...] = ()
+    # The node the user works on (recorded as ``routing["focus"]``): their choice on the canvas
+    # (``focus_chosen``), else the latest turn's node. Only a chosen focus raises the focus
+    # feature above a frontier's: the implicit one would tilt every input towards the latest
+    # turn (SESSION_DEFAULT's thresholds were set without that; a mixed input stops being ambiguous).
+    focus_node: str | None = None
+    focus_chosen: bool = False
+    anchor_override: str | None = None  # a node id, or NEW_ROOT; None lets the router decide
+    tools: tuple[ToolSpec, ...] = ()
+    profile: UserProfile = field(default_factory=UserProfile)
+    overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
+    llm_output: dict | None = None
+    llm_status: str = "skipped"
+    input_id: str = "input"  # the stored id of the input message, when there is one
+    facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
+    # An environment push (mode push): what triggered the build, the events it is about, and
+    # items that must be in the context whatever recall finds (the event, the task it touches).
+    trigger: str = "user"  # "user" | "env"
+    env_events: tuple[EnvEventRef, ...] = ()
+    pinned: tuple[Item, ...] = ()
+    # The session's tasks as the build sees them (app.core.tasks.stack): the stack, the running streams'
+    # output so far, and the id a task-mode input's new task gets.
+    tasks: TaskInputs = field(default_factory=TaskInputs)
+
+
+#: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
+#: ``ToolActions`` provides it, feeding recorded outcomes back on replay.
+ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[ToolRound]]
+
+
+def _iso_seconds(at: str) -> float:
+    """Seconds since the epoch of an ISO 8601 timestamp ('Z' or naive = UTC)."""
+    from datetime import datetime, timezone
+
+    text = at.rstrip("Z")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+class ContextBuilder:
+    """Runs the deterministic pipeline for one input over one session state."""
+
+    def __init__(
+        self,
+        *,
+        intents: IntentEngine,
+        planner: PlanBuilder,
+        router: AnchorRouter,
+        counter: TokenCounter,
+        answer_reserve: int = 256,
+        context_size: int = 2048,
+        candidate_turns: int = 12,
+        system_instruction: str = SYSTEM_INSTRUCTION,
+    ) -> None:
+        self.intents = intents
+        self.planner = planner
+        self.router = router
+        self.counter = counter
+        self.compiler = ContextCompiler(counter)
+        self.answer_reserve = answer_reserve
+        self.context_size = context_size
+        self.candidate_turns = candidate_turns
+        self.system_instruction = system_instruction
+
+    # ------------------------------------------------------------------ stages
+
+    @staticmethod
+    def focus_task(state: SessionState, inp: BuildInputs) -> str | None:
+        """The task the user chose on the canvas (a focused task node), if any."""
+        if inp.focus_chosen and inp.focus_node is not None and inp.focus_node in state.graph:
+            node = state.graph.node(inp.focus_node)
+            if node.kind == NodeKind.TASK:
+                return node.ref_id
+        return None
+
+    def stack_decision(self, state: SessionState, inp: BuildInputs, intent: Intent, anchor: str | None) -> StackDecision:
+        """Which frame of the task stack the build works in (``app.core.tasks.stack.decide``)."""
+        chain = state.main_chain(anchor, 50) if anchor is not None and anchor in state.graph else []
+        turns = [ref for ref in (state.graph.node(n).ref_id for n in chain) if ref]
+        return decide(inp.tasks, mode=intent.mode.value, chain_turns=turns, goal=intent.goal or inp.text,
+                      acceptance=intent.acceptance, target=intent.hint("target_task"))
+
+    def infer_intent(self, state: SessionState, inp: BuildInputs) -> Intent:
+        recent = [
+            {"text": state.messages[m].text, "mode": ""}
+            for m in state.recent(6)
+            if state.messages[m].role == Role.USER
+        ][-3:]
+        ctx = IntentContext(
+            query_vector=list(inp.query_vector) if inp.query_vector is not None else None,
+            recent_turns=recent,
+            profile=inp.profile,
+            llm_output=inp.llm_output,
+            llm_status=inp.llm_status,
+            trigger="env" if inp.trigger == "env" else "user",
+            recent_env_events=list(inp.env_events),
+            running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in inp.tasks.running()],
+            focus_task=self.focus_task(state, inp),
+        )
+        return self.intents.infer(inp.text, ctx)
+
+    def anchor_candidates(
+        self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float]],
+        intent_entities: Sequence[str] = (),
+    ) -> list[AnchorCandidate]:
+        """Branch frontiers plus the most recent turns, with their routing features."""
+        nodes: dict[str, None] = {}
+        for node_id in state.graph.frontiers()[-self.candidate_turns:]:
+            nodes.setdefault(node_id, None)
+        for turn_id in state.turn_order[-self.candidate_turns:]:
+            node = state.turns[turn_id].node_id
+            if node is not None:
+                nodes.setdefault(node, None)
+        now = _iso_seconds(inp.at)
+        frontier = set(state.graph.frontiers())
+        out: list[AnchorCandidate] = []
+        q = inp.query_vector
+        speakers = {name.lower() for name in state.speakers()}
+        said = inp.text.lower()
+        # Entities the input itself names (not inherited from earlier turns), minus people's names.
+        topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
+        for node_id in nodes:
+            mids = state.turn_messages(node_id)
+            if not mids:
+                continue
+            sem = 0.0
+            if q is not None:
+                sims = [cosine(q, vectors[m]) for m in mids if m in vectors]
+                sem = max(sims) if sims else 0.0
+            last = state.messages[mids[-1]]
+            age = max(0.0, now - _iso_seconds(last.at))
+            override = 0.0
+            if inp.overrides:
+                # An earlier correction counts for inputs like the one corrected, on that branch.
+                chain = set(state.graph.chain_back(node_id, limit=50))
+                override = max((keyword_overlap(inp.text, said) for said, target in inp.overrides if target in chain),
+                               default=0.0)
+            entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
+            task = len(entity_hits) / len(topical) if topical else 0.0
+            addressed = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
+            out.append(
+                AnchorCandidate(
+                    node_id=node_id,
+                    group=state.graph.root_of(node_id),
+                    features={
+                        Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
+                        Feature.TASK: round(task, 6),
+                        Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
+                        Feature.FOCUS: 1.0 if inp.focus_chosen and node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
+                        Feature.OVERRIDE: round(override, 6),
+                        Feature.ADDRESS: addressed if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
+                    },
+                )
+            )
+        return out
+
+    def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None) -> RecallRequest:
+        named = {e.lower() for e in intent.entities}
+        speakers = [s for s in state.speakers() if s.lower() in named or mention(inp.text, s)]
+        return RecallRequest(
+            query=inp.text,
+            channel_sizes=dict(plan.retrieval.channels),
+            speakers=speakers,
+            anchor_node=anchor,
+            chain_turns=plan.history.main_chain_turns,
+            top_k=plan.rerank.top_k,
+            dedup_threshold=plan.rerank.dedup_threshold,
+            mmr_lambda=plan.rerank.mmr_lambda,
+            exclude_ids=list(inp.exclude_ids),
+            strategy=PCM_FUSION.name,
+            kinds=list(plan.retrieval.filters.kinds),
+            time_window=plan.retrieval.time_window,
+            now=inp.at,
+        )
+
+    def items(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None, recalled: RecallResult
+    ) -> tuple[list[Item], list]:
+        """The candidate lines of every section of the template, bound to evidence."""
+        items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
+        facts: list[Fact] = list(inp.facts)
+        facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
+        profile = inp.profile
+        for n, text in enumerate(profile.prohibitions):
+            items.append(Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n))
+        for n, text in enumerate(profile.permissions):
+            items.append(Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n))
+        for n, text in enumerate(profile.preferences):
+            items.append(Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n))
+        goal_lines: list[str] = []
+        if intent.acceptance:
+            goal_lines.append("Done when: " + "; ".join(intent.acceptance))
+        if intent.constraints:
+            goal_lines.append("Constraints: " + "; ".join(intent.constraints))
+        if intent.sub_questions and len(intent.sub_questions) > 1:
+            goal_lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
+        if plan.needs_clarification and plan.clarification_question:
+            goal_lines.append("Unclear, ask first: " + plan.clarification_question)
+        # The tool policy is not restated here: tools run in the tool round before the answer,
+        # and their results arrive as fenced evidence; the answering model calls none itself.
+        for n, line in enumerate(goal_lines):
+            items.append(Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n))
+
+        excluded = set(inp.exclude_ids)
+        in_conversation: set[str] = set()
+        if anchor is not None and anchor in state.graph:
+            chain = state.main_chain(anchor, plan.history.main_chain_turns)
+            for distance, node in enumerate(chain):
+                for mid in state.turn_messages(node):
+                    if mid in excluded:
+                        continue
+                    view = state.messages[mid]
+                    in_conversation.add(mid)
+                    items.append(
+                        Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
+                             score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
+                    )
+        number = 0
+        for cand in recalled.candidates:
+            if not cand.kept or cand.id in in_conversation:
+                continue
+            number += 1
+            if cand.id in state.messages:
+                view = state.messages[cand.id]
+                tag = f"[{number}]"
+                items.append(
+                    Item(cand.id, BlockType.EVIDENCE, f"{tag} {view.render()}", Priority.MEDIUM, score=cand.fused,
+                         group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,),
+                         # both parts are cached counts; the joined context is re-counted exactly
+                         tokens=self.counter.count(tag) + self.counter.count(view.render()))
+                )
+            else:
+                note = state.notes[cand.id]
+                segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
+                items.append(Item(cand.id, segment, f"[{number}] {note.render()}", Priority.MEDIUM, score=cand.fused,
+                                  order=len(state.order) + number, evidence_ids=(cand.id,)))
+        return items, facts
+
+    # ------------------------------------------------------------------ the build
+
+    async def build(
+        self,
+        state: SessionState,
+        inp: BuildInputs,
+        *,
+        vectors: Mapping[str, Sequence[float]],
+        search: SearchPort | None,
+        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+        recorded_channels: Sequence[ChannelRun] | None = None,
+        context_size: int | None = None,
+        answer_reserve: int | None = None,
+        tool_step: ToolStep | None = None,
+    ) -> tuple[BuildRecord, StageTiming]:
+        """Run every stage; ``context_size``/``answer_reserve`` override the builder's (replay
+        rebuilds with the model limits the turn was built under). ``recorded_channels`` are
+        channel lists used as observed instead of being run: all of them (replay) or some.
+        ``tool_step`` runs the turn's tools (alongside recall); their results enter the context
+        as labelled evidence and the round is recorded in ``BuildRecord.tools``."""
+        context_size = self.context_size if context_size is None else context_size
+        answer_reserve = self.answer_reserve if answer_reserve is None else answer_reserve
+        timing = StageTiming()
+        t0 = time.perf_counter()
+        intent = self.infer_intent(state, inp)
+        t1 = time.perf_counter()
+        result = self.planner.build(
+            intent,
+            PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
+                        answer_reserve=answer_reserve, context_size=context_size,
+                        running_tasks=[t.name for t in inp.tasks.running()]),
+        )
+        plan = result.plan
+        t2 = time.perf_counter()
+        candidates = self.anchor_candidates(state, inp, vectors, intent.entities)
+        decision: RoutingDecision = self.router.route(candidates)
+        anchor = decision.anchor_id if not decision.new_root else None
+        if inp.anchor_override is not None:
+            anchor = inp.anchor_override or None  # NEW_ROOT forces a root
+        stack = self.stack_decision(state, inp, intent, anchor)
+        # Popped subtasks stand in the context by their result only: their answers are not recalled.
+        answers = [m for t in popped(inp.tasks, stack) if t.turn_id in state.turns
+                   for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]
+        if answers:
+            inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
+        t3 = time.perf_counter()
+        req = self.recall_request(state, inp, intent, plan, anchor)
+        recorded = {run.channel: run for run in recorded_channels or ()}
+
+        async def run_recall() -> RecallResult:
+            if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
+                return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()))
+            # channels not given are run (a re-anchor reuses only the index channels)
+            return await recall(state, req, query_vector=inp.query_vector, search=search,
+                                run_blocking=run_blocking, recorded=recorded)
+
+        async def run_tools() -> ToolRound | None:
+            started = time.perf_counter()
+            try:
+                return await tool_step(state, inp, intent, plan) if tool_step is not None else None
+            finally:
+                timing.tools_ms = (time.perf_counter() - started) * 1000
+
+        # The plan (and its tool policy) is fixed above, before any tool runs: nothing a tool
+        # returns can change it.
+        recalled, tool_round = await asyncio.gather(run_recall(), run_tools())
+        t4 = time.perf_counter()
+        items, facts = self.items(state, inp, intent, plan, anchor, recalled)
+        items.extend(decision_items(inp.tasks, stack))
+        items.extend(inp.pinned)
+        if tool_round is not None:
+            numbered = sum(1 for it in items if it.evidence_ids and it.segment in (BlockType.EVIDENCE, BlockType.MEMORY))
+            items.extend(tool_items(tool_round, start=numbered + 1, order=len(state.order) + 10_000,
+                                    max_tokens=max(64, plan.budget.segments.get("evidence", 0) * 2 // 3),
+                                    counter=self.counter))
+        conflicts, _ = resolve_conflicts(facts)
+        items.extend(conflict_items(conflicts))
+        context_budget = min(inp.budget, max(0, context_size - answer_reserve))
+        compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
+        prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]
+        t5 = time.perf_counter()
+        timing.intent_ms = (t1 - t0) * 1000
+        timing.plan_ms = (t2 - t1) * 1000
+        timing.route_ms = (t3 - t2) * 1000
+        timing.recall_ms = (t4 - t3) * 1000
+        timing.compile_ms = (t5 - t4) * 1000
+        timing.build_ms = (t5 - t0) * 1000
+        record = BuildRecord(
+            text=inp.text,
+            at=inp.at,
+            budget=inp.budget,
+            intent=intent.model_dump(mode="json"),
+            plan=plan.model_dump(mode="json"),
+            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
+            routing=decision.model_dump(mode="json") | {
+                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
+            anchor_node=anchor,
+            recall_request=req.model_dump(mode="json"),
+            recall=recalled,
+            context=compiled,
+            prompt=prompt,
+            tool_specs=list(inp.tools),
+            tools=tool_round,
+            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
+            task=stack.model_dump(mode="json") if stack.current is not None else {},
+        )
+        return record, timing
+
+
+def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:
+    return {i: vectors[i] for i in ids if i in vectors}

@@ -1,0 +1,480 @@
+"""The Context Plan (CRS): the one auditable control object of a turn (seed 000 §3.4.4–3.4.5, §3.6.2, §6.1).
+
+``PlanBuilder.build(intent, ctx)`` generates a few candidate plans (recall tight / balanced / wide ×
+act / clarify), checks each against hard constraints (budget arithmetic, tool availability,
+blocked tools, prohibitions, permissions, clarification duty), repairs or prunes them, and chooses
+one by confidence: high confidence → tight recall and budget; low confidence → wide recall,
+stronger reranking, conflicts surfaced, actions held back and a clarification question.
+
+Everything is pure and deterministic: dicts are built in a fixed key order, ties break by name,
+floats are rounded, so ``build`` on equal inputs gives a byte-identical ``model_dump_json``.
+
+This module holds the plan itself (``ContextPlan`` and its candidates), the builder's inputs
+(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker and the builder,
+The policy sections, label tuples and default tables live in :mod:`app.core.plan.model`, the
+tool policy (``ToolSpec``, relevance, filtering) and the clarification question in
+:mod:`app.core.plan.tools`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.core.intent.model import CLARIFY_CODES, Intent, Mode, Risk, TaskType, r4
+from app.core.intent.profile import UserProfile
+from app.core.plan.model import (
+    BANDS,
+    CHANNEL_FACTORS,
+    CHANNELS,
+    EVIDENCE_PRIORITY,
+    SEGMENT_BASE,
+    SEGMENT_DELTAS,
+    SEGMENTS,
+    STAGES,
+    Band,
+    BudgetPolicy,
+    ConcurrencyPolicy,
+    HistoryPolicy,
+    IntentSummary,
+    MergeRule,
+    RecallPreset,
+    RerankPolicy,
+    RetrievalFilters,
+    RetrievalPolicy,
+    ToolPolicy,
+    default_presets,
+)
+from app.core.plan.tools import (
+    ToolSpec,
+    clarification_question,
+    tool_matches_statement,
+    tool_relevance,
+)
+from app.core.text import content_stems, stem
+
+# --------------------------------------------------------------------------- budget arithmetic
+
+
+def _frac(x: float) -> Fraction:
+    """Exact fraction of a float's shortest repr (0.7 → 7/10, not 0.6999…), for intuitive splits."""
+    return Fraction(repr(float(x)))
+
+
+def _largest_remainder(total: int, weights: Mapping[str, Fraction], keys: Sequence[str]) -> dict[str, int]:
+    wsum = sum((weights[k] for k in keys), Fraction(0))
+    if total <= 0 or wsum <= 0:
+        return {k: 0 for k in keys}
+    quotas = {k: Fraction(total) * weights[k] / wsum for k in keys}
+    out = {k: math.floor(q) for k, q in quotas.items()}
+    left = total - sum(out.values())
+    # ties: larger remainder, then larger weight, then key name — independent of dict order
+    order = sorted(keys, key=lambda k: (-(quotas[k] - out[k]), -weights[k], k))
+    for k in order[:left]:
+        out[k] += 1
+    return out
+
+
+def allocate_budget(
+    total: int, weights: Mapping[str, float], minimums: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Split ``total`` tokens over segments: minimums first, the rest by weight (largest remainder).
+
+    The result sums exactly to ``total`` (when any segment exists), keeps the key order of
+    ``weights`` (then minimum-only keys), and does not depend on the input dicts' order. When the
+    minimums alone exceed ``total`` they are scaled down proportionally; all-zero weights split
+    the rest evenly.
+    """
+    minimums = minimums or {}
+    if total < 0:
+        raise ValueError("total must be >= 0")
+    if any(v < 0 or not math.isfinite(v) for v in weights.values()) or any(v < 0 for v in minimums.values()):
+        raise ValueError("weights and minimums must be finite and >= 0")
+    keys = list(weights) + [k for k in minimums if k not in weights]
+    if not keys:
+        return {}
+    mins = {k: int(minimums.get(k, 0)) for k in keys}
+    if sum(mins.values()) >= total:
+        return _largest_remainder(total, {k: Fraction(mins[k]) for k in keys}, keys)
+    w = {k: _frac(weights.get(k, 0.0)) for k in keys}
+    if sum(w.values()) == 0:
+        w = {k: Fraction(1) for k in keys}
+    shares = _largest_remainder(total - sum(mins.values()), w, keys)
+    return {k: mins[k] + shares[k] for k in keys}
+
+
+# --------------------------------------------------------------------------- plan model
+
+
+class ContextPlan(BaseModel):
+    """The CRS of one turn: every control variable the recall, rerank and compile stages obey."""
+
+    candidate_id: str
+    strategy: Band = "balanced"  # the recall intensity this plan uses
+    intent: IntentSummary
+    needs_clarification: bool = False
+    clarification_question: str = ""
+    required: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    prohibitions: list[str] = Field(default_factory=list)
+    preferences: list[str] = Field(default_factory=list)  # soft: the profile's "I prefer X"
+    sub_questions: list[str] = Field(default_factory=list)
+    history: HistoryPolicy = Field(default_factory=HistoryPolicy)
+    budget: BudgetPolicy
+    retrieval: RetrievalPolicy
+    rerank: RerankPolicy
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    actions_held_back: bool = False
+    surface_conflicts: bool = False
+    repairs: list[str] = Field(default_factory=list)
+
+
+class PlanCandidate(BaseModel):
+    candidate_id: str
+    plan: ContextPlan
+    violations: list[str] = Field(default_factory=list)
+    repaired: bool = False
+    pruned: bool = False
+    chosen: bool = False
+    reason: str = ""
+
+
+class PlanResult(BaseModel):
+    plan: ContextPlan
+    candidates: list[PlanCandidate]
+
+
+class PlanContext(BaseModel):
+    """What the builder needs besides the intent: budget, context size, tools, profile."""
+
+    total_budget: int = 2048
+    answer_reserve: int = 512
+    context_size: int = 4096
+    tools: list[ToolSpec] = Field(default_factory=list)
+    profile: UserProfile = Field(default_factory=UserProfile)
+    running_tasks: list[str] = Field(default_factory=list)  # names, for "which task?" questions
+
+
+# --------------------------------------------------------------------------- configuration
+
+_SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory"})
+
+
+class PlanConfig(BaseModel):
+    """Strategy as data: confidence thresholds, recall presets, segment weights, limits."""
+
+    high_confidence: float = 0.7
+    low_confidence: float = 0.4
+    presets: dict[str, RecallPreset] = Field(default_factory=default_presets)
+    segment_base: dict[str, float] = Field(default_factory=lambda: dict(SEGMENT_BASE))
+    segment_deltas: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(SEGMENT_DELTAS))
+    segment_minimums: dict[str, int] = Field(
+        default_factory=lambda: {"instruction": 48, "state": 32, "conversation": 48})
+    channel_factors: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(CHANNEL_FACTORS))
+    stage_timeouts_ms: dict[str, int] = Field(default_factory=lambda: {
+        "intent_llm": 4000, "route": 300, "recall": 1500, "rerank": 400, "compile": 300,
+        "first_token": 15000, "answer": 120000})
+    max_tool_calls: int = 4
+    min_answer_reserve: int = 64
+    candidate_pool_cap: int = 2000
+    tokens_per_item: int = 12  # a short recalled turn, for sizing recall to the budget
+
+
+DEFAULT_PLAN_CONFIG = PlanConfig()
+REQUIRED_ORDER: tuple[str, ...] = ("user_profile", "current_goal", "task_state", "branch_history", "evidence",
+                                   "env_state", "tools")
+
+
+# --------------------------------------------------------------------------- small pure helpers
+
+
+def _round_int(x: float) -> int:
+    return int(math.floor(x + 0.5))
+
+
+def _dedup(items: Sequence[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        if item.strip() and item.strip().lower() not in seen:
+            seen[item.strip().lower()] = item.strip()
+    return list(seen.values())
+
+
+def overall_confidence(intent: Intent) -> float:
+    """The weakest field decides: min(mode, goal[, task_type when acting]) — no field masks another."""
+    c = intent.confidence
+    parts = [c.mode, c.goal] + ([c.task_type] if intent.mode == Mode.TASK else [])
+    return r4(min(parts))
+
+
+def confidence_band(confidence: float, config: PlanConfig = DEFAULT_PLAN_CONFIG) -> Band:
+    """High confidence → "tight", low → "wide", otherwise "balanced"."""
+    if confidence >= config.high_confidence:
+        return "tight"
+    return "wide" if confidence < config.low_confidence else "balanced"
+
+
+def segment_weights(intent: Intent, config: PlanConfig = DEFAULT_PLAN_CONFIG) -> dict[str, float]:
+    """Token-share weights per segment: a base, shifted by the mode and the task type."""
+    w = {s: config.segment_base.get(s, 0.0) for s in SEGMENTS}
+    for key in (intent.mode.value, intent.task_type.value):
+        for seg, delta in config.segment_deltas.get(key, {}).items():
+            if seg in w:
+                w[seg] += delta
+    return {s: r4(max(0.01, v)) for s, v in w.items()}
+
+
+def channel_sizes(intent: Intent, preset: RecallPreset, config: PlanConfig = DEFAULT_PLAN_CONFIG) -> dict[str, int]:
+    """Recall size per channel: the preset's base × the mode's and the task type's factors."""
+    out: dict[str, int] = {}
+    for ch in CHANNELS:
+        f = config.channel_factors.get(intent.mode.value, {}).get(ch, 1.0)
+        f *= config.channel_factors.get(intent.task_type.value, {}).get(ch, 1.0)
+        out[ch] = max(0, _round_int(preset.channels.get(ch, 0) * f))
+    return out
+
+
+def required_information(intent: Intent, ctx: PlanContext, tools_allowed: bool) -> list[str]:
+    """What the compiled context must contain for this intent (task-state contract, seed 000 §2.2)."""
+    need = {"current_goal"}
+    if not ctx.profile.is_empty() or intent.prohibitions:
+        need.add("user_profile")
+    if intent.mode in (Mode.TASK, Mode.INTERRUPT) or ctx.running_tasks:
+        need.add("task_state")
+    if "follow_up" in intent.plan_hints or intent.mode in (Mode.TASK, Mode.INTERRUPT, Mode.CLARIFY):
+        need.add("branch_history")
+    if intent.task_type in (TaskType.RETRIEVAL, TaskType.DIAGNOSTIC) or intent.sub_questions or intent.mode == Mode.QA:
+        need.add("evidence")
+    if intent.mode == Mode.PUSH or "include_env_events" in intent.plan_hints:
+        need.add("env_state")
+    if tools_allowed and intent.mode in (Mode.TASK, Mode.INTERRUPT):
+        need.add("tools")
+    return [r for r in REQUIRED_ORDER if r in need]
+
+
+# --------------------------------------------------------------------------- constraint check and repair
+
+_AUTHOR_RE = re.compile(r"\b([A-Z][a-z]+)(?:'s\b|\s+(?:said|say|says|told|tell|wrote|write|mentioned|mention|"
+                        r"asked|ask|thinks?|thought|suggested)\b)|\b(?:from|by)\s+([A-Z][a-z]+)\b")
+_KIND_WORDS = {"file": {"file", "fil", "folder", "document", "doc"}, "feed": {"feed", "new", "article", "rss", "post"},
+               "api": {"api", "endpoint", "metric", "valu"}, "task": {"task", "todo", "job"},
+               "memory": {"remember", "memory", "memori", "not"}}
+
+
+def check_plan(plan: ContextPlan, intent: Intent, ctx: PlanContext,
+               config: PlanConfig = DEFAULT_PLAN_CONFIG) -> tuple[ContextPlan, list[str], bool]:
+    """Check ``plan`` against the hard constraints; return (repaired copy, violations, pruned).
+
+    Repairs are appended to ``plan.repairs``. A plan that acts when the intent requires a
+    clarification cannot be repaired (that is the other candidate) and is pruned.
+    """
+    p = plan.model_copy(deep=True)
+    violations: list[str] = []
+
+    def fix(violation: str, repair: str) -> None:
+        violations.append(violation)
+        p.repairs.append(repair)
+
+    pruned = False
+    if intent.needs_clarification and not p.needs_clarification:
+        codes = [c for c in intent.reason_codes() if c in CLARIFY_CODES]
+        violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
+        pruned = True
+    permitted = bool(intent.hint("permitted"))
+    if intent.risk == Risk.HIGH and not permitted and not p.actions_held_back:
+        fix("high risk without permission but actions are not held back", "held back action-type outputs")
+        p.actions_held_back = True
+    known = {t.name: t for t in ctx.tools}
+    for name in [n for n in p.tools.allowed if n not in known]:
+        fix(f"tool '{name}' is not available", f"removed unavailable tool '{name}'")
+        p.tools.allowed.remove(name)
+
+    def block(name: str, why: str) -> None:
+        if name in p.tools.allowed:
+            fix(f"tool '{name}' allowed but {why}", f"moved '{name}' from allowed to blocked: {why}")
+            p.tools.allowed.remove(name)
+        elif name not in p.tools.blocked:
+            fix(f"tool '{name}' not blocked but {why}", f"blocked '{name}': {why}")
+        if name not in p.tools.blocked:
+            p.tools.blocked.append(name)
+            p.tools.notes.append(f"{name}: {why}")
+
+    prohibitions = _dedup(list(ctx.profile.prohibitions) + list(intent.prohibitions))
+    for tool in ctx.tools:
+        hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
+        if hit is not None:
+            block(tool.name, f"prohibited (never {hit})")
+    for tool in ctx.tools:
+        if not tool.action or tool.name not in p.tools.allowed:
+            continue
+        granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
+        if p.actions_held_back:
+            block(tool.name, "actions are held back")
+        elif intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
+            block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
+    for name in [n for n in p.tools.allowed if n in p.tools.blocked]:
+        fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
+        p.tools.allowed.remove(name)
+    limit = 0 if not p.tools.allowed or p.needs_clarification else config.max_tool_calls
+    if p.budget.tool_calls > limit:
+        fix(f"tool calls {p.budget.tool_calls} exceed the limit {limit}", f"tool calls set to {limit}")
+        p.budget.tool_calls = limit
+    b = p.budget
+    if b.answer_reserve >= b.context_size or b.answer_reserve < config.min_answer_reserve:
+        new = max(config.min_answer_reserve, b.context_size // 4) if b.context_size > 0 else 0
+        fix(f"answer reserve {b.answer_reserve} does not fit context size {b.context_size}",
+            f"answer reserve set to {new}")
+        b.answer_reserve = new
+    cap = min(ctx.total_budget, max(0, b.context_size - b.answer_reserve))
+    if b.total_tokens > cap:
+        fix(f"budget {b.total_tokens} + reserve {b.answer_reserve} exceeds context size {b.context_size} "
+            f"or total budget {ctx.total_budget}", f"budget reduced to {cap}")
+        b.total_tokens = cap
+    if sum(b.segments.values()) != b.total_tokens or any(v < 0 for v in b.segments.values()):
+        fix(f"segment quotas sum to {sum(b.segments.values())}, not {b.total_tokens}", "segment quotas reallocated")
+        b.segments = allocate_budget(b.total_tokens, segment_weights(intent, config), config.segment_minimums)
+    if p.needs_clarification and not p.clarification_question:
+        fix("clarification without a question", "added a clarification question")
+        p.clarification_question = clarification_question(intent, ctx.running_tasks)
+    if p.retrieval.candidate_pool > config.candidate_pool_cap:
+        fix(f"candidate pool {p.retrieval.candidate_pool} above cap",
+            f"candidate pool set to {config.candidate_pool_cap}")
+        p.retrieval.candidate_pool = config.candidate_pool_cap
+    return p, violations, pruned
+
+
+# --------------------------------------------------------------------------- builder
+
+
+class PlanBuilder:
+    """Generates, checks and chooses Context Plan candidates (seed 000 §3.4.4–3.4.5)."""
+
+    def __init__(self, config: PlanConfig = DEFAULT_PLAN_CONFIG) -> None:
+        self.config = config
+
+    def build(self, intent: Intent, ctx: PlanContext | None = None) -> PlanResult:
+        """Return the chosen plan and every candidate with its violations and why it won or lost."""
+        ctx = ctx or PlanContext()
+        overall = overall_confidence(intent)
+        band = confidence_band(overall, self.config)
+        want_clarify = intent.needs_clarification or band == "wide"
+        candidates: list[PlanCandidate] = []
+        for clarify in (False, True):
+            for strategy in BANDS:
+                draft = self._candidate(intent, ctx, strategy, clarify, overall, band)
+                plan, violations, pruned = check_plan(draft, intent, ctx, self.config)
+                candidates.append(PlanCandidate(candidate_id=plan.candidate_id, plan=plan, violations=violations,
+                                                repaired=bool(plan.repairs), pruned=pruned))
+        order = sorted(candidates, key=lambda c: (c.plan.needs_clarification != want_clarify,
+                                                  abs(BANDS.index(c.plan.strategy) - BANDS.index(band)),
+                                                  -BANDS.index(c.plan.strategy)))
+        chosen = next((c for c in order if not c.pruned), order[0])
+        why = (f"confidence {overall} ({band}) → {band} recall; "
+               + ("clarify first" if want_clarify else "no clarification needed"))
+        for c in candidates:
+            if c is chosen:
+                fallback = "" if c.plan.strategy == band else f"; fell back to {c.plan.strategy}"
+                c.chosen, c.reason = True, why + fallback
+            elif c.pruned:
+                c.reason = "pruned: " + "; ".join(c.violations[:1])
+            else:
+                c.reason = f"not chosen: wants {band}/{'clarify' if want_clarify else 'act'}"
+        return PlanResult(plan=chosen.plan, candidates=candidates)
+
+    def _candidate(self, intent: Intent, ctx: PlanContext, strategy: Band, clarify: bool,
+                   overall: float, band: Band) -> ContextPlan:
+        cfg = self.config
+        preset = cfg.presets[strategy]
+        follow_up = "follow_up" in intent.plan_hints
+        control = intent.hint("control")
+        # history
+        turns = preset.main_chain_turns + (2 if follow_up or clarify else 0)
+        if intent.mode == Mode.QA and intent.task_type == TaskType.RETRIEVAL and not follow_up:
+            turns = min(turns, 2)  # a standalone lookup is answered by evidence, not by the branch
+        if intent.mode == Mode.INTERRUPT:
+            turns = min(turns, 4)
+        history = HistoryPolicy(main_chain_turns=turns, window=f"last_{turns}_turns",
+                                include_branch_history=strategy == "wide" or follow_up
+                                or intent.task_type == TaskType.PLANNING,
+                                include_summary=True)
+        # budget
+        total = math.floor(ctx.total_budget * _frac(preset.budget_fraction))
+        timeouts = {}
+        for stage in STAGES:
+            ms = cfg.stage_timeouts_ms.get(stage, 0)
+            if stage in ("recall", "rerank"):
+                ms = _round_int(ms * preset.time_scale)
+            if stage == "intent_llm" and intent.urgency.value == "high":
+                ms = _round_int(ms * 0.5)
+            timeouts[stage] = ms
+        budget = BudgetPolicy(total_tokens=total, answer_reserve=ctx.answer_reserve, context_size=ctx.context_size,
+                              segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
+                              tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
+        # retrieval: the preset's sizes, scaled up when the evidence quota holds more items
+        capacity = total // max(1, cfg.tokens_per_item)  # leftovers of every segment flow to evidence
+        scale = max(1.0, capacity / preset.top_k)
+        channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
+                    for c, n in channel_sizes(intent, preset, cfg).items()}
+        hints = " ".join(intent.plan_hints)
+        window: Literal["all", "recent", "session"] = "all"
+        if intent.mode == Mode.INTERRUPT:
+            window = "session"
+        elif "time:recent" in hints and "time:past" not in hints:
+            window = "recent"
+        authors = [a for m in _AUTHOR_RE.finditer(intent.text) for a in m.groups() if a and a in intent.entities]
+        words = set(content_stems(intent.text)) | {stem(e.rsplit(".", 1)[-1]) for e in intent.entities if "." in e}
+        kinds = [k for k, ws in _KIND_WORDS.items() if words & ws]
+        if any("/" in e or "." in e for e in intent.entities) and "file" not in kinds:
+            kinds.insert(0, "file")
+        retrieval = RetrievalPolicy(
+            channels=channels, candidate_pool=sum(channels.values()), time_window=window,
+            time_hints=[h for h in intent.plan_hints if h.startswith("time:")],
+            filters=RetrievalFilters(authors=_dedup(authors), kinds=[k for k in _KIND_WORDS if k in kinds],
+                                     entities=list(intent.entities)))
+        priority_key = "push" if intent.mode == Mode.PUSH else intent.task_type.value
+        rerank = RerankPolicy(top_k=_round_int(preset.top_k * scale), per_channel_cap=preset.per_channel_cap,
+                              dedup_threshold=preset.dedup_threshold, mmr_lambda=preset.mmr_lambda,
+                              evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
+        # concurrency
+        target = intent.hint("target_task")
+        if intent.mode == Mode.INTERRUPT and control:
+            conc = ConcurrencyPolicy(allow_concurrent=False, allow_interrupt=True, merge_rule=MergeRule.CONTROL,
+                                     target_task=target)
+        elif intent.mode == Mode.INTERRUPT and "amend_running_task" in intent.plan_hints:
+            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True,
+                                     merge_rule=MergeRule.FOLD_INTO_TASK, target_task=target)
+        elif intent.mode == Mode.INTERRUPT:
+            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH,
+                                     target_task=target)
+        elif intent.mode == Mode.PUSH:
+            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH)
+        elif intent.mode == Mode.TASK and ctx.running_tasks:
+            conc = ConcurrencyPolicy(allow_concurrent=intent.risk != Risk.HIGH, allow_interrupt=True,
+                                     merge_rule=MergeRule.NEW_BRANCH)
+        else:
+            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True, merge_rule=MergeRule.APPEND)
+        # tools: relevance here; prohibitions, permissions and hold-back are the checker's job
+        allowed = [t.name for t in ctx.tools if tool_relevance(t, intent)[0] > 0]
+        held_back = clarify or strategy == "wide" or (intent.risk == Risk.HIGH and not intent.hint("permitted"))
+        conflicts = any(c in ("prohibition_conflict", "signal_conflict") for c in intent.reason_codes())
+        summary = IntentSummary(mode=intent.mode, task_type=intent.task_type, goal=intent.goal,
+                                urgency=intent.urgency.value, risk=intent.risk.value, confidence=intent.confidence,
+                                overall_confidence=overall, band=band)
+        return ContextPlan(
+            candidate_id=f"{strategy}/{'clarify' if clarify else 'act'}", strategy=strategy, intent=summary,
+            needs_clarification=clarify,
+            clarification_question=clarification_question(intent, ctx.running_tasks) if clarify else "",
+            required=required_information(intent, ctx, bool(allowed) and not clarify),
+            constraints=_dedup(list(intent.constraints) + [f"never {x}" for x in ctx.profile.prohibitions]),
+            prohibitions=_dedup(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
+            preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
+            history=history, budget=budget, retrieval=retrieval,
+            rerank=rerank, concurrency=conc, tools=ToolPolicy(allowed=allowed),
+            actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
+        )

@@ -1,0 +1,166 @@
+"""The parts a Context Plan is made of, and the default strategy tables (seed 000 §3.4.4, §6.1).
+
+Label tuples (segments, recall channels, timed stages, confidence bands), the policy sections of
+a :class:`~app.core.plan.builder.ContextPlan` (history, budget, retrieval, rerank, concurrency, tools),
+the recall presets and the default segment, channel and evidence-priority tables that
+``PlanConfig`` starts from. Pure data; :mod:`app.core.plan.builder` re-exports every public name.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.core.intent.model import IntentConfidence, Mode, TaskType
+
+SEGMENTS: tuple[str, ...] = ("instruction", "state", "plan", "conversation", "evidence", "memory")
+CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory")
+STAGES: tuple[str, ...] = ("intent_llm", "route", "recall", "rerank", "compile", "first_token", "answer")
+Band = Literal["tight", "balanced", "wide"]
+BANDS: tuple[Band, ...] = ("tight", "balanced", "wide")
+
+
+# --------------------------------------------------------------------------- policy sections of a plan
+
+
+class MergeRule(StrEnum):
+    APPEND = "append"  # continue the anchor branch
+    FOLD_INTO_TASK = "fold_into_task"  # amend the running task at its next step
+    NEW_BRANCH = "new_branch"  # run alongside as its own stream
+    CONTROL = "control"  # stop / pause / cancel / resume the target task
+
+
+class IntentSummary(BaseModel):
+    mode: Mode
+    task_type: TaskType
+    goal: str = ""
+    urgency: str = "normal"
+    risk: str = "low"
+    confidence: IntentConfidence = Field(default_factory=IntentConfidence)
+    overall_confidence: float = 0.0
+    band: Band = "balanced"
+
+
+class HistoryPolicy(BaseModel):
+    main_chain_turns: int = 6
+    window: str = "last_6_turns"
+    include_branch_history: bool = False
+    include_summary: bool = True
+
+
+class BudgetPolicy(BaseModel):
+    total_tokens: int
+    segments: dict[str, int]
+    answer_reserve: int
+    context_size: int
+    tool_calls: int = 0
+    timeouts_ms: dict[str, int] = Field(default_factory=dict)
+
+
+class RetrievalFilters(BaseModel):
+    """Soft filters (boosts, not exclusions) drawn from the intent's entities."""
+
+    authors: list[str] = Field(default_factory=list)
+    kinds: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+
+
+class RetrievalPolicy(BaseModel):
+    channels: dict[str, int]
+    candidate_pool: int
+    time_window: Literal["all", "recent", "session"] = "all"
+    time_hints: list[str] = Field(default_factory=list)
+    filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
+
+
+class RerankPolicy(BaseModel):
+    top_k: int
+    per_channel_cap: int
+    dedup_threshold: float
+    mmr_lambda: float
+    evidence_priority: list[str] = Field(default_factory=list)
+
+
+class ConcurrencyPolicy(BaseModel):
+    allow_concurrent: bool = True
+    allow_interrupt: bool = True
+    merge_rule: MergeRule = MergeRule.APPEND
+    target_task: str | None = None
+
+
+class ToolPolicy(BaseModel):
+    allowed: list[str] = Field(default_factory=list)
+    blocked: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # why each tool is blocked
+
+
+
+# --------------------------------------------------------------------------- default strategy tables
+
+
+class RecallPreset(BaseModel):
+    """One recall intensity: how much to fetch, how hard to rerank, how much budget to spend."""
+
+    channels: dict[str, int]
+    top_k: int
+    per_channel_cap: int
+    dedup_threshold: float
+    mmr_lambda: float
+    budget_fraction: float
+    main_chain_turns: int
+    tool_calls: int
+    time_scale: float
+
+
+def default_presets() -> dict[str, RecallPreset]:
+    """The three recall intensities: "tight", "balanced" and "wide"."""
+
+    def ch(*sizes: int) -> dict[str, int]:
+        return dict(zip(CHANNELS, sizes, strict=True))
+
+    return {
+        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6), top_k=8, per_channel_cap=6,
+                              dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
+                              main_chain_turns=4, tool_calls=1, time_scale=0.75),
+        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10), top_k=12, per_channel_cap=5,
+                                 dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
+                                 main_chain_turns=6, tool_calls=2, time_scale=1.0),
+        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20), top_k=16, per_channel_cap=4,
+                             dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
+                             main_chain_turns=10, tool_calls=3, time_scale=1.5),
+    }
+
+
+SEGMENT_BASE = {"instruction": 0.10, "state": 0.10, "plan": 0.05, "conversation": 0.25, "evidence": 0.40,
+                "memory": 0.10}
+SEGMENT_DELTAS: dict[str, dict[str, float]] = {
+    "task": {"state": 0.10, "plan": 0.05, "conversation": -0.05, "evidence": -0.10},
+    "interrupt": {"state": 0.15, "conversation": 0.05, "evidence": -0.15, "memory": -0.05},
+    "push": {"evidence": 0.10, "conversation": -0.10},
+    "clarify": {"conversation": 0.15, "evidence": -0.15},
+    "retrieval": {"evidence": 0.10, "plan": -0.03, "state": -0.05},
+    "generation": {"memory": 0.05, "evidence": -0.05},
+    "change": {"state": 0.05, "evidence": -0.05},
+    "diagnostic": {"evidence": 0.05, "memory": -0.05},
+    "planning": {"plan": 0.10, "memory": 0.05, "evidence": -0.15},
+}
+CHANNEL_FACTORS: dict[str, dict[str, float]] = {
+    "interrupt": {"structured": 1.5, "vector": 0.5, "fulltext": 0.5, "recent": 1.5, "memory": 0.5},
+    "push": {"structured": 1.5, "vector": 0.5, "recent": 2.0, "memory": 0.5},
+    "clarify": {c: 0.5 for c in CHANNELS},
+    "retrieval": {"vector": 1.25, "fulltext": 1.25, "memory": 1.25},
+    "generation": {"vector": 1.25, "fulltext": 0.75, "memory": 1.25},
+    "change": {"structured": 1.5, "vector": 0.75, "graph": 1.25, "recent": 1.25},
+    "diagnostic": {"structured": 1.25, "fulltext": 1.5, "recent": 1.5},
+    "planning": {"structured": 1.25, "graph": 1.5, "memory": 1.25},
+}
+EVIDENCE_PRIORITY: dict[str, list[str]] = {
+    "retrieval": ["user_input", "rag_doc", "memory", "env_event", "tool_result", "llm_output"],
+    "generation": ["user_input", "memory", "rag_doc", "llm_output", "env_event", "tool_result"],
+    "change": ["user_input", "tool_result", "env_event", "rag_doc", "memory", "llm_output"],
+    "diagnostic": ["tool_result", "env_event", "user_input", "rag_doc", "llm_output", "memory"],
+    "planning": ["user_input", "memory", "tool_result", "rag_doc", "env_event", "llm_output"],
+    "push": ["env_event", "tool_result", "user_input", "memory", "rag_doc", "llm_output"],
+}

@@ -1,0 +1,1 @@
+"""Routing stage: anchor routing of inputs and routing of environment events."""

@@ -1,0 +1,281 @@
+"""The in-memory view of one session that the pipeline reads while it builds a context.
+
+SQLite stays the system of record; ``SessionState`` mirrors what the build needs (message texts,
+speakers, turn order, the graph) so that structured, recent, graph and neighbour recall run in
+memory without a database round trip. ``as_of(turn_id)`` gives the state a past turn saw (its
+earlier turns, the edges live then, the routing overrides made before it), which is what replay
+rebuilds its plan and context from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from app.core.session.graph import SessionGraph, edge_live_at
+from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """What the pipeline needs of a stored message."""
+
+    message_id: str
+    turn_id: str | None
+    role: Role
+    speaker: str
+    text: str
+    at: str
+    seq: int  # position in the session, 0-based
+
+    def render(self) -> str:
+        """``Speaker: text`` — the form messages take in a context and in the index."""
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(slots=True)
+class TurnView:
+    turn_id: str
+    seq: int
+    at: str
+    node_id: str | None = None
+    message_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteView:
+    """A memory fragment or environment event the pipeline can recall."""
+
+    note_id: str
+    kind: str  # "memory" | "env"
+    text: str
+    at: str
+    # When the session got it (an event's ``at`` is when it happened): ``as_of`` keeps the notes
+    # a turn could have seen. "" = always there.
+    added_at: str = ""
+
+    def render(self) -> str:
+        return self.text
+
+
+class Override(NamedTuple):
+    """A routing correction by the user: later inputs like ``text`` lean towards ``node``."""
+
+    seq: int  # turns with a seq above this one see it (the turn's own, or the last before a re-anchor)
+    text: str
+    node: str
+
+
+@dataclass(slots=True)
+class OverrideSpan:
+    """An override and, once the user takes it back (re-anchor, undo), the turn seq it ends at."""
+
+    override: Override
+    turn_id: str
+    until: int | None = None  # turns with seq >= until no longer see it
+
+    def visible_at(self, seq: int) -> bool:
+        return self.override.seq < seq and (self.until is None or seq < self.until)
+
+
+def speaker_of(message: Message) -> str:
+    if message.author is not None and message.author.id:
+        return message.author.id
+    return message.role.value
+
+
+class SessionState:
+    """Messages, turns and graph of one session, in arrival order."""
+
+    def __init__(self, session_id: str, graph: SessionGraph | None = None) -> None:
+        self.session_id = session_id
+        self.graph = graph or SessionGraph(session_id)
+        self.messages: dict[str, MessageView] = {}
+        self.order: list[str] = []  # message ids in arrival order
+        self.turns: dict[str, TurnView] = {}
+        self.turn_order: list[str] = []
+        self._node_by_ref: dict[str, str] = {}
+        self._by_speaker: dict[str, list[str]] = {}
+        self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
+        # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
+        self.override_spans: list[OverrideSpan] = []
+        self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
+        for node in self.graph.nodes():
+            if node.ref_id:
+                self._node_by_ref[node.ref_id] = node.node_id
+
+    # ------------------------------------------------------------------ building
+
+    def add_message(self, message: Message) -> MessageView:
+        view = MessageView(
+            message_id=message.message_id,
+            turn_id=message.turn_id,
+            role=message.role,
+            speaker=speaker_of(message),
+            text=message.content,
+            at=message.at,
+            seq=len(self.order),
+        )
+        self.messages[view.message_id] = view
+        self.order.append(view.message_id)
+        self._by_speaker.setdefault(view.speaker.lower(), []).append(view.message_id)
+        if message.turn_id is not None:
+            turn = self.turns.get(message.turn_id)
+            if turn is None:
+                turn = TurnView(message.turn_id, len(self.turn_order), message.at)
+                self.turns[message.turn_id] = turn
+                self.turn_order.append(message.turn_id)
+            turn.message_ids.append(view.message_id)
+        return view
+
+    @property
+    def overrides(self) -> list[Override]:
+        """The routing overrides in force now, oldest first."""
+        return [s.override for s in self.override_spans if s.until is None]
+
+    def add_override(self, turn_id: str, seq: int, text: str, node: str) -> None:
+        self.override_spans.append(OverrideSpan(Override(seq, text, node), turn_id))
+
+    def replace_overrides(self, turn_id: str, spans: Iterable[OverrideSpan]) -> None:
+        """Replace every override span of ``turn_id`` (re-anchor and undo rewrite a turn's)."""
+        self.override_spans = [s for s in self.override_spans if s.turn_id != turn_id] + list(spans)
+
+    def focus_chosen(self) -> bool:
+        """Whether the user chose the focus (on the canvas) rather than it following the turns."""
+        return self.focus is not None and self.focus in self.graph
+
+    def focus_node(self) -> str | None:
+        """The node builds treat as the user's focus: their choice, else the latest turn's node."""
+        if self.focus_chosen():
+            return self.focus
+        for turn_id in reversed(self.turn_order):
+            if self.turns[turn_id].node_id is not None:
+                return self.turns[turn_id].node_id
+        return None
+
+    def add_note(self, note: NoteView) -> None:
+        self.notes[note.note_id] = note
+
+    def add_node(self, node: GraphNode) -> None:
+        self.graph.add_node(node)
+        self.note_node(node)
+
+    def note_node(self, node: GraphNode) -> None:
+        """Index a node already in the graph by the record it stands for."""
+        if node.ref_id:
+            self._node_by_ref[node.ref_id] = node.node_id
+            if node.kind == NodeKind.TURN and node.ref_id in self.turns:
+                self.turns[node.ref_id].node_id = node.node_id
+
+    def add_edge(self, edge: GraphEdge) -> None:
+        self.graph.add_edge(edge)
+
+    @classmethod
+    def load(cls, session_id: str, messages: Iterable[Message], graph: SessionGraphData) -> "SessionState":
+        """Rebuild from stored records (messages in session order, graph in insertion order)."""
+        state = cls(session_id, SessionGraph.from_data(session_id, graph))
+        for message in messages:
+            state.add_message(message)
+        for node in state.graph.nodes():
+            state.note_node(node)
+            if node.attrs.get("focused"):
+                state.focus = node.node_id
+        return state
+
+    def as_of(self, turn_id: str) -> "SessionState":
+        """The state as it was when ``turn_id`` arrived: earlier turns and nodes, the edges live
+        then (re-anchoring changes edges later), the overrides in force then."""
+        turn = self.turns[turn_id]
+        past = SessionState(self.session_id)
+        node_ids: set[str] = set()
+        # Only messages that had arrived: an earlier turn's answer streamed while this turn was
+        # built arrives after its input (answers are added under the session lock, between builds).
+        arrived = self.messages[turn.message_ids[0]].seq if turn.message_ids else len(self.order)
+        for tid in self.turn_order[: turn.seq]:
+            for mid in self.turns[tid].message_ids:
+                m = self.messages[mid]
+                if m.seq < arrived:
+                    past._append_view(m)
+        cutoff = turn.node_id
+        for node in self.graph.nodes():
+            if node.node_id == cutoff:
+                break
+            past.graph.add_node_silently(node)
+            node_ids.add(node.node_id)
+        for edge in self.graph.edge_history():
+            if edge.src in node_ids and edge.dst in node_ids and edge_live_at(edge, turn.seq):
+                past.graph.add_edge_silently(edge)
+        for node in past.graph.nodes():
+            past.note_node(node)
+        past.override_spans = [OverrideSpan(s.override, s.turn_id) for s in self.override_spans if s.visible_at(turn.seq)]
+        # Notes (env events, memory) the session had when the turn was recorded; later ones are
+        # stamped later (ingest and submit are ordered by the session lock).
+        past.notes = {k: n for k, n in self.notes.items() if n.added_at <= turn.at}
+        return past
+
+    def _append_view(self, view: MessageView) -> None:
+        copy = MessageView(view.message_id, view.turn_id, view.role, view.speaker, view.text, view.at, len(self.order))
+        self.messages[copy.message_id] = copy
+        self.order.append(copy.message_id)
+        self._by_speaker.setdefault(copy.speaker.lower(), []).append(copy.message_id)
+        if copy.turn_id is not None:
+            turn = self.turns.get(copy.turn_id)
+            if turn is None:
+                turn = TurnView(copy.turn_id, len(self.turn_order), copy.at)
+                self.turns[copy.turn_id] = turn
+                self.turn_order.append(copy.turn_id)
+            turn.message_ids.append(copy.message_id)
+
+    # ------------------------------------------------------------------ reading
+
+    def __contains__(self, message_id: object) -> bool:
+        return message_id in self.messages
+
+    def speakers(self) -> list[str]:
+        """Distinct speaker names, in first-seen order."""
+        return [self.messages[ids[0]].speaker for ids in self._by_speaker.values()]
+
+    def by_speaker(self, name: str) -> list[str]:
+        """Message ids spoken by ``name`` (case-insensitive), oldest first."""
+        return self._by_speaker.get(name.lower(), [])
+
+    def recent(self, n: int) -> list[str]:
+        """The last ``n`` message ids, oldest first."""
+        return self.order[-n:] if n > 0 else []
+
+    def node_of(self, ref_id: str) -> str | None:
+        """The graph node that stands for a turn (or other record), if any."""
+        return self._node_by_ref.get(ref_id)
+
+    def turn_messages(self, node_id: str) -> list[str]:
+        """Message ids of the turn a node stands for."""
+        ref = self.graph.node(node_id).ref_id
+        turn = self.turns.get(ref) if ref else None
+        return list(turn.message_ids) if turn else []
+
+    def neighbours(self, message_id: str) -> Iterator[str]:
+        """Messages next to ``message_id`` in conversation: its turn's other messages, the last
+        message of the turn it continues, and the first message of each turn continuing it."""
+        view = self.messages.get(message_id)
+        if view is None or view.turn_id is None:
+            return
+        turn = self.turns[view.turn_id]
+        for other in turn.message_ids:
+            if other != message_id:
+                yield other
+        if turn.node_id is None:
+            return
+        parent = self.graph.parent(turn.node_id)
+        if parent is not None:
+            before = self.turn_messages(parent)
+            if before:
+                yield before[-1]
+        for child in self.graph.children(turn.node_id):
+            after = self.turn_messages(child)
+            if after:
+                yield after[0]
+
+    def main_chain(self, anchor_node: str, limit: int) -> list[str]:
+        """Turn nodes from ``anchor_node`` back along ``continues`` (anchor first), at most ``limit``."""
+        return list(self.graph.chain_back(anchor_node, limit=limit))

@@ -1,0 +1,1 @@
+"""Tasks stage: the task stack, its decisions and the replay of task state."""

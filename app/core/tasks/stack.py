@@ -1,0 +1,481 @@
+"""Tasks as a stack (../shared/seeds/003): frames with a parent, a status and, once popped, a result.
+
+``TaskStack`` holds the ``Task`` records of one session in creation order and applies the task
+operations to them (create, start, block, complete, fail); every operation returns the records it
+changed, so the caller can persist exactly those, in order. The rules it keeps:
+
+- a child is created only under an open parent (pending, active, blocked), and a parent's
+  children are listed in creation order;
+- statuses move along ``TRANSITIONS``; complete and failed are final;
+- a frame is popped only when nothing is open above it: completing a task whose subtasks are still
+  open parks it as blocked with its result drafted, and the last subtask to finish completes it;
+  failing a task fails its open subtasks;
+- once popped, a task contributes only its result summary (bound to its result evidence) to
+  the context of its parent and siblings.
+
+``stack_context`` turns the stack into compiler items for one build: the root goal and the
+current task's detail as ``must`` lines, the path of goals between them as ``high``, the results
+of completed siblings and subtasks as ``medium``. ``interrupt_items`` states the running tasks
+(status, progress, output so far) for an interruption. ``decide`` picks which of these a build
+gets, from its mode and anchor chain; it is pure, so replay reproduces it from the recorded
+``TaskInputs``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from pydantic import BaseModel, Field
+
+from app.core.context.compiler import Item
+from app.core.types import BlockType, Priority, Task, TaskStatus, utc_now
+
+OPEN: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
+FINAL: frozenset[TaskStatus] = frozenset({TaskStatus.COMPLETE, TaskStatus.FAILED})
+TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.PENDING: frozenset({TaskStatus.ACTIVE, TaskStatus.BLOCKED, TaskStatus.FAILED}),
+    TaskStatus.ACTIVE: frozenset({TaskStatus.COMPLETE, TaskStatus.FAILED, TaskStatus.BLOCKED}),
+    # blocked → complete: a parent whose own work was done completes when its last subtask does
+    TaskStatus.BLOCKED: frozenset({TaskStatus.ACTIVE, TaskStatus.COMPLETE, TaskStatus.FAILED}),
+    TaskStatus.COMPLETE: frozenset(),
+    TaskStatus.FAILED: frozenset(),
+}
+WAITING_NOTE = "waiting for subtasks"
+STEP_INSTRUCTION = "Work on the current task: answer in short numbered steps."
+
+
+class TaskError(ValueError):
+    """A task operation that breaks the stack's rules; the message says which."""
+
+
+def task_evidence_id(task: Task) -> str:
+    """The evidence a task's goal, acceptance and progress lines are bound to (its own id)."""
+    return task.task_id
+
+
+def result_refs(task: Task) -> tuple[str, ...]:
+    """The evidence a popped task's result line is bound to (its result evidence, else its own)."""
+    return tuple(task.result_evidence_ids) or (task_evidence_id(task),)
+
+
+# --------------------------------------------------------------------------- results
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_STEP_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+\S")
+
+
+def summarize_result(text: str, max_chars: int = 240) -> str:
+    """The result summary of a task's output: its first sentence(s), at most ``max_chars``.
+
+    Sentences are added while the summary is shorter than 80 characters (a lone "Sure." says
+    nothing); a summary still too long is cut at a word and ends with "…".
+    """
+    clean = " ".join(text.replace("*", "").replace("#", "").split())
+    out = ""
+    for sentence in _SENTENCE_END.split(clean):
+        if not out:
+            out = sentence
+        elif len(out) < 80 and len(out) + 1 + len(sentence) <= max_chars:
+            out = f"{out} {sentence}"
+        else:
+            break
+    if len(out) > max_chars:
+        out = out[: max_chars - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return out
+
+
+def count_steps(text: str) -> int:
+    """Steps of a streamed task output: numbered or bulleted lines, else non-empty lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    numbered = sum(1 for line in lines if _STEP_LINE.match(line))
+    return numbered or len(lines)
+
+
+# --------------------------------------------------------------------------- the stack
+
+
+class TaskStack:
+    """The tasks of one session in creation order, with the stack operations over them."""
+
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
+        self._tasks: dict[str, Task] = {}
+        for task in tasks:
+            self._tasks[task.task_id] = task
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def tasks(self) -> list[Task]:
+        """Every task, in creation order."""
+        return list(self._tasks.values())
+
+    def get(self, task_id: str) -> Task:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise TaskError(f"unknown task {task_id!r}") from None
+
+    def put(self, task: Task) -> None:
+        """Store a record as given (loading, replaying a change); a new id goes last."""
+        self._tasks[task.task_id] = task
+
+    def children(self, task_id: str | None) -> list[Task]:
+        """The subtasks of ``task_id`` (None: the roots), in creation order."""
+        return [t for t in self._tasks.values() if t.parent_task_id == task_id]
+
+    def path(self, task_id: str) -> list[Task]:
+        """The frames from the root down to ``task_id`` (itself last)."""
+        out: list[Task] = []
+        seen: set[str] = set()
+        current: str | None = task_id
+        while current is not None and current not in seen:
+            seen.add(current)
+            task = self.get(current)
+            out.append(task)
+            current = task.parent_task_id
+        return out[::-1]
+
+    def open_descendants(self, task_id: str) -> list[Task]:
+        """Open tasks below ``task_id``, depth first in creation order."""
+        out: list[Task] = []
+        stack = self.children(task_id)[::-1]
+        while stack:
+            task = stack.pop()
+            if task.status in OPEN:
+                out.append(task)
+            stack.extend(self.children(task.task_id)[::-1])
+        return out
+
+    def current_frame(self, root_id: str) -> Task:
+        """The top of the stack under ``root_id``: the deepest open frame (the latest child first)."""
+        frame = self.get(root_id)
+        while True:
+            open_children = [c for c in self.children(frame.task_id) if c.status in OPEN]
+            if not open_children:
+                return frame
+            frame = open_children[-1]
+
+    # ------------------------------------------------------------------ operations
+
+    def _set(self, task_id: str, status: TaskStatus | None, at: str | None, **fields: object) -> Task:
+        task = self.get(task_id)
+        if status is not None and status != task.status:
+            if status not in TRANSITIONS[task.status]:
+                raise TaskError(f"task {task_id!r} cannot go from {task.status.value} to {status.value}")
+            fields["status"] = status
+        fields["updated_at"] = at or utc_now()
+        updated = task.model_copy(update=fields)
+        self._tasks[task_id] = updated
+        return updated
+
+    def create(self, name: str, *, parent_task_id: str | None = None, acceptance: str = "",
+               task_id: str | None = None, turn_id: str | None = None, node_id: str | None = None,
+               at: str | None = None) -> Task:
+        """Push a new pending frame (a root, or a child of an open parent); return it."""
+        if parent_task_id is not None and self.get(parent_task_id).status not in OPEN:
+            raise TaskError(f"task {parent_task_id!r} is {self.get(parent_task_id).status.value}: "
+                            "a popped frame takes no subtasks")
+        at = at or utc_now()
+        values: dict[str, object] = {"name": name, "parent_task_id": parent_task_id, "acceptance": acceptance,
+                                     "turn_id": turn_id, "node_id": node_id, "created_at": at, "updated_at": at}
+        if task_id is not None:
+            if task_id in self._tasks:
+                raise TaskError(f"task {task_id!r} exists already")
+            values["task_id"] = task_id
+        task = Task.model_validate(values)
+        self._tasks[task.task_id] = task
+        return task
+
+    def start(self, task_id: str, *, at: str | None = None) -> list[Task]:
+        """Make the frame active (its stream produced its first token); return the change."""
+        task = self.get(task_id)
+        if task.status == TaskStatus.ACTIVE:
+            return []
+        return [self._set(task_id, TaskStatus.ACTIVE, at)]
+
+    def block(self, task_id: str, note: str, *, at: str | None = None) -> list[Task]:
+        """Park the frame as blocked with a note saying why; return the change."""
+        task = self.get(task_id)
+        return [self._set(task_id, TaskStatus.BLOCKED, at, notes=[*task.notes, note])]
+
+    def set_progress(self, task_id: str, progress: float, *, at: str | None = None) -> list[Task]:
+        """Record progress in [0, 1] (no status change); return the change."""
+        return [self._set(task_id, None, at, progress=round(max(0.0, min(1.0, progress)), 4))]
+
+    def complete(self, task_id: str, result_summary: str, evidence_ids: Sequence[str] = (),
+                 *, at: str | None = None) -> list[Task]:
+        """Pop the frame with its result; return every task that changed.
+
+        With subtasks still open the frame cannot pop yet: it is parked as blocked ("waiting for
+        subtasks") with its result drafted, and completes when its last subtask finishes. A popped
+        frame may complete a parent that was waiting for it.
+        """
+        task = self.get(task_id)
+        fields = {"result_summary": result_summary, "result_evidence_ids": list(evidence_ids)}
+        if self.open_descendants(task_id):
+            notes = task.notes if WAITING_NOTE in task.notes else [*task.notes, WAITING_NOTE]
+            return [self._set(task_id, TaskStatus.BLOCKED, at, notes=notes, **fields)]
+        if task.status == TaskStatus.PENDING:  # finished without ever streaming (no model)
+            self._set(task_id, TaskStatus.ACTIVE, at)
+        changed = [self._set(task_id, TaskStatus.COMPLETE, at, progress=1.0, **fields)]
+        return changed + self._settle(task.parent_task_id, at)
+
+    def fail(self, task_id: str, reason: str, *, at: str | None = None) -> list[Task]:
+        """Fail the frame (stopped, error) and every open frame above it; return the changes.
+
+        A parent waiting for its subtasks completes once none is left open (it has its result).
+        """
+        task = self.get(task_id)
+        if task.status in FINAL:
+            return []
+        changed = [self._set(d.task_id, TaskStatus.FAILED, at, error=f"parent task failed: {reason}")
+                   for d in self.open_descendants(task_id)[::-1]]
+        changed.append(self._set(task_id, TaskStatus.FAILED, at, error=reason))
+        return changed + self._settle(task.parent_task_id, at)
+
+    def _settle(self, parent_id: str | None, at: str | None) -> list[Task]:
+        """Complete a parent that only waited for its subtasks, once none is open."""
+        if parent_id is None:
+            return []
+        parent = self.get(parent_id)
+        if parent.status != TaskStatus.BLOCKED or WAITING_NOTE not in parent.notes or self.open_descendants(parent_id):
+            return []
+        notes = [n for n in parent.notes if n != WAITING_NOTE]
+        changed = [self._set(parent_id, TaskStatus.COMPLETE, at, progress=1.0, notes=notes)]
+        return changed + self._settle(parent.parent_task_id, at)
+
+    # ------------------------------------------------------------------ invariants
+
+    def check(self) -> list[str]:
+        """Every broken rule of the stack, as sentences (empty when the stack is consistent)."""
+        problems: list[str] = []
+        position = {tid: n for n, tid in enumerate(self._tasks)}
+        for task in self._tasks.values():
+            parent = task.parent_task_id
+            if parent is not None:
+                if parent not in self._tasks:
+                    problems.append(f"task {task.task_id}: parent {parent} does not exist")
+                    continue
+                if position[parent] > position[task.task_id]:
+                    problems.append(f"task {task.task_id}: created before its parent {parent}")
+            try:
+                ids = [t.task_id for t in self.path(task.task_id)]
+            except TaskError:
+                continue
+            if ids[0] != task.task_id and self.get(ids[0]).parent_task_id is not None:
+                problems.append(f"task {task.task_id}: its parent chain loops")
+            if task.status == TaskStatus.COMPLETE and self.open_descendants(task.task_id):
+                problems.append(f"task {task.task_id}: complete with open subtasks")
+            active = [c.task_id for c in self.children(task.task_id) if c.status == TaskStatus.ACTIVE]
+            if len(active) > 1:
+                problems.append(f"task {task.task_id}: {len(active)} active subtasks {active}")
+        return problems
+
+
+# --------------------------------------------------------------------------- build inputs
+
+
+class LiveTask(BaseModel):
+    """A task's stream as a build saw it: the output so far and the evidence that snapshot gets."""
+
+    task_id: str
+    partial: str = ""  # the latest part of the output streamed so far
+    tokens: int = 0
+    max_tokens: int = 0
+    steps: int = 0
+    evidence_id: str = ""  # cited by the build → stored as an llm_output evidence with the turn
+
+
+class TaskInputs(BaseModel):
+    """What a build knows of the session's tasks (recorded with the turn; replay feeds it back)."""
+
+    tasks: list[Task] = Field(default_factory=list)
+    live: list[LiveTask] = Field(default_factory=list)
+    new_task_id: str | None = None  # the id a task-mode input's task gets (None: no task is made)
+    parent_task_id: str | None = None  # an explicit parent for that task (None: from the anchor)
+
+    def running(self) -> list[Task]:
+        """Open tasks with a live stream, in creation order."""
+        live = {lt.task_id for lt in self.live}
+        return [t for t in self.tasks if t.task_id in live and t.status in OPEN]
+
+
+class StackDecision(BaseModel):
+    """Which part of the task stack a build works in (recorded with the turn as ``task``)."""
+
+    path: str = "qa"  # qa | task | interrupt
+    current: str | None = None  # the frame the build works on (the new task for a task build)
+    parent: str | None = None  # the parent of a new task
+    name: str = ""  # the new task's name
+    acceptance: str = ""
+    targets: list[str] = Field(default_factory=list)  # running tasks an interruption is about
+
+
+def _demote(priority: Priority, steps: int) -> Priority:
+    order = [Priority.MUST, Priority.HIGH, Priority.MEDIUM, Priority.LOW]
+    return order[min(len(order) - 1, order.index(priority) + steps)]
+
+
+def stack_context(tasks: Sequence[Task], current_task_id: str, *, demote: int = 0,
+                  live: Mapping[str, LiveTask] | None = None, order: int = 1000) -> list[Item]:
+    """Compiler items for the stack around ``current_task_id``, every line bound to task evidence.
+
+    PLAN ("Task stack:"): the root goal (must), the goals on the path between root and current
+    (high), the current task's name, acceptance and status (must) with its notes (high).
+    STATE ("Task results:"): results of the current task's completed subtasks and of its
+    completed siblings (medium) — only their result summary, nothing of their work — and failed
+    ones with their reason (low). ``demote`` lowers every priority by that many steps (a Q&A
+    turn inside a task's branch gets the stack as background).
+    """
+    stack = TaskStack(tasks)
+    frames = stack.path(current_task_id)
+    current = frames[-1]
+    items: list[Item] = []
+
+    def add(key: str, segment: BlockType, text: str, priority: Priority, refs: tuple[str, ...], group: str) -> None:
+        items.append(Item(f"task:{key}", segment, text, _demote(priority, demote), score=1.0,
+                          group=group, order=order + len(items), evidence_ids=refs))
+
+    stack_group, results_group = "Task stack:", "Task results:"
+    if len(frames) > 1:
+        root = frames[0]
+        add(f"{root.task_id}:root", BlockType.PLAN, f"Root goal: {root.name}", Priority.MUST, (root.task_id,), stack_group)
+        for depth, frame in enumerate(frames[1:-1], start=1):
+            add(f"{frame.task_id}:path", BlockType.PLAN, f"{'  ' * depth}> {frame.name} ({frame.status.value})",
+                Priority.HIGH, (frame.task_id,), stack_group)
+    indent = "  " * (len(frames) - 1)
+    add(f"{current.task_id}:current", BlockType.PLAN, f"{indent}Current task: {current.name} ({current.status.value})",
+        Priority.MUST, (current.task_id,), stack_group)
+    if current.acceptance:
+        add(f"{current.task_id}:acceptance", BlockType.PLAN, f"{indent}Done when: {current.acceptance}",
+            Priority.MUST, (current.task_id,), stack_group)
+    seen = live.get(current.task_id) if live else None
+    if seen is not None:
+        add(f"{current.task_id}:progress", BlockType.PLAN,
+            f"{indent}Progress: {seen.steps} steps, {seen.tokens}/{seen.max_tokens or '?'} tokens",
+            Priority.HIGH, (current.task_id,), stack_group)
+    for n, note in enumerate(current.notes):
+        add(f"{current.task_id}:note:{n}", BlockType.PLAN, f"{indent}Note: {note}", Priority.HIGH,
+            (current.task_id,), stack_group)
+    popped = [*stack.children(current.task_id),
+              *(s for s in stack.children(current.parent_task_id) if s.task_id != current.task_id)]
+    for task in popped:
+        if task.status == TaskStatus.COMPLETE:
+            add(f"{task.task_id}:result", BlockType.STATE, f"Done: {task.name} → {task.result_summary or 'no result'}",
+                Priority.MEDIUM, result_refs(task), results_group)
+        elif task.status == TaskStatus.FAILED:
+            add(f"{task.task_id}:failed", BlockType.STATE, f"Failed: {task.name} ({task.error or 'no reason'})",
+                Priority.LOW, (task.task_id,), results_group)
+    return items
+
+
+def interrupt_items(tasks: Sequence[Task], live: Sequence[LiveTask], targets: Sequence[str],
+                    *, order: int = 2000) -> list[Item]:
+    """Compiler items stating each targeted running task for an interruption.
+
+    Per task: name and status with progress (must), acceptance (high), the output so far (high,
+    bound to the snapshot evidence of the partial output), then its stack path as background.
+    """
+    by_id = {t.task_id: t for t in tasks}
+    seen = {lt.task_id: lt for lt in live}
+    items: list[Item] = []
+    for target in targets:
+        task = by_id.get(target)
+        if task is None:
+            continue
+        state = seen.get(target)
+        base = order + 100 * len(items)
+
+        def add(key: str, text: str, priority: Priority, refs: tuple[str, ...]) -> None:
+            items.append(Item(f"running:{target}:{key}", BlockType.STATE, text, priority, score=1.0,
+                              group="Running tasks:", order=base + len(items), evidence_ids=refs))
+
+        progress = f", {state.steps} steps, {state.tokens}/{state.max_tokens or '?'} tokens" if state else ""
+        add("status", f"Running task: {task.name} ({task.status.value}{progress})", Priority.MUST, (task.task_id,))
+        if task.acceptance:
+            add("acceptance", f"  Done when: {task.acceptance}", Priority.HIGH, (task.task_id,))
+        if state is not None and state.partial.strip() and state.evidence_id:
+            text = " ".join(state.partial.split())
+            add("partial", f"  Output so far: …{text}" if state.tokens > 0 else f"  Output so far: {text}",
+                Priority.HIGH, (state.evidence_id,))
+    for target in targets[:1]:
+        if target in by_id:
+            items.extend(stack_context(tasks, target, demote=1, order=order + 1000))
+    return items
+
+
+def decide(inputs: TaskInputs, *, mode: str, chain_turns: Sequence[str], goal: str,
+           acceptance: Sequence[str], target: str | None) -> StackDecision:
+    """Which frame a build works in.
+
+    ``chain_turns`` are the turn ids of the anchor's chain, nearest first; the nearest task they
+    spawned gives the branch's frame. A task build pushes a new frame: a child of the explicit
+    parent, else of the branch's frame while it is open (of that frame's parent once it has
+    popped: the new task is its sibling). An interruption targets the addressed running task,
+    or all running tasks. Anything else works in the branch's open frame, if there is one.
+    """
+    stack = TaskStack(inputs.tasks)
+    by_turn: dict[str, Task] = {}
+    for task in inputs.tasks:
+        if task.turn_id is not None:
+            by_turn.setdefault(task.turn_id, task)
+    branch = next((by_turn[t] for t in chain_turns if t in by_turn), None)
+    if mode == "task" and inputs.new_task_id is not None:
+        parent = inputs.parent_task_id if inputs.parent_task_id in stack else None
+        if parent is None and branch is not None:
+            if branch.status in OPEN:
+                parent = branch.task_id
+            elif branch.parent_task_id is not None and stack.get(branch.parent_task_id).status in OPEN:
+                parent = branch.parent_task_id
+        if parent is not None and stack.get(parent).status not in OPEN:
+            parent = None
+        return StackDecision(path="task", current=inputs.new_task_id, parent=parent,
+                             name=goal.strip()[:120] or "task", acceptance="; ".join(acceptance))
+    running = [t.task_id for t in inputs.running()]
+    if mode == "interrupt" and running:
+        targets = [target] if target in running else running
+        return StackDecision(path="interrupt", current=targets[0], targets=targets)
+    current = branch.task_id if branch is not None and branch.status in OPEN else None
+    return StackDecision(path="qa", current=current)
+
+
+def _frame(decision: StackDecision) -> Task:
+    """The new task of a task build, as its context shows it (not stored yet)."""
+    # (its acceptance is the intent's, stated by the plan's "Done when" line already)
+    return Task(task_id=decision.current or "", name=decision.name, parent_task_id=decision.parent,
+                created_at="", updated_at="")
+
+
+def popped(inputs: TaskInputs, decision: StackDecision) -> list[Task]:
+    """The completed tasks whose result stands in for their work in the decision's context (the
+    popped subtasks and siblings of its frame): the pipeline leaves their answers out of recall."""
+    if decision.current is None:
+        return []
+    tasks = [*inputs.tasks, _frame(decision)] if decision.path == "task" else list(inputs.tasks)
+    stack = TaskStack(tasks)
+    if decision.current not in stack:
+        return []
+    frame = stack.get(decision.current)
+    near = [*stack.children(frame.task_id), *stack.children(frame.parent_task_id)]
+    return [t for t in near if t.task_id != frame.task_id and t.status == TaskStatus.COMPLETE]
+
+
+def decision_items(inputs: TaskInputs, decision: StackDecision) -> list[Item]:
+    """The compiler items of a decision (see ``decide``); nothing when no frame is involved."""
+    live = {lt.task_id: lt for lt in inputs.live}
+    if decision.path == "task" and decision.current is not None:
+        frame = _frame(decision)
+        items = stack_context([*inputs.tasks, frame], frame.task_id)
+        items.append(Item(f"task:{frame.task_id}:instruction", BlockType.PLAN, STEP_INSTRUCTION, Priority.MUST,
+                          score=1.0, group="Task stack:", order=999, evidence_ids=(frame.task_id,)))
+        return items
+    if decision.path == "interrupt":
+        return interrupt_items(inputs.tasks, inputs.live, decision.targets)
+    if decision.current is not None:
+        return stack_context(inputs.tasks, decision.current, demote=1, live=live)
+    return []

@@ -1,0 +1,1 @@
+"""Tools stage: the tool model, the registry, selection and the built-in tools."""
