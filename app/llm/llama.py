@@ -406,8 +406,9 @@ class LlamaChatModel:
         the last logits — about 1 MB for a 600-token SmolLM2-135M prompt, copied in ~2 ms), the
         evaluated tokens, the sampler chain (repeat-penalty history, grammar) and this adapter's
         per-call state are copied out, and put back on exit, so the suspended generation goes on
-        exactly as if nothing had run (checked token for token in tests/test_scheduler.py). The
-        price is the re-evaluation of the inner call's prompt (no shared cache) and the copies.
+        exactly as if nothing had run (checked token for token in
+        tests/engine/test_scheduler.py). The price is the re-evaluation of the inner call's prompt
+        (no shared cache) and the copies.
         Run on the ``llm`` executor only, from inside a ``chat`` token callback.
         """
         llm, lib = self._llm, self._llama_cpp

@@ -12,7 +12,7 @@ from app.core.runtime.intake import EnvIntake
 from app.core.types import EdgeKind, NodeKind
 from app.sensors.files import make_preparer
 from app.sensors.sensorset import SensorSet
-from tests.test_engine import _fake_engine
+from tests.engine.test_engine import _fake_engine
 
 
 def test_an_edited_watched_file_reaches_the_active_task_that_mentions_it(tmp_path: Path) -> None:

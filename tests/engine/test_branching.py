@@ -1,9 +1,9 @@
 """The canvas's branch actions on the engine: re-anchor a turn and undo it, focus, inject results
 into another branch, checkpoints, collapsing and pinned positions.
 
-Real SQLite + LanceDB in tmp dirs with the scripted fakes (as tests/test_engine.py). What every
-test comes back to: the changes persist, reload identically in a fresh engine, and replay of
-every turn still shows no difference.
+Real SQLite + LanceDB in tmp dirs with the scripted fakes (as tests/engine/test_engine.py). What
+every test comes back to: the changes persist, reload identically in a fresh engine, and replay
+of every turn still shows no difference.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app.core.engine.facade import Engine
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
 from app.core.types import EdgeKind
-from tests.test_engine import _fake_engine
+from tests.engine.test_engine import _fake_engine
 
 GARDEN = "Garden: plant tomatoes and basil in May"
 TAXES = "Taxes: collect receipts for the tax return"

@@ -2,9 +2,9 @@
 interruption paths, priorities, stopping, and a task graph that replays from the event log.
 
 Fast tests: real SQLite + LanceDB in tmp dirs with a scripted model that streams a long numbered
-answer to tasks and a short one to questions (as tests/test_engine.py). The ``model`` tests run
-an interruption on the real SmolLM2 GGUF while a task streams, and check that a generation set
-aside for a cut-in continues token for token as if nothing had run.
+answer to tasks and a short one to questions (as tests/engine/test_engine.py). The ``model``
+tests run an interruption on the real SmolLM2 GGUF while a task streams, and check that a
+generation set aside for a cut-in continues token for token as if nothing had run.
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(tmp_path
 
 
 def _model_path() -> Path:
-    path = Path(__file__).resolve().parents[1] / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    path = Path(__file__).resolve().parents[2] / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         pytest.skip("the SmolLM2 GGUF is not fetched")
     return path
@@ -455,7 +455,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
 def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(tmp_path: Path) -> None:
     """Nothing is lost: an input is in the event log from submission until its turn is recorded."""
     from app.core.runtime.scheduler import pending_inputs
-    from tests.test_engine import _fake_engine
+    from tests.engine.test_engine import _fake_engine
 
     first = _fake_engine(tmp_path, [" ".join(f"w{i}" for i in range(400))], delay=0.01)
 
