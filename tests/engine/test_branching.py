@@ -8,9 +8,7 @@ of every turn still shows no difference.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,25 +18,11 @@ from app.core.engine.facade import Engine
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
 from app.core.types import EdgeKind
-from tests.engine.test_engine import _fake_engine
+from tests.conftest import EngineFactory
 
 GARDEN = "Garden: plant tomatoes and basil in May"
 TAXES = "Taxes: collect receipts for the tax return"
 WATER = "Garden: how often should I water the tomatoes and basil"
-
-
-def _run(tmp_path: Path, body: Callable[[Engine], Awaitable[Any]], replies: list[str] | None = None) -> Any:
-    """Run ``body`` with a started engine over ``tmp_path`` (a fresh engine each call, same store)."""
-    engine = _fake_engine(tmp_path, replies or ["ok"])
-
-    async def main() -> Any:
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
 
 
 async def _turn(engine: Engine, sid: str, text: str, **kw: Any) -> TurnRecord:
@@ -64,7 +48,7 @@ async def _three_turns(engine: Engine) -> tuple[SessionState, TurnRecord, TurnRe
     return state, garden, taxes, water
 
 
-def test_reanchor_moves_the_edge_rebuilds_the_record_and_persists(tmp_path: Path) -> None:
+def test_reanchor_moves_the_edge_rebuilds_the_record_and_persists(make_engine: EngineFactory) -> None:
     async def first(engine: Engine) -> dict[str, Any]:
         state, garden, taxes, water = await _three_turns(engine)
         sid, graph = state.session_id, state.graph
@@ -119,7 +103,7 @@ def test_reanchor_moves_the_edge_rebuilds_the_record_and_persists(tmp_path: Path
         return {"sid": sid, "water": water.turn_id, "water_node": water.node_id, "taxes_node": taxes.node_id,
                 "graph": graph.to_data().model_dump(), "frontiers": graph.frontiers()}
 
-    seen = _run(tmp_path, first)
+    seen = make_engine.run(first)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(seen["sid"])
@@ -129,10 +113,10 @@ def test_reanchor_moves_the_edge_rebuilds_the_record_and_persists(tmp_path: Path
         assert [(o.text, o.node) for o in state.overrides] == [(WATER, seen["taxes_node"])]
         assert await _replay_all(engine, state) == {}
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)
 
 
-def test_undo_restores_the_anchor_the_build_and_the_routing(tmp_path: Path) -> None:
+def test_undo_restores_the_anchor_the_build_and_the_routing(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> dict[str, Any]:
         state, garden, taxes, water = await _three_turns(engine)
         graph = state.graph
@@ -168,7 +152,7 @@ def test_undo_restores_the_anchor_the_build_and_the_routing(tmp_path: Path) -> N
         assert await _replay_all(engine, state) == {}
         return {"sid": state.session_id, "graph": graph.to_data().model_dump()}
 
-    seen = _run(tmp_path, body)
+    seen = make_engine.run(body)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(seen["sid"])
@@ -176,10 +160,10 @@ def test_undo_restores_the_anchor_the_build_and_the_routing(tmp_path: Path) -> N
         assert state.overrides == []
         assert await _replay_all(engine, state) == {}
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)
 
 
-def test_reanchor_rejects_unknown_nodes_itself_and_its_descendants(tmp_path: Path) -> None:
+def test_reanchor_rejects_unknown_nodes_itself_and_its_descendants(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state, garden, taxes, water = await _three_turns(engine)
         graph = state.graph
@@ -199,10 +183,10 @@ def test_reanchor_rejects_unknown_nodes_itself_and_its_descendants(tmp_path: Pat
         same = await engine.reanchor(water.turn_id, garden.node_id)  # where it is already
         assert same.change.removed_edges == same.change.added_edges == () and not same.record.revisions
 
-    _run(tmp_path, body)
+    make_engine.run(body)
 
 
-def test_a_reanchor_steers_later_similar_inputs_and_reloads(tmp_path: Path) -> None:
+def test_a_reanchor_steers_later_similar_inputs_and_reloads(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> dict[str, Any]:
         state = await engine.open_session(None)
         sid = state.session_id
@@ -219,16 +203,18 @@ def test_a_reanchor_steers_later_similar_inputs_and_reloads(tmp_path: Path) -> N
         assert await _replay_all(engine, state) == {}
         return {"sid": sid, "garden": garden.node_id}
 
-    seen = _run(tmp_path, body)
+    seen = make_engine.run(body)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(seen["sid"])
         assert [(o.text, o.node) for o in state.overrides] == [("where are the receipts for seeds", seen["garden"])]
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)
 
 
-def test_replay_is_exact_for_every_turn_after_reanchors_undos_injects_and_more_turns(tmp_path: Path) -> None:
+def test_replay_is_exact_for_every_turn_after_reanchors_undos_injects_and_more_turns(
+    make_engine: EngineFactory,
+) -> None:
     """The guarantee the canvas relies on: whatever the user rearranged after the fact, every
     recorded turn replays to the same plan and context, live and after reopening."""
     texts = [GARDEN, TAXES, WATER, "Taxes: which receipts count for the home office",
@@ -263,21 +249,21 @@ def test_replay_is_exact_for_every_turn_after_reanchors_undos_injects_and_more_t
         assert state.graph.root_of(r[3].node_id) == r[1].node_id
         return sid
 
-    sid = _run(tmp_path, body)
+    sid = make_engine.run(body)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(sid)
         assert len(state.turn_order) == len(texts)
         assert await _replay_all(engine, state) == {}
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)
 
 
 async def _append(records: list[TurnRecord], turn: Awaitable[TurnRecord]) -> None:
     records.append(await turn)
 
 
-def test_focus_is_recorded_replayed_and_kept(tmp_path: Path) -> None:
+def test_focus_is_recorded_replayed_and_kept(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> dict[str, Any]:
         state, garden, taxes, water = await _three_turns(engine)
         sid = state.session_id
@@ -298,7 +284,7 @@ def test_focus_is_recorded_replayed_and_kept(tmp_path: Path) -> None:
             await engine.set_focus(sid, "no-such-node")
         return {"sid": sid, "taxes": taxes.node_id}
 
-    seen = _run(tmp_path, body)
+    seen = make_engine.run(body)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(seen["sid"])
@@ -311,10 +297,10 @@ def test_focus_is_recorded_replayed_and_kept(tmp_path: Path) -> None:
         assert record.build.routing["focus"] == latest and record.build.routing["focus_chosen"] is False
         assert await _replay_all(engine, state) == {}
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)
 
 
-def test_inject_merges_an_answer_into_another_branch(tmp_path: Path) -> None:
+def test_inject_merges_an_answer_into_another_branch(make_engine: EngineFactory) -> None:
     replies = ["Tomatoes want six hours of sun [1].", "Keep every receipt for five years."]
 
     async def body(engine: Engine) -> None:
@@ -363,10 +349,10 @@ def test_inject_merges_an_answer_into_another_branch(tmp_path: Path) -> None:
         assert "valid_to_seq" in merge.attrs  # kept as history, bounded
         assert await _replay_all(engine, state) == {}
 
-    _run(tmp_path, body, replies)
+    make_engine.run(body, replies)
 
 
-def test_checkpoints_collapsing_and_positions_persist_and_signal(tmp_path: Path) -> None:
+def test_checkpoints_collapsing_and_positions_persist_and_signal(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> dict[str, Any]:
         state, garden, taxes, water = await _three_turns(engine)
         sid, graph = state.session_id, state.graph
@@ -389,7 +375,7 @@ def test_checkpoints_collapsing_and_positions_persist_and_signal(tmp_path: Path)
         assert await _replay_all(engine, state) == {}
         return {"sid": sid, "graph": graph.to_data().model_dump(), "garden": garden.node_id}
 
-    seen = _run(tmp_path, body)
+    seen = make_engine.run(body)
 
     async def reopened(engine: Engine) -> None:
         state = await engine.open_session(seen["sid"])
@@ -398,4 +384,4 @@ def test_checkpoints_collapsing_and_positions_persist_and_signal(tmp_path: Path)
         assert node.attrs["checkpoint"] == "before the move" and node.attrs["collapsed"] is True
         assert (node.x, node.y, node.pinned) == (10.0, 20.0, True)
 
-    _run(tmp_path, reopened)
+    make_engine.run(reopened)

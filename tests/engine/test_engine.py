@@ -13,31 +13,13 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
-from app.core.engine.facade import Engine, EngineConfig
-from app.core.ports import GenerationParams, WordTokenCounter
-from app.core.runtime.executors import Executors
-from app.llm.fakes import HashEmbedder, ScriptedChatModel
-from app.store.index import SearchIndex
+from app.core.ports import GenerationParams
 from app.store.sqlite import SqliteStore
+from tests.conftest import EngineFactory
 
 
-def _fake_engine(tmp_path: Path, replies: list[str], *, delay: float = 0.0, llm_intent: str = "off") -> Engine:
-    ex = Executors()
-    store = ex.pool("store").submit(SqliteStore, tmp_path / "pcm.sqlite3").result()
-    embedder = HashEmbedder(dim=64)
-    return Engine(
-        store=store,
-        index=SearchIndex(tmp_path / "index", embedder),
-        embedder=embedder,
-        chat=ScriptedChatModel(replies, token_delay_s=delay),
-        counter=WordTokenCounter(),
-        executors=ex,
-        config=EngineConfig(default_budget=400, llm_intent=llm_intent),
-    )
-
-
-def test_turn_is_recorded_answered_traced_and_replayed(tmp_path: Path) -> None:
-    engine = _fake_engine(tmp_path, ["Use the blue theme [1].", "The parser fails on empty input."])
+def test_turn_is_recorded_answered_traced_and_replayed(make_engine: EngineFactory) -> None:
+    engine = make_engine(["Use the blue theme [1].", "The parser fails on empty input."])
 
     async def main() -> None:
         await engine.start()
@@ -71,8 +53,8 @@ def test_turn_is_recorded_answered_traced_and_replayed(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_input_is_durable_before_the_answer_and_stop_is_prompt(tmp_path: Path) -> None:
-    engine = _fake_engine(tmp_path, [" ".join(f"w{i}" for i in range(300))], delay=0.01)
+def test_input_is_durable_before_the_answer_and_stop_is_prompt(tmp_path: Path, make_engine: EngineFactory) -> None:
+    engine = make_engine([" ".join(f"w{i}" for i in range(300))], delay=0.01)
 
     async def main() -> None:
         await engine.start()
@@ -99,8 +81,10 @@ def test_input_is_durable_before_the_answer_and_stop_is_prompt(tmp_path: Path) -
     ("reply", "status"),
     [('{"mode": "task", "task_type": "planning", "goal": "plan the offsite"}', "ok"), ("no json here", "invalid")],
 )
-def test_llm_intent_signal_is_used_when_unsure_and_replayed_as_observed(tmp_path: Path, reply: str, status: str) -> None:
-    engine = _fake_engine(tmp_path, [reply, "Sure."], llm_intent="auto")
+def test_llm_intent_signal_is_used_when_unsure_and_replayed_as_observed(
+    make_engine: EngineFactory, reply: str, status: str
+) -> None:
+    engine = make_engine([reply, "Sure."], llm_intent="auto")
     engine.config.llm_intent_below = 1.01  # always ask, so the test does not depend on the fast path
 
     async def main() -> None:
@@ -161,8 +145,8 @@ def test_real_session_two_branches_ambiguity_new_roots_and_exact_replay(tmp_path
     asyncio.run(main())
 
 
-def test_an_override_is_stored_and_steers_later_similar_inputs(tmp_path: Path) -> None:
-    engine = _fake_engine(tmp_path, ["ok"])
+def test_an_override_is_stored_and_steers_later_similar_inputs(make_engine: EngineFactory) -> None:
+    engine = make_engine(["ok"])
 
     async def main() -> None:
         await engine.start()

@@ -12,13 +12,15 @@ from app.core.runtime.intake import EnvIntake
 from app.core.types import EdgeKind, NodeKind
 from app.sensors.files import make_preparer
 from app.sensors.sensorset import SensorSet
-from tests.engine.test_engine import _fake_engine
+from tests.conftest import EngineFactory
 
 
-def test_an_edited_watched_file_reaches_the_active_task_that_mentions_it(tmp_path: Path) -> None:
+def test_an_edited_watched_file_reaches_the_active_task_that_mentions_it(
+    tmp_path: Path, make_engine: EngineFactory
+) -> None:
     folder = tmp_path / "watched"
     folder.mkdir()
-    engine = _fake_engine(tmp_path / "data", ["OK."])
+    engine = make_engine(["OK."], data_dir=tmp_path / "data")
 
     async def main() -> None:
         await engine.start()

@@ -16,21 +16,13 @@ from typing import Any
 
 import pytest
 
-from app.core.engine.facade import Engine, EngineConfig
-from app.core.ports import (
-    CancelToken,
-    ChatMessage,
-    ChatResult,
-    GenerationParams,
-    TokenCallback,
-    WordTokenCounter,
-)
+from app.core.engine.facade import Engine
+from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.runtime.scheduler import StreamHandle, StreamStopped
 from app.core.types import EdgeKind, NodeKind, TaskStatus
-from app.llm.fakes import HashEmbedder, ScriptedChatModel
-from app.store.index import SearchIndex
-from app.store.sqlite import SqliteStore
+from app.llm.fakes import ScriptedChatModel
+from tests.conftest import EngineFactory
 
 TASK_REPLY = ("1. Pick a date for the party and tell everyone about it. 2. Buy food and drinks for twenty people. "
               + " ".join(f"step{i}" for i in range(3, 60)))
@@ -49,26 +41,10 @@ class StreamModel(ScriptedChatModel):
                             cancel=cancel)
 
 
-def _engine(tmp_path: Path, *, delay: float = 0.002, k: int = 4) -> Engine:
-    ex = Executors()
-    store = ex.pool("store").submit(SqliteStore, tmp_path / "pcm.sqlite3").result()
-    embedder = HashEmbedder(dim=64)
-    return Engine(store=store, index=SearchIndex(tmp_path / "index", embedder), embedder=embedder,
-                  chat=StreamModel(token_delay_s=delay), counter=WordTokenCounter(), executors=ex,
-                  config=EngineConfig(default_budget=400, llm_intent="off", max_streams=k))
-
-
-def _run(tmp_path: Path, body: Callable[[Engine], Awaitable[Any]], **kw: Any) -> Any:
-    engine = _engine(tmp_path, **kw)
-
-    async def main() -> Any:
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+def _run(make_engine: EngineFactory, body: Callable[[Engine], Awaitable[Any]], *, delay: float = 0.002,
+         k: int = 4) -> Any:
+    """One app run over the test's folder: the streaming model, ``k`` streams per session."""
+    return make_engine.run(body, chat=StreamModel(token_delay_s=delay), max_streams=k)
 
 
 async def _first_tokens(handle: StreamHandle, n: int = 3) -> None:
@@ -112,7 +88,7 @@ async def _check_graph(engine: Engine, sid: str) -> list[Any]:
     return tasks
 
 
-def test_task_is_pushed_streamed_and_popped_with_its_result(tmp_path: Path) -> None:
+def test_task_is_pushed_streamed_and_popped_with_its_result(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         sid = state.session_id
@@ -149,10 +125,10 @@ def test_task_is_pushed_streamed_and_popped_with_its_result(tmp_path: Path) -> N
         assert exported[0]["result_summary"] == task.result_summary
         assert set(task.result_evidence_ids) <= set(doc["evidences"])
 
-    _run(tmp_path, body)
+    _run(make_engine, body)
 
 
-def test_popped_subtask_contributes_only_its_result_to_the_next_frame(tmp_path: Path) -> None:
+def test_popped_subtask_contributes_only_its_result_to_the_next_frame(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         sid = state.session_id
@@ -179,10 +155,10 @@ def test_popped_subtask_contributes_only_its_result_to_the_next_frame(tmp_path: 
         await engine.complete_task(sid, root.task_id, "The offsite is planned.")
         await _check_graph(engine, sid)
 
-    _run(tmp_path, body)
+    _run(make_engine, body)
 
 
-def test_eight_inputs_with_k4_leave_a_consistent_graph(tmp_path: Path) -> None:
+def test_eight_inputs_with_k4_leave_a_consistent_graph(make_engine: EngineFactory) -> None:
     texts = ["Write a plan for the garden party", "What is the capital of France?",
              "Draft the agenda for the offsite", "Summarize the report on solar panels",
              "Which tomatoes did I plant?", "Write a shopping list for the barbecue",
@@ -207,16 +183,16 @@ def test_eight_inputs_with_k4_leave_a_consistent_graph(tmp_path: Path) -> None:
         # A fresh engine over the same store reloads the same task state.
         return sid
 
-    sid = _run(tmp_path, body)
+    sid = _run(make_engine, body)
 
     async def reload(engine: Engine) -> None:
         assert await engine.replay_state(sid) == []
         assert len(await engine.tasks(sid)) >= 2
 
-    _run(tmp_path, reload)
+    _run(make_engine, reload)
 
 
-def test_priorities_reorder_the_queue(tmp_path: Path) -> None:
+def test_priorities_reorder_the_queue(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         sched = engine.scheduler(state.session_id)
@@ -235,10 +211,10 @@ def test_priorities_reorder_the_queue(tmp_path: Path) -> None:
         await asyncio.gather(*(h.done for h in (first, low, high, later)))
         assert order == [first.text, later.text, high.text, low.text]
 
-    _run(tmp_path, body)
+    _run(make_engine, body)
 
 
-def test_stop_a_queued_and_a_running_stream(tmp_path: Path) -> None:
+def test_stop_a_queued_and_a_running_stream(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         sid = state.session_id
@@ -262,10 +238,10 @@ def test_stop_a_queued_and_a_running_stream(tmp_path: Path) -> None:
         assert len(turns) == 1
         await _check_graph(engine, sid)
 
-    _run(tmp_path, body, delay=0.01)
+    _run(make_engine, body, delay=0.01)
 
 
-def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(tmp_path: Path) -> None:
+def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(make_engine: EngineFactory) -> None:
     """Multi-stream, not interruption: the question gets a Q&A stream with no task state in its
     context, is queued ahead of other work, cuts in, and the task runs on to its end."""
     async def body(engine: Engine) -> None:
@@ -287,10 +263,10 @@ def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(
         await _check_graph(engine, sid)
         assert await engine.replay(answer.turn_id) == []
 
-    _run(tmp_path, body, delay=0.01)
+    _run(make_engine, body, delay=0.01)
 
 
-def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -> None:
+def test_interruption_is_answered_while_the_task_keeps_running(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state, sid, sched, task = await _task_streaming(engine, tokens=5)
         question = sched.submit("How is the task going?")
@@ -315,10 +291,10 @@ def test_interruption_is_answered_while_the_task_keeps_running(tmp_path: Path) -
 
         validate_document(await engine.ex.run("store", export_session, engine.store, sid))
 
-    _run(tmp_path, body, delay=0.01)
+    _run(make_engine, body, delay=0.01)
 
 
-def test_stop_the_task_stops_it(tmp_path: Path) -> None:
+def test_stop_the_task_stops_it(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state, sid, sched, task = await _task_streaming(engine, tokens=3)
         control = sched.submit("Stop the task")
@@ -331,10 +307,10 @@ def test_stop_the_task_stops_it(tmp_path: Path) -> None:
         assert [e.dst for e in state.graph.out_edges(control.node_id, EdgeKind.RESOLVES)] == [stopped.node_id]
         await _check_graph(engine, sid)
 
-    _run(tmp_path, body, delay=0.01)
+    _run(make_engine, body, delay=0.01)
 
 
-def test_engine_submit_still_answers_and_sees_running_tasks(tmp_path: Path) -> None:
+def test_engine_submit_still_answers_and_sees_running_tasks(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         sid = state.session_id
@@ -346,10 +322,10 @@ def test_engine_submit_still_answers_and_sees_running_tasks(tmp_path: Path) -> N
         await task.done
         assert await engine.replay(record.turn_id) == []
 
-    _run(tmp_path, body, delay=0.01)
+    _run(make_engine, body, delay=0.01)
 
 
-def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(tmp_path: Path) -> None:
+def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(make_engine: EngineFactory) -> None:
     async def crash(engine: Engine) -> str:
         state = await engine.open_session(None)
         handle = engine.scheduler(state.session_id).submit("Write a plan for the garden party with numbered steps")
@@ -364,7 +340,7 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(tmp_path
         assert (await engine.tasks(state.session_id))[0].status == TaskStatus.ACTIVE
         return state.session_id
 
-    sid = _run(tmp_path, crash, delay=0.01)
+    sid = _run(make_engine, crash, delay=0.01)
 
     async def next_run(engine: Engine) -> None:
         await engine.scheduler(sid).submit("What is the capital of France?").done
@@ -373,7 +349,7 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(tmp_path
         assert engine.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
         assert await engine.replay_state(sid) == []
 
-    _run(tmp_path, next_run)
+    _run(make_engine, next_run)
 
 
 # --------------------------------------------------------------------------- the real model
@@ -452,12 +428,11 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(tmp_path: Path) -> None:
+def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(make_engine: EngineFactory) -> None:
     """Nothing is lost: an input is in the event log from submission until its turn is recorded."""
     from app.core.runtime.scheduler import pending_inputs
-    from tests.engine.test_engine import _fake_engine
 
-    first = _fake_engine(tmp_path, [" ".join(f"w{i}" for i in range(400))], delay=0.01)
+    first = make_engine([" ".join(f"w{i}" for i in range(400))], delay=0.01)
 
     async def crash() -> str:
         await first.start()
@@ -471,7 +446,7 @@ def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(tmp_pa
         return state.session_id  # ... and the process dies here, the second input still queued
 
     session_id = asyncio.run(crash())
-    second = _fake_engine(tmp_path, ["OK."])
+    second = make_engine(["OK."])
 
     async def restart() -> None:
         await second.start()

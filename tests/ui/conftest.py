@@ -19,12 +19,11 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.config import Settings
-from app.core.engine.facade import Engine, EngineConfig
-from app.core.ports import WordTokenCounter
-from app.core.runtime.executors import Executors
+from app.core.engine.facade import Engine
 from app.ui.app import run_until_done
 from app.ui.gc_guard import MainThreadGC
 from app.ui.services import Services
+from tests.conftest import engine_in
 
 T = TypeVar("T")
 
@@ -75,22 +74,10 @@ async def until(predicate: Callable[[], Any], timeout: float = 120.0, what: str 
 def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Services:
     """Services whose engine runs on real SQLite + LanceDB with the scripted model and embedder."""
     from app import desktop
-    from app.llm.fakes import HashEmbedder, ScriptedChatModel
-    from app.store.index import SearchIndex
-    from app.store.sqlite import SqliteStore
 
     def build(settings: Settings, progress: Callable[[str], None]) -> Engine:
-        progress("opening the store")
-        ex = Executors()
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        store = ex.pool("store").submit(SqliteStore, settings.db_path).result()
-        embedder = HashEmbedder(dim=64)
-        progress("loading the chat model scripted")
-        return Engine(
-            store=store, index=SearchIndex(settings.index_dir, embedder), embedder=embedder,
-            chat=ScriptedChatModel(replies or ["Noted [1]."], token_delay_s=delay), counter=WordTokenCounter(),
-            executors=ex, config=EngineConfig(default_budget=settings.default_budget, llm_intent="off"),
-        )
+        progress("opening the store and loading the chat model scripted")
+        return engine_in(settings.data_dir, replies or ["Noted [1]."], delay=delay, budget=settings.default_budget)
 
     return replace(desktop.services(), build_engine=build)
 

@@ -19,19 +19,14 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTreeWidgetItem
 
-from app.core.engine.facade import Engine, EngineConfig
 from app.core.pipeline.record import TurnRecord
-from app.core.ports import WordTokenCounter
-from app.core.runtime.executors import Executors
-from app.llm.fakes import HashEmbedder, ScriptedChatModel
-from app.store.index import SearchIndex
-from app.store.sqlite import SqliteStore
 from app.ui.panels.citations import citation_map, context_lines, split_citations
 from app.ui.panels.context_tab import prompt_text
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.plan_tab import FAMILIES
 from app.ui.panels.timing_tab import tokens_per_second
 from app.ui.panels.widgets import MeterWidget, fmt_ms
+from tests.conftest import engine_in
 
 INPUTS = [
     "I prefer the blue theme for the website",
@@ -58,12 +53,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     for _ in INPUTS:
         replies += [LLM_INTENT, "Noted."]
     replies[-1] = ANSWER
-    ex = Executors()
-    store = ex.pool("store").submit(SqliteStore, tmp / "pcm.sqlite3").result()
-    embedder = HashEmbedder(dim=64)
-    engine = Engine(store=store, index=SearchIndex(tmp / "index", embedder), embedder=embedder,
-                    chat=ScriptedChatModel(replies), counter=WordTokenCounter(), executors=ex,
-                    config=EngineConfig(default_budget=160, llm_intent="auto"))
+    engine = engine_in(tmp, replies, budget=160, llm_intent="auto")  # module scope: no make_engine
     engine.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
 
     async def main() -> Session:
