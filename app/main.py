@@ -90,7 +90,8 @@ def build_engine(
     evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
     ``progress`` hears a short line before each slow step (the desktop shows it).
     """
-    from app.core.engine.facade import Engine, EngineConfig
+    from app.core.engine.context import EngineConfig
+    from app.core.engine.facade import Engine
     from app.core.ports import ModelTokenCounter, WordTokenCounter
     from app.core.runtime.executors import Executors
 

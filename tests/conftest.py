@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 if TYPE_CHECKING:
-    from app.core.engine.facade import Engine, EngineConfig
+    from app.core.engine.context import EngineConfig
+    from app.core.engine.facade import Engine
     from app.core.ports import ChatModel, Embedder, TokenCounter
     from app.core.runtime.executors import Executors
 
@@ -65,7 +66,8 @@ def engine_in(
     """
     # Imported here, not at the top: the pure core tests load this conftest too.
     from app.config import Settings
-    from app.core.engine.facade import Engine, EngineConfig
+    from app.core.engine.context import EngineConfig
+    from app.core.engine.facade import Engine
     from app.core.ports import WordTokenCounter
     from app.core.runtime.executors import Executors
     from app.llm.fakes import HashEmbedder, ScriptedChatModel

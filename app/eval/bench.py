@@ -79,7 +79,7 @@ async def bench_build(
     assert engine.index is not None and engine.embedder is not None
     report: dict[str, Any] = {"budget": budget, "counter": engine.counter.name, "sizes": {}}
     qs = questions(n_questions)
-    qvecs = await engine._embed(qs)
+    qvecs = await engine.embed(qs)
     assert qvecs is not None
     for n in sizes:
         state = await engine.open_session(None, title=f"bench {n}")

@@ -81,7 +81,7 @@ async def _parallel(engine: Engine, k: int, n: int) -> dict[str, Any]:
     handles = [sched.submit(text) for text in texts]
     await asyncio.gather(*(h.done for h in handles), return_exceptions=True)
     wall_ms = (time.perf_counter() - started) * 1000
-    tasks = await engine.tasks(state.session_id)
+    tasks = await engine.list_tasks(state.session_id)
     differences = await engine.replay_state(state.session_id)
     final = all(t.status in (TaskStatus.COMPLETE, TaskStatus.FAILED) for t in tasks)
     streams = [{"seq": h.seq, "kind": h.kind, "status": h.status, "tokens": h.tokens,
@@ -115,7 +115,7 @@ async def _bare(engine: Engine, runs: int) -> dict[str, Any]:
 
 
 async def _interrupt(engine: Engine, runs: int, cut_in: bool, after_tokens: int) -> dict[str, Any]:
-    config = engine._streams.config
+    config = engine.streams.runtime.config
     saved, config.cut_in = config.cut_in, cut_in
     latencies: list[float] = []
     interrupts = kept_running = completed = 0

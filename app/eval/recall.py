@@ -92,7 +92,7 @@ async def baseline_orders(engine: Engine, state: SessionState, question: str, k:
     """Rank orders of the retrieval baselines over the engine's own index."""
     index = engine.index
     assert index is not None
-    vec = await engine._embed([question])
+    vec = await engine.embed([question])
     vector = [i for i, _ in await engine.ex.run("index", index.search_vector, vec[0], k, session_id=state.session_id, kinds=["message"])]
     bm25 = [i for i, _ in await engine.ex.run("index", index.search_text, question, k, session_id=state.session_id, kinds=["message"])]
     hybrid = ranked(rrf({"vector": vector, "bm25": bm25}))

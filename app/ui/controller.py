@@ -189,7 +189,7 @@ class EngineController(QObject):
     def busy(self) -> bool:
         """True while any input of the open session is queued, building or streaming (its
         handle is known from submission until the scheduler reports it finished)."""
-        return any(h.job is None for h in self.handles.values())
+        return bool(self.handles)
 
     def _watch_scheduler(self, session_id: str) -> None:
         """Mirror the session scheduler's signals (core signals, emitted on this loop) as Qt ones."""
@@ -206,8 +206,7 @@ class EngineController(QObject):
         self.handles[handle.stream_id] = handle
         if handle.on_token is None:  # read per token, so setting it now is in time
             handle.on_token = lambda piece, h=handle: self._on_token(h, piece)
-        if handle.job is None:
-            self.turn_queued.emit(handle.stream_id, handle.text)
+        self.turn_queued.emit(handle.stream_id, handle.text)
 
     def _on_stream_routed(self, handle: Any, run: Any) -> None:
         live = LiveTurn(run.turn_id, run.node_id, handle.text[:60], handle, started=time.perf_counter())
@@ -218,8 +217,6 @@ class EngineController(QObject):
 
     def _on_stream_finished(self, handle: Any, outcome: Any) -> None:
         self.handles.pop(handle.stream_id, None)
-        if handle.job is not None:
-            return
         turn_id = handle.turn_id
         if turn_id is not None and turn_id in self.live:
             self._on_flush()

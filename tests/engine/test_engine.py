@@ -162,7 +162,7 @@ def test_an_override_is_stored_and_steers_later_similar_inputs(make_engine: Engi
         top = later.build.routing["candidates"][0]
         assert top["components"]["override"] > 0
         # The correction survives a restart: a fresh engine reloads it from the stored records.
-        engine.sessions.pop(state.session_id)
+        engine.ctx.sessions.pop(state.session_id)
         fresh = await engine.open_session(state.session_id)
         assert [(said, node) for _, said, node in fresh.overrides] == [("where are the receipts for seeds", a.node_id)]
         assert await engine.replay(later.turn_id) == []

@@ -66,8 +66,8 @@ async def _task_streaming(engine: Engine, *, tokens: int, limit: int | None = No
 
 async def _check_graph(engine: Engine, sid: str) -> list[Any]:
     """Every task node has its spawned edge from its turn, statuses are final, no orphan; replay agrees."""
-    state = engine.sessions[sid]
-    tasks = await engine.tasks(sid)
+    state = engine.ctx.sessions[sid]
+    tasks = await engine.list_tasks(sid)
     ids = {t.task_id for t in tasks}
     for task in tasks:
         assert task.status in (TaskStatus.COMPLETE, TaskStatus.FAILED), task
@@ -102,7 +102,7 @@ def test_task_is_pushed_streamed_and_popped_with_its_result(make_engine: EngineF
         assert handle.kind == "task" and handle.task_id is not None and handle.turn_id == run.turn_id
         record = await handle.done
         assert handle.status == "done" and record.output == TASK_REPLY
-        task = (await engine.tasks(sid))[0]
+        task = (await engine.list_tasks(sid))[0]
         assert task.status == TaskStatus.COMPLETE and task.turn_id == record.turn_id
         assert task.result_summary == ("1. Pick a date for the party and tell everyone about it. "
                                        "2. Buy food and drinks for twenty people.")
@@ -138,7 +138,7 @@ def test_popped_subtask_contributes_only_its_result_to_the_next_frame(make_engin
         await first.done
         second = sched.submit("Draft the agenda for the offsite", parent_task_id=root.task_id)
         record = await second.done
-        tasks = {t.name: t for t in await engine.tasks(sid)}
+        tasks = {t.name: t for t in await engine.list_tasks(sid)}
         venue = tasks["Write the venue shortlist for the offsite"]
         assert venue.parent_task_id == root.task_id and venue.status == TaskStatus.COMPLETE
         text = record.build.context.text()
@@ -174,7 +174,7 @@ def test_eight_inputs_with_k4_leave_a_consistent_graph(make_engine: EngineFactor
         assert [h.seq for h in handles] == list(range(1, 9))
         records = await asyncio.gather(*(h.done for h in handles))
         assert all(h.status == "done" for h in handles) and len(records) == 8
-        assert peak[0] <= 4 + engine._streams.config.interrupt_reserve
+        assert peak[0] <= 4 + engine.streams.runtime.config.interrupt_reserve
         tasks = await _check_graph(engine, sid)
         assert len(tasks) >= 2 and {h.kind for h in handles} >= {"task"}
         assert sorted(t.task_id for t in tasks) == sorted(h.task_id for h in handles if h.task_id)
@@ -187,7 +187,7 @@ def test_eight_inputs_with_k4_leave_a_consistent_graph(make_engine: EngineFactor
 
     async def reload(engine: Engine) -> None:
         assert await engine.replay_state(sid) == []
-        assert len(await engine.tasks(sid)) >= 2
+        assert len(await engine.list_tasks(sid)) >= 2
 
     _run(make_engine, reload)
 
@@ -231,7 +231,7 @@ def test_stop_a_queued_and_a_running_stream(make_engine: EngineFactory) -> None:
         record = await running.done
         assert running.status == "stopped" and record.finish_reason == "cancelled"
         assert running.tokens < len(TASK_REPLY.split())
-        task = (await engine.tasks(sid))[0]
+        task = (await engine.list_tasks(sid))[0]
         assert task.status == TaskStatus.FAILED and task.error == "changed my mind"
         assert 0 < task.progress < 1
         turns = await engine.ex.run("store", engine.store.list_turns, sid)
@@ -280,7 +280,7 @@ def test_interruption_is_answered_while_the_task_keeps_running(make_engine: Engi
         assert record.output == TASK_REPLY and task.status == "done"  # the task ran to its end
         assert question.first_token_at < task.finished_at
         assert engine.ex.urgent.cut_ins >= 1
-        done = (await engine.tasks(sid))[0]
+        done = (await engine.list_tasks(sid))[0]
         assert done.status == TaskStatus.COMPLETE
         refs = state.graph.out_edges(question.node_id, EdgeKind.REFERENCES)
         assert [e.dst for e in refs] == [done.node_id]
@@ -302,7 +302,7 @@ def test_stop_the_task_stops_it(make_engine: EngineFactory) -> None:
         assert control.kind == "interrupt"
         record = await task.done
         assert task.status == "stopped" and record.finish_reason == "cancelled"
-        stopped = (await engine.tasks(sid))[0]
+        stopped = (await engine.list_tasks(sid))[0]
         assert stopped.status == TaskStatus.FAILED and "stopped by the user" in stopped.error
         assert [e.dst for e in state.graph.out_edges(control.node_id, EdgeKind.RESOLVES)] == [stopped.node_id]
         await _check_graph(engine, sid)
@@ -334,19 +334,19 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(make_eng
         async def vanish(*_: Any) -> None:  # the app dies before the task's bookkeeping
             return None
 
-        engine._finish_stream = vanish  # type: ignore[method-assign]
+        engine.streams.finish_stream = vanish  # type: ignore[method-assign]
         handle.stop()
         await handle.done
-        assert (await engine.tasks(state.session_id))[0].status == TaskStatus.ACTIVE
+        assert (await engine.list_tasks(state.session_id))[0].status == TaskStatus.ACTIVE
         return state.session_id
 
     sid = _run(make_engine, crash, delay=0.01)
 
     async def next_run(engine: Engine) -> None:
         await engine.scheduler(sid).submit("What is the capital of France?").done
-        task = (await engine.tasks(sid))[0]
+        task = (await engine.list_tasks(sid))[0]
         assert task.status == TaskStatus.FAILED and task.error.startswith("interrupted")
-        assert engine.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
+        assert engine.ctx.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
         assert await engine.replay_state(sid) == []
 
     _run(make_engine, next_run)
@@ -420,7 +420,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
                   f"(task at {task.tokens} tokens, {engine.ex.urgent.cut_ins} cut-in); "
                   f"task first token {task.first_token_ms:.0f} ms, total {task.total_ms:.0f} ms")
             assert question.first_token_at < task.finished_at
-            assert (await engine.tasks(state.session_id))[0].status == TaskStatus.COMPLETE
+            assert (await engine.list_tasks(state.session_id))[0].status == TaskStatus.COMPLETE
             assert await engine.replay_state(state.session_id) == []
         finally:
             await engine.close()

@@ -44,8 +44,8 @@ def _register_actions(engine: Engine) -> list[str]:
         return Tool(ToolSpec(name=name, description=description, tags=name.split("_"), action=True), _Args, run,
                     primary_arg="to")
 
-    engine.tools.register(make("send_email", "Send an email"))
-    engine.tools.register(make("delete_files", "Delete files in a folder"))
+    engine.registry.register(make("send_email", "Send an email"))
+    engine.registry.register(make("delete_files", "Delete files in a folder"))
     return ran
 
 
@@ -120,7 +120,7 @@ def test_injected_instructions_never_offer_or_call_blocked_tools(tmp_path: Path,
     async def main() -> None:
         await engine.start()
         baseline = await plans(await profiled())  # the same inputs, without any injected content
-        state = engine.sessions[await profiled()]
+        state = engine.ctx.sessions[await profiled()]
         await engine.ingest_env(state.session_id, [EnvEvent(kind="feed", source="https://news.test/rss",
                                                             uri="https://news.test/1", title="Urgent notice",
                                                             content=INJECTION)])
@@ -143,7 +143,7 @@ def test_injected_instructions_never_offer_or_call_blocked_tools(tmp_path: Path,
         plan = records[2].build.plan
         from app.core.plan.model import ToolPolicy
 
-        outcome = await engine.tools.call("send_email", {"to": "all"}, policy=ToolPolicy(**plan["tools"]),
+        outcome = await engine.registry.call("send_email", {"to": "all"}, policy=ToolPolicy(**plan["tools"]),
                                           offered=["send_email"], session_id=state.session_id)
         assert outcome.status == "forbidden"
         calls = await engine.ex.run("store", engine.store.list_tool_calls, state.session_id)

@@ -1,8 +1,8 @@
 """Branch actions of the canvas: re-anchor a turn (and undo that), focus, checkpoints, collapsing,
 pinned positions, and injecting results of one branch into another.
 
-``BranchActions`` is mixed into ``Engine``: its coroutines run on the engine's loop and do their
-blocking work on the ``store`` executor. Each returns a small frozen "what changed" object
+``BranchService``'s coroutines run on the engine's loop and do their blocking work on the
+``store`` executor. Each returns a small frozen "what changed" object
 (DESIGN.md §5); the live graph's signals (``edge_added``, ``edge_removed``, ``node_updated``,
 ``node_moved``) tell the canvas what to redraw.
 
@@ -22,24 +22,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.core.context.retrieval import INDEX_CHANNELS
+from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord, TurnRevision
+from app.core.session.evidence import message_evidence
 from app.core.session.graph import GraphChange, SessionGraph
-from app.core.session.state import Override, OverrideSpan, SessionState
-from app.core.tasks.stack import TaskInputs
+from app.core.session.state import SessionState, override_spans
 from app.core.types import EdgeKind, GraphEdge, utc_now
 
 if TYPE_CHECKING:
-    from app.core.engine.facade import EngineStore, TurnRun
-    from app.core.runtime.executors import Executors
+    from app.core.engine.context import EngineContext
+    from app.core.engine.sessions import SessionService
+    from app.core.engine.turns import TurnService
 
 
-class BranchError(ValueError):
+class BranchError(CoreError, ValueError):
     """A branch action that cannot be taken; the message says why."""
 
 
-class UnknownNodeError(BranchError):
+class UnknownNodeError(BranchError, NoRecordError):
     """A node (or turn) the session does not have."""
 
 
@@ -91,33 +92,6 @@ class FocusChanged:
     change: GraphChange
 
 
-def override_spans(turn_id: str, seq: int, record: Mapping[str, Any]) -> list[OverrideSpan]:
-    """The routing overrides a turn's record implies, withdrawn ones with their end.
-
-    ``record`` is a stored ``TurnRecord`` (JSON). The submit-time override counts for turns after
-    ``seq``; each revision at ``K`` ends the one in force and starts its own build's override for
-    turns from ``K`` on. ``open_session`` and the re-anchor actions both use this, so a reopened
-    session routes exactly like the one the changes were made in.
-    """
-    revisions = record.get("revisions") or []
-    builds = [r["build"] for r in revisions] + [record["build"]]
-    text = record["build"]["text"]
-    spans: list[OverrideSpan] = []
-
-    def start(build: Mapping[str, Any], after: int) -> None:
-        node = (build.get("routing") or {}).get("override")
-        if node:  # None: routed by the engine; NEW_ROOT (""): no node to lean towards
-            spans.append(OverrideSpan(Override(after, text, node), turn_id))
-
-    start(builds[0], seq)
-    for n, revision in enumerate(revisions):
-        for span in spans:
-            if span.until is None:
-                span.until = revision["at_seq"]
-        start(builds[n + 1], revision["at_seq"] - 1)
-    return spans
-
-
 def undo_target(revisions: Sequence[TurnRevision]) -> int | None:
     """Index of the latest re-anchor not undone yet (undos pop re-anchors like a stack)."""
     stack: list[int] = []
@@ -130,28 +104,35 @@ def undo_target(revisions: Sequence[TurnRevision]) -> int | None:
     return stack[-1] if stack else None
 
 
+def _undo_index(record: TurnRecord, turn_id: str) -> int:
+    """The revision an undo takes back; ``NothingToUndoError`` when none is left."""
+    undoes = undo_target(record.revisions)
+    if undoes is None:
+        raise NothingToUndoError(f"turn {turn_id!r} has no re-anchor to undo")
+    return undoes
+
+
+def _check_anchor(graph: SessionGraph, node: str, anchor: str | None) -> None:
+    """Refuse an unknown anchor, the node itself, or one that continues the node (a cycle)."""
+    if anchor is None:
+        return
+    _require(graph, anchor)
+    if anchor == node:
+        raise AnchorCycleError(f"turn node {node!r} cannot continue itself")
+    if graph.creates_cycle(node, anchor):
+        raise AnchorCycleError(f"{anchor!r} continues turn node {node!r}; anchoring there would close a cycle")
+
+
 def _require(graph: SessionGraph, node_id: str, what: str = "node") -> None:
     if node_id not in graph:
         raise UnknownNodeError(f"unknown {what} {node_id!r} in session {graph.session_id!r}")
 
 
-class BranchActions:
-    """The canvas's branch actions, mixed into ``Engine`` (which provides the attributes below)."""
+class BranchService:
+    """The canvas's branch actions over the engine's context."""
 
-    store: EngineStore
-    ex: Executors
-    sessions: dict[str, SessionState]
-    _locks: dict[str, asyncio.Lock]
-    _running: dict[str, TurnRun]
-
-    if TYPE_CHECKING:
-        async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState: ...
-        async def turn_record(self, turn_id: str) -> TurnRecord: ...
-        async def build(self, session_id: str, text: str, **kw: Any) -> tuple[BuildRecord, StageTiming]: ...
-
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        """The lock that orders turn builds and graph changes of one session."""
-        return self._locks.setdefault(session_id, asyncio.Lock())
+    def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService) -> None:
+        self.ctx, self.sessions, self.turns = ctx, sessions, turns
 
     # ------------------------------------------------------------------ re-anchoring
 
@@ -178,53 +159,54 @@ class BranchActions:
         return await self._change_anchor(turn_id, None, undo=True)
 
     async def _change_anchor(self, turn_id: str, anchor: str | None, *, undo: bool) -> Reanchored:
-        row = await self.ex.run("store", self.store.get_turn, turn_id)
+        row = await self.ctx.on_store(self.ctx.store.get_turn, turn_id)
         if row is None:
             raise UnknownNodeError(f"unknown turn {turn_id!r}")
         session_id = row["session_id"]
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         while True:
-            running = self._running.get(turn_id)
+            running = self.turns.running.get(turn_id)
             if running is not None:  # its answer's bookkeeping writes the record too: let it land first
                 await asyncio.wait([running.done])
-            async with self._lock(session_id):
-                if turn_id not in self._running:  # (its submit may have held the lock meanwhile)
+            async with self.ctx.lock(session_id):
+                if turn_id not in self.turns.running:  # (its submit may have held the lock meanwhile)
                     return await self._change_anchor_locked(state, turn_id, anchor, undo)
 
     async def _change_anchor_locked(self, state: SessionState, turn_id: str, anchor: str | None,
                                     undo: bool) -> Reanchored:
         session_id = state.session_id
         try:
-            record = await self.turn_record(turn_id)  # read under the lock: the latest revision
-        except KeyError:
+            record = await self.turns.record(turn_id)  # read under the lock: the latest revision
+        except NoRecordError:
             raise BranchError(f"turn {turn_id!r} has no recorded build (imported history)") from None
         node = record.node_id
-        graph = state.graph
-        if node is None or node not in graph:
+        if node is None or node not in state.graph:
             raise UnknownNodeError(f"turn {turn_id!r} has no node in the session graph")
-        current = graph.parent(node)
-        undoes: int | None = None
-        if undo:
-            undoes = undo_target(record.revisions)
-            if undoes is None:
-                raise NothingToUndoError(f"turn {turn_id!r} has no re-anchor to undo")
+        current = state.graph.parent(node)
+        undoes = _undo_index(record, turn_id) if undo else None
+        if undoes is not None:
             anchor = record.revisions[undoes].previous_anchor
-        if anchor is not None:
-            _require(graph, anchor)
-            if anchor == node:
-                raise AnchorCycleError(f"turn node {node!r} cannot continue itself")
-            if graph.creates_cycle(node, anchor):
-                raise AnchorCycleError(f"{anchor!r} continues turn node {node!r}; anchoring there would close a cycle")
+        _check_anchor(state.graph, node, anchor)
         if anchor == current and not undo:
             return Reanchored(session_id, turn_id, node, current, anchor, record, GraphChange())
-
-        seq = state.turns[turn_id].seq
         past: SessionState | None = None
         if undoes is not None:
             build, timing = record.revisions[undoes].build, record.revisions[undoes].timing
         else:
             past = state.as_of(turn_id)
-            build, timing = await self._rebuild(state, past, turn_id, record, anchor)
+            mids = state.turns[turn_id].message_ids
+            build, timing = await self.turns.rebuild(record, past, anchor_override=NEW_ROOT if anchor is None else anchor,
+                                                     input_id=mids[0] if mids else "input")
+        return await self._commit_anchor(state, record, current, anchor, build, timing, past, undoes)
+
+    async def _commit_anchor(self, state: SessionState, record: TurnRecord, current: str | None, anchor: str | None,
+                             build: BuildRecord, timing: StageTiming, past: SessionState | None,
+                             undoes: int | None) -> Reanchored:
+        """Write the anchor change (retired and new ``continues`` edges, the record's new revision,
+        the cited messages as evidence) and apply it to the live state."""
+        session_id, turn_id, node, graph = state.session_id, record.turn_id, record.node_id, state.graph
+        assert node is not None
+        undo = undoes is not None
         at_seq, now = len(state.turn_order), utc_now()
         removed = [e.model_copy(update={"attrs": {**e.attrs, "valid_to": now, "valid_to_seq": at_seq}})
                    for e in graph.out_edges(node, EdgeKind.CONTINUES)]
@@ -240,54 +222,35 @@ class BranchActions:
         data = new.model_dump(mode="json")
         cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
         sources = [past.messages[i] for i in sorted(cited) if i in past.messages] if past is not None else []
-        event = {"turn_id": turn_id, "node_id": node, "from": current, "to": anchor, "at_seq": at_seq,
-                 "removed_edges": revision.removed_edges, "added_edges": revision.added_edges}
+        event: dict[str, Any] = {"turn_id": turn_id, "node_id": node, "from": current, "to": anchor, "at_seq": at_seq,
+                                 "removed_edges": revision.removed_edges, "added_edges": revision.added_edges}
         if undoes is not None:
             event["undoes"] = undoes
         # The canvas offers "undo re-anchor" on nodes that have one left to undo.
         marked = graph.node(node).model_copy(update={"attrs": {**graph.node(node).attrs,
                                                                "reanchored": undo_target(new.revisions) is not None}})
+        store = self.ctx.store
 
         def persist() -> None:
-            from app.core.engine.facade import message_evidence
-
-            with self.store.transaction():
+            with store.transaction():
                 for view in sources:  # messages become evidences the first time a context cites them
-                    if self.store.get_evidence(view.message_id) is None:
-                        self.store.add_evidence(session_id, message_evidence(view))
+                    if store.get_evidence(view.message_id) is None:
+                        store.add_evidence(session_id, message_evidence(view))
                 for edge in [*removed, *added]:
-                    self.store.save_edge(session_id, edge)
-                self.store.update_turn(turn_id, anchor_node_id=anchor, record=data)
-                self.store.save_node(session_id, marked)
-                self.store.append_event(session_id, "turn.reanchor_undone" if undo else "turn.reanchored", event)
+                    store.save_edge(session_id, edge)
+                store.update_turn(turn_id, anchor_node_id=anchor, record=data)
+                store.save_node(session_id, marked)
+                store.append_event(session_id, "turn.reanchor_undone" if undo else "turn.reanchored", event)
 
-        await self.ex.run("store", persist)
+        await self.ctx.on_store(persist)
         for edge in removed:
             graph.retire_edge(edge.edge_id, edge.attrs)
         for edge in added:
             state.add_edge(edge)
         graph.update_node(node, attrs={"reanchored": marked.attrs["reanchored"]})
-        state.replace_overrides(turn_id, override_spans(turn_id, seq, data))
+        state.replace_overrides(turn_id, override_spans(turn_id, state.turns[turn_id].seq, data))
         change = GraphChange(added_edges=tuple(e.edge_id for e in added), removed_edges=tuple(e.edge_id for e in removed))
         return Reanchored(session_id, turn_id, node, current, anchor, new, change, undo=undo)
-
-    async def _rebuild(
-        self, state: SessionState, past: SessionState, turn_id: str, record: TurnRecord, anchor: str | None
-    ) -> tuple[BuildRecord, StageTiming]:
-        """The turn's build again, as of the turn, with ``anchor`` as the user's choice."""
-        b = record.build
-        turn = state.turns[turn_id]
-        return await self.build(
-            record.session_id, b.text, budget=b.budget, at=b.at,
-            anchor_override=NEW_ROOT if anchor is None else anchor, state=past,
-            recorded_channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
-            limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
-            recorded_llm=b.llm_intent, focus_node=b.routing.get("focus"),
-            focus_chosen=bool(b.routing.get("focus_chosen")),
-            input_id=turn.message_ids[0] if turn.message_ids else "input",
-            tool_specs=b.tool_specs, recorded_tools=b.tools,  # the turn's tool results, not run again
-            tasks=TaskInputs.model_validate(b.tasks),  # the task stack as the turn saw it
-        )
 
     # ------------------------------------------------------------------ injecting results
 
@@ -298,9 +261,9 @@ class BranchActions:
 
         Raises ``UnknownNodeError`` and ``BranchError`` (a source equal to the target).
         """
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         graph = state.graph
-        async with self._lock(session_id):
+        async with self.ctx.lock(session_id):
             _require(graph, target_node)
             for source in source_node_ids:
                 _require(graph, source)
@@ -313,16 +276,18 @@ class BranchActions:
             edges = [GraphEdge(src=target_node, dst=s, kind=EdgeKind.MERGES, created_at=now,
                                attrs={"valid_from": now, "valid_from_seq": at_seq}) for s in fresh]
 
+            store = self.ctx.store
+
             def persist() -> None:
-                with self.store.transaction():
+                with store.transaction():
                     for edge in edges:
-                        self.store.save_edge(session_id, edge)
-                    self.store.append_event(session_id, "graph.injected", {
+                        store.save_edge(session_id, edge)
+                    store.append_event(session_id, "graph.injected", {
                         "target": target_node, "sources": fresh, "skipped": list(skipped),
                         "edges": [e.edge_id for e in edges], "at_seq": at_seq})
 
             if edges:
-                await self.ex.run("store", persist)
+                await self.ctx.on_store(persist)
             for edge in edges:
                 state.add_edge(edge)
         return Injected(session_id, target_node, tuple(fresh), skipped, GraphChange(added_edges=tuple(e.edge_id for e in edges)))
@@ -331,22 +296,24 @@ class BranchActions:
         """Take back an ``inject``: its ``merges`` edges still live are retired (bounded by the
         session's turn count, so turns built meanwhile still replay with them). Redo is
         ``inject`` again. Returns the edges retired (none when they were already gone)."""
-        state = await self.open_session(injected.session_id)
+        state = await self.sessions.open(injected.session_id)
         graph = state.graph
-        async with self._lock(injected.session_id):
+        async with self.ctx.lock(injected.session_id):
             live = [graph.edge(e) for e in injected.change.added_edges if graph.has_edge(e)]
             at_seq, now = len(state.turn_order), utc_now()
             retired = [e.model_copy(update={"attrs": {**e.attrs, "valid_to": now, "valid_to_seq": at_seq}}) for e in live]
 
+            store = self.ctx.store
+
             def persist() -> None:
-                with self.store.transaction():
+                with store.transaction():
                     for edge in retired:
-                        self.store.save_edge(injected.session_id, edge)
-                    self.store.append_event(injected.session_id, "graph.inject_undone", {
+                        store.save_edge(injected.session_id, edge)
+                    store.append_event(injected.session_id, "graph.inject_undone", {
                         "target": injected.target_node, "edges": [e.edge_id for e in retired], "at_seq": at_seq})
 
             if retired:
-                await self.ex.run("store", persist)
+                await self.ctx.on_store(persist)
             for edge in retired:
                 graph.retire_edge(edge.edge_id, edge.attrs)
         return GraphChange(removed_edges=tuple(e.edge_id for e in retired))
@@ -357,20 +324,21 @@ class BranchActions:
 
     async def _update_nodes(self, session_id: str, attrs: Mapping[str, Mapping[str, Any]], event: str,
                             payload: dict[str, Any]) -> GraphChange:
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         for node_id in attrs:
             _require(state.graph, node_id)
         for node_id, values in attrs.items():
             state.graph.update_node(node_id, attrs=dict(values))
         nodes = [state.graph.node(n) for n in attrs]
+        store = self.ctx.store
 
         def persist() -> None:
-            with self.store.transaction():
+            with store.transaction():
                 for node in nodes:
-                    self.store.save_node(session_id, node)
-                self.store.append_event(session_id, event, payload)
+                    store.save_node(session_id, node)
+                store.append_event(session_id, event, payload)
 
-        await self.ex.run("store", persist)
+        await self.ctx.on_store(persist)
         return GraphChange(updated_nodes=tuple(attrs))
 
     async def set_focus(self, session_id: str, node_id: str | None) -> FocusChanged:
@@ -379,7 +347,7 @@ class BranchActions:
         Later builds get it as ``BuildInputs.focus_node`` (recorded as ``routing["focus"]``). Kept
         as ``attrs["focused"]`` on the node, so reopening the session keeps it.
         """
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         if node_id is not None:
             _require(state.graph, node_id)
         previous = state.focus
@@ -409,16 +377,17 @@ class BranchActions:
     async def move_nodes(self, session_id: str, positions: Sequence[tuple[str, float, float]]) -> GraphChange:
         """Pin user-chosen positions (one committed drag); written in one transaction.
         Returns the change (``moved_nodes``); ``node_moved`` is emitted per node."""
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         for node_id, _, _ in positions:
             _require(state.graph, node_id)
         for node_id, x, y in positions:
             state.graph.move_node(node_id, x, y, pinned=True)
+        store = self.ctx.store
 
         def persist() -> None:
-            with self.store.transaction():
+            with store.transaction():
                 for node_id, x, y in positions:
-                    self.store.set_node_position(node_id, float(x), float(y), True)
+                    store.set_node_position(node_id, float(x), float(y), True)
 
-        await self.ex.run("store", persist)
+        await self.ctx.on_store(persist)
         return GraphChange(moved_nodes=tuple(dict.fromkeys(n for n, _, _ in positions)))

@@ -1,6 +1,6 @@
 """Environment events in the engine: stored, indexed, put on the canvas, routed, pushed.
 
-``EnvironmentActions`` is mixed into ``Engine``. ``ingest_env(session_id, events)`` takes one
+``EnvironmentService`` runs on the engine's context. ``ingest_env(session_id, events)`` takes one
 coalesced batch from the sensors' intake and, per event: stores the event and its evidence (one
 transaction for the batch), indexes its text (so search and recall find it), adds an ENV node to
 the graph and routes the event like an input (``env_routing.route_event``): a ``references`` edge
@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.core.context.compiler import Item
-from app.core.engine.tools import ToolActions, ToolConfig
+from app.core.engine.context import EngineContext
+from app.core.engine.sessions import SessionService
+from app.core.engine.tools import ToolService
 from app.core.intent.model import EnvEventRef
 from app.core.pipeline.builder import BuildInputs
 from app.core.pipeline.record import BuildRecord
@@ -45,7 +46,6 @@ from app.core.types import (
     BlockType,
     EdgeKind,
     EnvEvent,
-    EvidenceType,
     GraphEdge,
     GraphNode,
     NodeKind,
@@ -55,8 +55,9 @@ from app.core.types import (
     utc_now,
 )
 
-if TYPE_CHECKING:
-    import asyncio
+
+#: One routed event: the event, its ENV node, its route (``LANE`` when unrouted), its edge.
+Plan = tuple[EnvEvent, GraphNode, Route, GraphEdge | None]
 
 
 @dataclass(frozen=True)
@@ -96,44 +97,17 @@ class EnvConfig:
     push_budget: int = 512  # tokens of a push context
 
 
-class EnvironmentActions(ToolActions):
-    """Env ingest, routing and push (the engine provides the attributes below)."""
+class EnvironmentService:
+    """Env ingest, routing and push. ``env_ingested(session_id, routed)`` and ``env_pushed(notice)``
+    are emitted on the loop once a batch is stored."""
 
-    config: Any
-    builder: Any
-    counter: Any
-    _locks: dict[str, asyncio.Lock]
-
-    if TYPE_CHECKING:
-        async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState: ...
-        def _lock(self, session_id: str) -> asyncio.Lock: ...
-        async def _vectors_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
-        def profile(self, state: SessionState) -> Any: ...
-
-    def _init_environment(self, tools: ToolConfig | None = None, env: EnvConfig | None = None) -> None:
-        """Tools, signals and settings of the environment (call once from ``Engine.__init__``)."""
-        self._init_tools(tools)
-        self.env_config = env or EnvConfig()
+    def __init__(self, ctx: EngineContext, sessions: SessionService, tools: ToolService,
+                 config: EnvConfig | None = None) -> None:
+        self.ctx, self.sessions, self.tools = ctx, sessions, tools
+        self.config = config or EnvConfig()
         self.env_ingested: Signal[[str, list[EnvRouted]]] = Signal("env_ingested")
         self.env_pushed: Signal[[PushNotice]] = Signal("env_pushed")
         self._text_vectors: dict[str, np.ndarray] = {}  # task texts' embeddings, by text
-
-    async def _load_notes(self, state: SessionState) -> None:
-        """Put the session's env events and valid memory notes into ``state.notes`` (on open)."""
-        store = self.store
-        sid = state.session_id
-
-        def read() -> tuple[list[EnvEvent], dict[str, str], list[Any]]:
-            added = {e.evidence_id: e.valid_from for e in store.list_evidences(sid)
-                     if e.type == EvidenceType.ENV_EVENT}
-            return store.list_env_events(sid), added, store.list_memory(sid)
-
-        events, added, memory = await self.ex.run("store", read)
-        for event in events:
-            state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
-        for fragment in memory:
-            state.add_note(NoteView(fragment.fragment_id, "memory", fragment.content, fragment.valid_from,
-                                    fragment.valid_from))
 
     # ------------------------------------------------------------------ ingest
 
@@ -143,7 +117,7 @@ class EnvironmentActions(ToolActions):
         Returns one ``EnvRouted`` per new event, in order (an event id the session has already is
         skipped); ``env_ingested`` and ``env_pushed`` are emitted once everything is stored.
         """
-        state = await self.open_session(session_id)
+        state = await self.sessions.open(session_id)
         unique: dict[str, EnvEvent] = {}
         for event in events:  # an event delivered twice (a retried batch) is ingested once
             if event.event_id not in state.notes:
@@ -151,8 +125,8 @@ class EnvironmentActions(ToolActions):
         events = list(unique.values())
         if not events:
             return []
-        vectors = await self._embed([index_text(e) for e in events])
-        async with self._lock(session_id):
+        vectors = await self.ctx.embed([index_text(e) for e in events])
+        async with self.ctx.lock(session_id):
             events = [e for e in events if e.event_id not in state.notes]  # raced in meanwhile
             if len(events) != len(unique) and vectors is not None:
                 vectors = vectors[[n for n, e in enumerate(unique.values()) if e.event_id not in state.notes]]
@@ -166,56 +140,25 @@ class EnvironmentActions(ToolActions):
     async def _ingest_env_locked(self, state: SessionState, events: list[EnvEvent],
                                  vectors: np.ndarray | None) -> list[EnvRouted]:
         sid = state.session_id
-        store = self.store
-        tasks = await self.task_writer.list_tasks(sid)
+        ctx = self.ctx
+        tasks = await self.tools.task_writer.list_tasks(sid)
         by_id = {t.task_id: t for t in tasks}
         turns = self._turn_texts(state)
         task_vecs, turn_vecs = await self._route_vectors(state, tasks, turns, vectors is not None)
         added_at = utc_now()
-        seq = len(state.turn_order)  # a later turn is the first to see the new edges
-        nodes: list[GraphNode] = []
-        edges: list[GraphEdge] = []
-        plans: list[tuple[EnvEvent, GraphNode, Route, GraphEdge | None]] = []
         index = RouteIndex(tasks, turns, task_vectors=task_vecs, turn_vectors=turn_vecs,
-                           threshold=self.env_config.route_threshold)
-        for n, event in enumerate(events):
-            route = index.route(event, None if vectors is None else vectors[n])
-            node = GraphNode(kind=NodeKind.ENV, label=env_label(event)[:60], ref_id=event.event_id, created_at=added_at,
-                             attrs={"kind": event.kind, "uri": event.uri, "change": event.payload.get("change", ""),
-                                    "source": event.source, "at": event.at})
-            nodes.append(node)
-            target = self._target_node(state, route, by_id, nodes, added_at)
-            edge = None
-            if target is not None:
-                edge = GraphEdge(src=node.node_id, dst=target, kind=EdgeKind.REFERENCES, created_at=added_at,
-                                 attrs={"valid_from_seq": seq, "route": route.how, "score": route.score})
-                edges.append(edge)
-            plans.append((event, node, route if target is not None else LANE, edge))
+                           threshold=self.config.route_threshold)
+        nodes: list[GraphNode] = []
+        plans = [self._route_one(state, event, index.route(event, None if vectors is None else vectors[n]),
+                                 by_id, nodes, added_at) for n, event in enumerate(events)]
+        edges = [edge for _, _, _, edge in plans if edge is not None]
         # One push per active task per batch, for its latest event: a burst of saves to one file
         # (or to several files of one task) is one notice, not one context build each.
         latest = {route.ref: n for n, (_, _, route, _) in enumerate(plans) if route.kind == "task"}
         pushes = {n for ref, n in latest.items() if ref in by_id and by_id[ref].status == TaskStatus.ACTIVE}
-
-        def write() -> None:
-            with store.transaction():
-                for event, node, route, edge in plans:
-                    store.add_env_event(sid, event)
-                    store.add_evidence(sid, env_evidence(event, added_at))
-                for node in nodes:
-                    store.save_node(sid, node)
-                for edge in edges:
-                    store.save_edge(sid, edge)
-                for n, (event, node, route, edge) in enumerate(plans):
-                    task = by_id.get(route.ref or "") if route.kind == "task" else None
-                    store.append_event(sid, "env.routed", {
-                        "event_id": event.event_id, "node_id": node.node_id, "target_kind": route.kind,
-                        "target_node": edge.dst if edge else None, "task_id": task.task_id if task else None,
-                        "how": route.how, "score": route.score, "reason": route.reason,
-                        "push": n in pushes})
-
-        await self.ex.run("store", write)
-        if self.index is not None:
-            await self.ex.run("embed", self.index.index_env_events, sid, events, vectors)
+        await ctx.on_store(self._write_batch, sid, plans, nodes, edges, by_id, pushes, added_at)
+        if ctx.index is not None:
+            await ctx.ex.run("embed", ctx.index.index_env_events, sid, events, vectors)
         for event, node, _, _ in plans:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added_at))
         for node in nodes:
@@ -225,18 +168,51 @@ class EnvironmentActions(ToolActions):
         out = []
         for n, (event, node, route, edge) in enumerate(plans):
             task = by_id.get(route.ref or "") if route.kind == "task" else None
-            notice = None
-            if task is not None and n in pushes:
-                notice = await self._push(state, task, event, node)
+            notice = await self._push(state, task, event, node) if task is not None and n in pushes else None
             out.append(EnvRouted(event=event, node_id=node.node_id, target_kind=route.kind,
                                  target_node=edge.dst if edge else None, task_id=task.task_id if task else None,
                                  how=route.how, score=route.score, reason=route.reason, edge=edge, notice=notice))
         return out
 
+    def _route_one(self, state: SessionState, event: EnvEvent, route: Route, by_id: dict[str, Task],
+                   nodes: list[GraphNode], added_at: str) -> Plan:
+        """The event's ENV node (appended to ``nodes``) and its ``references`` edge to the routed
+        target (None in the lane; a later turn is the first to see it)."""
+        node = GraphNode(kind=NodeKind.ENV, label=env_label(event)[:60], ref_id=event.event_id, created_at=added_at,
+                         attrs={"kind": event.kind, "uri": event.uri, "change": event.payload.get("change", ""),
+                                "source": event.source, "at": event.at})
+        nodes.append(node)
+        target = self._target_node(state, route, by_id, nodes, added_at)
+        if target is None:
+            return event, node, LANE, None
+        edge = GraphEdge(src=node.node_id, dst=target, kind=EdgeKind.REFERENCES, created_at=added_at,
+                         attrs={"valid_from_seq": len(state.turn_order), "route": route.how, "score": route.score})
+        return event, node, route, edge
+
+    def _write_batch(self, sid: str, plans: list[Plan], nodes: list[GraphNode], edges: list[GraphEdge],
+                     by_id: dict[str, Task], pushes: set[int], added_at: str) -> None:
+        """Store a routed batch in one transaction (on the store thread): events, their evidence,
+        nodes, edges and one ``env.routed`` log entry per event."""
+        store = self.ctx.store
+        with store.transaction():
+            for event, _, _, _ in plans:
+                store.add_env_event(sid, event)
+                store.add_evidence(sid, env_evidence(event, added_at))
+            for node in nodes:
+                store.save_node(sid, node)
+            for edge in edges:
+                store.save_edge(sid, edge)
+            for n, (event, node, route, edge) in enumerate(plans):
+                task = by_id.get(route.ref or "") if route.kind == "task" else None
+                store.append_event(sid, "env.routed", {
+                    "event_id": event.event_id, "node_id": node.node_id, "target_kind": route.kind,
+                    "target_node": edge.dst if edge else None, "task_id": task.task_id if task else None,
+                    "how": route.how, "score": route.score, "reason": route.reason, "push": n in pushes})
+
     def _turn_texts(self, state: SessionState) -> list[tuple[str, str]]:
         """(turn node, the turn's text) of the latest turns, latest first."""
         out = []
-        for turn_id in reversed(state.turn_order[-self.env_config.route_turns:]):
+        for turn_id in reversed(state.turn_order[-self.config.route_turns:]):
             turn = state.turns[turn_id]
             if turn.node_id is not None:
                 out.append((turn.node_id, "\n".join(state.messages[m].text for m in turn.message_ids)))
@@ -251,12 +227,12 @@ class EnvironmentActions(ToolActions):
         texts = [task_text(t) for t in tasks]
         missing = sorted({t for t in texts if t and t not in self._text_vectors})
         if missing:
-            fresh = await self._embed(missing)
+            fresh = await self.ctx.embed(missing)
             if fresh is not None:
                 self._text_vectors.update(zip(missing, fresh))
         task_vecs = {t.task_id: self._text_vectors[x] for t, x in zip(tasks, texts) if x in self._text_vectors}
         mids = {node: state.turn_messages(node) for node, _ in turns}
-        known = await self._vectors_for([m for ids in mids.values() for m in ids])
+        known = await self.ctx.vectors_for([m for ids in mids.values() for m in ids])
         turn_vecs = {}
         for node, ids in mids.items():
             vecs = [known[m] for m in ids if m in known]
@@ -290,10 +266,10 @@ class EnvironmentActions(ToolActions):
 
     async def _push(self, state: SessionState, task: Task, event: EnvEvent, node: GraphNode) -> PushNotice:
         """Compile the push context for ``task`` with ``event`` as must evidence; log ``env.pushed``."""
-        budget = self.env_config.push_budget
+        ctx, budget = self.ctx, self.config.push_budget
         text = f"{env_header(event)} (for the active task: {task.name})"
-        vecs = await self._embed([text])
-        pinned_text = clip(note_text(event), max(48, budget // 3), self.counter)
+        vecs = await ctx.embed([text])
+        pinned_text = clip(note_text(event), max(48, budget // 3), ctx.counter)
         pinned = (
             Item(f"task:{task.task_id}", BlockType.STATE,
                  f"Active task: {task.name}" + (f" (done when: {task.acceptance})" if task.acceptance else ""),
@@ -302,17 +278,17 @@ class EnvironmentActions(ToolActions):
                  evidence_ids=(event.event_id,)),
         )
         ref = EnvEventRef(kind=event.kind, title=event.title or env_label(event), uri=event.uri)
-        ids = [m for tid in state.turn_order[-self.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
+        ids = [m for tid in state.turn_order[-ctx.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
         started = time.perf_counter()
-        record, _ = await self.builder.build(
+        record, _ = await ctx.builder.build(
             state,
             BuildInputs(text=text, at=utc_now(), budget=budget,
                         query_vector=None if vecs is None else [float(x) for x in vecs[0]],
-                        exclude_ids=(event.event_id,), profile=self.profile(state), trigger="env",
-                        env_events=(ref,), pinned=pinned, tools=self.tools.specs()),
-            vectors=await self._vectors_for(ids), search=self.index, run_blocking=self._blocking,
+                        exclude_ids=(event.event_id,), profile=self.sessions.profile(state), trigger="env",
+                        env_events=(ref,), pinned=pinned, tools=self.tools.registry.specs()),
+            vectors=await ctx.vectors_for(ids), search=ctx.index, run_blocking=ctx.on_index,
         )
-        await self.ex.run("store", self.store.append_event, state.session_id, "env.pushed", {
+        await ctx.on_store(ctx.store.append_event, state.session_id, "env.pushed", {
             "event_id": event.event_id, "task_id": task.task_id, "node_id": node.node_id,
             "mode": record.intent.get("mode"), "tokens": record.context.tokens,
             "evidence_ids": record.context.source_ids(), "build_ms": round((time.perf_counter() - started) * 1000, 3)})

@@ -1,7 +1,6 @@
 """The engine's tools: the registry with the built-ins, watched folders, and one turn's tool round.
 
-``ToolActions`` is mixed into ``Engine`` (through ``EnvironmentActions``). ``_tool_setup`` gives
-``Engine.build`` the tool specs the planner sees and the step the pipeline runs once intent and
+``ToolService.setup`` gives ``TurnService.build`` the tool specs the planner sees and the step the pipeline runs once intent and
 plan are known: the plan's offered subset (``ToolRegistry.offer``), calls chosen by the rules or,
 when they are unsure, by the local model under a grammar that can only name offered tools, each
 call made through ``ToolRegistry.call`` (refusals, validation, time limit, records). Replay gets
@@ -15,8 +14,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
+from app.core.engine.context import EngineContext
 from app.core.intent.model import Intent
 from app.core.plan.builder import ContextPlan
 from app.core.plan.tools import ToolSpec, filter_tools
@@ -24,7 +24,6 @@ from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import SessionState
 from app.core.tools.builtin import (
-    StoreTaskWriter,
     TaskWriter,
     builtin_tools,
     find_in_folders,
@@ -44,17 +43,6 @@ from app.core.types import EnvEvent, Evidence, ToolCall
 
 if TYPE_CHECKING:
     from app.core.pipeline.builder import BuildInputs, ToolStep
-    from app.core.runtime.executors import Executors
-
-
-class ToolStore(Protocol):
-    """What the tools need of the store beyond ``EngineStore``."""
-
-    def add_tool_call(self, session_id: str, call: ToolCall) -> ToolCall: ...
-    def add_evidence(self, session_id: str, evidence: Evidence) -> Evidence: ...
-    def get_evidence(self, evidence_id: str) -> Evidence | None: ...
-    def list_env_events(self, session_id: str) -> list[EnvEvent]: ...
-    def transaction(self) -> Any: ...
 
 
 @dataclass
@@ -68,44 +56,29 @@ class ToolConfig:
     read_max_bytes: int = 64_000
 
 
-class ToolActions:
-    """Tools of the engine (the engine provides ``store``, ``index``, ``ex``, ``chat``, ...)."""
+class ToolService:
+    """The tool registry with the built-ins, the watched folders ``read_file`` may read, and one
+    turn's tool round."""
 
-    store: Any
-    index: Any
-    ex: Executors
-    chat: Any
-    config: Any
-    sessions: dict[str, SessionState]
-
-    if TYPE_CHECKING:
-        async def _embed(self, texts: list[str]) -> Any: ...
-        async def _blocking(self, fn: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def _init_tools(self, config: ToolConfig | None = None) -> None:
-        """Create the registry with the built-in tools (call once from ``Engine.__init__``)."""
-        self.tool_config = config or ToolConfig()
+    def __init__(self, ctx: EngineContext, tasks: TaskWriter, config: ToolConfig | None = None) -> None:
+        self.ctx = ctx
+        self.config = config or ToolConfig()
         self.watched_folders: tuple[Path, ...] = ()
-        self.task_writer: TaskWriter = StoreTaskWriter(self.store, lambda fn, *a: self.ex.run("store", fn, *a))
-        self.tools = ToolRegistry(recorder=self._record_tool_call)
+        self.task_writer = tasks
+        self.registry = ToolRegistry(recorder=self._record_tool_call)
         for tool in builtin_tools(folders=lambda: self.watched_folders, search=self._search_memory,
-                                  feed=self._feed_items, tasks=_Delegate(self),
-                                  max_bytes=self.tool_config.read_max_bytes):
-            self.tools.register(tool)
+                                  feed=self._feed_items, tasks=tasks, max_bytes=self.config.read_max_bytes):
+            self.registry.register(tool)
 
     def set_watched_folders(self, paths: Sequence[str | Path]) -> tuple[Path, ...]:
         """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
         self.watched_folders = tuple(Path(p).expanduser() for p in paths)
         return self.watched_folders
 
-    def set_task_writer(self, writer: TaskWriter) -> None:
-        """Point ``create_task``/``update_task`` (and env routing's task list) at ``writer``."""
-        self.task_writer = writer
-
     # ------------------------------------------------------------------ ports of the built-ins
 
     async def _record_tool_call(self, session_id: str, call: ToolCall, evidences: list[Evidence]) -> None:
-        store: ToolStore = self.store
+        store = self.ctx.store
 
         def write() -> None:
             with store.transaction():
@@ -113,18 +86,19 @@ class ToolActions:
                     store.add_evidence(session_id, evidence)
                 store.add_tool_call(session_id, call)
 
-        await self.ex.run("store", write)
+        await self.ctx.on_store(write)
 
     async def _search_memory(self, session_id: str, query: str, k: int) -> list[tuple[str, str, str, str]]:
         """Index search (vector + full text, fused by rank) over the session's messages, memory
         notes and env events; hits as (id, kind, at, text) from the session state."""
-        state = self.sessions.get(session_id)
-        if state is None or self.index is None:
+        ctx = self.ctx
+        state, index = ctx.sessions.get(session_id), ctx.index
+        if state is None or index is None:
             return []
-        vecs = await self._embed([query])
-        lists: list[list[tuple[str, float]]] = [await self._blocking(self.index.search_text, query, k * 2, session_id=session_id)]
+        vecs = await ctx.embed([query])
+        lists: list[list[tuple[str, float]]] = [await ctx.on_index(index.search_text, query, k * 2, session_id=session_id)]
         if vecs is not None:
-            lists.append(await self._blocking(self.index.search_vector, vecs[0], k * 2, session_id=session_id))
+            lists.append(await ctx.on_index(index.search_vector, vecs[0], k * 2, session_id=session_id))
         fused: dict[str, float] = {}
         for hits in lists:
             for rank, (item, _) in enumerate(hits, start=1):
@@ -142,19 +116,18 @@ class ToolActions:
         return out
 
     async def _feed_items(self, session_id: str, n: int) -> list[EnvEvent]:
-        store: ToolStore = self.store
-        events = await self.ex.run("store", store.list_env_events, session_id)
+        events = await self.ctx.on_store(self.ctx.store.list_env_events, session_id)
         return newest_feed_items(events, n)
 
     # ------------------------------------------------------------------ a turn's tool round
 
-    def _tool_setup(self, tool_specs: Sequence[ToolSpec] | None, turn_id: str | None,
+    def setup(self, tool_specs: Sequence[ToolSpec] | None, turn_id: str | None,
                     recorded: ToolRound | None) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         """The specs a build's plan sees (the registry's, or recorded ones) and its tool step:
         tools run only for a turn (``turn_id``); a recorded round is fed back instead."""
-        specs = self.tools.specs() if tool_specs is None else tuple(tool_specs)
+        specs = self.registry.specs() if tool_specs is None else tuple(tool_specs)
         if recorded is not None:
-            async def replayed(state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
+            async def replayed(_state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
                 return await self._replay_round(inp, intent, plan, recorded)
             return specs, replayed
         if turn_id is None:
@@ -168,10 +141,10 @@ class ToolActions:
         return specs, live
 
     async def _replay_round(self, inp: BuildInputs, intent: Intent, plan: ContextPlan, recorded: ToolRound) -> ToolRound:
-        store: ToolStore = self.store
+        store = self.ctx.store
         offered = [s.name for s in filter_tools(list(inp.tools), intent, plan) if s.name not in plan.tools.blocked]
         ids = [i for o in recorded.calls for i in o.call.result_evidence_ids]
-        found = await self.ex.run("store", lambda: {i: store.get_evidence(i) for i in ids})
+        found = await self.ctx.on_store(lambda: {i: store.get_evidence(i) for i in ids})
         calls = []
         for outcome in recorded.calls:
             copy = outcome.model_copy(deep=True)
@@ -180,15 +153,15 @@ class ToolActions:
         return recorded.model_copy(update={"offered": offered, "calls": calls})
 
     def _llm_tools_on(self) -> bool:
-        mode = self.tool_config.llm_choice
+        mode = self.config.llm_choice
         if mode == "inherit":
-            mode = "auto" if getattr(self.config, "llm_intent", "off") == "auto" else "off"
-        return mode == "auto" and self.chat is not None
+            mode = "auto" if self.ctx.config.llm_intent == "auto" else "off"
+        return mode == "auto" and self.ctx.chat is not None
 
     async def _tool_round(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                           *, turn_id: str) -> ToolRound:
         """Offer, choose and run this turn's tools; returns the round (never raises for a tool)."""
-        offered_tools = self.tools.offer(plan, intent)
+        offered_tools = self.registry.offer(plan, intent)
         offered = [t.name for t in offered_tools]
         round_ = ToolRound(offered=offered)
         limit = plan.budget.tool_calls
@@ -216,7 +189,7 @@ class ToolActions:
 
     async def _call(self, choice: ToolChoice, plan: ContextPlan, offered: list[str], session_id: str,
                     turn_id: str) -> ToolOutcome:
-        return await self.tools.call(choice.tool, choice.args, policy=plan.tools, offered=offered,
+        return await self.registry.call(choice.tool, choice.args, policy=plan.tools, offered=offered,
                                      session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
                                      reason=choice.reason)
 
@@ -224,10 +197,11 @@ class ToolActions:
         """Ask the chat model to pick one offered tool (or none) within the time limit; never raises."""
         names = choice_names(offered)
         messages = tool_choice_messages(text, [(t.name, t.spec.description, t.primary_arg) for t in offered])
-        stream = ChatStream(self.ex, self.chat, messages, stage="tool_call",
+        assert self.ctx.chat is not None
+        stream = ChatStream(self.ctx.ex, self.ctx.chat, messages, stage="tool_call",
                             params=GenerationParams(max_tokens=64, temperature=0.0), json_schema=tool_choice_schema(names))
         try:
-            result = await asyncio.wait_for(stream.wait(), self.tool_config.llm_timeout_s)
+            result = await asyncio.wait_for(stream.wait(), self.config.llm_timeout_s)
         except asyncio.TimeoutError:
             stream.stop()
             return None, {"status": "late"}
@@ -237,21 +211,3 @@ class ToolActions:
             return None, {"status": "invalid", "output": result.text[:200]}
         choice = parse_model_choice(result.parsed, {t.name: t.primary_arg for t in offered})
         return choice, {"status": "ok", "output": result.parsed}
-
-
-class _Delegate:
-    """The built-ins' ``TaskWriter``: whatever the engine's ``task_writer`` is at call time."""
-
-    def __init__(self, owner: ToolActions) -> None:
-        self.owner = owner
-
-    async def create_task(self, session_id: str, name: str, *, parent_task_id: str | None = None,
-                          acceptance: str = "") -> Any:
-        return await self.owner.task_writer.create_task(session_id, name, parent_task_id=parent_task_id,
-                                                        acceptance=acceptance)
-
-    async def update_task(self, task_id: str, *, status: Any = None, result_summary: str | None = None) -> Any:
-        return await self.owner.task_writer.update_task(task_id, status=status, result_summary=result_summary)
-
-    async def list_tasks(self, session_id: str) -> list[Any]:
-        return await self.owner.task_writer.list_tasks(session_id)

@@ -96,7 +96,7 @@ class BuildInputs:
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
-#: ``ToolActions`` provides it, feeding recorded outcomes back on replay.
+#: ``ToolService.setup`` provides it, feeding recorded outcomes back on replay.
 ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[ToolRound]]
 
 

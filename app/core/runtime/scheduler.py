@@ -1,4 +1,4 @@
-"""The stream scheduler: inputs and environment events in one queue, a bounded pool of k streams
+"""The stream scheduler: inputs in one queue, a bounded pool of k streams
 per session, and three paths — Q&A, task and interruption — chosen from each input's build.
 
 ``engine.scheduler(session_id).submit(text)`` returns a ``StreamHandle`` at once. The handle
@@ -37,20 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from app.core.intent.model import IntentContext, RunningTask
 from app.core.runtime.background import spawn
 from app.core.signals import Signal
 from app.core.types import Task, new_id
 
-if TYPE_CHECKING:
-    from app.core.engine.facade import Engine, TurnRun
-    from app.core.pipeline.record import TurnRecord
-
-StreamKind = Literal["qa", "task", "interrupt", "env"]
+StreamKind = Literal["qa", "task", "interrupt"]
 INPUT_QUEUED, INPUT_STARTED, INPUT_WITHDRAWN = "input.queued", "input.started", "input.withdrawn"
 
 
@@ -90,9 +85,49 @@ def _consume(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+class StreamRun(Protocol):
+    """A stream's turn once built (the engine's ``TurnRun``): its answer resolves ``done``."""
+
+    turn_id: str
+
+    @property
+    def done(self) -> asyncio.Future[Any]: ...
+
+    def stop(self) -> None: ...
+
+
+class StreamHost(Protocol):
+    """What the scheduler needs of the engine (``app.core.engine.streams.EngineStreams``)."""
+
+    def predict_kind(self, session_id: str, text: str) -> str:
+        """The path an input will probably take ("interrupt", "task" or "qa"); orders the queue."""
+        ...
+
+    def has_running_tasks(self, session_id: str) -> bool:
+        """Whether a task stream of the session is live now."""
+        ...
+
+    def log_input(self, session_id: str, type: str, payload: dict[str, Any]) -> None:
+        """Append an ``input.*`` entry to the session's event log, in call order."""
+        ...
+
+    async def start_stream(self, handle: StreamHandle, on_token: Callable[[str], None]) -> StreamRun:
+        """Record the handle's input, build and attach its turn and start the answer; raise
+        ``StreamStopped`` when the handle was stopped before its turn was recorded."""
+        ...
+
+    async def finish_stream(self, handle: StreamHandle, record: Any | None) -> None:
+        """Settle what the stream's path owns (its task) once the answer is recorded (or failed)."""
+        ...
+
+    def stream_progress(self, handle: StreamHandle) -> None:
+        """Show a task stream's progress (called every few tokens)."""
+        ...
+
+
 @dataclass(eq=False)
 class StreamHandle:
-    """One input (or environment event) on its way through the scheduler.
+    """One input on its way through the scheduler.
 
     ``kind`` is the path the build chose (``predicted`` is the guess made at submission, which
     orders the queue); ``turn_id``/``node_id``/``task_id`` are set once known; ``built`` resolves
@@ -125,8 +160,7 @@ class StreamHandle:
     first_token_at: float | None = None
     finished_at: float | None = None
     pieces: list[str] = field(default_factory=list)
-    run: TurnRun | None = None
-    job: Callable[[StreamHandle], Awaitable[Any]] | None = None
+    run: StreamRun | None = None
     scheduler: SessionScheduler | None = None
 
     @property
@@ -172,8 +206,8 @@ class SessionScheduler:
         self.task_updated: Signal[[Task]] = Signal("task_updated")
 
     @property
-    def engine(self) -> Engine:
-        return self.runtime.engine
+    def host(self) -> StreamHost:
+        return self.runtime.host
 
     @property
     def limit(self) -> int:
@@ -216,7 +250,7 @@ class SessionScheduler:
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id = parent_task_id
-        handle.predicted = handle.kind = self.runtime.predict_kind(self.session_id, text)
+        handle.predicted = handle.kind = self.host.predict_kind(self.session_id, text)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
@@ -226,20 +260,7 @@ class SessionScheduler:
         return handle
 
     def _log(self, type: str, payload: dict[str, Any]) -> None:
-        engine = self.engine
-        spawn(engine.ex.run("store", engine.store.append_event, self.session_id, type, payload), name=f"log {type}")
-
-    def submit_event(self, label: str, job: Callable[[StreamHandle], Awaitable[Any]], *,
-                     priority: int = 0) -> StreamHandle:
-        """Queue an environment event's work (kind ``env``): ``job(handle)`` runs in a slot like
-        any stream and its return value resolves ``handle.done`` (how the event is routed and
-        answered is the job's business, e.g. ``Engine.ingest_env``)."""
-        handle = self._new_handle(label, priority)
-        handle.kind = handle.predicted = "env"
-        handle.job = job
-        self.runtime.enqueue(handle)
-        self.stream_queued.emit(handle)
-        return handle
+        self.host.log_input(self.session_id, type, payload)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -253,7 +274,7 @@ class SessionScheduler:
         Q&A stream). Prompt inputs jump the queue, may use the reserve slots and cut into the
         task's generation. Asked again whenever the queue is ordered: tasks start and end."""
         return handle.predicted == "interrupt" or (
-            handle.predicted == "qa" and bool(self.runtime.running_tasks(self.session_id)))
+            handle.predicted == "qa" and self.host.has_running_tasks(self.session_id))
 
     def _admit(self, handle: StreamHandle) -> None:
         if handle.status == "queued":
@@ -292,7 +313,7 @@ class SessionScheduler:
         # building: _run stops it as soon as the build is attached
 
     def _settle(self, handle: StreamHandle, status: str, outcome: Any) -> None:
-        if handle.job is None and handle.turn_id is None:  # never recorded as a turn: withdrawn
+        if handle.turn_id is None:  # never recorded as a turn: withdrawn
             self._log(INPUT_WITHDRAWN, {"stream_id": handle.stream_id, "status": status,
                                         "reason": handle.stop_reason or str(outcome)[:200]})
         handle.status = status
@@ -308,7 +329,7 @@ class SessionScheduler:
     # ------------------------------------------------------------------ running
 
     def _on_token(self, handle: StreamHandle) -> Callable[[str], None]:
-        engine, every = self.engine, self.runtime.config.progress_every
+        host, every = self.host, self.runtime.config.progress_every
 
         def on_token(piece: str) -> None:
             handle.tokens += 1
@@ -316,27 +337,16 @@ class SessionScheduler:
             if handle.first_token_at is None:
                 handle.first_token_at = time.perf_counter()
             if handle.task_id is not None and (handle.tokens == 1 or handle.tokens % every == 0 or "\n" in piece):
-                engine._stream_progress(handle)
+                host.stream_progress(handle)
             if handle.on_token is not None:
                 handle.on_token(piece)
 
         return on_token
 
     async def _run(self, handle: StreamHandle) -> None:
-        engine = self.engine
+        host = self.host
         try:
-            if handle.job is not None:
-                result = await handle.job(handle)
-                self._settle(handle, "done", result)
-                return
-            state = await engine.open_session(self.session_id)
-            await engine.recover_tasks(self.session_id)  # (loads the task book the first time)
-            hooks = engine.stream_hooks(handle)
-            async with engine._lock(self.session_id):
-                if handle.stop_reason:
-                    raise StreamStopped(handle.stop_reason)
-                run = await engine._submit(state, handle.text, handle.budget, handle.anchor_override,
-                                           self._on_token(handle), hooks=hooks)
+            run = await host.start_stream(handle, self._on_token(handle))
             handle.run = run
             self._log(INPUT_STARTED, {"stream_id": handle.stream_id, "turn_id": run.turn_id})
             handle.status = "streaming"
@@ -344,12 +354,12 @@ class SessionScheduler:
                 run.stop()
             handle.built.set_result(run)
             self.stream_routed.emit(handle, run)
-            record: TurnRecord | None = None
+            record: Any | None = None
             try:
                 record = await run.done
             finally:
-                await engine._finish_stream(handle, record)
-            status = {"cancelled": "stopped", "error": "failed"}.get(record.finish_reason, "done")
+                await host.finish_stream(handle, record)
+            status = {"cancelled": "stopped", "error": "failed"}.get(getattr(record, "finish_reason", ""), "done")
             self._settle(handle, status, record)
         except StreamStopped as exc:
             self._settle(handle, "stopped", exc)
@@ -361,11 +371,11 @@ class SessionScheduler:
 
 
 class StreamRuntime:
-    """The engine's one queue for inputs and environment events, and its sessions' schedulers."""
+    """The engine's one queue for inputs, and its sessions' schedulers (over a ``StreamHost``)."""
 
-    def __init__(self, engine: Any, *, limit: int = 2, config: StreamConfig | None = None) -> None:
-        self.engine = engine
-        self.limit = limit
+    def __init__(self, host: StreamHost, *, limit: int = 2, config: StreamConfig | None = None) -> None:
+        self.host = host
+        self._limit = max(1, int(limit))
         self.config = config or StreamConfig()
         self._sessions: dict[str, SessionScheduler] = {}
         self._queue: asyncio.Queue[StreamHandle] | None = None
@@ -375,8 +385,18 @@ class StreamRuntime:
         """The scheduler of ``session_id`` (created with the engine's limit on first use)."""
         scheduler = self._sessions.get(session_id)
         if scheduler is None:
-            scheduler = self._sessions[session_id] = SessionScheduler(self, session_id, self.limit)
+            scheduler = self._sessions[session_id] = SessionScheduler(self, session_id, self._limit)
         return scheduler
+
+    def set_limit(self, k: int) -> None:
+        """Allow ``k`` (at least 1) concurrent streams in every session, now and for later ones."""
+        self._limit = max(1, int(k))
+        for scheduler in self._sessions.values():
+            scheduler.set_limit(k)
+
+    def sessions(self) -> list[SessionScheduler]:
+        """The schedulers created so far."""
+        return list(self._sessions.values())
 
     def enqueue(self, handle: StreamHandle) -> None:
         """Put a handle on the queue (on the loop; a sensor thread uses call_soon_threadsafe)."""
@@ -389,20 +409,6 @@ class StreamRuntime:
         while True:
             handle = await queue.get()
             self.session(handle.session_id)._admit(handle)
-
-    def running_tasks(self, session_id: str) -> list[Task]:
-        """The session's tasks whose streams are live now."""
-        book = self.engine._books.get(session_id)
-        return [] if book is None else [book.stack.get(t) for t in book.live if t in book.stack]
-
-    def predict_kind(self, session_id: str, text: str) -> str:
-        """The path an input will probably take, from the fast intent rules and the running tasks
-        (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue."""
-        running = self.running_tasks(session_id)
-        ctx = IntentContext(running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
-                                           for t in running])
-        mode = self.engine.builder.intents.infer(text, ctx).mode.value
-        return mode if mode in ("interrupt", "task") else "qa"
 
     async def close(self) -> None:
         """Stop every stream (queued ones never run), wait for their bookkeeping, stop the queue."""

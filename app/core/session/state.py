@@ -9,9 +9,9 @@ rebuilds its plan and context from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from app.core.session.graph import SessionGraph, edge_live_at
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
@@ -279,3 +279,30 @@ class SessionState:
     def main_chain(self, anchor_node: str, limit: int) -> list[str]:
         """Turn nodes from ``anchor_node`` back along ``continues`` (anchor first), at most ``limit``."""
         return list(self.graph.chain_back(anchor_node, limit=limit))
+
+
+def override_spans(turn_id: str, seq: int, record: Mapping[str, Any]) -> list[OverrideSpan]:
+    """The routing overrides a turn's record implies, withdrawn ones with their end.
+
+    ``record`` is a stored ``TurnRecord`` (JSON). The submit-time override counts for turns after
+    ``seq``; each revision at ``K`` ends the one in force and starts its own build's override for
+    turns from ``K`` on. ``open_session`` and the re-anchor actions both use this, so a reopened
+    session routes exactly like the one the changes were made in.
+    """
+    revisions = record.get("revisions") or []
+    builds = [r["build"] for r in revisions] + [record["build"]]
+    text = record["build"]["text"]
+    spans: list[OverrideSpan] = []
+
+    def start(build: Mapping[str, Any], after: int) -> None:
+        node = (build.get("routing") or {}).get("override")
+        if node:  # None: routed by the engine; NEW_ROOT (""): no node to lean towards
+            spans.append(OverrideSpan(Override(after, text, node), turn_id))
+
+    start(builds[0], seq)
+    for n, revision in enumerate(revisions):
+        for span in spans:
+            if span.until is None:
+                span.until = revision["at_seq"]
+        start(builds[n + 1], revision["at_seq"] - 1)
+    return spans

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.pipeline.record import diff
 from app.core.session.graph import SessionGraph
 from app.core.tasks.stack import TaskStack
-from app.core.types import EdgeKind, NodeKind, Task
+from app.core.types import EdgeKind, NodeKind, Task, diff
 
 TASK_EVENT = "task.changed"
 TASK_EDGES = frozenset({EdgeKind.SPAWNED, EdgeKind.RESOLVES, EdgeKind.REFERENCES})

@@ -203,6 +203,10 @@ class TaskStack:
         task = self.get(task_id)
         return [self._set(task_id, TaskStatus.BLOCKED, at, notes=[*task.notes, note])]
 
+    def note(self, task_id: str, text: str, *, at: str | None = None) -> list[Task]:
+        """Add a progress note (no status change); return the change."""
+        return [self._set(task_id, None, at, notes=[*self.get(task_id).notes, text])]
+
     def set_progress(self, task_id: str, progress: float, *, at: str | None = None) -> list[Task]:
         """Record progress in [0, 1] (no status change); return the change."""
         return [self._set(task_id, None, at, progress=round(max(0.0, min(1.0, progress)), 4))]

@@ -7,8 +7,8 @@ a ``TaskWriter``, the watched folders), so this module does no store or index I/
 
 ``create_task``/``update_task`` are not ``action`` tools: they change only the session's own task
 list, which keeps every record (``action`` marks tools with effects outside the app: sending,
-deleting, writing files). ``StoreTaskWriter`` writes tasks straight to the store until the task
-stack takes over that port.
+deleting, writing files). Their ``TaskWriter`` is the engine's task service, so a task a tool
+creates is on the task stack like any other (node, ``spawned`` edge, revision, transition rules).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, Field
 
@@ -35,48 +35,16 @@ FIND_LIMIT = 20_000  # directory entries a by-name lookup walks at most
 
 
 class TaskWriter(Protocol):
-    """Where ``create_task``/``update_task`` write (the task stack; ``StoreTaskWriter`` for now)."""
+    """Where ``create_task``/``update_task`` write: the session's task stack (the engine's
+    ``TaskService``), so a task a tool makes is a task like any other."""
 
     async def create_task(self, session_id: str, name: str, *, parent_task_id: str | None = None,
-                          acceptance: str = "") -> Task: ...
+                          acceptance: str = "", turn_id: str | None = None) -> Task: ...
 
-    async def update_task(self, task_id: str, *, status: TaskStatus | None = None,
+    async def update_task(self, session_id: str, task_id: str, *, status: TaskStatus | None = None,
                           result_summary: str | None = None) -> Task: ...
 
     async def list_tasks(self, session_id: str) -> list[Task]: ...
-
-
-class TaskStore(Protocol):
-    def add_task(self, session_id: str, task: Task) -> Task: ...
-    def update_task(self, task_id: str, /, **fields: Any) -> Task: ...
-    def list_tasks(self, session_id: str) -> list[Task]: ...
-
-
-Runner = Callable[..., Awaitable[Any]]  # runs a blocking function on the store's executor
-
-
-class StoreTaskWriter:
-    """``TaskWriter`` straight over the store (each call on the store executor via ``run``)."""
-
-    def __init__(self, store: TaskStore, run: Runner) -> None:
-        self.store, self.run = store, run
-
-    async def create_task(self, session_id: str, name: str, *, parent_task_id: str | None = None,
-                          acceptance: str = "") -> Task:
-        task = Task(name=name, parent_task_id=parent_task_id, acceptance=acceptance)
-        return await self.run(self.store.add_task, session_id, task)
-
-    async def update_task(self, task_id: str, *, status: TaskStatus | None = None,
-                          result_summary: str | None = None) -> Task:
-        fields: dict[str, Any] = {}
-        if status is not None:
-            fields["status"] = status
-        if result_summary is not None:
-            fields["result_summary"] = result_summary
-        return await self.run(lambda: self.store.update_task(task_id, **fields))
-
-    async def list_tasks(self, session_id: str) -> list[Task]:
-        return await self.run(self.store.list_tasks, session_id)
 
 
 #: (session_id, query, k) → hits as (id, kind, at, text), best first.
@@ -237,7 +205,7 @@ def builtin_tools(
 
     async def create_task(args: CreateTaskArgs, ctx: ToolContext) -> list[ToolResultItem]:
         task = await tasks.create_task(ctx.session_id, args.name, parent_task_id=args.parent_task_id,
-                                       acceptance=args.acceptance)
+                                       acceptance=args.acceptance, turn_id=ctx.turn_id)
         return [ToolResultItem(label=task.name, content=f"created task {task.name!r} (status {task.status.value})",
                                metadata={"task_id": task.task_id})]
 
@@ -246,7 +214,8 @@ def builtin_tools(
         task = next((t for t in known if t.task_id == args.task), None) or best_task(args.task, known)
         if task is None:
             raise ToolNotFound(f"no task {args.task!r} in this session")
-        updated = await tasks.update_task(task.task_id, status=args.status, result_summary=args.result_summary)
+        updated = await tasks.update_task(ctx.session_id, task.task_id, status=args.status,
+                                          result_summary=args.result_summary)
         return [ToolResultItem(label=updated.name,
                                content=f"task {updated.name!r} is now {updated.status.value}"
                                + (f"; result: {updated.result_summary}" if updated.result_summary else ""),

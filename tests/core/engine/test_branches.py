@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.engine.branches import override_spans, undo_target
+from app.core.engine.branches import undo_target
 from app.core.pipeline.record import BuildRecord, TurnRevision
-from app.core.session.state import Override, OverrideSpan
+from app.core.session.state import Override, OverrideSpan, override_spans
 
 
 def _build(override: str | None) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""The one bundle every engine service shares (DESIGN.md §2: composed, not inherited).
+
+``EngineContext`` holds the ports (store, index, embedder, chat model, token counter), the named
+executors, the configuration, and the state the services share: the open sessions, their locks,
+and the cached message vectors. The ``Engine`` facade
+builds it once and hands it to each service (``app.core.engine.sessions``, ``turns``, ``branches``,
+``tasks``, ``tools``, ``environment``, ``streams``); no service reaches into another's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from app.core.pipeline.builder import ContextBuilder
+from app.core.ports import ChatModel, Embedder, GenerationParams, SearchIndex, SessionStore, TokenCounter
+from app.core.routing.anchor import SESSION_DEFAULT, RoutingWeights
+from app.core.runtime.executors import Executors
+from app.core.session.state import SessionState
+
+T = TypeVar("T")
+
+
+@dataclass
+class EngineConfig:
+    """The engine's settings (strategy as data; ``app.main`` fills it from ``Settings``)."""
+
+    default_budget: int = 1024
+    answer_reserve: int = 256
+    context_size: int = 2048
+    # The local model's JSON is one more intent signal, asked for only when the fast path is
+    # unsure about the mode ("auto") and only within the time limit; "off" never asks.
+    llm_intent: str = "auto"
+    llm_intent_below: float = 0.35
+    llm_intent_timeout_s: float = 2.0
+    generation: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=256))
+    routing: RoutingWeights = SESSION_DEFAULT
+    max_streams: int = 2  # concurrent streams per session (Settings.max_concurrent_streams)
+
+
+@dataclass
+class EngineContext:
+    """Ports, executors, configuration, the context builder and the shared session state of one engine."""
+
+    store: SessionStore
+    index: SearchIndex | None
+    embedder: Embedder | None
+    chat: ChatModel | None
+    counter: TokenCounter
+    ex: Executors
+    config: EngineConfig
+    builder: ContextBuilder  # one build: intent, plan, routing, recall, compile
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # message vectors read from the index
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, session_id: str) -> asyncio.Lock:
+        """The lock that orders one session's turn builds and graph changes."""
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    async def on_store(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """``fn(*args, **kw)`` on the store executor (the one SQLite connection)."""
+        return await self.ex.run("store", fn, *args, **kw)
+
+    async def on_index(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """``fn(*args, **kw)`` on the index executor (LanceDB queries)."""
+        return await self.ex.run("index", fn, *args, **kw)
+
+    async def embed(self, texts: list[str]) -> np.ndarray | None:
+        """Embeddings of ``texts`` (rows L2-normalised), or None without an embedder or texts."""
+        embedder = self.embedder
+        if embedder is None or not texts:
+            return None
+        return await self.ex.run("embed", embedder.embed, texts)
+
+    async def vectors_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The index's vectors of the given message ids (cached; unknown ids are left out)."""
+        missing = [i for i in ids if i not in self.vectors]
+        if missing and self.index is not None:
+            self.vectors.update(await self.on_index(self.index.vectors, missing))
+        return {i: self.vectors[i] for i in ids if i in self.vectors}

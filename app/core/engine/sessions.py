@@ -1,0 +1,162 @@
+"""Sessions: open (load once, keep in memory), the user's facts and profile, and history ingest.
+
+A session is loaded from the store on first use into a ``SessionState`` (messages, the graph with
+its superseded edges as history, the routing overrides of earlier re-anchors, and the env events
+and memory notes recall can find) and kept in ``EngineContext.sessions``.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Sequence
+
+from app.core.context.compiler import Fact, extract_facts
+from app.core.engine.context import EngineContext
+from app.core.intent.profile import UserProfile
+from app.core.routing.environment import note_text
+from app.core.session.state import NoteView, SessionState, override_spans
+from app.core.types import (
+    EdgeKind,
+    EnvEvent,
+    EvidenceType,
+    GraphEdge,
+    GraphNode,
+    MemoryFragment,
+    Message,
+    NodeKind,
+    Role,
+)
+
+
+def settle_heap() -> None:
+    """Move the long-lived session objects out of the collector's sight.
+
+    A loaded session is tens of thousands of objects that live as long as the engine; without
+    this, every full collection walks them all and shows up as 50–100 ms spikes in whatever
+    stage of a build it interrupts.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+class SessionService:
+    """Opens sessions, derives the user's facts and profile, and ingests history."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile]] = weakref.WeakKeyDictionary()
+        self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
+
+    async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
+        """The session's state, loaded on first use; a missing (or None) id creates the session."""
+        ctx = self.ctx
+        if session_id is not None and session_id in ctx.sessions:
+            return ctx.sessions[session_id]
+        if session_id is None or await ctx.on_store(ctx.store.get_session, session_id) is None:
+            session_id = await ctx.on_store(ctx.store.create_session, title, session_id)
+        sid = session_id
+        messages = await ctx.on_store(ctx.store.list_messages, sid)
+        graph = await ctx.on_store(lambda: ctx.store.load_graph(sid, include_superseded=True))
+        state = SessionState.load(sid, messages, graph)  # superseded edges: history only
+        await self._load_notes(state)
+        for turn in await ctx.on_store(ctx.store.list_turns, sid):
+            if (turn.get("record") or {}).get("build") and turn["turn_id"] in state.turns:
+                seq = state.turns[turn["turn_id"]].seq  # the state's own turn order, as as_of uses
+                state.override_spans.extend(override_spans(turn["turn_id"], seq, turn["record"]))
+        ctx.sessions[sid] = state
+        settle_heap()
+        return state
+
+    async def _load_notes(self, state: SessionState) -> None:
+        """Put the session's env events and valid memory notes into ``state.notes``, for recall."""
+        store = self.ctx.store
+        sid = state.session_id
+
+        def read() -> tuple[list[EnvEvent], dict[str, str], list[MemoryFragment]]:
+            added = {e.evidence_id: e.valid_from for e in store.list_evidences(sid)
+                     if e.type == EvidenceType.ENV_EVENT}
+            return store.list_env_events(sid), added, store.list_memory(sid)
+
+        events, added, memory = await self.ctx.on_store(read)
+        for event in events:
+            state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
+        for fragment in memory:
+            state.add_note(NoteView(fragment.fragment_id, "memory", fragment.content, fragment.valid_from,
+                                    fragment.valid_from))
+
+    def facts(self, state: SessionState) -> tuple[Fact, ...]:
+        """Keyed statements of the app user so far (cached per state, extended incrementally)."""
+        seen, facts = self._facts.get(state, (0, ()))
+        new: list[Fact] = []
+        for mid in state.order[seen:]:
+            view = state.messages[mid]
+            if view.role == Role.USER and view.speaker == Role.USER.value:
+                new.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
+        facts = facts + tuple(new)
+        self._facts[state] = (len(state.order), facts)
+        return facts
+
+    def profile(self, state: SessionState) -> UserProfile:
+        """The user's profile stated so far in this session (prohibitions, permissions, preferences).
+
+        Only the app user's own inputs count (speaker "user"); named participants of imported
+        history are not the person at the keyboard. Cached per state and extended incrementally.
+        """
+        seen, profile = self._profiles.get(state, (0, UserProfile()))
+        for mid in state.order[seen:]:
+            view = state.messages[mid]
+            if view.role == Role.USER and view.speaker == Role.USER.value:
+                profile, _ = profile.updated_from(view.text)
+        self._profiles[state] = (len(state.order), profile)
+        return profile
+
+    # ------------------------------------------------------------------ ingest (history, no generation)
+
+    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True) -> int:
+        """Store messages as history turns (one turn each), link them along ``continues``, index them."""
+        state = await self.open(session_id)
+        async with self.ctx.lock(session_id):
+            return await self._ingest(state, messages, chain)
+
+    async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool) -> int:
+        ctx, session_id = self.ctx, state.session_id
+        previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
+        nodes: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+        for m in messages:
+            if m.turn_id is None:
+                m.turn_id = m.message_id
+            state.add_message(m)
+            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
+            state.add_node(node)
+            nodes.append(node)
+            if previous is not None:
+                edge = GraphEdge(src=node.node_id, dst=previous, kind=EdgeKind.CONTINUES, created_at=m.at)
+                state.add_edge(edge)
+                edges.append(edge)
+            previous = node.node_id
+
+        def write() -> None:
+            with ctx.store.transaction():
+                for m in messages:
+                    ctx.store.add_message(session_id, m)
+                    ctx.store.add_turn(session_id, m.turn_id or m.message_id, m.message_id, status="history",
+                                       created_at=m.at)
+                for n in nodes:
+                    ctx.store.save_node(session_id, n)
+                for e in edges:
+                    ctx.store.save_edge(session_id, e)
+
+        await ctx.on_store(write)
+        if ctx.index is not None:
+            await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages))
+        await self.warm_counts(state, [m.message_id for m in messages])
+        settle_heap()
+        return len(messages)
+
+    async def warm_counts(self, state: SessionState, ids: Sequence[str]) -> None:
+        """Count new messages' tokens once, off the build path (the counter caches them)."""
+        texts = [state.messages[i].render() for i in ids if i in state.messages]
+        counter = self.ctx.counter
+        await self.ctx.ex.run("embed", lambda: [counter.count(t) for t in texts])

@@ -1,0 +1,373 @@
+"""Turns: build a context (no generation), submit an input (record → build → attach → answer),
+finish the answer, read a turn's record and replay it.
+
+A user's input is committed durably before anything else happens with it. ``submit`` returns as
+soon as the build is attached to the graph, with the answer streaming (``TurnRun``); the answer's
+bookkeeping (``_finish``) runs in the background and resolves ``TurnRun.done``. A scheduler stream
+(``app.core.engine.streams``) passes ``TurnHooks`` so its task stack joins the build and its path
+(task, interruption) joins the turn's transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
+from app.core.engine.context import EngineContext
+from app.core.errors import NoRecordError
+from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
+from app.core.intent.model import IntentContext, RunningTask
+from app.core.pipeline.builder import BuildInputs
+from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
+from app.core.plan.tools import ToolSpec
+from app.core.ports import GenerationParams
+from app.core.runtime.background import spawn
+from app.core.runtime.executors import ChatStream
+from app.core.session.evidence import message_evidence
+from app.core.session.state import SessionState
+from app.core.tasks.stack import TaskInputs
+from app.core.tools.model import ToolRound
+from app.core.types import (
+    Author,
+    AuthorKind,
+    EdgeKind,
+    GraphEdge,
+    GraphNode,
+    Message,
+    NodeKind,
+    Ref,
+    Role,
+    diff,
+    utc_now,
+)
+
+if TYPE_CHECKING:
+    from app.core.engine.sessions import SessionService
+    from app.core.engine.tasks import TaskService
+    from app.core.engine.tools import ToolService
+
+
+@dataclass
+class TurnRun:
+    """A turn in flight: iterate ``tokens()`` for the answer; ``record`` when done."""
+
+    turn_id: str
+    session_id: str
+    build: BuildRecord
+    timing: StageTiming
+    node_id: str
+    stream: ChatStream | None
+    done: asyncio.Future[TurnRecord]
+
+    def stop(self) -> None:
+        if self.stream is not None:
+            self.stream.stop()
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What a stream's hook adds to a turn: writes joining the turn's transaction, and how to
+    generate (``params``; ``urgent`` lets the answer cut into a running generation)."""
+
+    persist: Callable[[], None] | None = None
+    params: GenerationParams | None = None
+    urgent: bool = False
+
+
+@dataclass(frozen=True)
+class TurnHooks:
+    """How a scheduler stream takes part in ``TurnService.submit_locked``: the task inputs of the
+    build (called under the session lock, before it) and the attachment (called once the turn's
+    node is attached)."""
+
+    inputs: Callable[[SessionState], TaskInputs]
+    attached: Callable[[SessionState, TurnRecord, Message], Attachment]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Observations of the outside a rebuild feeds back instead of asking again (replay,
+    re-anchor): index channel hits, the LLM's intent JSON, tool results, the task stack."""
+
+    channels: Sequence[ChannelRun]
+    llm: dict[str, Any] | None
+    tool_specs: Sequence[ToolSpec] | None
+    tools: ToolRound | None
+    tasks: TaskInputs
+
+
+class TurnService:
+    """Builds, submits, finishes, reads and replays turns."""
+
+    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService) -> None:
+        self.ctx, self.sessions, self.tasks, self.tools = ctx, sessions, tasks, tools
+        self.running: dict[str, TurnRun] = {}  # turns whose answer is not recorded yet
+
+    # ------------------------------------------------------------------ build (no generation)
+
+    async def build(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        budget: int | None = None,
+        at: str | None = None,
+        exclude_ids: Sequence[str] = (),
+        anchor_override: str | None = None,
+        state: SessionState | None = None,
+        query_vector: np.ndarray | None = None,
+        limits: tuple[int, int] | None = None,
+        input_id: str = "input",
+        focus_node: str | None = None,
+        focus_chosen: bool = False,
+        turn_id: str | None = None,
+        tasks: TaskInputs | None = None,
+        recorded: Recorded | None = None,
+    ) -> tuple[BuildRecord, StageTiming]:
+        """Build the context for ``text`` without generating (turns, evaluation and replay use it).
+
+        ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it
+        (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only
+        for a turn (``turn_id``); ``recorded`` feeds a recorded build's observations back.
+        """
+        ctx = self.ctx
+        state = state or await self.sessions.open(session_id)
+        t0 = time.perf_counter()
+        if query_vector is None:
+            vecs = await ctx.embed([text])
+            query_vector = vecs[0] if vecs is not None else None
+        embed_ms = (time.perf_counter() - t0) * 1000
+        turns = state.turn_order[-ctx.builder.candidate_turns * 2:]
+        vectors = await ctx.vectors_for([m for tid in turns for m in state.turns[tid].message_ids])
+        if recorded is not None:
+            tasks = recorded.tasks
+        elif tasks is None:  # the session's tasks now (a stream's hooks give theirs)
+            await self.tasks.book(session_id)
+            tasks = self.tasks.inputs(session_id)
+        qv = None if query_vector is None else [float(x) for x in query_vector]
+        llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded)
+        specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
+                                            recorded.tools if recorded else None)
+        inputs = BuildInputs(
+            text=text, at=at or utc_now(), budget=budget or ctx.config.default_budget, query_vector=qv,
+            exclude_ids=tuple(exclude_ids), focus_node=focus_node, focus_chosen=focus_chosen,
+            anchor_override=anchor_override, profile=self.sessions.profile(state), facts=self.sessions.facts(state),
+            overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
+            llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
+        )
+        record, timing = await ctx.builder.build(
+            state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
+            recorded_channels=recorded.channels if recorded else None, tool_step=tool_step,
+            context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
+        )
+        record.llm_intent = {"output": llm_output, "status": llm_status}
+        timing.embed_ms = embed_ms
+        timing.build_ms += embed_ms
+        return record, timing
+
+    async def _llm_signal(self, text: str, query_vector: list[float] | None, tasks: TaskInputs,
+                          recorded: Recorded | None) -> tuple[Any, str]:
+        """The LLM intent signal: the recorded one, or asked for when the fast path is unsure."""
+        ctx = self.ctx
+        if recorded is not None:
+            llm = recorded.llm or {}
+            return llm.get("output"), llm.get("status", "skipped")
+        if ctx.chat is None or ctx.config.llm_intent != "auto":
+            return None, "skipped"
+        running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
+        fast = ctx.builder.intents.infer(text, IntentContext(query_vector=query_vector, running_tasks=running))
+        if fast.confidence.mode >= ctx.config.llm_intent_below:
+            return None, "skipped"
+        return await self._llm_intent(text)
+
+    async def _llm_intent(self, text: str) -> tuple[Any, str]:
+        """Ask the chat model for intent JSON within the time limit; never raises."""
+        ctx = self.ctx
+        assert ctx.chat is not None
+        stream = ChatStream(ctx.ex, ctx.chat, intent_messages(text), stage="intent",
+                            params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA)
+        try:
+            result = await asyncio.wait_for(stream.wait(), ctx.config.llm_intent_timeout_s)
+        except asyncio.TimeoutError:
+            stream.stop()  # a call still queued behind an answer starts and stops at once
+            return None, "late"
+        except Exception:  # noqa: BLE001 - the LLM signal only ever degrades
+            return None, "error"
+        if result.finish_reason not in ("stop", "length") or result.parsed is None:
+            return result.text, "invalid"
+        return result.parsed, "ok"
+
+    async def rebuild(self, record: TurnRecord, past: SessionState, *, anchor_override: str | None,
+                      input_id: str) -> tuple[BuildRecord, StageTiming]:
+        """A recorded turn's build again on ``past`` (the session as of the turn): its text, time,
+        budget and model limits, focus and observations of the outside as recorded."""
+        b = record.build
+        return await self.build(
+            record.session_id, b.text, budget=b.budget, at=b.at, anchor_override=anchor_override, state=past,
+            limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
+            focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
+            recorded=Recorded(channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
+                              llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
+                              tasks=TaskInputs.model_validate(b.tasks)),
+        )
+
+    # ------------------------------------------------------------------ turns
+
+    async def submit(self, session_id: str, text: str, *, budget: int | None = None,
+                     anchor_override: str | None = None, on_token: Callable[[str], None] | None = None) -> TurnRun:
+        """Record the input durably, build its context, attach it to the graph, start the answer.
+
+        Returns at once with the build done and the answer streaming; ``await run.done`` for the
+        final ``TurnRecord`` (also stored with the turn). The build gets the session's focus (the
+        user's choice, else the latest turn's node). ``anchor_override`` may be ``NEW_ROOT``.
+        """
+        state = await self.sessions.open(session_id)
+        async with self.ctx.lock(session_id):  # turn order, build and graph stay in step with branch actions
+            return await self.submit_locked(state, text, budget, anchor_override, on_token)
+
+    async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
+                            on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None) -> TurnRun:
+        """``submit`` for a caller that holds the session lock (the scheduler's streams)."""
+        ctx, session_id = self.ctx, state.session_id
+        turn_id, message = await ctx.on_store(ctx.store.record_user_input, session_id, text)
+        build, timing = await self.build(
+            session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
+            input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
+            turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
+        )
+        state.add_message(message)
+        if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
+            state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
+        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
+                         attrs={"ambiguous": build.routing.get("ambiguous", False)})
+        state.add_node(node)
+        edge = None
+        if build.anchor_node is not None:
+            edge = GraphEdge(src=node.node_id, dst=build.anchor_node, kind=EdgeKind.CONTINUES, created_at=message.at)
+            state.add_edge(edge)
+        record = TurnRecord(turn_id=turn_id, session_id=session_id, node_id=node.node_id, build=build, timing=timing)
+        # a scheduler stream's path (task, interruption): written with the turn, no await before
+        attached = hooks.attached(state, record, message) if hooks is not None else None
+        linked = self.tasks.link_turn(session_id, turn_id, node.node_id)  # tasks its tool calls made
+        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked])
+        stream = None
+        if ctx.chat is not None:
+            stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
+                                params=attached.params if attached and attached.params else ctx.config.generation,
+                                urgent=bool(attached and attached.urgent))
+        done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
+        run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
+        self.running[turn_id] = run
+        spawn(self._finish(run, record, message, on_token), name=f"answer {turn_id}")
+        if ctx.index is not None:  # before the lock is released: later builds see its vector
+            await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
+        return run
+
+    def _persist_build(self, state: SessionState, record: TurnRecord, node: GraphNode, edge: GraphEdge | None,
+                       more: Sequence[Attachment | Callable[[], None] | None]) -> None:
+        """Write a built turn in one transaction (on the store thread): the messages its context
+        cites as evidences, its node and edge, intent, plan, blocks, ``more`` writes and its record."""
+        store, build, session_id, turn_id = self.ctx.store, record.build, record.session_id, record.turn_id
+        cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
+        sources = [state.messages[i] for i in sorted(cited) if i in state.messages]  # the input included
+        with store.transaction():
+            for view in sources:  # messages become evidences the first time a context cites them
+                if store.get_evidence(view.message_id) is None:
+                    store.add_evidence(session_id, message_evidence(view))
+            store.save_node(session_id, node)
+            if edge is not None:
+                store.save_edge(session_id, edge)
+            store.save_intent(turn_id, build.intent)
+            store.save_plan(turn_id, build.plan)
+            store.add_context_blocks(session_id, turn_id, [
+                b.model_copy(update={"block_id": f"{turn_id}:{b.block_id}", "turn_id": turn_id})
+                for b in build.context.blocks])
+            for write in more:
+                persist = write.persist if isinstance(write, Attachment) else write
+                if persist is not None:
+                    persist()
+            store.update_turn(turn_id, anchor_node_id=build.anchor_node, status="building",
+                              record=record.model_dump(mode="json"))
+
+    async def _finish(self, run: TurnRun, record: TurnRecord, message: Message,
+                      on_token: Callable[[str], None] | None) -> None:
+        """Stream the answer, record it with its usage, index it, and resolve ``run.done``."""
+        ctx = self.ctx
+        try:
+            state = ctx.sessions[run.session_id]
+            answer = await self._answer(run, record, on_token)
+            await ctx.on_store(self._persist_answer, run, record, answer)
+            if ctx.index is not None:  # indexed before any build can see it (replay sees the same)
+                await ctx.ex.run("embed", ctx.index.index_messages, run.session_id, [answer])
+            async with ctx.lock(run.session_id):  # between builds, so as_of knows what a build saw
+                state.add_message(answer)
+            await self.sessions.warm_counts(state, [message.message_id, answer.message_id])
+            run.done.set_result(record)
+        except Exception as exc:  # the turn is recorded; the failure is reported on the future
+            if not run.done.done():
+                run.done.set_exception(exc)
+        finally:
+            self.running.pop(run.turn_id, None)
+
+    async def _answer(self, run: TurnRun, record: TurnRecord, on_token: Callable[[str], None] | None) -> Message:
+        """Stream the answer into ``record`` (text, finish, usage, timings); return its message."""
+        answer_text, finish = "", "no model"
+        if run.stream is not None:
+            async for piece in run.stream:
+                if on_token is not None:
+                    on_token(piece)
+            result = run.stream.result
+            assert result is not None
+            answer_text, finish = result.text, result.finish_reason
+            usage = result.usage.model_copy(update={"turn_id": run.turn_id})
+            record.usage = usage.model_dump(mode="json")
+            record.model, record.params = usage.model, usage.params
+            record.timing.first_token_ms = usage.first_token_latency_ms
+            record.timing.answer_ms = usage.latency_ms
+        refs = [Ref(evidence_id=e) for e in run.build.context.source_ids()]
+        answer = Message(role=Role.ASSISTANT, content=answer_text, turn_id=run.turn_id,
+                         author=Author(kind=AuthorKind.AGENT, id="assistant"), refs=refs)
+        record.output, record.finish_reason, record.answer_message_id = answer_text, finish, answer.message_id
+        return answer
+
+    def _persist_answer(self, run: TurnRun, record: TurnRecord, answer: Message) -> None:
+        store = self.ctx.store
+        with store.transaction():
+            store.set_turn_answer(run.turn_id, answer)
+            if run.stream is not None and run.stream.result is not None:
+                store.add_model_usage(run.session_id, run.stream.result.usage.model_copy(update={"turn_id": run.turn_id}))
+            store.update_turn(run.turn_id, status="answered" if record.finish_reason != "error" else "failed",
+                              record=record.model_dump(mode="json"))
+
+    # ------------------------------------------------------------------ inspection and replay
+
+    async def record(self, turn_id: str) -> TurnRecord:
+        """The turn's record as stored (its latest revision); ``NoRecordError`` if it has none."""
+        row = await self.ctx.on_store(self.ctx.store.get_turn, turn_id)
+        if row is None or not row.get("record"):
+            raise NoRecordError(f"no recorded turn {turn_id!r}")
+        return TurnRecord.model_validate(row["record"])
+
+    async def replay(self, turn_id: str) -> list[str]:
+        """Rebuild a turn's plan and context from the stored state as it was; return differences.
+
+        Everything is recomputed from SQLite (the session as of the turn, the profile, intent,
+        plan, routing, the structured/graph/recent channels, fusion, compilation); the index
+        channels (vector, full text, memory) are fed their recorded hits, since the index is an
+        observation of the outside that later turns change. So are the recorded focus and LLM intent.
+        """
+        record = await self.record(turn_id)
+        full = await self.sessions.open(record.session_id)
+        mids = full.turns[turn_id].message_ids
+        replayed, _ = await self.rebuild(record, full.as_of(turn_id), anchor_override=record.build.routing.get("override"),
+                                         input_id=mids[0] if mids else "input")
+        if "focus" not in record.build.routing:  # recorded before builds had a focus
+            replayed.routing.pop("focus", None)
+            replayed.routing.pop("focus_chosen", None)
+        return diff(record.build.comparable(), replayed.comparable())
