@@ -88,3 +88,18 @@ def split_sub_questions(text: str) -> list[str]:
     if len(parts) >= 2 and "?" in text:
         return [p if p.endswith("?") else p.rstrip(".,;") + "?" for p in parts]
     return []
+
+
+# --------------------------------------------------------------------------- quoting outside text
+
+OPEN, CLOSE = "<<<", ">>>"
+
+
+def fence(header: str, content: str) -> str:
+    """``[header]`` then ``content`` between ``<<<`` / ``>>>`` lines: outside text as a quotation.
+
+    Delimiter runs inside ``content`` are broken up (``>>>`` → ``> > >``) so a file or feed item
+    cannot close the quotation early and continue as if it were part of the instructions.
+    """
+    body = content.replace(OPEN, "< < <").replace(CLOSE, "> > >").strip("\n")
+    return f"[{header}]\n{OPEN}\n{body}\n{CLOSE}"

@@ -55,7 +55,6 @@ from app.core.types import (
     utc_now,
 )
 
-
 #: One routed event: the event, its ENV node, its route (``LANE`` when unrouted), its edge.
 Plan = tuple[EnvEvent, GraphNode, Route, GraphEdge | None]
 

@@ -17,10 +17,10 @@ from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
 from app.core.ports import TokenCounter
+from app.core.text import CLOSE
 from app.core.types import BlockType, Evidence, Priority, ToolCall
 
 ChosenBy = Literal["rule", "model", "user"]
-OPEN, CLOSE = "<<<", ">>>"
 
 
 class ToolRefused(Exception):
@@ -29,16 +29,6 @@ class ToolRefused(Exception):
 
 class ToolNotFound(Exception):
     """Raised by a tool implementation when what it was asked for does not exist ("not_found")."""
-
-
-def fence(header: str, content: str) -> str:
-    """``[header]`` then ``content`` between ``<<<`` / ``>>>`` lines: outside text as a quotation.
-
-    Delimiter runs inside ``content`` are broken up (``>>>`` → ``> > >``) so a file or feed item
-    cannot close the quotation early and continue as if it were part of the instructions.
-    """
-    body = content.replace(OPEN, "< < <").replace(CLOSE, "> > >").strip("\n")
-    return f"[{header}]\n{OPEN}\n{body}\n{CLOSE}"
 
 
 def args_digest(args: Mapping[str, Any]) -> dict[str, Any]:
