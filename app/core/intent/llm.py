@@ -3,8 +3,9 @@
 ``intent_messages`` builds the chat prompt that asks the local model for JSON matching
 ``INTENT_JSON_SCHEMA``; ``normalize_llm_intent`` turns whatever comes back into usable fields
 (labels mapped through synonyms or dropped, wrong types ignored, strings trimmed) plus a list of
-the problems found. It never raises: a bad answer only degrades the LLM signal.
-:mod:`app.core.intent.engine` re-exports the public names. Pure and deterministic.
+the problems found; ``read_llm_output`` says how the output of a turn fared (skipped, ok,
+invalid, late, error) and returns its fields. Nothing here raises: a bad answer only degrades
+the LLM signal. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from app.core.intent.model import DONE_STATUSES, MODES, TASK_TYPES, IntentContext, Risk, Urgency, r4
+from app.core.intent.model import DONE_STATUSES, MODES, TASK_TYPES, IntentContext, LlmReport, Risk, Urgency, r4
 from app.core.text import dedup_texts
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": 6}
@@ -139,6 +140,30 @@ def normalize_llm_intent(raw: Any, max_items: int = 12) -> tuple[dict[str, Any],
         else:
             problems.append(f"unknown field {norm!r}")
     return out, problems
+
+
+def read_llm_output(ctx: IntentContext, max_items: int, reasons: list[str]) -> tuple[LlmReport, dict[str, Any]]:
+    """Return how the optional LLM output of ``ctx`` fared and its usable fields. Never raises.
+
+    A late, failed or unusable output adds an ``llm_*`` reason to ``reasons`` and gives no fields;
+    no output at all is "skipped" (or "invalid" when the status claims success).
+    """
+    if ctx.llm_status in ("late", "error", "invalid"):
+        detail = ctx.llm_detail or {"late": "arrived after the deadline", "error": "failed"}.get(
+            ctx.llm_status, "unusable output")
+        reasons.append(f"llm_{ctx.llm_status}: {detail}")
+        return LlmReport(status=ctx.llm_status, detail=detail), {}
+    if ctx.llm_output is None:
+        if ctx.llm_status == "ok":
+            reasons.append("llm_invalid: no output")
+            return LlmReport(status="invalid", detail="no output"), {}
+        return LlmReport(status="skipped"), {}
+    fields, problems = normalize_llm_intent(ctx.llm_output, max_items)
+    if not any(k in fields for k in ("mode", "task_type", "goal")):
+        detail = "; ".join(problems) or "no usable field"
+        reasons.append(f"llm_invalid: {detail}")
+        return LlmReport(status="invalid", detail=detail), {}
+    return LlmReport(status="ok", detail="; ".join(problems)), fields
 
 
 def intent_messages(text: str, ctx: IntentContext | None = None) -> list[dict[str, str]]:
