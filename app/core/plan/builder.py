@@ -10,7 +10,8 @@ Everything is pure and deterministic: dicts are built in a fixed key order, ties
 floats are rounded, so ``build`` on equal inputs gives a byte-identical ``model_dump_json``.
 
 This module holds the plan itself (``ContextPlan`` and its candidates), the builder's inputs
-(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker and the builder,
+(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker (``check_plan``,
+one helper per group of checks) and the builder.
 The policy sections, label tuples and default tables live in :mod:`app.core.plan.model`, the
 tool policy (``ToolSpec``, relevance, filtering) and the clarification question in
 :mod:`app.core.plan.tools`.
@@ -272,81 +273,101 @@ def check_plan(plan: ContextPlan, intent: Intent, ctx: PlanContext,
     """Check ``plan`` against the hard constraints; return (repaired copy, violations, pruned).
 
     Repairs are appended to ``plan.repairs``. A plan that acts when the intent requires a
-    clarification cannot be repaired (that is the other candidate) and is pruned.
+    clarification cannot be repaired (that is the other candidate) and is pruned. The checks run
+    in a fixed order: clarification duty, risk, tools, tool calls, budget, question, pool size.
     """
-    p = plan.model_copy(deep=True)
-    violations: list[str] = []
-
-    def fix(violation: str, repair: str) -> None:
-        violations.append(violation)
-        p.repairs.append(repair)
-
-    pruned = False
-    if intent.needs_clarification and not p.needs_clarification:
+    repair = _Repair(plan.model_copy(deep=True))
+    p = repair.plan
+    pruned = intent.needs_clarification and not p.needs_clarification
+    if pruned:
         codes = [c for c in intent.reason_codes() if c in CLARIFY_CODES]
-        violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
-        pruned = True
-    permitted = bool(intent.hint("permitted"))
-    if intent.risk == Risk.HIGH and not permitted and not p.actions_held_back:
-        fix("high risk without permission but actions are not held back", "held back action-type outputs")
+        repair.violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
+    if intent.risk == Risk.HIGH and not intent.hint("permitted") and not p.actions_held_back:
+        repair.fix("high risk without permission but actions are not held back", "held back action-type outputs")
         p.actions_held_back = True
-    known = {t.name: t for t in ctx.tools}
-    for name in [n for n in p.tools.allowed if n not in known]:
-        fix(f"tool '{name}' is not available", f"removed unavailable tool '{name}'")
-        p.tools.allowed.remove(name)
+    _check_tools(repair, intent, ctx)
+    limit = 0 if not p.tools.allowed or p.needs_clarification else config.max_tool_calls
+    if p.budget.tool_calls > limit:
+        repair.fix(f"tool calls {p.budget.tool_calls} exceed the limit {limit}", f"tool calls set to {limit}")
+        p.budget.tool_calls = limit
+    _check_budget(repair, intent, ctx, config)
+    if p.needs_clarification and not p.clarification_question:
+        repair.fix("clarification without a question", "added a clarification question")
+        p.clarification_question = clarification_question(intent, ctx.running_tasks)
+    if p.retrieval.candidate_pool > config.candidate_pool_cap:
+        repair.fix(f"candidate pool {p.retrieval.candidate_pool} above cap",
+                   f"candidate pool set to {config.candidate_pool_cap}")
+        p.retrieval.candidate_pool = config.candidate_pool_cap
+    return p, repair.violations, pruned
 
-    def block(name: str, why: str) -> None:
-        if name in p.tools.allowed:
-            fix(f"tool '{name}' allowed but {why}", f"moved '{name}' from allowed to blocked: {why}")
-            p.tools.allowed.remove(name)
-        elif name not in p.tools.blocked:
-            fix(f"tool '{name}' not blocked but {why}", f"blocked '{name}': {why}")
-        if name not in p.tools.blocked:
-            p.tools.blocked.append(name)
-            p.tools.notes.append(f"{name}: {why}")
 
+class _Repair:
+    """A plan under repair and the violations found so far (each fix also lands in ``plan.repairs``)."""
+
+    def __init__(self, plan: ContextPlan) -> None:
+        self.plan = plan
+        self.violations: list[str] = []
+
+    def fix(self, violation: str, repair: str) -> None:
+        """Note a violation and the repair made for it."""
+        self.violations.append(violation)
+        self.plan.repairs.append(repair)
+
+    def block(self, name: str, why: str) -> None:
+        """Move tool ``name`` to the blocked list (out of the allowed one), noting why once."""
+        tools = self.plan.tools
+        if name in tools.allowed:
+            self.fix(f"tool '{name}' allowed but {why}", f"moved '{name}' from allowed to blocked: {why}")
+            tools.allowed.remove(name)
+        elif name not in tools.blocked:
+            self.fix(f"tool '{name}' not blocked but {why}", f"blocked '{name}': {why}")
+        if name not in tools.blocked:
+            tools.blocked.append(name)
+            tools.notes.append(f"{name}: {why}")
+
+
+def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
+    """Drop unavailable tools; block prohibited ones and action tools the plan may not use."""
+    tools = repair.plan.tools
+    known = {t.name for t in ctx.tools}
+    for name in [n for n in tools.allowed if n not in known]:
+        repair.fix(f"tool '{name}' is not available", f"removed unavailable tool '{name}'")
+        tools.allowed.remove(name)
     prohibitions = _dedup(list(ctx.profile.prohibitions) + list(intent.prohibitions))
     for tool in ctx.tools:
         hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
         if hit is not None:
-            block(tool.name, f"prohibited (never {hit})")
+            repair.block(tool.name, f"prohibited (never {hit})")
     for tool in ctx.tools:
-        if not tool.action or tool.name not in p.tools.allowed:
+        if not tool.action or tool.name not in tools.allowed:
             continue
         granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
-        if p.actions_held_back:
-            block(tool.name, "actions are held back")
+        if repair.plan.actions_held_back:
+            repair.block(tool.name, "actions are held back")
         elif intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
-            block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
-    for name in [n for n in p.tools.allowed if n in p.tools.blocked]:
-        fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
-        p.tools.allowed.remove(name)
-    limit = 0 if not p.tools.allowed or p.needs_clarification else config.max_tool_calls
-    if p.budget.tool_calls > limit:
-        fix(f"tool calls {p.budget.tool_calls} exceed the limit {limit}", f"tool calls set to {limit}")
-        p.budget.tool_calls = limit
-    b = p.budget
+            repair.block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
+    for name in [n for n in tools.allowed if n in tools.blocked]:
+        repair.fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
+        tools.allowed.remove(name)
+
+
+def _check_budget(repair: _Repair, intent: Intent, ctx: PlanContext, config: PlanConfig) -> None:
+    """Make the answer reserve fit the context, the budget fit what is left, and the segments sum to it."""
+    b = repair.plan.budget
     if b.answer_reserve >= b.context_size or b.answer_reserve < config.min_answer_reserve:
         new = max(config.min_answer_reserve, b.context_size // 4) if b.context_size > 0 else 0
-        fix(f"answer reserve {b.answer_reserve} does not fit context size {b.context_size}",
-            f"answer reserve set to {new}")
+        repair.fix(f"answer reserve {b.answer_reserve} does not fit context size {b.context_size}",
+                   f"answer reserve set to {new}")
         b.answer_reserve = new
     cap = min(ctx.total_budget, max(0, b.context_size - b.answer_reserve))
     if b.total_tokens > cap:
-        fix(f"budget {b.total_tokens} + reserve {b.answer_reserve} exceeds context size {b.context_size} "
-            f"or total budget {ctx.total_budget}", f"budget reduced to {cap}")
+        repair.fix(f"budget {b.total_tokens} + reserve {b.answer_reserve} exceeds context size {b.context_size} "
+                   f"or total budget {ctx.total_budget}", f"budget reduced to {cap}")
         b.total_tokens = cap
     if sum(b.segments.values()) != b.total_tokens or any(v < 0 for v in b.segments.values()):
-        fix(f"segment quotas sum to {sum(b.segments.values())}, not {b.total_tokens}", "segment quotas reallocated")
+        repair.fix(f"segment quotas sum to {sum(b.segments.values())}, not {b.total_tokens}",
+                   "segment quotas reallocated")
         b.segments = allocate_budget(b.total_tokens, segment_weights(intent, config), config.segment_minimums)
-    if p.needs_clarification and not p.clarification_question:
-        fix("clarification without a question", "added a clarification question")
-        p.clarification_question = clarification_question(intent, ctx.running_tasks)
-    if p.retrieval.candidate_pool > config.candidate_pool_cap:
-        fix(f"candidate pool {p.retrieval.candidate_pool} above cap",
-            f"candidate pool set to {config.candidate_pool_cap}")
-        p.retrieval.candidate_pool = config.candidate_pool_cap
-    return p, violations, pruned
 
 
 # --------------------------------------------------------------------------- builder
