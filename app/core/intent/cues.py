@@ -2,11 +2,11 @@
 
 ``analyse_text`` reads what the text alone says (the ``rules`` signal's input): speech-act and
 task-type cue strengths, control/amend/status/follow-up flags, urgency, risk words and time
-hints, each with its evidence span. The module also holds the regular expressions the engine
-uses for acceptance criteria, constraints and prohibitions, the entity extractor (which skips
-the cue vocabulary), goal clean-up, and the two small readers of the context: which running task
-an input addresses and the goal of an environment event. :mod:`app.core.intent.engine` re-exports the
-public names. Pure and deterministic.
+hints, each with its evidence span; it reads them in a fixed order, one helper per kind of cue.
+The module also holds the regular expressions for acceptance criteria, constraints and
+prohibitions, the entity extractor (which skips the cue vocabulary), goal clean-up, and the two
+small readers of the context: which running task an input addresses and the goal of an
+environment event. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -163,7 +163,11 @@ class TextCues:
 
 
 def analyse_text(text: str) -> TextCues:
-    """Read cue words and sentence form from ``text`` (no context): the rules signal's input."""
+    """Read cue words and sentence form from ``text`` (no context): the rules signal's input.
+
+    Returns the cues in a fixed order of reading: control words, question form, request form,
+    task-type words, dialogue flags (ack, follow-up, vague), urgency, risk words, time hints.
+    """
     t = re.sub(r"\s+", " ", text.replace("\u2019", "'")).strip()
     c = TextCues()
     if not t:
@@ -173,6 +177,26 @@ def analyse_text(text: str) -> TextCues:
     c.body = t[prefix.end():].strip() if prefix else t
     body_words = tokenize(c.body)
     first = stem(body_words[0]) if body_words else ""
+    _control_cues(t, c)
+    head_is_task = first in _VERBS and first not in _INFO_VERBS and not c.control
+    _question_cues(t, c, req, head_is_task)
+    _request_cues(t, c, req, body_words, head_is_task)
+    negated = negated_stems(t)
+    _task_type_cues(t, c, body_words, negated)
+    _dialogue_cues(t, c)
+    _urgency_cues(t, c)
+    for word in tokenize(t):
+        if stem(word) in _RISK_STEMS and stem(word) not in negated and word not in c.risk_words:
+            c.risk_words.append(word)
+            c.spans.append(EvidenceSpan(span=word, field="risk"))
+    for pattern, hint in ((_RECENT_RE, "recent"), (_PAST_RE, "past")):
+        for m in pattern.finditer(t):
+            c.time_hints.append(f"time:{hint}:{m.group(0).lower()}")
+    return c
+
+
+def _control_cues(t: str, c: TextCues) -> None:
+    """Set the control word (stop, pause, ...), an amendment and a status question, with interrupt cues."""
     if (m := _CONTROL_RE.match(t)) is not None:
         c.control = _CONTROL_ACTION.get(m.group("c").lower(), "stop")
         c.add(c.mode, "interrupt", 2.0, m.group(0), "mode")
@@ -183,7 +207,10 @@ def analyse_text(text: str) -> TextCues:
         c.status_query = True  # only the structure signal knows whether a task is running
         c.spans.append(EvidenceSpan(span=m.group(0), field="mode"))
     c.refers_back = _REFERS_BACK_RE.search(c.body) is not None
-    head_is_task = first in _VERBS and first not in _INFO_VERBS and not c.control
+
+
+def _question_cues(t: str, c: TextCues, req: str | None, head_is_task: bool) -> None:
+    """Set ``c.question`` and add qa cues from the question mark, a wh-word, an auxiliary or "I wonder"."""
     polite_request = bool(req) and head_is_task  # "can you fix X?": the '?' is politeness
     if "?" in t and not polite_request:
         c.question = True
@@ -198,6 +225,12 @@ def analyse_text(text: str) -> TextCues:
         c.add(c.mode, "qa", 0.8, m.group(0), "mode")
     if (m := _INFO_RE.search(t)) is not None:
         c.add(c.mode, "qa", 0.8, m.group(0), "mode")
+
+
+def _request_cues(t: str, c: TextCues, req: str | None, body_words: list[str], head_is_task: bool) -> None:
+    """Add task cues from an imperative head verb, a request phrase, later clauses and "I want";
+    qa cues from an information verb ("explain") or a plain statement."""
+    first = stem(body_words[0]) if body_words else ""
     if first in _INFO_VERBS:
         c.add(c.mode, "qa", 1.2, body_words[0], "mode")
     elif head_is_task and not _WH_RE.match(c.body):
@@ -206,16 +239,19 @@ def analyse_text(text: str) -> TextCues:
             c.add(c.mode, "task", 1.0, req, "mode")
     elif req and not c.question:
         c.add(c.mode, "task", 0.8, req, "mode")
-    for m in _CLAUSE_VERB_RE.finditer(t):  # imperatives that open a later clause: "..., check the logs"
-        verb = stem(m.group("v").lower())
-        if m.start("v") > 0 and verb in _VERBS and verb not in _INFO_VERBS and verb != first:
-            c.add(c.mode, "task", 1.0, m.group("v"), "mode")
-    if (m := _WANT_RE.match(t)) is not None and not c.question:
-        c.add(c.mode, "task", 1.0, m.group(0), "mode")
+    for clause in _CLAUSE_VERB_RE.finditer(t):  # imperatives that open a later clause: "..., check the logs"
+        verb = stem(clause.group("v").lower())
+        if clause.start("v") > 0 and verb in _VERBS and verb not in _INFO_VERBS and verb != first:
+            c.add(c.mode, "task", 1.0, clause.group("v"), "mode")
+    if (want := _WANT_RE.match(t)) is not None and not c.question:
+        c.add(c.mode, "task", 1.0, want.group(0), "mode")
     if not c.mode and content_stems(c.body):  # a plain statement ("the deadline moved"): inform
         c.add(c.mode, "qa", 0.8, c.body[:60], "mode")
-    # task type: every known word counts; the head verb's main label counts double
-    negated = negated_stems(t)
+
+
+def _task_type_cues(t: str, c: TextCues, body_words: list[str], negated: set[str]) -> None:
+    """Add task-type cues: every known word counts (negated ones less); the head verb's main label
+    counts double; known phrases ("what went wrong", "next steps") add theirs."""
     tokens = tokenize(t)
     head_index = len(tokens) - len(body_words)
     for i, word in enumerate(tokens):
@@ -228,7 +264,10 @@ def analyse_text(text: str) -> TextCues:
     for pattern, label, w in _PHRASES:
         if (m := pattern.search(t)) is not None:
             c.add(c.task, label, w, m.group(0), "task_type")
-    # flags
+
+
+def _dialogue_cues(t: str, c: TextCues) -> None:
+    """Set the acknowledgement, follow-up and vague flags; an ack is qa, a vague input is clarify."""
     stems = [x for x in content_stems(c.body) if x not in _INTERJECTIONS]
     c.ack = bool(_ACK_RE.match(t))
     if c.ack:
@@ -239,20 +278,16 @@ def analyse_text(text: str) -> TextCues:
         c.vague = True
         c.follow_up = c.follow_up or pronoun_only
         c.add(c.mode, "clarify", 1.5 if not stems else 0.8, t, "mode")
+
+
+def _urgency_cues(t: str, c: TextCues) -> None:
+    """Set the urgency: low on calm words, high on urgent words or a stop/cancel/pause control."""
     if (m := _CALM_RE.search(t)) is not None:
         c.urgency = Urgency.LOW
         c.spans.append(EvidenceSpan(span=m.group(0), field="urgency"))
     elif (m := _URGENT_RE.search(t)) is not None or c.control in ("stop", "cancel", "pause"):
         c.urgency = Urgency.HIGH
         c.spans.append(EvidenceSpan(span=m.group(0) if m else str(c.control), field="urgency"))
-    for word in tokenize(t):
-        if stem(word) in _RISK_STEMS and stem(word) not in negated and word not in c.risk_words:
-            c.risk_words.append(word)
-            c.spans.append(EvidenceSpan(span=word, field="risk"))
-    for pattern, hint in ((_RECENT_RE, "recent"), (_PAST_RE, "past")):
-        for m in pattern.finditer(t):
-            c.time_hints.append(f"time:{hint}:{m.group(0).lower()}")
-    return c
 
 
 # --------------------------------------------------------------------------- entities and goal

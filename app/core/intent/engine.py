@@ -17,13 +17,18 @@ running task. Confidence per field is ``sqrt(p1 * (p1 - p2))`` of the fused dist
 close second place lowers it as much as a weak first place. Output is deterministic: fixed label
 order, fixed tie-breaks, floats rounded to 4 places.
 
-This module holds the weights, the fusion math, the prototype bank and the engine; the rest of
-the stage lives beside it:
+This module holds the weights, the fusion math, the prototype bank and the engine, whose
+``infer`` reads one signal per method (``_rules_signal``, ``_embedding_signal``,
+``_structure_signal``, ``_env_signal``, ``_llm_signal``), fuses and decides mode and task type,
+and assembles the intent. The rest of the stage lives beside it:
 
-* :mod:`app.core.intent.model`  enums, ``Intent``, ``IntentContext`` and the audit records,
-* :mod:`app.core.intent.cues`   cue tables, ``analyse_text``, ``extract_entities``, context readers,
-* :mod:`app.core.intent.llm`    ``INTENT_JSON_SCHEMA``, ``intent_messages``, ``normalize_llm_intent``,
-* :mod:`app.core.intent.profile` the user profile; word helpers are in :mod:`app.core.text`.
+* :mod:`app.core.intent.model`    enums, ``Intent``, ``IntentContext`` and the audit records,
+* :mod:`app.core.intent.cues`     cue tables, ``analyse_text``, ``extract_entities``, context readers,
+* :mod:`app.core.intent.decision` the trace of one inference, the signals' readings, and what is
+  decided after fusion: goal, structured fields (with the ``profile`` signal), urgency, risk,
+* :mod:`app.core.intent.llm`      ``INTENT_JSON_SCHEMA``, ``intent_messages``, ``normalize_llm_intent``,
+  ``read_llm_output``,
+* :mod:`app.core.intent.profile`  the user profile; word helpers are in :mod:`app.core.text`.
 """
 
 from __future__ import annotations
@@ -31,24 +36,25 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
-from app.core.intent.cues import (
-    ACCEPT_RE,
-    CONSTRAINT_RE,
-    ENV_ALERT_RE,
-    PROHIB_RE,
-    SAFE_SEND_RE,
-    analyse_text,
-    clean_goal,
-    env_goal,
-    extract_entities,
-    target_task,
+from app.core.intent.cues import ENV_ALERT_RE, SAFE_SEND_RE, TextCues, analyse_text, extract_entities, target_task
+from app.core.intent.decision import (
+    EnvReading,
+    IntentFields,
+    LlmReading,
+    StructureReading,
+    Trace,
+    dedup_spans,
+    goal_of,
+    llm_goal,
+    risk_of,
+    structured_fields,
+    urgency_of,
 )
-from app.core.intent.llm import normalize_llm_intent
+from app.core.intent.llm import read_llm_output
 from app.core.intent.model import (
     CLARIFY_CODES,
     DONE_STATUSES,
@@ -59,16 +65,14 @@ from app.core.intent.model import (
     Intent,
     IntentConfidence,
     IntentContext,
-    LlmReport,
     Mode,
-    Risk,
+    RecentTurn,
     SignalRecord,
     TaskType,
-    Urgency,
     r4,
 )
-from app.core.intent.profile import parse_profile_statements
-from app.core.text import content_stems, dedup_texts, split_sub_questions, stem, tokenize
+from app.core.intent.profile import ProfileStatement, parse_profile_statements
+from app.core.text import content_stems, dedup_texts, stem, tokenize
 
 
 class IntentWeights(BaseModel):
@@ -92,7 +96,6 @@ DEFAULT_WEIGHTS = IntentWeights()
 
 MODE_PRIOR = {"qa": 0.4, "task": 0.3, "interrupt": 0.1, "push": 0.05, "clarify": 0.15}
 TASK_PRIOR = {"retrieval": 0.3, "generation": 0.2, "change": 0.2, "diagnostic": 0.15, "planning": 0.15}
-_LEVEL = {"low": 0, "normal": 1, "medium": 1, "high": 2}
 
 # --------------------------------------------------------------------------- fusion math
 
@@ -261,232 +264,211 @@ class IntentEngine:
         self.weights = weights
 
     def infer(self, text: str, ctx: IntentContext | None = None) -> Intent:
-        """Return the structured intent of ``text`` (may be empty for an environment event)."""
+        """Return the structured intent of ``text`` (may be empty for an environment event).
+
+        The signals add their evidence to one trace in a fixed order (rules, embedding, structure,
+        env, llm); the fused distributions decide mode and task type; then come the goal, the
+        structured fields with the profile signal, urgency, risk and the clarification reasons.
+        """
         ctx = ctx or IntentContext()
         w = self.weights
         text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
         cues = analyse_text(text)
-        records: list[SignalRecord] = []
-        spans = list(cues.spans)
-        reasons: list[str] = []
-        hints: list[str] = list(cues.time_hints)
+        trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
+        statements = self._rules_signal(text, cues, trace)
+        self._embedding_signal(text, ctx, trace)
+        structure = self._structure_signal(text, cues, ctx, trace)
+        env = self._env_signal(text, ctx, trace)
+        if not text and not env.trigger:
+            trace.rec("rules", "mode", "clarify", w.rules, 1.0)
+            trace.reasons.append("empty_input: no text and no environment event")
+        llm = self._llm_signal(ctx, cues, trace)
+        mode_dist, task_dist = self._fuse(trace.records, structure.share)
+        mode, task_type = Mode(argmax(mode_dist)), TaskType(argmax(task_dist))
+        if mode == Mode.INTERRUPT and structure.target is not None:
+            trace.hints.append(f"target_task:{structure.target.task_id}")
+        goal, goal_conf, entities = goal_of(text, cues, mode, statements, structure, env, trace)
+        goal, goal_conf = llm_goal(goal, goal_conf, llm)
+        fields = structured_fields(text, ctx.profile, entities, llm, trace)
+        acting = mode in (Mode.TASK, Mode.INTERRUPT) and not statements
+        risk_words = [] if SAFE_SEND_RE.search(text) else cues.risk_words
+        conf = IntentConfidence(mode=decisiveness(mode_dist), task_type=decisiveness(task_dist), goal=r4(goal_conf))
+        self._clarity_reasons(text, mode, mode_dist, conf, goal_conf, cues, env, trace)
+        self._action_reasons(mode, task_type, acting, risk_words, structure, fields, llm, trace)
+        reasons = dedup_texts(trace.reasons, 3 * w.max_items)
+        return Intent(
+            text=text, mode=mode, task_type=task_type, goal=goal,
+            acceptance=dedup_texts(fields.acceptance, w.max_items),
+            constraints=dedup_texts(fields.constraints, w.max_items),
+            prohibitions=dedup_texts(fields.prohibitions, w.max_items),
+            entities=dedup_texts(fields.entities + env.entities, w.max_items),
+            plan_hints=dedup_texts(trace.hints, 2 * w.max_items), evidence_spans=dedup_spans(trace.spans),
+            uncertainty_reasons=reasons, urgency=urgency_of(cues, env, llm),
+            risk=risk_of(task_type, acting, risk_words, fields, llm), confidence=conf,
+            needs_clarification=any(r.split(":", 1)[0] in CLARIFY_CODES for r in reasons),
+            sub_questions=dedup_texts(fields.sub_questions, w.max_items),
+            distribution={"mode": mode_dist, "task_type": task_dist}, signals=trace.records, llm=llm.report,
+        )
 
-        def rec(name: str, fld: str, label: str, weight: float, score: float) -> None:
-            records.append(SignalRecord(name=name, field=fld, label=label, weight=r4(weight), score=r4(score)))
+    # ----------------------------------------------------------------------- the signals
 
-        # (a) rules: the cue shares form the distribution, their total sets the weight
+    def _rules_signal(self, text: str, cues: TextCues, trace: Trace) -> list[ProfileStatement]:
+        """Record the text's cue shares (their total sets the weight); return its profile statements.
+
+        A statement such as "never X" or "I prefer X" is an instruction about how to work: it adds
+        task cue strength (to ``cues`` itself) and a ``profile_update`` hint.
+        """
         statements = parse_profile_statements(text)
-        if statements:  # "never X" / "I prefer X": an instruction about how to work
+        if statements:
             cues.add(cues.mode, "task", 1.2, statements[0].span, "mode")
-            hints.extend(f"profile_update:{s.kind}" for s in statements)
+            trace.hints.extend(f"profile_update:{s.kind}" for s in statements)
         for fld, table in (("mode", cues.mode), ("task_type", cues.task)):
             strength, shares = cue_distribution(table, FIELD_LABELS[fld])
-            for label, share_ in shares.items():
-                rec("rules", fld, label, w.rules * strength, share_)
-        # (b) embedding similarity to prototypes
-        if self.bank is not None and text and ctx.query_vector is not None:
-            for fld, dist in self.bank.scores(ctx.query_vector, w.embed_temperature).items():
-                strength = min(1.0, max(0.0, dist.get("_best", 0.0)))
-                for label in FIELD_LABELS.get(fld, ()):
-                    rec("embedding", fld, label, w.embedding * strength, dist.get(label, 0.0))
-        # (c) interaction structure: follow-ups and running tasks
+            for label, share in shares.items():
+                trace.rec("rules", fld, label, self.weights.rules * strength, share)
+        return statements
+
+    def _embedding_signal(self, text: str, ctx: IntentContext, trace: Trace) -> None:
+        """Record the query vector's similarity to the labelled prototypes (nothing without both)."""
+        if self.bank is None or not text or ctx.query_vector is None:
+            return
+        for fld, dist in self.bank.scores(ctx.query_vector, self.weights.embed_temperature).items():
+            strength = min(1.0, max(0.0, dist.get("_best", 0.0)))
+            for label in FIELD_LABELS.get(fld, ()):
+                trace.rec("embedding", fld, label, self.weights.embedding * strength, dist.get(label, 0.0))
+
+    def _structure_signal(self, text: str, cues: TextCues, ctx: IntentContext, trace: Trace) -> StructureReading:
+        """Record follow-ups and running-task interruptions; return what the structure says."""
         running = [t for t in ctx.running_tasks if t.status.lower() not in DONE_STATUSES]
-        head = stem(tokenize(cues.body)[0]) if tokenize(cues.body) else ""
+        body_words = tokenize(cues.body)
+        head = stem(body_words[0]) if body_words else ""
         target, ambiguous, named = target_task(text, running, ctx.focus_task, head)
-        prev = ctx.recent_turns[-1] if ctx.recent_turns else None
-        follow_up = prev is not None and bool(text) and (
-            cues.follow_up or (cues.control == "resume" and not running))
-        if follow_up and prev is not None:
-            prev_mode = next((t.mode for t in reversed(ctx.recent_turns) if t.mode in ("qa", "task")), "qa")
-            rec("structure", "mode", prev_mode, w.structure, 1.0)
-            strength, shares = cue_distribution(analyse_text(prev.text).task, TASK_TYPES)
-            for label, share_ in shares.items():
-                rec("structure", "task_type", label, 0.8 * w.structure * strength, share_)
-            hints.append("follow_up")
-            spans.append(EvidenceSpan(source="history", span=prev.text[:120], field="goal"))
-        share = 0.0
-        if running and text:
-            if cues.control:
-                share = 0.9
-                hints.append(f"control:{cues.control}")
-            elif cues.amend:
-                share = 0.85
-                hints.append("amend_running_task")
-            elif cues.status_query:
-                share = 0.8
-                hints.append("status_query")
-            elif cues.question:  # about the task when it names it or points back at it;
-                share = 0.8 if named else 0.55 if cues.refers_back else 0.25  # else its own Q&A stream
-            else:
-                share = 0.6 if named else 0.2
-            rec("structure", "mode", "interrupt", share, 1.0)
-        # (e) environment
+        followed = self._follow_up_signal(text, cues, ctx, bool(running), trace)
+        share = _interrupt_signal(text, cues, bool(running), named, trace)
+        return StructureReading(running=running, target=target, ambiguous=ambiguous, followed=followed, share=share)
+
+    def _follow_up_signal(self, text: str, cues: TextCues, ctx: IntentContext, running: bool,
+                          trace: Trace) -> RecentTurn | None:
+        """Record a follow-up ("and Berlin?"): the last qa/task mode and the previous turn's task type.
+
+        Returns the previous turn when the input follows it up, else None.
+        """
+        if not ctx.recent_turns or not text or not (cues.follow_up or (cues.control == "resume" and not running)):
+            return None
+        prev = ctx.recent_turns[-1]
+        w = self.weights
+        prev_mode = next((t.mode for t in reversed(ctx.recent_turns) if t.mode in ("qa", "task")), "qa")
+        trace.rec("structure", "mode", prev_mode, w.structure, 1.0)
+        strength, shares = cue_distribution(analyse_text(prev.text).task, TASK_TYPES)
+        for label, share in shares.items():
+            trace.rec("structure", "task_type", label, 0.8 * w.structure * strength, share)
+        trace.hints.append("follow_up")
+        trace.spans.append(EvidenceSpan(source="history", span=prev.text[:120], field="goal"))
+        return prev
+
+    def _env_signal(self, text: str, ctx: IntentContext, trace: Trace) -> EnvReading:
+        """Record a push when the turn reacts to environment events; note events the text mentions.
+
+        Returns the events, whether they trigger the turn, and the entities they contribute.
+        """
+        w = self.weights
         events = list(ctx.recent_env_events)
-        env_trigger = ctx.trigger == "env" or (not text and bool(events))
-        env_entities: list[str] = []
-        if env_trigger:
-            rec("env", "mode", "push", w.env, 1.0)
+        trigger = ctx.trigger == "env" or (not text and bool(events))
+        entities: list[str] = []
+        if trigger:
+            trace.rec("env", "mode", "push", w.env, 1.0)
             titles = " ".join(e.title for e in events)
-            rec("env", "task_type", "diagnostic" if ENV_ALERT_RE.search(titles) else "retrieval", w.env, 1.0)
-            env_entities = [e.uri for e in events[-5:] if e.uri] + extract_entities(titles)
-            spans.extend(EvidenceSpan(source="env", span=(e.title or e.uri)[:120], field="goal") for e in events[-3:])
-            hints.append("include_env_events")
+            trace.rec("env", "task_type", "diagnostic" if ENV_ALERT_RE.search(titles) else "retrieval", w.env, 1.0)
+            entities = [e.uri for e in events[-5:] if e.uri] + extract_entities(titles)
+            trace.spans.extend(EvidenceSpan(source="env", span=(e.title or e.uri)[:120], field="goal")
+                               for e in events[-3:])
+            trace.hints.append("include_env_events")
         elif events and text:
             stems = set(content_stems(text))
             hits = [e for e in events if stems & set(content_stems(e.title + " " + e.uri))]
             if hits:
-                hints.append("include_env_events")
-                env_entities = [e.uri for e in hits if e.uri] + extract_entities(" ".join(e.title for e in hits))
-        if not text and not env_trigger:
-            rec("rules", "mode", "clarify", w.rules, 1.0)
-            reasons.append("empty_input: no text and no environment event")
-        # (f) the LLM's JSON, normalised; failure only degrades
-        report, llm_fields = self._llm_signal(ctx, reasons)
-        llm_conf = float(llm_fields.get("confidence", 0.6))
+                trace.hints.append("include_env_events")
+                entities = [e.uri for e in hits if e.uri] + extract_entities(" ".join(e.title for e in hits))
+        return EnvReading(events=events, trigger=trigger, entities=entities)
+
+    def _llm_signal(self, ctx: IntentContext, cues: TextCues, trace: Trace) -> LlmReading:
+        """Record the LLM's mode and task type, and a conflict with strong rule cues; return its fields."""
+        report, fields = read_llm_output(ctx, self.weights.max_items, trace.reasons)
+        conf = float(fields.get("confidence", 0.6))
         for fld in ("mode", "task_type"):
-            if fld in llm_fields:
-                rec("llm", fld, llm_fields[fld], w.llm * (0.5 + 0.5 * llm_conf), 1.0)
-                rule_table = cues.mode if fld == "mode" else cues.task
-                if rule_table:
-                    rule_top = argmax({k: rule_table.get(k, 0.0) for k in FIELD_LABELS[fld]})
-                    if rule_top != llm_fields[fld] and saturate(rule_table[rule_top]) >= 0.6:
-                        reasons.append(f"signal_conflict: {fld} rules={rule_top} llm={llm_fields[fld]}")
-        # fusion
+            if fld not in fields:
+                continue
+            trace.rec("llm", fld, fields[fld], self.weights.llm * (0.5 + 0.5 * conf), 1.0)
+            rule_table = cues.mode if fld == "mode" else cues.task
+            if rule_table:
+                rule_top = argmax({k: rule_table.get(k, 0.0) for k in FIELD_LABELS[fld]})
+                if rule_top != fields[fld] and saturate(rule_table[rule_top]) >= 0.6:
+                    trace.reasons.append(f"signal_conflict: {fld} rules={rule_top} llm={fields[fld]}")
+        return LlmReading(report=report, fields=fields, conf=conf)
+
+    # ----------------------------------------------------------------------- fusion and decision
+
+    def _fuse(self, records: Sequence[SignalRecord], share: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Return the fused (mode, task type) distributions; ``share`` of qa/task moves to interrupt."""
+        w = self.weights
         mode_dist = fuse(records, "mode", MODE_PRIOR, w.prior)
         if share > 0:
             mode_dist = redirect(mode_dist, share, ("qa", "task"), "interrupt")
-        task_dist = fuse(records, "task_type", TASK_PRIOR, w.prior)
-        mode, task_type = Mode(argmax(mode_dist)), TaskType(argmax(task_dist))
-        if mode == Mode.INTERRUPT and target is not None:
-            hints.append(f"target_task:{target.task_id}")
-        # goal and its confidence
-        own_stems = content_stems(cues.body)
-        entities = extract_entities(text)
-        goal = clean_goal(cues.body)
-        goal_conf = min(1.0, (len(own_stems) + 0.5 * len(entities)) / 4.0) * (0.4 if cues.vague else 1.0)
-        if env_trigger:
-            goal, goal_conf = env_goal(events) or goal, 0.8 if events else 0.3
-        elif mode == Mode.INTERRUPT and cues.control:
-            goal = f"{cues.control} the running task" + (f" '{target.name}'" if target else "")
-            goal_conf = 0.9 if target else 0.5
-        elif follow_up and prev is not None:
-            goal = f"{goal} (follow-up to: {clean_goal(prev.text)[:160]})"
-            goal_conf = max(goal_conf, 0.4 + 0.4 * min(1.0, len(content_stems(prev.text)) / 4.0))
-            entities = entities + extract_entities(prev.text)
-        elif cues.ack:
-            goal, goal_conf = "acknowledge the reply", 0.7
-        elif statements:
-            goal = "remember: " + "; ".join(f"{s.kind} {s.text}" for s in statements)
-            goal_conf = 0.8
-        if goal and not env_trigger:
-            spans.append(EvidenceSpan(span=cues.body[:200], field="goal"))
-        if "goal" in llm_fields:
-            goal = llm_fields["goal"]
-            llm_goal = min(1.0, len(content_stems(goal)) / 4.0) * (0.5 + 0.5 * llm_conf)
-            goal_conf = max(goal_conf, llm_goal)
-        # structured fields from the text, the profile and the LLM
-        acceptance = [m.group("x") for m in ACCEPT_RE.finditer(text)]
-        constraints = [m.group("x") for m in CONSTRAINT_RE.finditer(text)]
-        prohibitions = [m.group("x") for m in PROHIB_RE.finditer(text)]
-        for fld, found in (("acceptance", acceptance), ("constraints", constraints), ("prohibitions", prohibitions)):
-            spans.extend(EvidenceSpan(span=x.strip(), field=fld) for x in found)
-        profile = ctx.profile
-        prohibitions += profile.prohibitions
-        constraints += [f"never {p}" for p in profile.prohibitions]
-        hints += [f"prefer:{p}" for p in profile.preferences]
-        conflicts = profile.prohibition_hits(text) if text else []
-        permitted = profile.permission_hits(text) if text else []
-        for hit in conflicts:
-            rec("profile", "risk", "high", 1.0, 1.0)
-            reasons.append(f"prohibition_conflict: never {hit}")
-            spans.append(EvidenceSpan(source="profile", span=hit, field="prohibitions"))
-        hints += [f"permitted:{p}" for p in permitted]
-        if permitted:
-            rec("profile", "risk", "medium", 1.0, 1.0)
-        sub_questions = split_sub_questions(text)
-        if sub_questions:
-            hints.append(f"decompose:{len(sub_questions)}")
-        for fld, target_list in (("acceptance", acceptance), ("constraints", constraints),
-                                 ("prohibitions", prohibitions), ("entities", entities),
-                                 ("plan_hints", hints), ("sub_questions", sub_questions)):
-            target_list.extend(llm_fields.get(fld, []) if fld != "sub_questions" or not sub_questions else [])
-        low = text.lower()
-        spans.extend(EvidenceSpan(source="llm", span=s, field="llm") for s in llm_fields.get("evidence", [])
-                     if s.lower() in low)
-        reasons.extend(f"llm: {r}" for r in llm_fields.get("uncertainty_reasons", []))
-        entities = entities + env_entities
-        # urgency and risk
-        urgency = cues.urgency
-        if env_trigger and ENV_ALERT_RE.search(" ".join(e.title for e in events)):
-            urgency = Urgency.HIGH
-        if urgency == Urgency.NORMAL and "urgency" in llm_fields:
-            urgency = Urgency(llm_fields["urgency"])
-        acting = mode in (Mode.TASK, Mode.INTERRUPT) and not statements
-        risk_words = [] if SAFE_SEND_RE.search(text) else cues.risk_words
-        risk = Risk.MEDIUM if acting and task_type == TaskType.CHANGE else Risk.LOW
-        if risk_words:
-            risk = Risk.HIGH if acting else Risk.MEDIUM
-            if permitted and risk == Risk.HIGH:
-                risk = Risk.MEDIUM
-        if conflicts:
-            risk = Risk.HIGH
-        if "risk" in llm_fields and _LEVEL[llm_fields["risk"]] > _LEVEL[risk.value]:
-            risk = Risk(llm_fields["risk"])
-        # confidence decomposition and clarification triggers
-        conf = IntentConfidence(mode=decisiveness(mode_dist), task_type=decisiveness(task_dist), goal=r4(goal_conf))
-        top2 = sorted(mode_dist, key=lambda k: (-mode_dist[k], MODES.index(k)))[:2]
-        if mode == Mode.CLARIFY and not any(r.startswith("empty_input") for r in reasons):
-            reasons.append(f"vague_goal: '{text[:60]}' names nothing to act on")
+        return mode_dist, fuse(records, "task_type", TASK_PRIOR, w.prior)
+
+    def _clarity_reasons(self, text: str, mode: Mode, mode_dist: Mapping[str, float], conf: IntentConfidence,
+                         goal_conf: float, cues: TextCues, env: EnvReading, trace: Trace) -> None:
+        """Add the reasons of an unclear input: nothing to act on, low mode/task/goal confidence."""
+        w = self.weights
+        if mode == Mode.CLARIFY and not any(r.startswith("empty_input") for r in trace.reasons):
+            trace.reasons.append(f"vague_goal: '{text[:60]}' names nothing to act on")
         if conf.mode < w.clarify_mode_below:
-            reasons.append(f"low_mode_confidence: {top2[0]} vs {top2[1]} ({conf.mode})")
+            top2 = sorted(mode_dist, key=lambda k: (-mode_dist[k], MODES.index(k)))[:2]
+            trace.reasons.append(f"low_mode_confidence: {top2[0]} vs {top2[1]} ({conf.mode})")
         if mode == Mode.TASK and conf.task_type < w.clarify_task_below:
-            reasons.append(f"low_task_confidence: {conf.task_type}")
+            trace.reasons.append(f"low_task_confidence: {conf.task_type}")
         control_goal = mode == Mode.INTERRUPT and cues.control is not None
-        if goal_conf < w.clarify_goal_below and mode != Mode.CLARIFY and not env_trigger and not control_goal:
-            reasons.append(f"vague_goal: goal confidence {conf.goal}")
-        if w.confirm_high_risk and acting and risk_words and not permitted:
-            reasons.append(f"high_risk_action: {', '.join(risk_words)}")
-        if mode == Mode.INTERRUPT and ambiguous:
-            reasons.append(f"ambiguous_task: {len(running)} running tasks, none named")
-        if llm_fields.get("needs_clarification") is True:
-            reasons.append("llm_flagged: the model asked for clarification")
-        if acting and task_type in (TaskType.CHANGE, TaskType.GENERATION) and not acceptance:
-            reasons.append("no_acceptance: no success criterion stated")
-        reasons = dedup_texts(reasons, 3 * w.max_items)
-        needs = any(r.split(":", 1)[0] in CLARIFY_CODES for r in reasons)
-        return Intent(
-            text=text, mode=mode, task_type=task_type, goal=goal,
-            acceptance=dedup_texts(acceptance, w.max_items), constraints=dedup_texts(constraints, w.max_items),
-            prohibitions=dedup_texts(prohibitions, w.max_items), entities=dedup_texts(entities, w.max_items),
-            plan_hints=dedup_texts(hints, 2 * w.max_items), evidence_spans=_dedup_spans(spans),
-            uncertainty_reasons=reasons, urgency=urgency, risk=risk, confidence=conf,
-            needs_clarification=needs, sub_questions=dedup_texts(sub_questions, w.max_items),
-            distribution={"mode": mode_dist, "task_type": task_dist}, signals=records, llm=report,
-        )
+        if goal_conf < w.clarify_goal_below and mode != Mode.CLARIFY and not env.trigger and not control_goal:
+            trace.reasons.append(f"vague_goal: goal confidence {conf.goal}")
 
-    def _llm_signal(self, ctx: IntentContext, reasons: list[str]) -> tuple[LlmReport, dict[str, Any]]:
-        """Normalise the optional LLM output; record how it fared. Never raises."""
-        if ctx.llm_status in ("late", "error", "invalid"):
-            detail = ctx.llm_detail or {"late": "arrived after the deadline", "error": "failed"}.get(
-                ctx.llm_status, "unusable output")
-            reasons.append(f"llm_{ctx.llm_status}: {detail}")
-            return LlmReport(status=ctx.llm_status, detail=detail), {}
-        if ctx.llm_output is None:
-            if ctx.llm_status == "ok":
-                reasons.append("llm_invalid: no output")
-                return LlmReport(status="invalid", detail="no output"), {}
-            return LlmReport(status="skipped"), {}
-        fields, problems = normalize_llm_intent(ctx.llm_output, self.weights.max_items)
-        if not any(k in fields for k in ("mode", "task_type", "goal")):
-            detail = "; ".join(problems) or "no usable field"
-            reasons.append(f"llm_invalid: {detail}")
-            return LlmReport(status="invalid", detail=detail), {}
-        return LlmReport(status="ok", detail="; ".join(problems)), fields
+    def _action_reasons(self, mode: Mode, task_type: TaskType, acting: bool, risk_words: Sequence[str],
+                        structure: StructureReading, fields: IntentFields, llm: LlmReading, trace: Trace) -> None:
+        """Add the reasons to check before acting: risk, an ambiguous task, the LLM's flag, no criterion."""
+        if self.weights.confirm_high_risk and acting and risk_words and not fields.permitted:
+            trace.reasons.append(f"high_risk_action: {', '.join(risk_words)}")
+        if mode == Mode.INTERRUPT and structure.ambiguous:
+            trace.reasons.append(f"ambiguous_task: {len(structure.running)} running tasks, none named")
+        if llm.fields.get("needs_clarification") is True:
+            trace.reasons.append("llm_flagged: the model asked for clarification")
+        if acting and task_type in (TaskType.CHANGE, TaskType.GENERATION) and not fields.acceptance:
+            trace.reasons.append("no_acceptance: no success criterion stated")
 
 
-def _dedup_spans(spans: Sequence[EvidenceSpan]) -> list[EvidenceSpan]:
-    seen: dict[tuple[str, str, str], EvidenceSpan] = {}
-    for s in spans:
-        if s.span:
-            seen.setdefault((s.source, s.span.lower(), s.field), s)
-    return list(seen.values())[:32]
+# --------------------------------------------------------------------------- structure signal helper
+
+
+def _interrupt_signal(text: str, cues: TextCues, running: bool, named: bool, trace: Trace) -> float:
+    """Record how strongly the input addresses a running task; return the share moved to interrupt.
+
+    Control words, amendments and status questions address the task; another question does when
+    it names the task or points back at it, else it is its own Q&A stream. 0.0 with no task running.
+    """
+    if not (running and text):
+        return 0.0
+    if cues.control:
+        share = 0.9
+        trace.hints.append(f"control:{cues.control}")
+    elif cues.amend:
+        share = 0.85
+        trace.hints.append("amend_running_task")
+    elif cues.status_query:
+        share = 0.8
+        trace.hints.append("status_query")
+    elif cues.question:
+        share = 0.8 if named else 0.55 if cues.refers_back else 0.25
+    else:
+        share = 0.6 if named else 0.2
+    trace.rec("structure", "mode", "interrupt", share, 1.0)
+    return share
+
+

@@ -3,8 +3,9 @@
 ``intent_messages`` builds the chat prompt that asks the local model for JSON matching
 ``INTENT_JSON_SCHEMA``; ``normalize_llm_intent`` turns whatever comes back into usable fields
 (labels mapped through synonyms or dropped, wrong types ignored, strings trimmed) plus a list of
-the problems found. It never raises: a bad answer only degrades the LLM signal.
-:mod:`app.core.intent.engine` re-exports the public names. Pure and deterministic.
+the problems found, one small step per kind of field; ``read_llm_output`` says how the output of
+a turn fared (skipped, ok, invalid, late, error) and returns its fields. Nothing here raises: a
+bad answer only degrades the LLM signal. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from app.core.intent.model import DONE_STATUSES, MODES, TASK_TYPES, IntentContext, Risk, Urgency, r4
+from app.core.intent.model import DONE_STATUSES, MODES, TASK_TYPES, IntentContext, LlmReport, Risk, Urgency, r4
 from app.core.text import dedup_texts
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": 6}
@@ -79,66 +80,128 @@ def normalize_llm_intent(raw: Any, max_items: int = 12) -> tuple[dict[str, Any],
 
     Returns (the usable fields, the problems found). Never raises; an unusable value gives ({}, [...]).
     """
+    obj, problem = _as_object(raw)
+    if obj is None:
+        return {}, [problem]
+    flat = _flatten(obj)
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for key in sorted(flat):
+        norm = _field_name(key)
+        value, problem_ = _normalise_field(norm, flat[key], max_items)
+        if problem_ is not None:
+            problems.append(problem_)
+        if value is not None:
+            out[norm] = value
+    return out, problems
+
+
+def read_llm_output(ctx: IntentContext, max_items: int, reasons: list[str]) -> tuple[LlmReport, dict[str, Any]]:
+    """Return how the optional LLM output of ``ctx`` fared and its usable fields. Never raises.
+
+    A late, failed or unusable output adds an ``llm_*`` reason to ``reasons`` and gives no fields;
+    no output at all is "skipped" (or "invalid" when the status claims success).
+    """
+    if ctx.llm_status in ("late", "error", "invalid"):
+        detail = ctx.llm_detail or {"late": "arrived after the deadline", "error": "failed"}.get(
+            ctx.llm_status, "unusable output")
+        reasons.append(f"llm_{ctx.llm_status}: {detail}")
+        return LlmReport(status=ctx.llm_status, detail=detail), {}
+    if ctx.llm_output is None:
+        if ctx.llm_status == "ok":
+            reasons.append("llm_invalid: no output")
+            return LlmReport(status="invalid", detail="no output"), {}
+        return LlmReport(status="skipped"), {}
+    fields, problems = normalize_llm_intent(ctx.llm_output, max_items)
+    if not any(k in fields for k in ("mode", "task_type", "goal")):
+        detail = "; ".join(problems) or "no usable field"
+        reasons.append(f"llm_invalid: {detail}")
+        return LlmReport(status="invalid", detail=detail), {}
+    return LlmReport(status="ok", detail="; ".join(problems)), fields
+
+
+# --------------------------------------------------------------------------- normalisation steps
+
+_WRAPPERS = ("intentstruct", "intent_struct")
+
+
+def _as_object(raw: Any) -> tuple[dict[Any, Any] | None, str]:
+    """Return (the JSON object in ``raw``, "") or (None, why it is not one); a string is parsed first."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except ValueError:
-            return {}, ["not JSON"]
+            return None, "not JSON"
     if not isinstance(raw, dict):
-        return {}, [f"expected an object, got {type(raw).__name__}"]
+        return None, f"expected an object, got {type(raw).__name__}"
+    return raw, ""
+
+
+def _flatten(raw: dict[Any, Any]) -> dict[str, Any]:
+    """Return the string-keyed fields of ``raw``, those of a wrapper object ("intentStruct") first."""
     flat: dict[str, Any] = {}
     for key, value in raw.items():
-        if isinstance(key, str) and key.lower() in ("intentstruct", "intent_struct") and isinstance(value, dict):
+        if isinstance(key, str) and key.lower() in _WRAPPERS and isinstance(value, dict):
             flat.update({k: v for k, v in value.items() if isinstance(k, str)})
-    flat.update({k: v for k, v in raw.items()
-                 if isinstance(k, str) and k.lower() not in ("intentstruct", "intent_struct")})
-    out: dict[str, Any] = {}
-    problems: list[str] = []
-    for key in sorted(flat):
-        value = flat[key]
-        norm = key.strip().lower()
-        norm = _KEY_ALIASES.get(norm.replace("_", ""), _KEY_ALIASES.get(norm, norm))
-        if norm in _ALLOWED:
-            label = _label_of(value, norm)
-            if label is None:
-                problems.append(f"{norm}: unknown label {str(value)[:40]!r}")
-            else:
-                out[norm] = label
-        elif norm == "goal":
-            if isinstance(value, str) and value.strip():
-                out["goal"] = re.sub(r"\s+", " ", value).strip()[:240]
-            else:
-                problems.append("goal: not a non-empty string")
-        elif norm in _LIST_FIELDS:
-            items = [value] if isinstance(value, (str, dict)) else value if isinstance(value, list) else None
-            if items is None:
-                problems.append(f"{norm}: not a list")
-                continue
-            texts = [i.get("span", "") if isinstance(i, dict) else i for i in items]
-            kept = [s for s in texts if isinstance(s, str) and s.strip()]
-            if len(kept) < len(texts):
-                problems.append(f"{norm}: dropped {len(texts) - len(kept)} non-string item(s)")
-            out[norm] = dedup_texts(kept, max_items)
-        elif norm == "confidence":
-            if isinstance(value, dict):
-                nums = [v for v in value.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-                value = sum(nums) / len(nums) if nums else None
-            if isinstance(value, str):
-                value = {"high": 0.85, "medium": 0.6, "low": 0.3}.get(value.strip().lower(), value)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out["confidence"] = r4(min(1.0, max(0.0, float(value))))
-            else:
-                problems.append("confidence: not a number")
-        elif norm == "needs_clarification":
-            if isinstance(value, bool):
-                out[norm] = value
-            elif isinstance(value, str) and value.strip().lower() in ("true", "false"):
-                out[norm] = value.strip().lower() == "true"
-            else:
-                problems.append("needs_clarification: not a boolean")
-        else:
-            problems.append(f"unknown field {norm!r}")
-    return out, problems
+    flat.update({k: v for k, v in raw.items() if isinstance(k, str) and k.lower() not in _WRAPPERS})
+    return flat
+
+
+def _field_name(key: str) -> str:
+    """Return the schema field a key names: lower-cased, with camelCase and alias spellings mapped."""
+    norm = key.strip().lower()
+    return _KEY_ALIASES.get(norm.replace("_", ""), _KEY_ALIASES.get(norm, norm))
+
+
+def _normalise_field(norm: str, value: Any, max_items: int) -> tuple[Any, str | None]:
+    """Return (the usable value or None, the problem found or None) for the field ``norm``."""
+    if norm in _ALLOWED:
+        label = _label_of(value, norm)
+        return label, None if label is not None else f"{norm}: unknown label {str(value)[:40]!r}"
+    if norm == "goal":
+        if isinstance(value, str) and value.strip():
+            return re.sub(r"\s+", " ", value).strip()[:240], None
+        return None, "goal: not a non-empty string"
+    if norm in _LIST_FIELDS:
+        return _text_list(norm, value, max_items)
+    if norm == "confidence":
+        return _confidence(value)
+    if norm == "needs_clarification":
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true", None
+        return None, "needs_clarification: not a boolean"
+    return None, f"unknown field {norm!r}"
+
+
+def _text_list(norm: str, value: Any, max_items: int) -> tuple[list[str] | None, str | None]:
+    """Return (the non-empty strings of a list field, a problem when items were dropped or it is no list).
+
+    A single string or ``{"span": ...}`` object counts as a one-item list.
+    """
+    items = [value] if isinstance(value, (str, dict)) else value if isinstance(value, list) else None
+    if items is None:
+        return None, f"{norm}: not a list"
+    texts = [i.get("span", "") if isinstance(i, dict) else i for i in items]
+    kept = [s for s in texts if isinstance(s, str) and s.strip()]
+    problem = f"{norm}: dropped {len(texts) - len(kept)} non-string item(s)" if len(kept) < len(texts) else None
+    return dedup_texts(kept, max_items), problem
+
+
+def _confidence(value: Any) -> tuple[float | None, str | None]:
+    """Return (the confidence clipped to [0, 1], None) or (None, the problem).
+
+    An object of per-field numbers gives their mean; "high", "medium" and "low" give 0.85, 0.6, 0.3.
+    """
+    if isinstance(value, dict):
+        nums = [v for v in value.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        value = sum(nums) / len(nums) if nums else None
+    if isinstance(value, str):
+        value = {"high": 0.85, "medium": 0.6, "low": 0.3}.get(value.strip().lower(), value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return r4(min(1.0, max(0.0, float(value)))), None
+    return None, "confidence: not a number"
 
 
 def intent_messages(text: str, ctx: IntentContext | None = None) -> list[dict[str, str]]:

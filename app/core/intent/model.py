@@ -1,8 +1,8 @@
 """The data of an intent: label enums, the ``Intent`` model, its context and its audit records.
 
-Split out of :mod:`app.core.intent.engine` (which re-exports every name here) so that the cue, LLM and
-engine modules can share the models without importing each other. Pure data and one rounding
-helper, ``r4``, used wherever a float ends up in a serialised intent or plan.
+Kept apart from :mod:`app.core.intent.engine` so that the cue, LLM, decision and engine modules
+can share the models without importing each other. Pure data and one rounding helper, ``r4``,
+used wherever a float ends up in a serialised intent or plan.
 """
 
 from __future__ import annotations

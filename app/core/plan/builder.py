@@ -10,16 +10,17 @@ Everything is pure and deterministic: dicts are built in a fixed key order, ties
 floats are rounded, so ``build`` on equal inputs gives a byte-identical ``model_dump_json``.
 
 This module holds the plan itself (``ContextPlan`` and its candidates), the builder's inputs
-(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker and the builder,
+(``PlanContext``, ``PlanConfig``), the budget arithmetic, the constraint checker (``check_plan``,
+one helper per group of checks) and the builder, which drafts each candidate section by section.
 The policy sections, label tuples and default tables live in :mod:`app.core.plan.model`, the
-tool policy (``ToolSpec``, relevance, filtering) and the clarification question in
-:mod:`app.core.plan.tools`.
+sections that follow from the intent alone (history, concurrency, retrieval filters) in
+:mod:`app.core.plan.policies`, the tool policy (``ToolSpec``, relevance, filtering) and the
+clarification question in :mod:`app.core.plan.tools`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Literal
@@ -42,21 +43,19 @@ from app.core.plan.model import (
     ConcurrencyPolicy,
     HistoryPolicy,
     IntentSummary,
-    MergeRule,
     RecallPreset,
     RerankPolicy,
-    RetrievalFilters,
     RetrievalPolicy,
     ToolPolicy,
     default_presets,
 )
+from app.core.plan.policies import concurrency_policy, dedup_stripped, history_policy, retrieval_filters
 from app.core.plan.tools import (
     ToolSpec,
     clarification_question,
     tool_matches_statement,
     tool_relevance,
 )
-from app.core.text import content_stems, stem
 
 # --------------------------------------------------------------------------- budget arithmetic
 
@@ -198,14 +197,6 @@ def _round_int(x: float) -> int:
     return int(math.floor(x + 0.5))
 
 
-def _dedup(items: Sequence[str]) -> list[str]:
-    seen: dict[str, str] = {}
-    for item in items:
-        if item.strip() and item.strip().lower() not in seen:
-            seen[item.strip().lower()] = item.strip()
-    return list(seen.values())
-
-
 def overall_confidence(intent: Intent) -> float:
     """The weakest field decides: min(mode, goal[, task_type when acting]) — no field masks another."""
     c = intent.confidence
@@ -260,93 +251,106 @@ def required_information(intent: Intent, ctx: PlanContext, tools_allowed: bool) 
 
 # --------------------------------------------------------------------------- constraint check and repair
 
-_AUTHOR_RE = re.compile(r"\b([A-Z][a-z]+)(?:'s\b|\s+(?:said|say|says|told|tell|wrote|write|mentioned|mention|"
-                        r"asked|ask|thinks?|thought|suggested)\b)|\b(?:from|by)\s+([A-Z][a-z]+)\b")
-_KIND_WORDS = {"file": {"file", "fil", "folder", "document", "doc"}, "feed": {"feed", "new", "article", "rss", "post"},
-               "api": {"api", "endpoint", "metric", "valu"}, "task": {"task", "todo", "job"},
-               "memory": {"remember", "memory", "memori", "not"}}
-
-
 def check_plan(plan: ContextPlan, intent: Intent, ctx: PlanContext,
                config: PlanConfig = DEFAULT_PLAN_CONFIG) -> tuple[ContextPlan, list[str], bool]:
     """Check ``plan`` against the hard constraints; return (repaired copy, violations, pruned).
 
     Repairs are appended to ``plan.repairs``. A plan that acts when the intent requires a
-    clarification cannot be repaired (that is the other candidate) and is pruned.
+    clarification cannot be repaired (that is the other candidate) and is pruned. The checks run
+    in a fixed order: clarification duty, risk, tools, tool calls, budget, question, pool size.
     """
-    p = plan.model_copy(deep=True)
-    violations: list[str] = []
-
-    def fix(violation: str, repair: str) -> None:
-        violations.append(violation)
-        p.repairs.append(repair)
-
-    pruned = False
-    if intent.needs_clarification and not p.needs_clarification:
+    repair = _Repair(plan.model_copy(deep=True))
+    p = repair.plan
+    pruned = intent.needs_clarification and not p.needs_clarification
+    if pruned:
         codes = [c for c in intent.reason_codes() if c in CLARIFY_CODES]
-        violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
-        pruned = True
-    permitted = bool(intent.hint("permitted"))
-    if intent.risk == Risk.HIGH and not permitted and not p.actions_held_back:
-        fix("high risk without permission but actions are not held back", "held back action-type outputs")
+        repair.violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
+    if intent.risk == Risk.HIGH and not intent.hint("permitted") and not p.actions_held_back:
+        repair.fix("high risk without permission but actions are not held back", "held back action-type outputs")
         p.actions_held_back = True
-    known = {t.name: t for t in ctx.tools}
-    for name in [n for n in p.tools.allowed if n not in known]:
-        fix(f"tool '{name}' is not available", f"removed unavailable tool '{name}'")
-        p.tools.allowed.remove(name)
+    _check_tools(repair, intent, ctx)
+    limit = 0 if not p.tools.allowed or p.needs_clarification else config.max_tool_calls
+    if p.budget.tool_calls > limit:
+        repair.fix(f"tool calls {p.budget.tool_calls} exceed the limit {limit}", f"tool calls set to {limit}")
+        p.budget.tool_calls = limit
+    _check_budget(repair, intent, ctx, config)
+    if p.needs_clarification and not p.clarification_question:
+        repair.fix("clarification without a question", "added a clarification question")
+        p.clarification_question = clarification_question(intent, ctx.running_tasks)
+    if p.retrieval.candidate_pool > config.candidate_pool_cap:
+        repair.fix(f"candidate pool {p.retrieval.candidate_pool} above cap",
+                   f"candidate pool set to {config.candidate_pool_cap}")
+        p.retrieval.candidate_pool = config.candidate_pool_cap
+    return p, repair.violations, pruned
 
-    def block(name: str, why: str) -> None:
-        if name in p.tools.allowed:
-            fix(f"tool '{name}' allowed but {why}", f"moved '{name}' from allowed to blocked: {why}")
-            p.tools.allowed.remove(name)
-        elif name not in p.tools.blocked:
-            fix(f"tool '{name}' not blocked but {why}", f"blocked '{name}': {why}")
-        if name not in p.tools.blocked:
-            p.tools.blocked.append(name)
-            p.tools.notes.append(f"{name}: {why}")
 
-    prohibitions = _dedup(list(ctx.profile.prohibitions) + list(intent.prohibitions))
+class _Repair:
+    """A plan under repair and the violations found so far (each fix also lands in ``plan.repairs``)."""
+
+    def __init__(self, plan: ContextPlan) -> None:
+        self.plan = plan
+        self.violations: list[str] = []
+
+    def fix(self, violation: str, repair: str) -> None:
+        """Note a violation and the repair made for it."""
+        self.violations.append(violation)
+        self.plan.repairs.append(repair)
+
+    def block(self, name: str, why: str) -> None:
+        """Move tool ``name`` to the blocked list (out of the allowed one), noting why once."""
+        tools = self.plan.tools
+        if name in tools.allowed:
+            self.fix(f"tool '{name}' allowed but {why}", f"moved '{name}' from allowed to blocked: {why}")
+            tools.allowed.remove(name)
+        elif name not in tools.blocked:
+            self.fix(f"tool '{name}' not blocked but {why}", f"blocked '{name}': {why}")
+        if name not in tools.blocked:
+            tools.blocked.append(name)
+            tools.notes.append(f"{name}: {why}")
+
+
+def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
+    """Drop unavailable tools; block prohibited ones and action tools the plan may not use."""
+    tools = repair.plan.tools
+    known = {t.name for t in ctx.tools}
+    for name in [n for n in tools.allowed if n not in known]:
+        repair.fix(f"tool '{name}' is not available", f"removed unavailable tool '{name}'")
+        tools.allowed.remove(name)
+    prohibitions = dedup_stripped(list(ctx.profile.prohibitions) + list(intent.prohibitions))
     for tool in ctx.tools:
         hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
         if hit is not None:
-            block(tool.name, f"prohibited (never {hit})")
+            repair.block(tool.name, f"prohibited (never {hit})")
     for tool in ctx.tools:
-        if not tool.action or tool.name not in p.tools.allowed:
+        if not tool.action or tool.name not in tools.allowed:
             continue
         granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
-        if p.actions_held_back:
-            block(tool.name, "actions are held back")
+        if repair.plan.actions_held_back:
+            repair.block(tool.name, "actions are held back")
         elif intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
-            block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
-    for name in [n for n in p.tools.allowed if n in p.tools.blocked]:
-        fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
-        p.tools.allowed.remove(name)
-    limit = 0 if not p.tools.allowed or p.needs_clarification else config.max_tool_calls
-    if p.budget.tool_calls > limit:
-        fix(f"tool calls {p.budget.tool_calls} exceed the limit {limit}", f"tool calls set to {limit}")
-        p.budget.tool_calls = limit
-    b = p.budget
+            repair.block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
+    for name in [n for n in tools.allowed if n in tools.blocked]:
+        repair.fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
+        tools.allowed.remove(name)
+
+
+def _check_budget(repair: _Repair, intent: Intent, ctx: PlanContext, config: PlanConfig) -> None:
+    """Make the answer reserve fit the context, the budget fit what is left, and the segments sum to it."""
+    b = repair.plan.budget
     if b.answer_reserve >= b.context_size or b.answer_reserve < config.min_answer_reserve:
         new = max(config.min_answer_reserve, b.context_size // 4) if b.context_size > 0 else 0
-        fix(f"answer reserve {b.answer_reserve} does not fit context size {b.context_size}",
-            f"answer reserve set to {new}")
+        repair.fix(f"answer reserve {b.answer_reserve} does not fit context size {b.context_size}",
+                   f"answer reserve set to {new}")
         b.answer_reserve = new
     cap = min(ctx.total_budget, max(0, b.context_size - b.answer_reserve))
     if b.total_tokens > cap:
-        fix(f"budget {b.total_tokens} + reserve {b.answer_reserve} exceeds context size {b.context_size} "
-            f"or total budget {ctx.total_budget}", f"budget reduced to {cap}")
+        repair.fix(f"budget {b.total_tokens} + reserve {b.answer_reserve} exceeds context size {b.context_size} "
+                   f"or total budget {ctx.total_budget}", f"budget reduced to {cap}")
         b.total_tokens = cap
     if sum(b.segments.values()) != b.total_tokens or any(v < 0 for v in b.segments.values()):
-        fix(f"segment quotas sum to {sum(b.segments.values())}, not {b.total_tokens}", "segment quotas reallocated")
+        repair.fix(f"segment quotas sum to {sum(b.segments.values())}, not {b.total_tokens}",
+                   "segment quotas reallocated")
         b.segments = allocate_budget(b.total_tokens, segment_weights(intent, config), config.segment_minimums)
-    if p.needs_clarification and not p.clarification_question:
-        fix("clarification without a question", "added a clarification question")
-        p.clarification_question = clarification_question(intent, ctx.running_tasks)
-    if p.retrieval.candidate_pool > config.candidate_pool_cap:
-        fix(f"candidate pool {p.retrieval.candidate_pool} above cap",
-            f"candidate pool set to {config.candidate_pool_cap}")
-        p.retrieval.candidate_pool = config.candidate_pool_cap
-    return p, violations, pruned
 
 
 # --------------------------------------------------------------------------- builder
@@ -389,76 +393,16 @@ class PlanBuilder:
 
     def _candidate(self, intent: Intent, ctx: PlanContext, strategy: Band, clarify: bool,
                    overall: float, band: Band) -> ContextPlan:
-        cfg = self.config
-        preset = cfg.presets[strategy]
-        follow_up = "follow_up" in intent.plan_hints
-        control = intent.hint("control")
-        # history
-        turns = preset.main_chain_turns + (2 if follow_up or clarify else 0)
-        if intent.mode == Mode.QA and intent.task_type == TaskType.RETRIEVAL and not follow_up:
-            turns = min(turns, 2)  # a standalone lookup is answered by evidence, not by the branch
-        if intent.mode == Mode.INTERRUPT:
-            turns = min(turns, 4)
-        history = HistoryPolicy(main_chain_turns=turns, window=f"last_{turns}_turns",
-                                include_branch_history=strategy == "wide" or follow_up
-                                or intent.task_type == TaskType.PLANNING,
-                                include_summary=True)
-        # budget
-        total = math.floor(ctx.total_budget * _frac(preset.budget_fraction))
-        timeouts = {}
-        for stage in STAGES:
-            ms = cfg.stage_timeouts_ms.get(stage, 0)
-            if stage in ("recall", "rerank"):
-                ms = _round_int(ms * preset.time_scale)
-            if stage == "intent_llm" and intent.urgency.value == "high":
-                ms = _round_int(ms * 0.5)
-            timeouts[stage] = ms
-        budget = BudgetPolicy(total_tokens=total, answer_reserve=ctx.answer_reserve, context_size=ctx.context_size,
-                              segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
-                              tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
+        """Return the draft plan of one candidate: ``strategy``'s recall preset, acting or clarifying."""
+        preset = self.config.presets[strategy]
+        budget = self._budget(intent, ctx, preset, clarify)
         # retrieval: the preset's sizes, scaled up when the evidence quota holds more items
-        capacity = total // max(1, cfg.tokens_per_item)  # leftovers of every segment flow to evidence
+        capacity = budget.total_tokens // max(1, self.config.tokens_per_item)  # every segment's leftovers
         scale = max(1.0, capacity / preset.top_k)
-        channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
-                    for c, n in channel_sizes(intent, preset, cfg).items()}
-        hints = " ".join(intent.plan_hints)
-        window: Literal["all", "recent", "session"] = "all"
-        if intent.mode == Mode.INTERRUPT:
-            window = "session"
-        elif "time:recent" in hints and "time:past" not in hints:
-            window = "recent"
-        authors = [a for m in _AUTHOR_RE.finditer(intent.text) for a in m.groups() if a and a in intent.entities]
-        words = set(content_stems(intent.text)) | {stem(e.rsplit(".", 1)[-1]) for e in intent.entities if "." in e}
-        kinds = [k for k, ws in _KIND_WORDS.items() if words & ws]
-        if any("/" in e or "." in e for e in intent.entities) and "file" not in kinds:
-            kinds.insert(0, "file")
-        retrieval = RetrievalPolicy(
-            channels=channels, candidate_pool=sum(channels.values()), time_window=window,
-            time_hints=[h for h in intent.plan_hints if h.startswith("time:")],
-            filters=RetrievalFilters(authors=_dedup(authors), kinds=[k for k in _KIND_WORDS if k in kinds],
-                                     entities=list(intent.entities)))
         priority_key = "push" if intent.mode == Mode.PUSH else intent.task_type.value
         rerank = RerankPolicy(top_k=_round_int(preset.top_k * scale), per_channel_cap=preset.per_channel_cap,
                               dedup_threshold=preset.dedup_threshold, mmr_lambda=preset.mmr_lambda,
                               evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
-        # concurrency
-        target = intent.hint("target_task")
-        if intent.mode == Mode.INTERRUPT and control:
-            conc = ConcurrencyPolicy(allow_concurrent=False, allow_interrupt=True, merge_rule=MergeRule.CONTROL,
-                                     target_task=target)
-        elif intent.mode == Mode.INTERRUPT and "amend_running_task" in intent.plan_hints:
-            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True,
-                                     merge_rule=MergeRule.FOLD_INTO_TASK, target_task=target)
-        elif intent.mode == Mode.INTERRUPT:
-            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH,
-                                     target_task=target)
-        elif intent.mode == Mode.PUSH:
-            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH)
-        elif intent.mode == Mode.TASK and ctx.running_tasks:
-            conc = ConcurrencyPolicy(allow_concurrent=intent.risk != Risk.HIGH, allow_interrupt=True,
-                                     merge_rule=MergeRule.NEW_BRANCH)
-        else:
-            conc = ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True, merge_rule=MergeRule.APPEND)
         # tools: relevance here; prohibitions, permissions and hold-back are the checker's job
         allowed = [t.name for t in ctx.tools if tool_relevance(t, intent)[0] > 0]
         held_back = clarify or strategy == "wide" or (intent.risk == Risk.HIGH and not intent.hint("permitted"))
@@ -471,10 +415,49 @@ class PlanBuilder:
             needs_clarification=clarify,
             clarification_question=clarification_question(intent, ctx.running_tasks) if clarify else "",
             required=required_information(intent, ctx, bool(allowed) and not clarify),
-            constraints=_dedup(list(intent.constraints) + [f"never {x}" for x in ctx.profile.prohibitions]),
-            prohibitions=_dedup(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
+            constraints=dedup_stripped(list(intent.constraints) + [f"never {x}" for x in ctx.profile.prohibitions]),
+            prohibitions=dedup_stripped(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
             preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
-            history=history, budget=budget, retrieval=retrieval,
-            rerank=rerank, concurrency=conc, tools=ToolPolicy(allowed=allowed),
+            history=history_policy(intent, preset, strategy, clarify), budget=budget,
+            retrieval=self._retrieval(intent, preset, scale), rerank=rerank,
+            concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=ToolPolicy(allowed=allowed),
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
         )
+
+    def _budget(self, intent: Intent, ctx: PlanContext, preset: RecallPreset, clarify: bool) -> BudgetPolicy:
+        """Return the budget: the preset's share of the total split over segments, stage timeouts, tool calls.
+
+        Recall and rerank time scale with the preset; an urgent intent halves the intent LLM's time.
+        """
+        cfg = self.config
+        total = math.floor(ctx.total_budget * _frac(preset.budget_fraction))
+        timeouts = {}
+        for stage in STAGES:
+            ms = cfg.stage_timeouts_ms.get(stage, 0)
+            if stage in ("recall", "rerank"):
+                ms = _round_int(ms * preset.time_scale)
+            if stage == "intent_llm" and intent.urgency.value == "high":
+                ms = _round_int(ms * 0.5)
+            timeouts[stage] = ms
+        return BudgetPolicy(total_tokens=total, answer_reserve=ctx.answer_reserve, context_size=ctx.context_size,
+                            segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
+                            tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
+
+    def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float) -> RetrievalPolicy:
+        """Return the recall policy: channel sizes (scaled), time window and hints, soft filters.
+
+        An interruption looks within the session; "recent" time words without "past" ones narrow
+        to recent items.
+        """
+        channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
+                    for c, n in channel_sizes(intent, preset, self.config).items()}
+        hints = " ".join(intent.plan_hints)
+        window: Literal["all", "recent", "session"] = "all"
+        if intent.mode == Mode.INTERRUPT:
+            window = "session"
+        elif "time:recent" in hints and "time:past" not in hints:
+            window = "recent"
+        return RetrievalPolicy(
+            channels=channels, candidate_pool=sum(channels.values()), time_window=window,
+            time_hints=[h for h in intent.plan_hints if h.startswith("time:")], filters=retrieval_filters(intent))
+

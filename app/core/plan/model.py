@@ -3,7 +3,7 @@
 Label tuples (segments, recall channels, timed stages, confidence bands), the policy sections of
 a :class:`~app.core.plan.builder.ContextPlan` (history, budget, retrieval, rerank, concurrency, tools),
 the recall presets and the default segment, channel and evidence-priority tables that
-``PlanConfig`` starts from. Pure data; :mod:`app.core.plan.builder` re-exports every public name.
+``PlanConfig`` starts from. Pure data.
 """
 
 from __future__ import annotations

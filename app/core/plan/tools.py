@@ -4,8 +4,7 @@
 against the task type's tool words, plus words shared with the goal), ``tool_matches_statement``
 says whether a profile statement ("never send emails") names it, and ``filter_tools`` /
 ``explain_tools`` give the subset to show the model and why. ``clarification_question`` asks the
-one question that resolves the intent's most important uncertainty. :mod:`app.core.plan.builder`
-re-exports every public name. Pure and deterministic.
+one question that resolves the intent's most important uncertainty. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -133,7 +132,7 @@ def _top2(dist: Mapping[str, float]) -> list[str]:
 
 def clarification_question(intent: Intent, running_tasks: Sequence[str] = ()) -> str:
     """One question that resolves the most important uncertainty of ``intent`` (deterministic)."""
-    details = {}
+    details: dict[str, str] = {}
     for r in intent.uncertainty_reasons:
         code, _, detail = r.partition(":")
         details.setdefault(code, detail.strip())
