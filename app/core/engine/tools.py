@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.engine.context import EngineContext
 from app.core.intent.model import Intent
-from app.core.plan.builder import ContextPlan
+from app.core.plan.model import ContextPlan
 from app.core.plan.tools import ToolSpec, filter_tools
 from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream

@@ -39,7 +39,8 @@ from app.core.intent.engine import IntentEngine
 from app.core.intent.model import EnvEventRef, Intent, IntentContext, RunningTask
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.record import BuildRecord, StageTiming
-from app.core.plan.builder import ContextPlan, PlanBuilder, PlanContext
+from app.core.plan.builder import PlanBuilder, PlanContext
+from app.core.plan.model import ContextPlan
 from app.core.plan.tools import ToolSpec
 from app.core.ports import TokenCounter
 from app.core.routing.anchor import (

@@ -40,8 +40,7 @@ from app.core.plan.model import (
     STAGES,
     Band,
     BudgetPolicy,
-    ConcurrencyPolicy,
-    HistoryPolicy,
+    ContextPlan,
     IntentSummary,
     RecallPreset,
     RerankPolicy,
@@ -108,30 +107,6 @@ def allocate_budget(
 
 
 # --------------------------------------------------------------------------- plan model
-
-
-class ContextPlan(BaseModel):
-    """The CRS of one turn: every control variable the recall, rerank and compile stages obey."""
-
-    candidate_id: str
-    strategy: Band = "balanced"  # the recall intensity this plan uses
-    intent: IntentSummary
-    needs_clarification: bool = False
-    clarification_question: str = ""
-    required: list[str] = Field(default_factory=list)
-    constraints: list[str] = Field(default_factory=list)
-    prohibitions: list[str] = Field(default_factory=list)
-    preferences: list[str] = Field(default_factory=list)  # soft: the profile's "I prefer X"
-    sub_questions: list[str] = Field(default_factory=list)
-    history: HistoryPolicy = Field(default_factory=HistoryPolicy)
-    budget: BudgetPolicy
-    retrieval: RetrievalPolicy
-    rerank: RerankPolicy
-    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    actions_held_back: bool = False
-    surface_conflicts: bool = False
-    repairs: list[str] = Field(default_factory=list)
 
 
 class PlanCandidate(BaseModel):

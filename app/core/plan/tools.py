@@ -10,15 +10,12 @@ one question that resolves the intent's most important uncertainty. Pure and det
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from app.core.intent.model import Intent, Mode, r4
+from app.core.plan.model import ContextPlan
 from app.core.text import content_stems, stem, tokenize
-
-if TYPE_CHECKING:  # annotations only: app.core.plan.builder imports this module
-    from app.core.plan.builder import ContextPlan
 
 
 class ToolSpec(BaseModel):

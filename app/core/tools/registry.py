@@ -24,8 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from app.core.intent.model import Intent
-from app.core.plan.builder import ContextPlan
-from app.core.plan.model import ToolPolicy
+from app.core.plan.model import ContextPlan, ToolPolicy
 from app.core.plan.tools import ToolSpec, filter_tools
 from app.core.text import fence
 from app.core.tools.model import (
