@@ -16,6 +16,7 @@ from typing import Any
 
 from app.config import Settings
 from app.core.engine.facade import Engine
+from app.core.errors import NoRecordError
 from app.core.pipeline.record import TurnRecord
 
 
@@ -106,8 +107,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         try:
             record = await engine.turn_record(args.turn)
-        except KeyError as err:
-            _err(f"pcm: error: {err.args[0]}")
+        except NoRecordError as err:
+            _err(f"pcm: error: {err}")
             return 2
         if args.json:
             print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -126,8 +127,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         try:
             differences = await engine.replay(args.turn)
-        except KeyError as err:
-            _err(f"pcm: error: {err.args[0]}")
+        except NoRecordError as err:
+            _err(f"pcm: error: {err}")
             return 2
         if differences:
             print(f"turn {args.turn}: {len(differences)} differences")

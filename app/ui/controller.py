@@ -21,6 +21,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.config import Settings
+from app.core.errors import NoRecordError
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
 from app.core.session.state import SessionState
@@ -166,7 +167,7 @@ class EngineController(QObject):
         """The stored trace of a turn (None for history turns without a build)."""
         try:
             return await self.engine.turn_record(turn_id)
-        except KeyError:
+        except NoRecordError:
             return None
 
     # ------------------------------------------------------------------ turns
