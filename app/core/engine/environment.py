@@ -162,8 +162,8 @@ class EnvironmentService:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added_at))
         for node in nodes:
             state.add_node(node)
-        for edge in edges:
-            state.add_edge(edge)
+        for new_edge in edges:
+            state.add_edge(new_edge)
         out = []
         for n, (event, node, route, edge) in enumerate(plans):
             task = by_id.get(route.ref or "") if route.kind == "task" else None
@@ -199,8 +199,8 @@ class EnvironmentService:
                 store.add_evidence(sid, env_evidence(event, added_at))
             for node in nodes:
                 store.save_node(sid, node)
-            for edge in edges:
-                store.save_edge(sid, edge)
+            for new_edge in edges:
+                store.save_edge(sid, new_edge)
             for n, (event, node, route, edge) in enumerate(plans):
                 task = by_id.get(route.ref or "") if route.kind == "task" else None
                 store.append_event(sid, "env.routed", {
