@@ -32,7 +32,7 @@ from pathlib import Path
 
 from app import __version__
 from app.config import Settings
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 
 
 class UserError(Exception):

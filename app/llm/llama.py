@@ -26,7 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, ModelError, TokenCallback
+from app.core.errors import ModelError
+from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
 
