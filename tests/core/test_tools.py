@@ -15,8 +15,9 @@ from app.core.intent.model import IntentContext
 from app.core.intent.profile import UserProfile
 from app.core.plan.builder import PlanBuilder, PlanContext
 from app.core.plan.tools import ToolSpec
+from app.core.text import fence
 from app.core.tools.builtin import builtin_tools, confine, find_in_folders
-from app.core.tools.model import ToolResultItem, args_digest, fence
+from app.core.tools.model import ToolResultItem, args_digest
 from app.core.tools.registry import Tool, ToolContext, ToolRegistry, choice_names
 from app.core.tools.selection import parse_model_choice, path_mentions, select_by_rules, tool_choice_schema
 from app.core.types import EnvEvent, Evidence, Task, TaskStatus, ToolCall

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from app.core.tools.model import fence
+from app.core.text import fence
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
 
 NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all of it)

@@ -27,6 +27,7 @@ from app.core.intent.model import Intent
 from app.core.plan.builder import ContextPlan
 from app.core.plan.model import ToolPolicy
 from app.core.plan.tools import ToolSpec, filter_tools
+from app.core.text import fence
 from app.core.tools.model import (
     ChosenBy,
     ToolNotFound,
@@ -34,7 +35,6 @@ from app.core.tools.model import (
     ToolRefused,
     ToolResultItem,
     args_digest,
-    fence,
 )
 from app.core.types import (
     Evidence,
