@@ -15,7 +15,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.engine.branches import BranchActions, override_spans
 from app.core.engine.environment import EnvironmentActions
 from app.core.engine.tasks import TaskActions, TurnHooks
+from app.core.engine.tools import ToolStore
 from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
@@ -44,6 +45,7 @@ from app.core.types import (
     AuthorKind,
     ContextBlock,
     EdgeKind,
+    EnvEvent,
     Evidence,
     EvidenceSource,
     EvidenceType,
@@ -56,6 +58,8 @@ from app.core.types import (
     SourceKind,
     utc_now,
 )
+
+T = TypeVar("T")
 
 
 class EngineStore(Protocol):
@@ -194,6 +198,23 @@ class Engine(BranchActions, EnvironmentActions, TaskActions):
 
     async def _blocking(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return await self.ex.run("index", fn, *args, **kw)
+
+    # ------------------------------------------------------------------ for the ui and the cli
+
+    async def with_store(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(store, *args)`` run on the store executor; returns its result. For the adapter
+        callables a front end is handed (export, import, list sessions), which take the store."""
+        return await self.ex.run("store", fn, self.store, *args)
+
+    async def env_events(self, session_id: str) -> list[EnvEvent]:
+        """The session's stored environment events, oldest first."""
+        store: ToolStore = self.store  # type: ignore[assignment]  # the engine rewrite completes EngineStore
+        return await self.ex.run("store", store.list_env_events, session_id)
+
+    @property
+    def model_name(self) -> str | None:
+        """The chat model's name, None when the engine has no chat model."""
+        return self.chat.name if self.chat is not None else None
 
     # ------------------------------------------------------------------ sessions
 
