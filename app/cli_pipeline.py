@@ -106,7 +106,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         try:
             record = await engine.turn_record(args.turn)
-        except KeyError as err:
+        except LookupError as err:  # NoRecordError; the facade still raises KeyError here
             _err(f"pcm: error: {err.args[0]}")
             return 2
         if args.json:
@@ -126,7 +126,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         try:
             differences = await engine.replay(args.turn)
-        except KeyError as err:
+        except LookupError as err:  # NoRecordError; the facade still raises KeyError here
             _err(f"pcm: error: {err.args[0]}")
             return 2
         if differences:

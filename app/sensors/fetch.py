@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.core.errors import CoreError
+
 log = logging.getLogger(__name__)
 
 USER_AGENT = "pcm-canvas/0.1 (+offline desktop; sensors)"
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from app.sensors.base import SourceStatus, StatusBoard
 
 
-class FetchError(Exception):
+class FetchError(CoreError):
     """A fetch failed. ``reason`` is a short code: too_large, timeout, http, network, missing,
     unsupported; ``str(err)`` is one line meant for the status panel."""
 

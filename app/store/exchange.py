@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
+from app.core.errors import CoreError
 from app.core.types import (
     SCHEMA_VERSION,
     ContextDocument,
@@ -51,7 +52,7 @@ _EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_li
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
-class ExchangeError(Exception):
+class ExchangeError(CoreError):
     """A document could not be exported or imported; ``str(err)`` names the path and the reason."""
 
 

@@ -166,7 +166,7 @@ class EngineController(QObject):
         """The stored trace of a turn (None for history turns without a build)."""
         try:
             return await self.engine.turn_record(turn_id)
-        except KeyError:
+        except LookupError:  # NoRecordError; the facade still raises KeyError here
             return None
 
     # ------------------------------------------------------------------ turns

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
+from app.core.errors import CoreError, NoRecordError
 from app.core.ports import TokenCounter
 from app.core.text import FENCE_CLOSE
 from app.core.types import BlockType, Evidence, Priority, ToolCall
@@ -23,11 +24,11 @@ from app.core.types import BlockType, Evidence, Priority, ToolCall
 ChosenBy = Literal["rule", "model", "user"]
 
 
-class ToolRefused(Exception):
+class ToolRefused(CoreError):
     """Raised by a tool implementation to refuse a call (recorded with status "forbidden")."""
 
 
-class ToolNotFound(Exception):
+class ToolNotFound(NoRecordError):
     """Raised by a tool implementation when what it was asked for does not exist ("not_found")."""
 
 
