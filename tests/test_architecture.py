@@ -78,6 +78,34 @@ def test_ruff_passes_on_app() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# The engine's parts that only the engine may touch; front ends use the facade's methods.
+ENGINE_INTERNALS = {"store", "ex", "chat", "index", "embedder", "counter", "builder", "vectors"}
+
+
+def _engine_reach_ins(path: Path) -> Iterator[str]:
+    """``<...>.engine.<internal>`` and ``getattr(<...>.engine, "<internal>")`` in one module."""
+    def is_engine(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "engine") or (
+            isinstance(node, ast.Attribute) and node.attr == "engine")
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        name = None
+        if isinstance(node, ast.Attribute) and is_engine(node.value):
+            name = node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and is_engine(node.args[0]) and isinstance(node.args[1], ast.Constant)):
+            name = str(node.args[1].value)
+        if name is not None and (name in ENGINE_INTERNALS or name.startswith("_")):
+            yield f"{path.relative_to(ROOT)}:{node.lineno}: engine.{name}"
+
+
+def test_ui_reaches_the_engine_through_the_facade_only() -> None:
+    """DESIGN.md §2: ``ui`` talks to the engine facade only, never to its store, executors,
+    models or private names."""
+    offenders = [hit for path in sorted((ROOT / "app" / "ui").rglob("*.py")) for hit in _engine_reach_ins(path)]
+    assert not offenders, "\n".join(offenders)
+
+
 # ---------------------------------------------------------------------------- import cycles
 
 
