@@ -7,6 +7,7 @@ import pytest
 
 from app.core.errors import CoreError, ModelError, NoRecordError, user_line
 from app.core.session.graph import GraphError, NoNodeError, SessionGraph
+from app.core.session.state import SessionState
 from app.core.tasks.stack import NoTaskError, TaskError, TaskStack
 from app.core.tools.model import ToolNotFound, ToolRefused
 
@@ -40,3 +41,5 @@ def test_missing_records_of_core_stages_are_no_record_errors() -> None:
     with pytest.raises(NoRecordError):
         graph.edge("nope")
     assert issubclass(ToolNotFound, NoRecordError)
+    with pytest.raises(NoRecordError, match="no turn 'nope'"):
+        SessionState("s1").as_of("nope")
