@@ -81,7 +81,8 @@ def test_importing_a_file_that_is_not_json_says_so_in_one_line(qtbot, aloop, set
     _close(window, aloop)
 
 
-def test_the_loop_runs_blocking_work_on_its_own_named_executor(qapp) -> None:
+@pytest.mark.usefixtures("qapp")
+def test_the_loop_runs_blocking_work_on_its_own_named_executor() -> None:
     seen: list[threading.Thread] = []
 
     async def work() -> str:
