@@ -32,10 +32,10 @@ from pathlib import Path
 
 from app import __version__
 from app.config import Settings
-from app.core.ports import ModelError
+from app.core.errors import CoreError, ModelError
 
 
-class UserError(Exception):
+class UserError(CoreError):
     """An error the user can fix; printed as one line without a traceback."""
 
 
@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (UserError, ModelError) as err:
+    except CoreError as err:  # UserError, ModelError, the store's and the engine's: one line
         if args.debug:
             raise
         print(f"pcm: error: {err}", file=sys.stderr)

@@ -45,7 +45,7 @@ def verify_chat_model(settings: Settings, value: str) -> str | None:
     file is also loaded and decoded in a child process, because llama.cpp aborts the whole
     process on some broken files.
     """
-    from app.core.ports import ModelError
+    from app.core.errors import ModelError
     from app.llm.gguf import probe_gguf, validate_gguf
     from app.llm.models import resolve_chat_model
 

@@ -1,19 +1,30 @@
-"""The layering rules of DESIGN.md §2, checked by import-linter contracts in pyproject.toml."""
+"""The rules of DESIGN.md §2 and §5 that a machine can check: the import-linter contracts in
+pyproject.toml, no import cycles, mypy over app/core, ruff over app/, module and function sizes."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MAX_MODULE_LINES = 500  # DESIGN.md §5: modules stay under ~500 lines
+MAX_FUNCTION_LINES = 60  # ... and functions in app/core under ~60
+
+
+def _tool(name: str) -> str:
+    """The console script ``name`` of the interpreter running the tests (the project venv)."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_import_contracts_hold() -> None:
-    linter = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(linter), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    result = _run([_tool("lint-imports"), "--no-cache"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Contracts: " in result.stdout and " broken" in result.stdout
     assert "0 broken" in result.stdout
@@ -53,3 +64,165 @@ def test_only_the_ui_package_names_qt() -> None:
             if len(words) >= 2 and words[0] in {"import", "from"} and words[1].split(".")[0] in {"PySide6", "qasync"}:
                 offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_mypy_passes_on_core(tmp_path: Path) -> None:
+    """mypy with the [tool.mypy] configuration of pyproject.toml (files: app/core)."""
+    result = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")], timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_passes_on_app() -> None:
+    """ruff with the [tool.ruff] configuration of pyproject.toml (F, ARG, C901, I)."""
+    result = _run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "app"])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# The engine's parts that only the engine may touch; front ends use the facade's methods.
+ENGINE_INTERNALS = {"store", "ex", "chat", "index", "embedder", "counter", "builder", "vectors"}
+
+
+def _engine_reach_ins(path: Path) -> Iterator[str]:
+    """``<...>.engine.<internal>`` and ``getattr(<...>.engine, "<internal>")`` in one module."""
+    def is_engine(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "engine") or (
+            isinstance(node, ast.Attribute) and node.attr == "engine")
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        name = None
+        if isinstance(node, ast.Attribute) and is_engine(node.value):
+            name = node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and is_engine(node.args[0]) and isinstance(node.args[1], ast.Constant)):
+            name = str(node.args[1].value)
+        if name is not None and (name in ENGINE_INTERNALS or name.startswith("_")):
+            yield f"{path.relative_to(ROOT)}:{node.lineno}: engine.{name}"
+
+
+def test_ui_reaches_the_engine_through_the_facade_only() -> None:
+    """DESIGN.md §2: ``ui`` talks to the engine facade only, never to its store, executors,
+    models or private names."""
+    offenders = [hit for path in sorted((ROOT / "app" / "ui").rglob("*.py")) for hit in _engine_reach_ins(path)]
+    assert not offenders, "\n".join(offenders)
+
+
+# ---------------------------------------------------------------------------- import cycles
+
+
+def _modules() -> dict[str, Path]:
+    """Every module under app/ by dotted name (a package by its own name, for its __init__)."""
+    out = {}
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imported_names(module: str, path: Path) -> Iterator[str]:
+    """Dotted names each import statement of the module names, wherever it stands: top level,
+    inside a function (lazy) or under ``if TYPE_CHECKING``. ``from a import b`` yields ``a``
+    and ``a.b`` (``b`` may be a submodule); relative imports are resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module → the app modules it imports (the longest existing prefix of each imported name)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for name in _imported_names(module, path):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_cycle_finder_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_in_app() -> None:
+    """No two app modules import each other, directly or round a loop, counting lazy and
+    TYPE_CHECKING imports (they hide a cycle from the interpreter, not from the design)."""
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+# ---------------------------------------------------------------------------- sizes
+
+
+def test_modules_stay_under_the_size_limit() -> None:
+    long = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
+
+
+def test_core_functions_stay_under_the_size_limit() -> None:
+    """From the ``def`` line to the last line of the body (docstring and nested functions included)."""
+    long = []
+    for path in sorted((ROOT / "app" / "core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)

@@ -33,10 +33,6 @@ from app.core.types import (
 )
 
 
-class ModelError(Exception):
-    """A model could not be loaded or used. ``str(err)`` is one line meant for the user."""
-
-
 class CancelToken:
     """A thread-safe flag a long job polls; ``cancel()`` makes it stop at its next check."""
 

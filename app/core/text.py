@@ -1,8 +1,8 @@
 """Generic text helpers shared by the profile, intent and plan modules.
 
 Word tokens, a light stemmer, stop words, content words, the words inside a negated clause,
-order-keeping de-duplication of short strings and the split of a compound question into its
-sub-questions. Nothing here knows about intents or plans. Everything is pure and deterministic.
+order-keeping de-duplication of short strings, the split of a compound question into its
+sub-questions, and the fence that marks outside text (files, feeds, tool results) as a quotation. Nothing here knows about intents or plans. Everything is pure and deterministic.
 """
 
 from __future__ import annotations
@@ -90,9 +90,7 @@ def split_sub_questions(text: str) -> list[str]:
     return []
 
 
-# --------------------------------------------------------------------------- quoting outside text
-
-OPEN, CLOSE = "<<<", ">>>"
+FENCE_OPEN, FENCE_CLOSE = "<<<", ">>>"
 
 
 def fence(header: str, content: str) -> str:
@@ -101,5 +99,5 @@ def fence(header: str, content: str) -> str:
     Delimiter runs inside ``content`` are broken up (``>>>`` → ``> > >``) so a file or feed item
     cannot close the quotation early and continue as if it were part of the instructions.
     """
-    body = content.replace(OPEN, "< < <").replace(CLOSE, "> > >").strip("\n")
-    return f"[{header}]\n{OPEN}\n{body}\n{CLOSE}"
+    body = content.replace(FENCE_OPEN, "< < <").replace(FENCE_CLOSE, "> > >").strip("\n")
+    return f"[{header}]\n{FENCE_OPEN}\n{body}\n{FENCE_CLOSE}"

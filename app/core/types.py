@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION: Literal["1.0"] = "1.0"
 
 
 def new_id() -> str:
@@ -25,6 +25,28 @@ def new_id() -> str:
 def utc_now() -> str:
     """Return the current UTC time as an ISO 8601 string with microseconds and a 'Z' suffix."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def json_diff(recorded: Any, replayed: Any, path: str = "") -> list[str]:
+    """Paths where two JSON-like values differ (empty when identical), e.g. ``.a[2].b: 1 != 2``."""
+    if type(recorded) is not type(replayed):
+        return [f"{path or '.'}: {recorded!r} != {replayed!r}"[:300]]
+    if isinstance(recorded, dict):
+        out: list[str] = []
+        for key in sorted(set(recorded) | set(replayed)):
+            if key not in recorded or key not in replayed:
+                out.append(f"{path}.{key}: missing on one side")
+            else:
+                out.extend(json_diff(recorded[key], replayed[key], f"{path}.{key}"))
+        return out
+    if isinstance(recorded, list):
+        if len(recorded) != len(replayed):
+            return [f"{path}: {len(recorded)} items != {len(replayed)} items"]
+        out = []
+        for i, (a, b) in enumerate(zip(recorded, replayed)):
+            out.extend(json_diff(a, b, f"{path}[{i}]"))
+        return out
+    return [] if recorded == replayed else [f"{path}: {recorded!r} != {replayed!r}"[:300]]
 
 
 class _Model(BaseModel):
@@ -362,24 +384,3 @@ class ContextDocument(_Model):
     evidences: dict[str, Evidence]
     context_blocks: list[ContextBlock]
     pcm: PcmExtensions = Field(default_factory=PcmExtensions)
-
-def diff(recorded: Any, replayed: Any, path: str = "") -> list[str]:
-    """Paths where two JSON-like values differ (empty when identical)."""
-    if type(recorded) is not type(replayed):
-        return [f"{path or '.'}: {recorded!r} != {replayed!r}"[:300]]
-    if isinstance(recorded, dict):
-        out: list[str] = []
-        for key in sorted(set(recorded) | set(replayed)):
-            if key not in recorded or key not in replayed:
-                out.append(f"{path}.{key}: missing on one side")
-            else:
-                out.extend(diff(recorded[key], replayed[key], f"{path}.{key}"))
-        return out
-    if isinstance(recorded, list):
-        if len(recorded) != len(replayed):
-            return [f"{path}: {len(recorded)} items != {len(replayed)} items"]
-        out = []
-        for i, (a, b) in enumerate(zip(recorded, replayed)):
-            out.extend(diff(a, b, f"{path}[{i}]"))
-        return out
-    return [] if recorded == replayed else [f"{path}: {recorded!r} != {replayed!r}"[:300]]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 from app.llm.gguf import display_path
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

@@ -128,7 +128,7 @@ class HashEmbedder:
             return vec
         return vec / norm
 
-    def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:  # noqa: ARG002 - the port's signature
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._vector(t) for t in texts]).astype(np.float32)

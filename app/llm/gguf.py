@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -239,15 +239,9 @@ def _describe_non_gguf(head: bytes) -> str:
     return f"is not a GGUF file (magic {head[:4]!r})"
 
 
-def validate_gguf(path: str | os.PathLike[str]) -> GgufInfo:
-    """Check ``path`` is a complete, supported GGUF file without loading it; return its header.
-
-    Raises ``ModelError`` (one line naming the file and the fix) when the file is missing, empty,
-    a folder, not GGUF (wrong magic: zip, text, HTML, LFS pointer, old GGML), an unsupported version,
-    has a malformed header, or is shorter than the data its header declares (truncated).
-    """
-    p = Path(path)
-    shown = display_path(p)
+def _read_head(p: Path, shown: str) -> tuple[int, bytes]:
+    """The file's size and first 64 bytes; ``ModelError`` when it is missing, a folder, empty
+    or unreadable."""
     if not p.exists():
         raise ModelError(f"{shown} does not exist; {FIX_HINT}")
     if p.is_dir():
@@ -257,9 +251,13 @@ def validate_gguf(path: str | os.PathLike[str]) -> GgufInfo:
         if size == 0:
             raise ModelError(f"{shown} is empty (0 bytes); delete it and run `pcm models fetch`")
         with p.open("rb") as fh:
-            head = fh.read(64)
+            return size, fh.read(64)
     except OSError as exc:
         raise ModelError(f"{shown} cannot be read ({exc.strerror or exc}); check its permissions") from None
+
+
+def _check_head(head: bytes, size: int, shown: str) -> None:
+    """``ModelError`` unless ``head`` starts a complete GGUF preamble of a supported version."""
     if not head.startswith(GGUF_MAGIC):
         if len(head) < 4 and GGUF_MAGIC.startswith(head):
             raise ModelError(f"{shown} is truncated ({size} bytes); delete it and run `pcm models fetch`")
@@ -272,8 +270,12 @@ def validate_gguf(path: str | os.PathLike[str]) -> GgufInfo:
         if struct.unpack_from(">I", head, 4)[0] in SUPPORTED_VERSIONS:
             raise ModelError(f"{shown} is a big-endian GGUF file, which this build cannot load; {FIX_HINT}")
         raise ModelError(f"{shown} has unsupported GGUF version {version} (supported: 2, 3); {FIX_HINT}")
+
+
+def _parse_header(p: Path, size: int, shown: str) -> GgufInfo:
+    """The parsed header; ``ModelError`` when it is truncated or malformed."""
     try:
-        info = read_gguf_header(p)
+        return read_gguf_header(p)
     except _Truncated:
         raise ModelError(f"{shown} is truncated ({size} bytes; the header runs past the end); "
                          "delete it and run `pcm models fetch`") from None
@@ -281,6 +283,20 @@ def validate_gguf(path: str | os.PathLike[str]) -> GgufInfo:
         raise ModelError(f"{shown} has a malformed GGUF header ({exc}); {FIX_HINT}") from None
     except (OSError, ValueError, OverflowError, MemoryError) as exc:
         raise ModelError(f"{shown} could not be read as GGUF ({type(exc).__name__}); {FIX_HINT}") from None
+
+
+def validate_gguf(path: str | os.PathLike[str]) -> GgufInfo:
+    """Check ``path`` is a complete, supported GGUF file without loading it; return its header.
+
+    Raises ``ModelError`` (one line naming the file and the fix) when the file is missing, empty,
+    a folder, not GGUF (wrong magic: zip, text, HTML, LFS pointer, old GGML), an unsupported version,
+    has a malformed header, or is shorter than the data its header declares (truncated).
+    """
+    p = Path(path)
+    shown = display_path(p)
+    size, head = _read_head(p, shown)
+    _check_head(head, size, shown)
+    info = _parse_header(p, size, shown)
     if info.tensor_count == 0:
         raise ModelError(f"{shown} declares no tensors, so it holds no model; {FIX_HINT}")
     if info.file_size < info.required_size:

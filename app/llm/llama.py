@@ -22,11 +22,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, ModelError, TokenCallback
+from app.core.errors import ModelError
+from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
 
@@ -54,7 +56,7 @@ def _import_llama_cpp() -> ModuleType:
         if _log_state["callback"] is None:
 
             @llama_cpp.llama_log_callback  # type: ignore[misc]
-            def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            def _on_log(_level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
                 piece = text.decode("utf-8", errors="replace")
                 if _log_state["echo"]:
                     print(piece, end="", flush=True, file=sys.stderr)
@@ -130,6 +132,71 @@ class _CallState:
         self.sampled = 0  # tokens sampled so far (including one that ends generation)
         self.last_len = -1
         self.cancelled_by_criterion = False
+
+
+@dataclass
+class _Reply:
+    """One chat call's reply as it streams: its pieces, how it ended, and its usage record."""
+
+    stage: str
+    model: str
+    params: dict[str, Any]
+    started: float
+    state: _CallState
+    prompt_tokens: int = 0
+    pieces: list[str] = field(default_factory=list)
+    first_ms: float | None = None
+    finish: str = "stop"
+    error: str = ""
+
+    def usage(self, status: str) -> ModelUsage:
+        completion = max(0, self.state.sampled - (0 if self.finish == "length" else 1))
+        return ModelUsage(
+            stage=self.stage,
+            provider="llama.cpp",
+            model=self.model,
+            params=self.params,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=completion,
+            total_tokens=self.prompt_tokens + completion,
+            first_token_latency_ms=self.first_ms,
+            latency_ms=(time.perf_counter() - self.started) * 1000,
+            status=status,  # type: ignore[arg-type]
+            error=self.error,
+        )
+
+    def consume(self, stream: Any, cancel: CancelToken | None, on_token: TokenCallback | None) -> None:
+        """Read the completion chunks until they end or ``cancel`` is set (a piece sampled after
+        that is dropped, not shown)."""
+        for chunk in stream:
+            choice = chunk["choices"][0]
+            piece = choice.get("delta", {}).get("content")
+            if choice.get("finish_reason"):
+                self.finish = str(choice["finish_reason"])
+            if not piece:
+                continue
+            if cancel is not None and cancel.cancelled:
+                self.finish = "cancelled"
+                break
+            if self.first_ms is None:
+                self.first_ms = (time.perf_counter() - self.started) * 1000
+            self.pieces.append(piece)
+            if on_token is not None:
+                on_token(piece)
+
+    def result(self, wants_json: bool) -> ChatResult:
+        """The finished call; with ``wants_json`` the text parsed (None when cut off or invalid)."""
+        if self.state.cancelled_by_criterion:
+            self.finish = "cancelled"
+        text = "".join(self.pieces)
+        parsed: Any = None
+        if wants_json and self.finish in ("stop", "length"):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+        status = {"cancelled": "cancelled", "error": "error"}.get(self.finish, "success")
+        return ChatResult(text=text, usage=self.usage(status), finish_reason=self.finish, parsed=parsed)
 
 
 class LlamaChatModel:
@@ -229,7 +296,7 @@ class LlamaChatModel:
             added_special=result.added_special,
         )
 
-    def _on_sampled(self, input_ids: Any, logits: Any) -> bool:
+    def _on_sampled(self, input_ids: Any, _logits: Any) -> bool:
         """Called by llama.cpp after each sampled token: counts it, and stops on cancel."""
         state = self._call
         if state is None:
@@ -309,43 +376,11 @@ class LlamaChatModel:
         usage_params["context_size"] = self.context_size
         if json_schema is not None:
             usage_params["json_schema"] = True
-        pieces: list[str] = []
-        first_ms: float | None = None
-        finish = "stop"
-        error = ""
-        state = _CallState(cancel)
-        try:
-            prompt_tokens = self.count_chat_tokens(messages)
-        except ModelError as exc:
-            prompt_tokens, finish, error = 0, "error", str(exc)
-
-        def usage(status: str) -> ModelUsage:
-            completion = max(0, state.sampled - (0 if finish == "length" else 1))
-            return ModelUsage(
-                stage=stage,
-                provider="llama.cpp",
-                model=self.name,
-                params=usage_params,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion,
-                total_tokens=prompt_tokens + completion,
-                first_token_latency_ms=first_ms,
-                latency_ms=(time.perf_counter() - started) * 1000,
-                status=status,  # type: ignore[arg-type]
-                error=error,
-            )
-
-        if finish == "error":
-            return ChatResult(text="", usage=usage("error"), finish_reason="error")
-        if cancel is not None and cancel.cancelled:
-            return ChatResult(text="", usage=usage("cancelled"), finish_reason="cancelled")
-        if prompt_tokens >= self.context_size:
-            finish = "error"
-            error = (f"the prompt has {prompt_tokens} tokens, more than the model's context of "
-                     f"{self.context_size}; lower the context budget")
-            return ChatResult(text="", usage=usage("error"), finish_reason="error")
-
-        self._call = state
+        reply = _Reply(stage=stage, model=self.name, params=usage_params, started=started, state=_CallState(cancel))
+        refused = self._refuse(messages, reply, cancel)
+        if refused is not None:
+            return refused
+        self._call = reply.state
         stream: Any = None
         try:
             if not self.prompt_cache:
@@ -362,40 +397,33 @@ class LlamaChatModel:
                 stop=list(params.stop),
                 grammar=grammar,
             )
-            for chunk in stream:
-                choice = chunk["choices"][0]
-                piece = choice.get("delta", {}).get("content")
-                if choice.get("finish_reason"):
-                    finish = str(choice["finish_reason"])
-                if not piece:
-                    continue
-                if cancel is not None and cancel.cancelled:
-                    finish = "cancelled"  # sampled but not shown: dropped
-                    break
-                if first_ms is None:
-                    first_ms = (time.perf_counter() - started) * 1000
-                pieces.append(piece)
-                if on_token is not None:
-                    on_token(piece)
+            reply.consume(stream, cancel, on_token)
         except Exception as exc:
-            finish = "error"
-            error = _log_reason() or _one_line(exc)
-            log.warning("chat generation failed: %s", error)
+            reply.finish = "error"
+            reply.error = _log_reason() or _one_line(exc)
+            log.warning("chat generation failed: %s", reply.error)
         finally:
             if stream is not None and hasattr(stream, "close"):
                 stream.close()
             self._call = None
-        if state.cancelled_by_criterion:
-            finish = "cancelled"
-        text = "".join(pieces)
-        parsed: Any = None
-        if json_schema is not None and finish in ("stop", "length"):
-            try:
-                parsed = json.loads(text)
-            except ValueError:
-                parsed = None
-        status = {"cancelled": "cancelled", "error": "error"}.get(finish, "success")
-        return ChatResult(text=text, usage=usage(status), finish_reason=finish, parsed=parsed)
+        return reply.result(json_schema is not None)
+
+    def _refuse(self, messages: Sequence[ChatMessage], reply: _Reply, cancel: CancelToken | None) -> ChatResult | None:
+        """Count the prompt into ``reply``; the result of a call that cannot start (a template
+        that rejects the messages, cancelled already, a prompt longer than the context), else None."""
+        try:
+            reply.prompt_tokens = self.count_chat_tokens(messages)
+        except ModelError as exc:
+            reply.finish, reply.error = "error", str(exc)
+            return ChatResult(text="", usage=reply.usage("error"), finish_reason="error")
+        if cancel is not None and cancel.cancelled:
+            return ChatResult(text="", usage=reply.usage("cancelled"), finish_reason="cancelled")
+        if reply.prompt_tokens >= self.context_size:
+            reply.finish = "error"
+            reply.error = (f"the prompt has {reply.prompt_tokens} tokens, more than the model's context of "
+                           f"{self.context_size}; lower the context budget")
+            return ChatResult(text="", usage=reply.usage("error"), finish_reason="error")
+        return None
 
     @contextlib.contextmanager
     def suspend(self) -> Iterator[None]:

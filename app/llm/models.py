@@ -28,7 +28,7 @@ from typing import IO, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 from app.core.types import ModelRole
 from app.llm.gguf import display_path, probe_gguf, validate_gguf
 

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from app.core.errors import CoreError
 from app.core.runtime.intake import RawChange
 from app.sensors.base import ApiSourceLike, Sink, StatusBoard
 from app.sensors.fetch import FetchError, PolledSensor, PollingThreads, Validators, fetch_bytes
@@ -27,7 +28,7 @@ _MAX_SHOWN = 2_000  # characters of a value shown in an event's text
 _MAX_PAYLOAD = 20_000  # characters of canonical JSON kept in the payload as a value
 
 
-class PathError(LookupError):
+class PathError(CoreError, LookupError):
     """The dotted path does not exist in the document."""
 
 

@@ -199,7 +199,7 @@ async def _burst(
 
 async def _intake_replay(n_changes: int, n_keys: int, coalesce_ms: int) -> dict[str, Any]:
     """The intake alone under tracemalloc: ``n_changes`` puts over ``n_keys`` keys from a thread."""
-    async def discard(events: list[EnvEvent]) -> None:
+    async def discard(_events: list[EnvEvent]) -> None:
         return None
 
     intake = EnvIntake(discard, coalesce_ms=coalesce_ms)

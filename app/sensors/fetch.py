@@ -8,6 +8,7 @@ as ``not_modified``. Local files get the same treatment from their size and mtim
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import socket
@@ -20,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from app.core.errors import CoreError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from app.sensors.base import SourceStatus, StatusBoard
 
 
-class FetchError(Exception):
+class FetchError(CoreError):
     """A fetch failed. ``reason`` is a short code: too_large, timeout, http, network, missing,
     unsupported; ``str(err)`` is one line meant for the status panel."""
 
@@ -122,6 +125,28 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener()
 
 
+def _read_body(resp: http.client.HTTPResponse, url: str, max_bytes: int, timeout_s: float, deadline: float) -> bytes:
+    """The response body, at most ``max_bytes`` and read before ``deadline`` (else ``FetchError``)."""
+    length = resp.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > max_bytes:
+        raise FetchError("too_large", f"{url} announces {length} bytes (limit {max_bytes})")
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        # read1 returns what one socket read gives, so the deadline is checked between
+        # reads and a server trickling bytes cannot hold the thread past the time cap.
+        chunk = resp.read1(_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise FetchError("too_large", f"{url} sent more than {max_bytes} bytes")
+        if time.monotonic() > deadline:
+            raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s")
+    return b"".join(chunks)
+
+
 def _fetch_http(url: str, max_bytes: int, timeout_s: float, validators: Validators | None) -> FetchResult:
     headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if validators is not None and validators.etag:
@@ -133,25 +158,9 @@ def _fetch_http(url: str, max_bytes: int, timeout_s: float, validators: Validato
     deadline = time.monotonic() + timeout_s
     try:
         with _opener(url).open(request, timeout=timeout_s) as resp:
-            length = resp.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise FetchError("too_large", f"{url} announces {length} bytes (limit {max_bytes})")
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                # read1 returns what one socket read gives, so the deadline is checked between
-                # reads and a server trickling bytes cannot hold the thread past the time cap.
-                chunk = resp.read1(_CHUNK)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > max_bytes:
-                    raise FetchError("too_large", f"{url} sent more than {max_bytes} bytes")
-                if time.monotonic() > deadline:
-                    raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s")
+            body = _read_body(resp, url, max_bytes, timeout_s, deadline)
             got = Validators(resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
-            return FetchResult(b"".join(chunks), got, resp.status, resp.headers.get("Content-Type", ""), sent)
+            return FetchResult(body, got, resp.status, resp.headers.get("Content-Type", ""), sent)
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
             kept = validators or Validators()

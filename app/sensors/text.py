@@ -27,7 +27,7 @@ class _TextExtractor(HTMLParser):
         self.parts: list[str] = []
         self._skip = 0  # depth inside dropped elements
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def handle_starttag(self, tag: str, _attrs: list[tuple[str, str | None]]) -> None:
         if tag in _DROP:
             if tag not in _VOID:
                 self._skip += 1
@@ -41,7 +41,7 @@ class _TextExtractor(HTMLParser):
         elif tag in ("td", "th"):
             self.parts.append(" ")
 
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def handle_startendtag(self, tag: str, _attrs: list[tuple[str, str | None]]) -> None:
         if not self._skip and tag in _BLOCK:
             self.parts.append("\n")
 

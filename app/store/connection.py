@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import CoreError, NoRecordError
 from app.core.types import utc_now
 from app.store import records as R
 from app.store.migrations import MIGRATIONS, applied_migrations, apply_migrations
@@ -23,15 +24,12 @@ from app.store.migrations import MIGRATIONS, applied_migrations, apply_migration
 BUSY_TIMEOUT_MS = 5000
 
 
-class StoreError(Exception):
+class StoreError(CoreError):
     """The store refused an operation; ``str(err)`` says why in one line."""
 
 
-class NotFoundError(StoreError, KeyError):
+class NotFoundError(StoreError, NoRecordError):
     """A session, turn or record id does not exist."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 class StoreThreadError(StoreError):

@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
+from app.core.errors import CoreError
 from app.core.types import (
     SCHEMA_VERSION,
     ContextDocument,
@@ -51,7 +52,7 @@ _EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_li
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
-class ExchangeError(Exception):
+class ExchangeError(CoreError):
     """A document could not be exported or imported; ``str(err)`` names the path and the reason."""
 
 
@@ -126,18 +127,18 @@ def format_path(parts: Iterable[Any]) -> str:
     return out or "document"
 
 
-def _ref_problems(doc: ContextDocument) -> Iterable[str]:
-    evidence_ids = set(doc.evidences)
+def _dangling(path: list[Any], ids: Sequence[str], evidence_ids: set[str]) -> Iterable[str]:
+    for i, evidence_id in enumerate(ids):
+        if evidence_id not in evidence_ids:
+            yield f"{format_path([*path, i])}: {evidence_id!r} is not a key of evidences"
+
+
+def _evidence_ref_problems(doc: ContextDocument, evidence_ids: set[str]) -> Iterable[str]:
+    """Evidences keyed by their own id; message and block refs that name one."""
     for key, evidence in doc.evidences.items():
         if evidence.evidence_id != key:
             yield (f"{format_path(['evidences', key, 'evidence_id'])}: "
                    f"{evidence.evidence_id!r} does not equal its key {key!r}")
-
-    def dangling(path: list[Any], ids: Sequence[str]) -> Iterable[str]:
-        for i, evidence_id in enumerate(ids):
-            if evidence_id not in evidence_ids:
-                yield f"{format_path([*path, i])}: {evidence_id!r} is not a key of evidences"
-
     for i, message in enumerate(doc.session.messages):
         for j, ref in enumerate(message.refs):
             if ref.evidence_id not in evidence_ids:
@@ -148,26 +149,41 @@ def _ref_problems(doc: ContextDocument) -> Iterable[str]:
             if ref.evidence_id not in evidence_ids:
                 yield (f"{format_path(['context_blocks', i, 'refs', j, 'evidence_id'])}: "
                        f"{ref.evidence_id!r} is not a key of evidences")
+
+
+def _record_ref_problems(doc: ContextDocument, evidence_ids: set[str]) -> Iterable[str]:
+    """Task dependencies and the evidence ids of tasks, tool calls and memory fragments."""
     tasks = doc.session.task_state.todo_list.tasks
     task_ids = {task.task_id for task in tasks}
     for i, task in enumerate(tasks):
         path = ["session", "task_state", "todo_list", "tasks", i]
-        yield from dangling([*path, "result_evidence_ids"], task.result_evidence_ids)
+        yield from _dangling([*path, "result_evidence_ids"], task.result_evidence_ids, evidence_ids)
         for j, dep in enumerate(task.depends_on):
             if dep not in task_ids:
                 yield f"{format_path([*path, 'depends_on', j])}: {dep!r} is not a task_id of tasks"
     for i, call in enumerate(doc.session.tool_state.tool_calls):
-        yield from dangling(["session", "tool_state", "tool_calls", i, "result_evidence_ids"],
-                            call.result_evidence_ids)
+        yield from _dangling(["session", "tool_state", "tool_calls", i, "result_evidence_ids"],
+                             call.result_evidence_ids, evidence_ids)
     for i, fragment in enumerate(doc.pcm.memory):
-        yield from dangling(["pcm", "memory", i, "source_evidence_ids"],
-                            fragment.source_evidence_ids)
+        yield from _dangling(["pcm", "memory", i, "source_evidence_ids"],
+                             fragment.source_evidence_ids, evidence_ids)
+
+
+def _graph_ref_problems(doc: ContextDocument) -> Iterable[str]:
+    """Edges whose ends are not nodes of the graph."""
     node_ids = {node.node_id for node in doc.pcm.graph.nodes}
     for i, edge in enumerate(doc.pcm.graph.edges):
         for end in ("src", "dst"):
             if getattr(edge, end) not in node_ids:
                 yield (f"{format_path(['pcm', 'graph', 'edges', i, end])}: "
                        f"{getattr(edge, end)!r} is not a node_id of pcm.graph.nodes")
+
+
+def _ref_problems(doc: ContextDocument) -> Iterable[str]:
+    evidence_ids = set(doc.evidences)
+    yield from _evidence_ref_problems(doc, evidence_ids)
+    yield from _record_ref_problems(doc, evidence_ids)
+    yield from _graph_ref_problems(doc)
 
 
 def _duplicate_problems(doc: ContextDocument) -> Iterable[str]:
@@ -300,6 +316,39 @@ def _turns(messages: Sequence[Message]) -> list[tuple[str, str, str | None, str]
     return turns
 
 
+def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
+    """Every record of ``doc`` into the store as session ``sid`` (inside the caller's transaction)."""
+    created_at = doc.meta.created_at if doc.meta and doc.meta.created_at else None
+    store.create_session(doc.pcm.title, sid, created_at=created_at)
+    store.update_session(sid, meta=doc.meta, summary=doc.session.summary,
+                         doc_extras=_collect_extras(doc))
+    for evidence in doc.evidences.values():
+        store.add_evidence(sid, evidence)
+    for message in doc.session.messages:
+        store.add_message(sid, message)
+    for turn_id, input_id, answer_id, at in _turns(doc.session.messages):
+        store.add_turn(sid, turn_id, input_id, answer_message_id=answer_id,
+                       created_at=at)
+    for task in doc.session.task_state.todo_list.tasks:
+        store.add_task(sid, task)
+    for call in doc.session.tool_state.tool_calls:
+        store.add_tool_call(sid, call)
+    for usage in doc.session.model_usage:
+        store.add_model_usage(sid, usage)
+    store.add_context_blocks(sid, None, doc.context_blocks)
+    for event in doc.pcm.env_events:
+        store.add_env_event(sid, event)
+    for fragment in doc.pcm.memory:
+        store.add_memory(sid, fragment)
+    for node in doc.pcm.graph.nodes:
+        store.save_node(sid, node)
+    for edge in doc.pcm.graph.edges:
+        store.save_edge(sid, edge)
+    store.append_event(sid, "session.imported", {
+        "schema_version": doc.schema_version, "messages": len(doc.session.messages),
+        "evidences": len(doc.evidences)})
+
+
 def import_session(store: SqliteStore, data: dict[str, Any]) -> str:
     """Validate ``data`` and write it as a new session in one transaction; return its id."""
     doc = validate_document(data)
@@ -310,35 +359,7 @@ def import_session(store: SqliteStore, data: dict[str, Any]) -> str:
             "a session (nothing was written)")
     try:
         with store.transaction():
-            created_at = doc.meta.created_at if doc.meta and doc.meta.created_at else None
-            store.create_session(doc.pcm.title, sid, created_at=created_at)
-            store.update_session(sid, meta=doc.meta, summary=doc.session.summary,
-                                 doc_extras=_collect_extras(doc))
-            for evidence in doc.evidences.values():
-                store.add_evidence(sid, evidence)
-            for message in doc.session.messages:
-                store.add_message(sid, message)
-            for turn_id, input_id, answer_id, at in _turns(doc.session.messages):
-                store.add_turn(sid, turn_id, input_id, answer_message_id=answer_id,
-                               created_at=at)
-            for task in doc.session.task_state.todo_list.tasks:
-                store.add_task(sid, task)
-            for call in doc.session.tool_state.tool_calls:
-                store.add_tool_call(sid, call)
-            for usage in doc.session.model_usage:
-                store.add_model_usage(sid, usage)
-            store.add_context_blocks(sid, None, doc.context_blocks)
-            for event in doc.pcm.env_events:
-                store.add_env_event(sid, event)
-            for fragment in doc.pcm.memory:
-                store.add_memory(sid, fragment)
-            for node in doc.pcm.graph.nodes:
-                store.save_node(sid, node)
-            for edge in doc.pcm.graph.edges:
-                store.save_edge(sid, edge)
-            store.append_event(sid, "session.imported", {
-                "schema_version": doc.schema_version, "messages": len(doc.session.messages),
-                "evidences": len(doc.evidences)})
+            _write_document(store, sid, doc)
     except sqlite3.IntegrityError as err:
         raise ExchangeError(
             f"session {sid}: a record of this document already exists in the store ({err}); "

@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import qasync
@@ -43,6 +44,9 @@ def application() -> QApplication:
 
 T = TypeVar("T")
 
+#: Threads of the loop's default executor: model loading, sensor start/stop, export files.
+DEFAULT_WORKERS = 4
+
 
 def run_on_qt_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on a qasync loop over the QApplication's event loop.
@@ -50,13 +54,19 @@ def run_on_qt_loop(coro: Coroutine[Any, Any, T]) -> T:
     Not ``qasync.run``: on Python 3.11 it installs a global event-loop policy, so every
     ``asyncio.new_event_loop()`` in the process becomes a Qt loop — including LanceDB's private
     background loop thread, which then fails with "attached to a different loop".
+
+    The loop's default executor (``run_in_executor(None, …)``, ``asyncio.to_thread``) is a named
+    thread pool set here, not qasync's implicit one (DESIGN.md §3); it is shut down with the loop.
     """
     loop = qasync.QEventLoop(application())
+    executor = ThreadPoolExecutor(max_workers=DEFAULT_WORKERS, thread_name_prefix="pcm-default")
+    loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     try:
         return run_until_done(loop, coro)
     finally:
         loop.close()
+        executor.shutdown(wait=True, cancel_futures=True)
         asyncio.set_event_loop(None)
 
 
@@ -113,8 +123,8 @@ async def _self_test(window: MainWindow, session_id: str | None, text: str) -> i
         return 1
     loaded = time.perf_counter() - started
     finished: list[Any] = []
-    c.turn_finished.connect(lambda turn_id, record: finished.append(record))
-    c.turn_failed.connect(lambda key, message: finished.append(message))
+    c.turn_finished.connect(lambda _turn_id, record: finished.append(record))
+    c.turn_failed.connect(lambda _key, message: finished.append(message))
     window.composer.edit.setPlainText(text)
     window.composer.send.click()
     while not finished:

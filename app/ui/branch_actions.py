@@ -127,12 +127,7 @@ class CanvasActions:
                 c.spawn(result, "Switching focus")
             self.statusBar().showMessage("Focus switched: routing now favours this branch.", 6000)
         elif action == "inject":
-            sources = [n for n in self.scene.selected_node_ids() if n != node_id] if hasattr(self.scene, "selected_node_ids") else []
-            if not sources:
-                self._on_error("Select the results to merge first (Ctrl+click), then choose Inject on the target.")
-                return
-            label = self._labels().get(node_id, node_id[:8])
-            self.undo.push(InjectCommand(c, sid, sources, node_id, f"inject {len(sources)} into {label}"))
+            self._inject_into(sid, node_id)
         elif action in ("collapse", "expand"):
             collapsed = action == "collapse"
             self.scene.set_collapsed(node_id, collapsed)
@@ -142,9 +137,22 @@ class CanvasActions:
             if turn_id:
                 c.undo_reanchor(turn_id)
         elif action == "regenerate":
-            turn_id = self._turn_of(node_id)
-            state = c.state
-            if turn_id and state is not None and turn_id in state.turns:
-                first = state.turns[turn_id].message_ids[0]
-                parent = state.graph.parent(node_id)
-                c.submit(state.messages[first].text, anchor=parent, budget=self.composer.budget.value())
+            self._ask_again(node_id)
+
+    def _inject_into(self, sid: str, node_id: str) -> None:
+        """Merge the selected results into ``node_id``'s branch, as an undoable command."""
+        sources = [n for n in self.scene.selected_node_ids() if n != node_id] if hasattr(self.scene, "selected_node_ids") else []
+        if not sources:
+            self._on_error("Select the results to merge first (Ctrl+click), then choose Inject on the target.")
+            return
+        label = self._labels().get(node_id, node_id[:8])
+        self.undo.push(InjectCommand(self.controller, sid, sources, node_id, f"inject {len(sources)} into {label}"))
+
+    def _ask_again(self, node_id: str) -> None:
+        """Submit the turn's input again, anchored where the turn was."""
+        turn_id = self._turn_of(node_id)
+        state = self.controller.state
+        if turn_id and state is not None and turn_id in state.turns:
+            first = state.turns[turn_id].message_ids[0]
+            parent = state.graph.parent(node_id)
+            self.controller.submit(state.messages[first].text, anchor=parent, budget=self.composer.budget.value())

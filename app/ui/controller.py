@@ -21,7 +21,8 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.config import Settings
-from app.core.errors import NoRecordError
+from app.core.engine.facade import Engine
+from app.core.errors import CoreError, NoRecordError, user_line
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
 from app.core.session.state import SessionState
@@ -69,7 +70,7 @@ class EngineController(QObject):
         super().__init__(parent)
         self.settings = settings
         self.services = services
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.state: SessionState | None = None
         self.ready = False
         self.closed = False
@@ -98,8 +99,9 @@ class EngineController(QObject):
             self._tasks.discard(t)
             if not t.cancelled() and t.exception() is not None:
                 exc = t.exception()
-                log.error("%s failed", what, exc_info=exc)
-                self.error.emit(f"{what} failed: {exc}")
+                assert exc is not None
+                report(exc, what)
+                self.error.emit(f"{what} failed: {user_line(exc)}")
 
         task.add_done_callback(done)
         return task
@@ -120,26 +122,25 @@ class EngineController(QObject):
 
         started = time.perf_counter()
         try:
-            self.engine = await loop.run_in_executor(None, self.services.build_engine, self.settings, progress)
+            engine = await loop.run_in_executor(None, self.services.build_engine, self.settings, progress)
+            self.engine = engine
             self.status_changed.emit("preparing intent prototypes")
-            await self.engine.start()
-            pushed = getattr(self.engine, "env_pushed", None)
-            if pushed is not None:
-                pushed.connect(self.env_pushed.emit)
+            await engine.start()
+            engine.env_pushed.connect(self.env_pushed.emit)
             if session_id is None:
-                sessions = await self.engine.ex.run("store", self.services.list_sessions, self.engine.store)
+                sessions = await engine.with_store(self.services.list_sessions)
                 session_id = sessions[-1]["session_id"] if sessions else None
             await self.open_session(session_id)
         except Exception as exc:  # noqa: BLE001 - shown to the user, who can pick another model
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            log.error("loading failed", exc_info=exc)
+            report(exc, "loading")
+            message = user_line(exc)
             self.status_changed.emit(f"Could not load: {message}")
             self.ready_changed.emit(False, f"Models did not load: {message}. Choose another in Settings (Ctrl+,).")
             return False
         self.ready = True
         took = time.perf_counter() - started
         log.info("ready in %.1f s: chat model %s, session %s", took,
-                 getattr(self.engine.chat, "name", None) or self.settings.chat_model, self.session_id)
+                 engine.model_name or self.settings.chat_model, self.session_id)
         self.status_changed.emit(f"Ready in {took:.1f} s")
         self.ready_changed.emit(True, "")
         await self.start_sensors()
@@ -150,23 +151,40 @@ class EngineController(QObject):
             self.status_changed.emit(line[:1].upper() + line[1:] + "…")
             self.ready_changed.emit(False, f"Loading: {line}…")
 
+    def _engine(self) -> Engine:
+        """The loaded engine (callers run only once loading has set it)."""
+        if self.engine is None:
+            raise CoreError("The models are still loading.")
+        return self.engine
+
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """Open (or create) a session and announce it; the canvas rebuilds from its graph."""
-        self.state = await self.engine.open_session(session_id, title=title)
+        engine = self._engine()
+        self.state = await engine.open_session(session_id, title=title)
         self._watch_scheduler(self.state.session_id)
         self.session_opened.emit(self.state)
-        resumed = await self.engine.resume_inputs(self.state.session_id)
+        resumed = await engine.resume_inputs(self.state.session_id)
         if resumed:
             self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")
         return self.state
 
     async def sessions(self) -> list[dict[str, Any]]:
-        return await self.engine.ex.run("store", self.services.list_sessions, self.engine.store)
+        return await self._engine().with_store(self.services.list_sessions)
+
+    async def export_session(self) -> dict[str, Any]:
+        """The open session as a structured context model document."""
+        if self.session_id is None:
+            raise CoreError("No session is open yet.")
+        return await self._engine().with_store(self.services.export_session, self.session_id)
+
+    async def import_session(self, data: dict[str, Any]) -> str:
+        """Validate ``data`` and store it as a new session; returns its id (nothing is opened)."""
+        return await self._engine().with_store(self.services.import_session, data)
 
     async def record(self, turn_id: str) -> TurnRecord | None:
         """The stored trace of a turn (None for history turns without a build)."""
         try:
-            return await self.engine.turn_record(turn_id)
+            return await self._engine().turn_record(turn_id)
         except NoRecordError:
             return None
 
@@ -179,7 +197,7 @@ class EngineController(QObject):
         text = text.strip()
         if not text:
             return None
-        if not self.ready or self.state is None:
+        if not self.ready or self.state is None or self.engine is None:
             self.error.emit("The models are still loading; your input was kept in the composer.")
             return None
         scheduler = self.engine.scheduler(self.state.session_id)
@@ -196,7 +214,7 @@ class EngineController(QObject):
         """Mirror the session scheduler's signals (core signals, emitted on this loop) as Qt ones."""
         for signal, slot in self._scheduler_slots:
             signal.disconnect(slot)
-        scheduler = self.engine.scheduler(session_id)
+        scheduler = self._engine().scheduler(session_id)
         self._scheduler_slots = [(scheduler.stream_queued, self._on_stream_queued),
                                  (scheduler.stream_routed, self._on_stream_routed),
                                  (scheduler.stream_finished, self._on_stream_finished)]
@@ -224,9 +242,12 @@ class EngineController(QObject):
             self.live.pop(turn_id, None)
         if isinstance(outcome, TurnRecord):
             self.turn_finished.emit(outcome.turn_id, outcome)
-        else:
-            reason = handle.stop_reason or (str(outcome) if outcome is not None else "") or "failed"
-            self.turn_failed.emit(turn_id or handle.stream_id, reason)
+            return
+        reason = handle.stop_reason
+        if not reason and isinstance(outcome, BaseException):
+            report(outcome, "a turn")
+            reason = user_line(outcome)
+        self.turn_failed.emit(turn_id or handle.stream_id, reason or (str(outcome) if outcome is not None else "") or "failed")
 
     def _on_token(self, handle: Any, piece: str) -> None:
         live = self.live.get(handle.turn_id or "")
@@ -287,9 +308,15 @@ class EngineController(QObject):
         return self.spawn(go(), what)
 
     def reanchor(self, turn_id: str, anchor: str | None) -> asyncio.Task[Any] | None:
+        if self.engine is None:
+            self.error.emit("The models are still loading.")
+            return None
         return self.call("Re-anchoring", self.engine.reanchor, turn_id, anchor, then=self.reanchored.emit)
 
     def undo_reanchor(self, turn_id: str) -> asyncio.Task[Any] | None:
+        if self.engine is None:
+            self.error.emit("The models are still loading.")
+            return None
         return self.call("Undoing the re-anchor", self.engine.undo_reanchor, turn_id, then=self.reanchored.emit)
 
     # ------------------------------------------------------------------ environment sensors
@@ -304,9 +331,7 @@ class EngineController(QObject):
         s = self.settings
         if self.engine is None or self.services.build_sensors is None:
             return
-        set_folders = getattr(self.engine, "set_watched_folders", None)
-        if set_folders is not None:
-            set_folders(list(s.watched_folders))  # read_file is confined to these
+        self.engine.set_watched_folders(list(s.watched_folders))  # read_file is confined to these
         if not (s.watched_folders or s.feeds or s.apis):
             self.sensors_status.emit([])
             return
@@ -326,7 +351,7 @@ class EngineController(QObject):
         is needed when neither is configured)."""
         if self.state is None or not (self.settings.feeds or self.settings.apis):
             return []
-        return await self.engine.ex.run("store", self.engine.store.list_env_events, self.state.session_id)
+        return await self._engine().env_events(self.state.session_id)
 
     async def _ingest(self, events: list[Any]) -> None:
         if self.engine is None or self.state is None or self.closed:
@@ -374,3 +399,12 @@ class EngineController(QObject):
         await self.stop_sensors()
         if self.engine is not None:
             await self.engine.close()
+
+
+def report(exc: BaseException, what: str) -> None:
+    """Log an engine failure: a ``CoreError`` (the user's to fix) as its line, anything else
+    (a bug) with its traceback."""
+    if isinstance(exc, CoreError):
+        log.warning("%s: %s", what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
@@ -49,13 +48,3 @@ class Services:
     build_sensors: Callable[[Settings, Callable[[Any], bool], list[Any]], Any] | None = None
     #: Reads a file change's text for the intake (binary/oversized files: recorded, not read).
     file_preparer: Callable[[Settings], Callable[[Any], Any]] | None = None
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as UTF-8 JSON atomically (a crash never leaves half a file)."""
-    import json
-    import os
-
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

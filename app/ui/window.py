@@ -3,31 +3,27 @@
 The window wires widgets to the ``EngineController`` and holds no engine logic: the canvas
 scene mirrors the session graph through the graph's own signals; turn progress arrives as
 controller signals; branch actions from the canvas go back to the engine through the controller
-(``branch_actions.CanvasActions``; re-anchoring and injecting through an undo stack). Startup shows the window at once; the models load in the
-background while the status bar says what is happening.
+(``branch_actions.CanvasActions``; re-anchoring and injecting through an undo stack); the File
+menu's export, import and settings are ``file_actions.FileActions``. Startup shows the window at
+once; the models load in the background while the status bar says what is happening.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QUndoStack
 from PySide6.QtWidgets import (
-    QApplication,
     QDockWidget,
-    QFileDialog,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QToolBar,
@@ -35,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.config import Settings, remember_data_dir
+from app.config import Settings
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
@@ -44,12 +40,11 @@ from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
-from app.ui.dialogs import SettingsDialog
+from app.ui.file_actions import FileActions
 from app.ui.panels.env import EnvPanel, EnvRow
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.streams import StreamsPanel
-from app.ui.services import Services, write_json
-from app.ui.theme import apply_theme
+from app.ui.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +58,7 @@ def resident_memory_mb() -> float | None:
         return None
 
 
-class MainWindow(CanvasActions, QMainWindow):
+class MainWindow(CanvasActions, FileActions, QMainWindow):
     """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
 
     closed = Signal()  # after the engine has shut down
@@ -308,7 +303,7 @@ class MainWindow(CanvasActions, QMainWindow):
 
     def _update_status_labels(self) -> None:
         engine = self.controller.engine
-        model = getattr(getattr(engine, "chat", None), "name", None) or self.settings.chat_model
+        model = (engine.model_name if engine is not None else None) or self.settings.chat_model
         state = "ready" if self.controller.ready else "loading"
         self.model_label.setText(f"Model: {model} ({state})")
         turns = len(self.controller.state.turn_order) if self.controller.state else 0
@@ -484,109 +479,3 @@ class MainWindow(CanvasActions, QMainWindow):
     def _apply_filter(self) -> None:
         kinds = {k for k, a in self.kind_actions.items() if a.isChecked()}
         self.scene.set_filter(self.search.text(), None if len(kinds) == len(NodeKind) else kinds)
-
-    # ------------------------------------------------------------------ export / import
-
-    def _ask_export(self) -> None:
-        if self.controller.session_id is None:
-            self._on_error("No session is open yet.")
-            return
-        dialog = QFileDialog(self, "Export session", str(Path.home() / f"session-{self.controller.session_id[:8]}.json"),
-                             "Context model JSON (*.json)")
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.export_to(Path(path)), "Export"))
-        dialog.open()
-
-    def _ask_import(self) -> None:
-        dialog = QFileDialog(self, "Import session", str(Path.home()), "Context model JSON (*.json)")
-        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.import_from(Path(path)), "Import"))
-        dialog.open()
-
-    async def export_to(self, path: Path) -> Path:
-        """Write the open session as a structured context model document."""
-        c = self.controller
-        doc = await c.engine.ex.run("store", self.services.export_session, c.engine.store, c.session_id)
-        await asyncio.get_running_loop().run_in_executor(None, write_json, path, doc)
-        self.statusBar().showMessage(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
-        return path
-
-    async def import_from(self, path: Path) -> str | None:
-        """Validate and import a document as a new session and open it; errors are shown, nothing written."""
-        c = self.controller
-        loop = asyncio.get_running_loop()
-        try:
-            data = await loop.run_in_executor(None, lambda: json.loads(path.read_text(encoding="utf-8")))
-            session_id = await c.engine.ex.run("store", self.services.import_session, c.engine.store, data)
-        except Exception as exc:  # noqa: BLE001 - shown to the user as is
-            message = f"Could not import {path.name}: {exc}"
-            self._on_error(message)
-            box = QMessageBox(QMessageBox.Icon.Warning, "Import failed", message, QMessageBox.StandardButton.Ok, self)
-            box.open()
-            return None
-        await c.open_session(session_id)
-        self.statusBar().showMessage(f"Imported {path.name} as a new session", 10000)
-        return session_id
-
-    # ------------------------------------------------------------------ settings and theme
-
-    def open_settings(self) -> SettingsDialog:
-        dialog = SettingsDialog(
-            self.settings,
-            chat_models=self.services.chat_models(self.settings),
-            embed_models=self.services.embed_models(self.settings),
-            verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
-            parent=self,
-        )
-        dialog.settings_accepted.connect(self._on_settings_accepted)
-        dialog.open()
-        return dialog
-
-    def _on_settings_accepted(self, new: Settings) -> None:
-        old = self.settings
-        # The folder in use stays in use until the next start; it keeps the new settings too.
-        self.settings = self.controller.settings = new.model_copy(update={"data_dir": old.data_dir})
-        try:
-            self.settings.save()
-        except OSError as exc:
-            self._on_error(f"Settings not saved: {exc}")
-        self.composer.budget.setValue(new.default_budget)
-        if new.theme != old.theme:
-            self._apply_theme()
-        if new.data_dir != old.data_dir:
-            try:
-                new.save()  # the new folder starts with these settings
-                remember_data_dir(new.data_dir)
-            except OSError as exc:
-                self._on_error(f"Cannot use {new.data_dir}: {exc}")
-                return
-            self.statusBar().showMessage(f"The data folder {new.data_dir} is used from the next start.", 10000)
-        models = ("chat_model", "embed_model", "context_size", "n_threads")
-        sensing = ("watched_folders", "ignore_patterns", "max_file_bytes", "coalesce_ms", "feeds", "apis")
-        if any(getattr(new, f) != getattr(old, f) for f in sensing) and self.controller.ready:
-            self.controller.spawn(self.controller.start_sensors(), "Restarting the sensors")
-        changed = any(getattr(new, f) != getattr(old, f) for f in models)
-        if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
-            self.controller.spawn(self._reload(), "Reloading the models")
-        self._update_status_labels()
-
-    async def _reload(self) -> None:
-        """Load the models again (after a settings change, or to retry a failed load)."""
-        session_id = self.controller.session_id
-        self.controller.ready = False
-        await self.controller.close()
-        self.controller.engine = None
-        self.controller.closed = False
-        self.controller.ready = False
-        await self.controller.load(session_id)
-        self._update_status_labels()
-
-    def _apply_theme(self) -> None:
-        dark = self.settings.theme == "dark"
-        app = QApplication.instance()
-        if isinstance(app, QApplication):
-            apply_theme(app, dark)
-        self.scene.set_theme(dark)
-
-    def _toggle_theme(self) -> None:
-        self._on_settings_accepted(self.settings.model_copy(update={"theme": "light" if self.settings.theme == "dark" else "dark"}))

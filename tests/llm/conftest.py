@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 from app.core.types import ModelRole
 from app.llm.models import ModelEntry, fetch_models, load_manifest, verify_entry
 

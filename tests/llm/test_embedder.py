@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.ports import Embedder, ModelError
+from app.core.errors import ModelError
+from app.core.ports import Embedder
 from app.llm.embedder import SentenceEmbedder, check_model_dir
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 from app.llm import gguf
 from app.llm.gguf import probe_gguf, read_gguf_header, validate_gguf
 from tests.llm.gguf_util import gguf_bytes, write_gguf

@@ -10,7 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from app.core.ports import CancelToken, ChatModel, GenerationParams, ModelError
+from app.core.errors import ModelError
+from app.core.ports import CancelToken, ChatModel, GenerationParams
 from tests.llm.gguf_util import write_gguf
 
 pytestmark = pytest.mark.model

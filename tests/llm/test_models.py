@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.ports import ModelError
+from app.core.errors import ModelError
 from app.core.types import ModelRole
 from app.llm.models import (
     LOCAL_SOURCE,

@@ -181,6 +181,27 @@ def ranking_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     return [(i, scores[i]) for i in ranking.ranked(scores)]
 
 
+async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
+    """Run one channel and time it; its failure is recorded on the run."""
+    started = time.perf_counter()
+    run = ChannelRun(channel=channel, size=size)
+    try:
+        run.hits = await work()
+    except Exception as exc:  # a failing channel degrades recall, never the turn
+        run.error = f"{type(exc).__name__}: {exc}"
+    run.elapsed_ms = (time.perf_counter() - started) * 1000
+    return run
+
+
+def _memory_kinds(state: SessionState, req: RecallRequest) -> list[str]:
+    """Note kinds the memory channel searches: memory notes always; environment events too when
+    the input asks about files, feeds or API values (elsewhere the vector channel's env hits are
+    enough, and an unasked-for event would otherwise top this channel's list just for being the
+    nearest one)."""
+    wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
+    return sorted(wanted & {n.kind for n in state.notes.values()})
+
+
 async def recall(
     state: SessionState,
     req: RecallRequest,
@@ -199,16 +220,6 @@ async def recall(
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     sid = state.session_id
 
-    async def timed(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
-        started = time.perf_counter()
-        run = ChannelRun(channel=channel, size=sizes[channel])
-        try:
-            run.hits = await work()
-        except Exception as exc:  # a failing channel degrades recall, never the turn
-            run.error = f"{type(exc).__name__}: {exc}"
-        run.elapsed_ms = (time.perf_counter() - started) * 1000
-        return run
-
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
@@ -220,11 +231,7 @@ async def recall(
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid)
 
     async def memory() -> list[tuple[str, float]]:
-        # Memory notes always; environment events too when the input asks about files, feeds or
-        # API values (elsewhere the vector channel's env hits are enough, and an unasked-for
-        # event would otherwise top this channel's list just for being the nearest one).
-        wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
-        kinds = sorted(wanted & {n.kind for n in state.notes.values()})
+        kinds = _memory_kinds(state, req)
         if search is None or query_vector is None or not sizes["memory"] or not kinds:
             return []
         return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=kinds)
@@ -235,7 +242,7 @@ async def recall(
     async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
         if recorded and channel in recorded:
             return recorded[channel]
-        return await timed(channel, work)
+        return await _timed(channel, sizes[channel], work)
 
     runs = await asyncio.gather(
         given("vector", vector),
@@ -248,54 +255,67 @@ async def recall(
     return fuse(state, req, strategy, list(runs))
 
 
-def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs: list[ChannelRun]) -> RecallResult:
-    """The pure half of recall: channel lists in, one ranked and cropped candidate list out.
+class _Pool:
+    """The candidates of one fusion, by id in first-seen order, with each channel's scores."""
 
-    Replay calls this with the recorded channel lists of a turn.
-    """
-    excluded = set(req.exclude_ids)
-    known = lambda i: (i in state.messages or i in state.notes) and i not in excluded  # noqa: E731
-    per_channel: dict[str, dict[str, float]] = {}
-    candidates: dict[str, Candidate] = {}
+    def __init__(self, state: SessionState, exclude_ids: Sequence[str]) -> None:
+        self.state = state
+        self.excluded = set(exclude_ids)
+        self.per_channel: dict[str, dict[str, float]] = {}
+        self.candidates: dict[str, Candidate] = {}
 
-    def candidate(item: str) -> Candidate:
-        if item not in candidates:
-            kind = "message" if item in state.messages else state.notes[item].kind
-            candidates[item] = Candidate(id=item, kind=kind)
-        return candidates[item]
+    def known(self, item: str) -> bool:
+        """A message or note of the session that the request does not exclude."""
+        return (item in self.state.messages or item in self.state.notes) and item not in self.excluded
 
-    for run in runs:
+    def candidate(self, item: str) -> Candidate:
+        if item not in self.candidates:
+            kind = "message" if item in self.state.messages else self.state.notes[item].kind
+            self.candidates[item] = Candidate(id=item, kind=kind)
+        return self.candidates[item]
+
+    def add_run(self, run: ChannelRun) -> None:
+        """A channel's hits (unknown and repeated ids skipped), each noted on its candidate."""
         scores: dict[str, float] = {}
         for rank, (item, score) in enumerate(run.hits, start=1):
-            if not known(item) or item in scores:
+            if not self.known(item) or item in scores:
                 continue
             scores[item] = score
-            candidate(item).channels[run.channel] = ChannelHit(rank=rank, score=round(score, 6))
-        per_channel[run.channel] = scores
+            self.candidate(item).channels[run.channel] = ChannelHit(rank=rank, score=round(score, 6))
+        self.per_channel[run.channel] = scores
 
-    # The structured filter also marks matching candidates that other channels found.
-    speakers = {s.lower() for s in req.speakers}
-    if speakers:
-        marks = per_channel.setdefault("structured", {})
-        for item, cand in candidates.items():
-            view = state.messages.get(item)
-            if view is not None and view.speaker.lower() in speakers and item not in marks:
+    def mark_speakers(self, speakers: Sequence[str]) -> None:
+        """The structured filter also marks matching candidates that other channels found."""
+        wanted = {s.lower() for s in speakers}
+        if not wanted:
+            return
+        marks = self.per_channel.setdefault("structured", {})
+        for item, cand in self.candidates.items():
+            view = self.state.messages.get(item)
+            if view is not None and view.speaker.lower() in wanted and item not in marks:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
-    if strategy.fusion == FusionMethod.RRF:
-        lists = {c: ranking.ranked(s) for c, s in per_channel.items()}
-        fused = ranking.rrf(lists, strategy.weights, k=strategy.rrf_k)
-    else:
-        fused = ranking.relative_fusion(per_channel, strategy.weights)
-    if strategy.neighbour_alpha > 0:
-        neighbours = lambda i: (n for n in state.neighbours(i) if known(n))  # noqa: E731
-        fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
-        for item in fused:
-            if item not in candidates:
-                candidate(item).reason = "neighbour of a hit"
-    order = [i for i in ranking.ranked(fused) if fused[i] > 0]
+    def fused(self, strategy: RecallStrategy) -> dict[str, float]:
+        """One score per item by the strategy's fusion, then spread to the hits' neighbours."""
+        if strategy.fusion == FusionMethod.RRF:
+            lists = {c: ranking.ranked(s) for c, s in self.per_channel.items()}
+            fused = ranking.rrf(lists, strategy.weights, k=strategy.rrf_k)
+        else:
+            fused = ranking.relative_fusion(self.per_channel, strategy.weights)
+        if strategy.neighbour_alpha > 0:
+            neighbours = lambda i: (n for n in self.state.neighbours(i) if self.known(n))  # noqa: E731
+            fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
+            for item in fused:
+                if item not in self.candidates:
+                    self.candidate(item).reason = "neighbour of a hit"
+        return fused
 
+
+def _select(state: SessionState, req: RecallRequest, fused: Mapping[str, float]) -> tuple[list[str], dict[str, str]]:
+    """The top_k kept after near-duplicates are dropped and diversity is applied (MMR), and the
+    near-duplicates (item → the item it repeats)."""
+    order = [i for i in ranking.ranked(fused) if fused[i] > 0]
     # Crop before the quadratic-ish steps: beyond a few times top_k nothing can be selected.
     pool = order[: max(2 * req.top_k, 30)]
     texts = {i: _text(state, i) for i in pool}
@@ -305,21 +325,39 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     unique = [pool[n] for n in keep_rows]
     chosen = ranking.mmr(unique, fused, texts, lam=req.mmr_lambda, k=req.top_k,
                          sim=sim[np.ix_(keep_rows, keep_rows)] if keep_rows else None)
-    chosen_set = set(chosen)
-    position = {item: n for n, item in enumerate(chosen, start=1)}
+    return chosen, dupes
 
+
+def _explain(candidates: Mapping[str, Candidate], fused: Mapping[str, float], chosen: Sequence[str],
+             dupes: Mapping[str, str], top_k: int) -> None:
+    """Each candidate's fused score, rank if kept, and why it was kept or dropped."""
+    position = {item: n for n, item in enumerate(chosen, start=1)}
     for item, cand in candidates.items():
         cand.fused = round(fused.get(item, 0.0), 6)
-        if item in chosen_set:
+        if item in position:
             cand.kept, cand.rank = True, position[item]
             cand.reason = cand.reason or "kept"
         elif item in dupes:
             cand.reason = f"near-duplicate of {dupes[item]}"
         elif item in fused and fused[item] > 0:
-            cand.reason = f"below top {req.top_k} after diversity"
+            cand.reason = f"below top {top_k} after diversity"
         else:
             cand.reason = "no weight in this strategy"
-    ordered = sorted(candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
+
+
+def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs: list[ChannelRun]) -> RecallResult:
+    """The pure half of recall: channel lists in, one ranked and cropped candidate list out.
+
+    Replay calls this with the recorded channel lists of a turn.
+    """
+    pool = _Pool(state, req.exclude_ids)
+    for run in runs:
+        pool.add_run(run)
+    pool.mark_speakers(req.speakers)
+    fused = pool.fused(strategy)
+    chosen, dupes = _select(state, req, fused)
+    _explain(pool.candidates, fused, chosen, dupes, req.top_k)
+    ordered = sorted(pool.candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
     return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name)
 
 

@@ -43,7 +43,7 @@ from app.core.types import (
     NodeKind,
     Ref,
     Role,
-    diff,
+    json_diff,
     utc_now,
 )
 
@@ -370,4 +370,4 @@ class TurnService:
         if "focus" not in record.build.routing:  # recorded before builds had a focus
             replayed.routing.pop("focus", None)
             replayed.routing.pop("focus_chosen", None)
-        return diff(record.build.comparable(), replayed.comparable())
+        return json_diff(record.build.comparable(), replayed.comparable())

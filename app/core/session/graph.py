@@ -21,12 +21,17 @@ from typing import Any, Protocol
 
 import networkx as nx
 
+from app.core.errors import CoreError, NoRecordError
 from app.core.signals import Signal
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind, SessionGraphData
 
 
-class GraphError(ValueError):
+class GraphError(CoreError, ValueError):
     """An invalid graph operation (unknown node, duplicate id, self loop, cycle)."""
+
+
+class NoNodeError(GraphError, NoRecordError):
+    """The id names no node (or no live edge) of the graph."""
 
 
 def edge_live(edge: GraphEdge) -> bool:
@@ -93,7 +98,7 @@ class SessionGraph:
         try:
             return self._g.nodes[node_id]["record"]
         except KeyError:
-            raise GraphError(f"unknown node {node_id!r}") from None
+            raise NoNodeError(f"unknown node {node_id!r}") from None
 
     def nodes(self, kind: NodeKind | None = None) -> list[GraphNode]:
         """Nodes in insertion order, optionally of one kind."""
@@ -117,7 +122,7 @@ class SessionGraph:
         try:
             return self._edges[edge_id]
         except KeyError:
-            raise GraphError(f"unknown edge {edge_id!r}") from None
+            raise NoNodeError(f"unknown edge {edge_id!r}") from None
 
     def _adjacent(self, keys: dict[str, str] | None, kind: EdgeKind | None) -> list[GraphEdge]:
         if not keys:

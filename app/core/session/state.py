@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from app.core.errors import NoRecordError
 from app.core.session.graph import SessionGraph, edge_live_at
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
 
@@ -185,8 +186,11 @@ class SessionState:
 
     def as_of(self, turn_id: str) -> "SessionState":
         """The state as it was when ``turn_id`` arrived: earlier turns and nodes, the edges live
-        then (re-anchoring changes edges later), the overrides in force then."""
-        turn = self.turns[turn_id]
+        then (re-anchoring changes edges later), the overrides in force then. ``NoRecordError``
+        when the session has no such turn."""
+        turn = self.turns.get(turn_id)
+        if turn is None:
+            raise NoRecordError(f"no turn {turn_id!r} in session {self.session_id}")
         past = SessionState(self.session_id)
         node_ids: set[str] = set()
         # Only messages that had arrived: an earlier turn's answer streamed while this turn was

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core.session.graph import SessionGraph
 from app.core.tasks.stack import TaskStack
-from app.core.types import EdgeKind, NodeKind, Task, diff
+from app.core.types import EdgeKind, NodeKind, Task, json_diff
 
 TASK_EVENT = "task.changed"
 TASK_EDGES = frozenset({EdgeKind.SPAWNED, EdgeKind.RESOLVES, EdgeKind.REFERENCES})
@@ -69,8 +69,8 @@ def compare(folded: Folded, *, stored: Sequence[Task], live: Sequence[Task], rev
     if folded.last_rev != rev:
         out.append(f"revisions: the log ends at {folded.last_rev}, the live state is at {rev}")
     replayed = [Task.model_validate(t) for t in folded.tasks.values()]
-    out += [f"store tasks{d}" for d in diff(_dump(replayed), _dump(stored))]
-    out += [f"live tasks{d}" for d in diff(_dump(replayed), _dump(live))]
+    out += [f"store tasks{d}" for d in json_diff(_dump(replayed), _dump(stored))]
+    out += [f"live tasks{d}" for d in json_diff(_dump(replayed), _dump(live))]
     out += [f"stack: {p}" for p in TaskStack(replayed).check()]
     nodes, edges = folded.nodes, folded.edges
     live_nodes = {n.node_id: n for n in graph.nodes(NodeKind.TASK)}
@@ -83,7 +83,7 @@ def compare(folded: Folded, *, stored: Sequence[Task], live: Sequence[Task], rev
         keys = [k for k in TASK_ATTRS if not (data["ref_id"] in running and k in STREAMED_ATTRS)]
         mine = {"label": data["label"], "ref_id": data["ref_id"], "attrs": {k: data["attrs"].get(k) for k in keys}}
         theirs = {"label": node.label, "ref_id": node.ref_id, "attrs": {k: node.attrs.get(k) for k in keys}}
-        out += [f"node {node_id}{d}" for d in diff(mine, theirs)]
+        out += [f"node {node_id}{d}" for d in json_diff(mine, theirs)]
     live_edges = {e.edge_id for e in graph.edges() if e.kind in TASK_EDGES
                   and (e.src in live_nodes or e.dst in live_nodes)}
     if live_edges != set(edges):

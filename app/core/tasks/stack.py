@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
+from app.core.errors import CoreError, NoRecordError
 from app.core.types import BlockType, Priority, Task, TaskStatus, utc_now
 
 OPEN: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
@@ -45,8 +46,12 @@ WAITING_NOTE = "waiting for subtasks"
 STEP_INSTRUCTION = "Work on the current task: answer in short numbered steps."
 
 
-class TaskError(ValueError):
+class TaskError(CoreError, ValueError):
     """A task operation that breaks the stack's rules; the message says which."""
+
+
+class NoTaskError(TaskError, NoRecordError):
+    """The task id names no task of the stack."""
 
 
 def task_evidence_id(task: Task) -> str:
@@ -118,7 +123,7 @@ class TaskStack:
         try:
             return self._tasks[task_id]
         except KeyError:
-            raise TaskError(f"unknown task {task_id!r}") from None
+            raise NoTaskError(f"unknown task {task_id!r}") from None
 
     def put(self, task: Task) -> None:
         """Store a record as given (loading, replaying a change); a new id goes last."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -163,24 +164,25 @@ class UpdateTaskArgs(BaseModel):
 # --------------------------------------------------------------------------- the tools
 
 
-def builtin_tools(
-    *,
-    folders: Callable[[], Sequence[Path]],
-    search: MemorySearch,
-    feed: FeedLister,
-    tasks: TaskWriter,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> list[Tool]:
-    """The five built-in tools over the given ports (``folders()`` is read at each call)."""
+@dataclass(frozen=True)
+class _Builtins:
+    """The implementations of the built-in tools over the given ports."""
 
-    async def search_memory(args: SearchMemoryArgs, ctx: ToolContext) -> list[ToolResultItem]:
-        hits = await search(ctx.session_id, args.query, args.k)
+    folders: Callable[[], Sequence[Path]]
+    search: MemorySearch
+    feed: FeedLister
+    tasks: TaskWriter
+    max_bytes: int
+
+    async def search_memory(self, args: SearchMemoryArgs, ctx: ToolContext) -> list[ToolResultItem]:
+        hits = await self.search(ctx.session_id, args.query, args.k)
         lines = [f"{n}. ({kind}, {at[:16]}) {text[:300]}" for n, (_, kind, at, text) in enumerate(hits, start=1)]
         return [ToolResultItem(label=args.query, content="\n".join(lines) or "(nothing found)",
                                metadata={"hit_ids": [h[0] for h in hits]})]
 
-    async def read_file(args: ReadFileArgs, ctx: ToolContext) -> list[ToolResultItem]:
-        roots = list(folders())
+    async def read_file(self, args: ReadFileArgs, _ctx: ToolContext) -> list[ToolResultItem]:
+        roots = list(self.folders())
+        max_bytes = self.max_bytes
 
         def work() -> ToolResultItem:
             file, root = confine(args.path, roots)
@@ -193,8 +195,8 @@ def builtin_tools(
 
         return [await asyncio.to_thread(work)]
 
-    async def list_recent_feed_items(args: FeedItemsArgs, ctx: ToolContext) -> list[ToolResultItem]:
-        items = await feed(ctx.session_id, args.n)
+    async def list_recent_feed_items(self, args: FeedItemsArgs, ctx: ToolContext) -> list[ToolResultItem]:
+        items = await self.feed(ctx.session_id, args.n)
         lines = []
         for event in items:
             summary = " ".join(event.content.split())[:240]
@@ -203,39 +205,51 @@ def builtin_tools(
         return [ToolResultItem(label=f"{len(items)} newest feed items", content="\n".join(lines) or "(no feed items)",
                                metadata={"event_ids": [e.event_id for e in items]})]
 
-    async def create_task(args: CreateTaskArgs, ctx: ToolContext) -> list[ToolResultItem]:
-        task = await tasks.create_task(ctx.session_id, args.name, parent_task_id=args.parent_task_id,
-                                       acceptance=args.acceptance, turn_id=ctx.turn_id)
+    async def create_task(self, args: CreateTaskArgs, ctx: ToolContext) -> list[ToolResultItem]:
+        task = await self.tasks.create_task(ctx.session_id, args.name, parent_task_id=args.parent_task_id,
+                                            acceptance=args.acceptance, turn_id=ctx.turn_id)
         return [ToolResultItem(label=task.name, content=f"created task {task.name!r} (status {task.status.value})",
                                metadata={"task_id": task.task_id})]
 
-    async def update_task(args: UpdateTaskArgs, ctx: ToolContext) -> list[ToolResultItem]:
-        known = await tasks.list_tasks(ctx.session_id)
+    async def update_task(self, args: UpdateTaskArgs, ctx: ToolContext) -> list[ToolResultItem]:
+        known = await self.tasks.list_tasks(ctx.session_id)
         task = next((t for t in known if t.task_id == args.task), None) or best_task(args.task, known)
         if task is None:
             raise ToolNotFound(f"no task {args.task!r} in this session")
-        updated = await tasks.update_task(ctx.session_id, task.task_id, status=args.status,
-                                          result_summary=args.result_summary)
+        updated = await self.tasks.update_task(ctx.session_id, task.task_id, status=args.status,
+                                               result_summary=args.result_summary)
         return [ToolResultItem(label=updated.name,
                                content=f"task {updated.name!r} is now {updated.status.value}"
                                + (f"; result: {updated.result_summary}" if updated.result_summary else ""),
                                metadata={"task_id": updated.task_id, "at": utc_now()})]
 
-    def spec(name: str, description: str, tags: str) -> ToolSpec:
-        return ToolSpec(name=name, description=description, tags=tags.split())
 
+def _spec(name: str, description: str, tags: str) -> ToolSpec:
+    return ToolSpec(name=name, description=description, tags=tags.split())
+
+
+def builtin_tools(
+    *,
+    folders: Callable[[], Sequence[Path]],
+    search: MemorySearch,
+    feed: FeedLister,
+    tasks: TaskWriter,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[Tool]:
+    """The five built-in tools over the given ports (``folders()`` is read at each call)."""
+    impl = _Builtins(folders, search, feed, tasks, max_bytes)
     return [
-        Tool(spec("search_memory", "Search what was said in this session: messages, memory notes and "
-                  "environment events", "search memory recall"), SearchMemoryArgs, search_memory,
+        Tool(_spec("search_memory", "Search what was said in this session: messages, memory notes and "
+                   "environment events", "search memory recall"), SearchMemoryArgs, impl.search_memory,
              primary_arg="query"),
-        Tool(spec("read_file", "Read a text file inside a watched folder", "file read"), ReadFileArgs, read_file,
-             primary_arg="path"),
-        Tool(spec("list_recent_feed_items", "List the newest items of the watched news feeds", "feed news list"),
-             FeedItemsArgs, list_recent_feed_items),
-        Tool(spec("create_task", "Add a task or a reminder to the session's task list",
-                  "task todo reminder remind"), CreateTaskArgs, create_task, primary_arg="name"),
-        Tool(spec("update_task", "Mark a task done, failed or blocked, or record its result",
-                  "task todo status mark done"), UpdateTaskArgs, update_task, primary_arg="task"),
+        Tool(_spec("read_file", "Read a text file inside a watched folder", "file read"), ReadFileArgs,
+             impl.read_file, primary_arg="path"),
+        Tool(_spec("list_recent_feed_items", "List the newest items of the watched news feeds", "feed news list"),
+             FeedItemsArgs, impl.list_recent_feed_items),
+        Tool(_spec("create_task", "Add a task or a reminder to the session's task list",
+                   "task todo reminder remind"), CreateTaskArgs, impl.create_task, primary_arg="name"),
+        Tool(_spec("update_task", "Mark a task done, failed or blocked, or record its result",
+                   "task todo status mark done"), UpdateTaskArgs, impl.update_task, primary_arg="task"),
     ]
 
 

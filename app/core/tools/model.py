@@ -1,9 +1,9 @@
 """The data of a tool round: what was offered, what was chosen and how, and what came of each call.
 
 Shared by the registry (:mod:`app.core.tools.registry`), the selection rules (:mod:`app.core.tools.selection`),
-the pipeline (which turns outcomes into context items) and the per-turn record. Also the one
-place that says how outside content (files, feeds, tool results) is labelled and delimited, so
-every such text enters the context in the same fenced form. Pure data and pure functions.
+the pipeline (which turns outcomes into context items) and the per-turn record. Outside content
+(files, feeds, tool results) is labelled and delimited by :func:`app.core.text.fence`, so every
+such text enters the context in the same fenced form. Pure data and pure functions.
 """
 
 from __future__ import annotations
@@ -16,18 +16,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
+from app.core.errors import CoreError, NoRecordError
 from app.core.ports import TokenCounter
-from app.core.text import CLOSE
+from app.core.text import FENCE_CLOSE
 from app.core.types import BlockType, Evidence, Priority, ToolCall
 
 ChosenBy = Literal["rule", "model", "user"]
 
 
-class ToolRefused(Exception):
+class ToolRefused(CoreError):
     """Raised by a tool implementation to refuse a call (recorded with status "forbidden")."""
 
 
-class ToolNotFound(Exception):
+class ToolNotFound(NoRecordError):
     """Raised by a tool implementation when what it was asked for does not exist ("not_found")."""
 
 
@@ -106,8 +107,8 @@ def clip(text: str, max_tokens: int, counter: TokenCounter) -> str:
     (its body cannot contain the closing delimiter, so the appended one is the real end)."""
     if counter.count(text) <= max_tokens:
         return text
-    fenced = text.rstrip().endswith(CLOSE)
-    tail = "\n[… cut to fit the context]" + (f"\n{CLOSE}" if fenced else "")
+    fenced = text.rstrip().endswith(FENCE_CLOSE)
+    tail = "\n[… cut to fit the context]" + (f"\n{FENCE_CLOSE}" if fenced else "")
     keep = max(0, int(len(text) * max_tokens / max(1, counter.count(text))) - len(tail))
     while keep > 0 and counter.count(text[:keep] + tail) > max_tokens:
         keep = int(keep * 0.85)

@@ -78,6 +78,54 @@ def best_task(name: str, tasks: Sequence[Task]) -> Task | None:
     return min(scored, key=lambda x: (x[0], x[1]))[2] if scored else None
 
 
+def _task_choices(text: str, can: set[str], tasks: Sequence[Task]) -> list[ToolChoice]:
+    """create_task for "add a task: …", update_task for "mark <task> done" (a known task)."""
+    out: list[ToolChoice] = []
+    create = _CREATE_RE.match(text) or _ADD_TO_LIST_RE.match(text)
+    if create and "create_task" in can:
+        name = _clean(create.group("name"))
+        if name:
+            out.append(ToolChoice(tool="create_task", args={"name": name}, reason=f"asked to add a task: {name!r}"))
+    update = _UPDATE_RE.search(text)
+    if update and "update_task" in can:
+        task = best_task(update.group("name"), tasks)
+        status = _STATUS[update.group("status").lower()]
+        if task is not None:
+            out.append(ToolChoice(tool="update_task", args={"task": task.task_id, "status": status.value},
+                                  reason=f"asked to mark {task.name!r} {status.value}"))
+    return out
+
+
+def _file_choices(text: str, intent: Intent, can: set[str], files: Mapping[str, str]) -> list[ToolChoice]:
+    """read_file for each mentioned path that was found in a watched folder."""
+    if "read_file" not in can:
+        return []
+    return [ToolChoice(tool="read_file", args={"path": files[mention]},
+                       reason=f"the input names {mention!r}, a file in a watched folder")
+            for mention in path_mentions(text, intent) if mention in files]
+
+
+def _feed_choices(text: str, can: set[str]) -> list[ToolChoice]:
+    """list_recent_feed_items when asked about news (n from "the last 3 …", else 5)."""
+    if "list_recent_feed_items" not in can or not _FEED_RE.search(text):
+        return []
+    count = _COUNT_RE.search(text)
+    n = max(1, min(20, int(count.group(1)))) if count else 5
+    return [ToolChoice(tool="list_recent_feed_items", args={"n": n}, reason="asked about news / feed items")]
+
+
+def _memory_choices(text: str, can: set[str]) -> list[ToolChoice]:
+    """search_memory for the first "what did we say about …" pattern that names something."""
+    if "search_memory" not in can:
+        return []
+    for pattern in _SEARCH_RES:
+        m = pattern.search(text)
+        if m and _clean(m.group("q")):
+            return [ToolChoice(tool="search_memory", args={"query": _clean(m.group("q"))},
+                               reason="asked what was said before")]
+    return []
+
+
 def select_by_rules(
     text: str,
     intent: Intent,
@@ -94,35 +142,8 @@ def select_by_rules(
     if intent.mode not in (Mode.QA, Mode.TASK):
         return []  # interruptions, pushes and clarifications run no tools of their own
     can = set(offered)
-    out: list[ToolChoice] = []
-    create = _CREATE_RE.match(text) or _ADD_TO_LIST_RE.match(text)
-    if create and "create_task" in can:
-        name = _clean(create.group("name"))
-        if name:
-            out.append(ToolChoice(tool="create_task", args={"name": name}, reason=f"asked to add a task: {name!r}"))
-    update = _UPDATE_RE.search(text)
-    if update and "update_task" in can:
-        task = best_task(update.group("name"), tasks)
-        status = _STATUS[update.group("status").lower()]
-        if task is not None:
-            out.append(ToolChoice(tool="update_task", args={"task": task.task_id, "status": status.value},
-                                  reason=f"asked to mark {task.name!r} {status.value}"))
-    if "read_file" in can:
-        for mention in path_mentions(text, intent):
-            if mention in files:
-                out.append(ToolChoice(tool="read_file", args={"path": files[mention]},
-                                      reason=f"the input names {mention!r}, a file in a watched folder"))
-    if "list_recent_feed_items" in can and _FEED_RE.search(text):
-        count = _COUNT_RE.search(text)
-        n = max(1, min(20, int(count.group(1)))) if count else 5
-        out.append(ToolChoice(tool="list_recent_feed_items", args={"n": n}, reason="asked about news / feed items"))
-    if "search_memory" in can:
-        for pattern in _SEARCH_RES:
-            m = pattern.search(text)
-            if m and _clean(m.group("q")):
-                out.append(ToolChoice(tool="search_memory", args={"query": _clean(m.group("q"))},
-                                      reason="asked what was said before"))
-                break
+    out = (_task_choices(text, can, tasks) + _file_choices(text, intent, can, files)
+           + _feed_choices(text, can) + _memory_choices(text, can))
     seen: set[tuple[str, str]] = set()
     unique = []
     for choice in out:

@@ -33,52 +33,69 @@ def _sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(n)).capitalize()
 
 
-def synthetic_graph(n_nodes: int = 5000, seed: int = 7) -> SessionGraph:
-    """A branching session graph of about ``n_nodes`` nodes and as many edges, built silently."""
-    rng = random.Random(seed)
-    graph = SessionGraph("bench")
-    turns: list[str] = []
-    tip: str | None = None
+class _SyntheticGraph:
+    """Builds a random branching session graph silently (no signals), one node at a time."""
 
-    def add(node_kind: NodeKind, label: str, **attrs: object) -> str:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.graph = SessionGraph("bench")
+        self.turns: list[str] = []
+        self.tip: str | None = None
+
+    def add(self, node_kind: NodeKind, label: str, **attrs: object) -> str:
         node = GraphNode(kind=node_kind, label=label, attrs=dict(attrs))
-        graph.add_node_silently(node)
+        self.graph.add_node_silently(node)
         return node.node_id
 
-    def link(src: str, dst: str, kind: EdgeKind) -> None:
-        graph.add_edge_silently(GraphEdge(src=src, dst=dst, kind=kind))
+    def link(self, src: str, dst: str, kind: EdgeKind) -> None:
+        self.graph.add_edge_silently(GraphEdge(src=src, dst=dst, kind=kind))
 
-    for i in range(n_nodes):
-        r = rng.random()
-        if r < 0.74 or not turns:
-            node_id = add(NodeKind.TURN, _sentence(rng, rng.randint(3, 9)), ambiguous=rng.random() < 0.03,
-                          checkpoint=rng.random() < 0.02)
-            roll = rng.random()
-            if turns and roll > 0.04:
-                parent = rng.choice(turns[-120:]) if roll < 0.16 else tip
-                if parent is not None:
-                    link(node_id, parent, EdgeKind.CONTINUES)
-            turns.append(node_id)
-            tip = node_id
-            if rng.random() < 0.02 and len(turns) > 10:
-                link(node_id, rng.choice(turns[-60:-1]), EdgeKind.MERGES)
-        elif r < 0.79:
+    def add_turn(self) -> None:
+        """A turn continuing the tip (or an older turn: a branch), now and then merging one."""
+        rng, turns = self.rng, self.turns
+        node_id = self.add(NodeKind.TURN, _sentence(rng, rng.randint(3, 9)), ambiguous=rng.random() < 0.03,
+                           checkpoint=rng.random() < 0.02)
+        roll = rng.random()
+        if turns and roll > 0.04:
+            parent = rng.choice(turns[-120:]) if roll < 0.16 else self.tip
+            if parent is not None:
+                self.link(node_id, parent, EdgeKind.CONTINUES)
+        turns.append(node_id)
+        self.tip = node_id
+        if rng.random() < 0.02 and len(turns) > 10:
+            self.link(node_id, rng.choice(turns[-60:-1]), EdgeKind.MERGES)
+
+    def add_other(self, i: int, r: float) -> None:
+        """A task, env, memory or artifact node tied to a recent turn (``r`` picks which)."""
+        rng, turns = self.rng, self.turns
+        if r < 0.79:
             status = rng.choice(("active", "complete", "blocked"))
-            node_id = add(NodeKind.TASK, "Task: " + _sentence(rng, 4), status=status, progress=rng.random())
-            link(rng.choice(turns[-40:]), node_id, EdgeKind.SPAWNED)
+            node_id = self.add(NodeKind.TASK, "Task: " + _sentence(rng, 4), status=status, progress=rng.random())
+            self.link(rng.choice(turns[-40:]), node_id, EdgeKind.SPAWNED)
             if rng.random() < 0.3:
-                link(rng.choice(turns[-20:]), node_id, EdgeKind.RESOLVES)
+                self.link(rng.choice(turns[-20:]), node_id, EdgeKind.RESOLVES)
         elif r < 0.85:
-            node_id = add(NodeKind.ENV, f"feed item {i}", kind=rng.choice(("file", "feed", "api")))
+            node_id = self.add(NodeKind.ENV, f"feed item {i}", kind=rng.choice(("file", "feed", "api")))
             if rng.random() < 0.5:
-                link(rng.choice(turns[-30:]), node_id, EdgeKind.REFERENCES)
+                self.link(rng.choice(turns[-30:]), node_id, EdgeKind.REFERENCES)
         elif r < 0.92:
-            node_id = add(NodeKind.MEMORY, "note: " + _sentence(rng, 3))
-            link(node_id, rng.choice(turns[-30:]), EdgeKind.DERIVED_FROM)
+            node_id = self.add(NodeKind.MEMORY, "note: " + _sentence(rng, 3))
+            self.link(node_id, rng.choice(turns[-30:]), EdgeKind.DERIVED_FROM)
         else:
-            node_id = add(NodeKind.ARTIFACT, "answer.md")
-            link(node_id, turns[-1], EdgeKind.DERIVED_FROM)
-    return graph
+            node_id = self.add(NodeKind.ARTIFACT, "answer.md")
+            self.link(node_id, turns[-1], EdgeKind.DERIVED_FROM)
+
+
+def synthetic_graph(n_nodes: int = 5000, seed: int = 7) -> SessionGraph:
+    """A branching session graph of about ``n_nodes`` nodes and as many edges, built silently."""
+    maker = _SyntheticGraph(seed)
+    for i in range(n_nodes):
+        r = maker.rng.random()
+        if r < 0.74 or not maker.turns:
+            maker.add_turn()
+        else:
+            maker.add_other(i, r)
+    return maker.graph
 
 
 def _percentiles(values: Sequence[float]) -> tuple[float, float, float]:
@@ -164,7 +181,7 @@ def measure_pan_zoom(n_nodes: int = 5000, frames: int = 300) -> dict[str, float]
 
     view.set_zoom(start, centre)
     app.processEvents()
-    lags = _loop_lag(app, view, _steps(view, frames, start, 1.5))
+    lags = _loop_lag(view, _steps(view, frames, start, 1.5))
 
     f50, f95, fmax = _percentiles(frame_ms)
     l50, l95, lmax = _percentiles(lags)
@@ -185,7 +202,7 @@ def measure_pan_zoom(n_nodes: int = 5000, frames: int = 300) -> dict[str, float]
     return result
 
 
-def _loop_lag(app: QApplication, view: CanvasView, steps: list[Callable[[], None]]) -> list[float]:
+def _loop_lag(view: CanvasView, steps: list[Callable[[], None]]) -> list[float]:
     """Run ``steps`` from an 8 ms timer (painting via ``update()``) and return how late (ms) a
     5 ms precise timer fired meanwhile."""
     loop = QEventLoop()

@@ -83,7 +83,7 @@ class MergeEdgeItem(EdgeItem):
         super().__init__(edge, style)
         self._style = style
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, _option: QStyleOptionGraphicsItem, _widget: QWidget | None = None) -> None:
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.setPen(self._style.edge_pen[EdgeKind.MERGES])
         painter.drawPath(self.path())

@@ -274,7 +274,7 @@ class NodeItem(QGraphicsRectItem):
     def shape(self) -> QPainterPath:
         return self._outline
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, _option: QStyleOptionGraphicsItem, _widget: QWidget | None = None) -> None:
         s = self._style
         kind = self.kind
         lod = QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())

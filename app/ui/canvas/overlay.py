@@ -70,7 +70,7 @@ class ScoreLabelItem(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self._rect
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, _option: QStyleOptionGraphicsItem, _widget: QWidget | None = None) -> None:
         s = self._style
         painter.setPen(s.chosen_pen if self.chosen else s.candidate_pen)
         painter.setBrush(s.background)

@@ -92,7 +92,7 @@ class OverviewPainter:
     # ------------------------------------------------------------------ geometry
 
     def rebuild(self, nodes: Iterable[NodeItem], edges: Iterable[tuple[EdgeItem, NodeItem, NodeItem]],
-                dimmed: set[str], landmarks: Callable[[NodeItem], bool] = lambda item: False) -> None:
+                dimmed: set[str], landmarks: Callable[[NodeItem], bool] = lambda _item: False) -> None:
         """Recompute everything from the visible items; ``landmarks`` picks the labelled ones."""
         self._landmarks = []
         self._blocks = {kind: QPainterPath() for kind in NodeKind}
@@ -154,6 +154,28 @@ class OverviewPainter:
               highlighted: Sequence[NodeItem], candidates: Sequence[tuple[NodeItem, NodeItem, str, bool]]) -> None:
         """Draw the overview with ``painter`` already in scene coordinates."""
         style = self.style
+        self._paint_baked(painter, scale)
+        if self._recent_edges or self._recent_nodes:
+            self._paint_recent(painter, scale)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        if candidates:
+            for source, target, _label, chosen in candidates:
+                painter.setPen(style.chosen_pen if chosen else style.candidate_pen)
+                painter.drawLine(_block(source).center(), _block(target).center())
+        for pen, items in ((style.highlight_pen, highlighted), (style.selected_pen, selected)):
+            if items:
+                painter.setPen(pen)
+                for item in items:
+                    if item.isVisible():
+                        painter.drawRect(_block(item).adjusted(-8, -8, 8, 8))
+        if scale >= LANDMARK_SCALE and self._landmarks:
+            self._paint_landmarks(painter)
+        if candidates:
+            self._paint_scores(painter, candidates)
+
+    def _paint_baked(self, painter: QPainter, scale: float) -> None:
+        """The baked edges, then the nodes: dots when zoomed far out, else blocks."""
+        style = self.style
         painter.setBrush(Qt.BrushStyle.NoBrush)
         for kind, path in self._edges.items():
             if not path.isEmpty():
@@ -172,30 +194,18 @@ class OverviewPainter:
             for kind, path in self._blocks.items():
                 painter.setBrush(style.solid[kind])
                 painter.drawPath(path)
-        if self._recent_edges or self._recent_nodes:
-            self._paint_recent(painter, scale)
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        if candidates:
-            for source, target, _label, chosen in candidates:
-                painter.setPen(style.chosen_pen if chosen else style.candidate_pen)
-                painter.drawLine(_block(source).center(), _block(target).center())
-        for pen, items in ((style.highlight_pen, highlighted), (style.selected_pen, selected)):
-            if items:
-                painter.setPen(pen)
-                for item in items:
-                    if item.isVisible():
-                        painter.drawRect(_block(item).adjusted(-8, -8, 8, 8))
-        if scale >= LANDMARK_SCALE and self._landmarks:
-            self._paint_landmarks(painter)
-        if candidates:  # score labels at a readable size whatever the zoom
-            transform = painter.transform()
-            painter.resetTransform()
-            painter.setFont(style.font_small)
-            painter.setPen(style.text_pen)
-            for source, target, label, _chosen in candidates:
-                mid = (_block(source).center() + _block(target).center()) / 2
-                painter.drawText(transform.map(mid) + QPointF(4, -4), label)
-            painter.setTransform(transform)
+
+    def _paint_scores(self, painter: QPainter, candidates: Sequence[tuple[NodeItem, NodeItem, str, bool]]) -> None:
+        """The candidates' score labels, at a readable size whatever the zoom."""
+        style = self.style
+        transform = painter.transform()
+        painter.resetTransform()
+        painter.setFont(style.font_small)
+        painter.setPen(style.text_pen)
+        for source, target, label, _chosen in candidates:
+            mid = (_block(source).center() + _block(target).center()) / 2
+            painter.drawText(transform.map(mid) + QPointF(4, -4), label)
+        painter.setTransform(transform)
 
     def _paint_recent(self, painter: QPainter, scale: float) -> None:
         painter.setBrush(Qt.BrushStyle.NoBrush)

@@ -72,7 +72,7 @@ class BudgetBarWidget(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(420, 3 * self.ROW_H + 40)
 
-    def paintEvent(self, event: QPaintEvent) -> None:
+    def paintEvent(self, _event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         colors = theme.colors_for()

@@ -156,31 +156,11 @@ class EvidenceTabWidget(ScrollTab):
         fit_height(self.conflicts, 6)
 
     def _fill_routing(self, routing: dict[str, Any], anchor: str | None) -> None:
-        colors = theme.colors_for()
-        if anchor is None:
-            decision = "<b>new task root</b> (no candidate scored high enough)"
-        else:
-            decision = f"continues <b>{short_id(anchor)}</b>"
-        override = routing.get("override")
-        if override == "":
-            decision += " — <b>the user asked for a new root</b>"
-        elif override:
-            decision += f" — <b>moved by the user</b> to {short_id(override)}"
-        parts = [decision]
-        if routing.get("focus"):
-            parts.append(f"focus {short_id(routing['focus'])}" + (" (chosen on the canvas)" if routing.get("focus_chosen") else ""))
-        if routing.get("ambiguous"):
-            parts.append(f"<b style='color:{colors.warn}'>ambiguous</b> (best guess {short_id(routing.get('best_guess'))})")
-        parts.append(f"margin {float(routing.get('margin', 0.0)):.3f}")
-        if routing.get("strategy"):
-            parts.append(f"weights “{routing['strategy']}”")
-        text = " · ".join(parts)
-        if routing.get("reason"):
-            text += f"<br>{routing['reason']}"
-        if routing.get("clarification"):
-            text += f"<br>Would ask: “{routing['clarification']}”"
-        self.routing.setText(text)
-        candidates = list(routing.get("candidates", []))
+        self.routing.setText(_routing_summary(routing, anchor))
+        self._fill_routes(list(routing.get("candidates", [])), anchor)
+
+    def _fill_routes(self, candidates: list[dict[str, Any]], anchor: str | None) -> None:
+        """One row per anchor candidate: its role, score and each score component."""
         features: list[str] = []
         for c in candidates:
             for name in c.get("components", {}):
@@ -202,3 +182,31 @@ class EvidenceTabWidget(ScrollTab):
             rows.append(row)
         fill_table(self.routes, rows)
         fit_height(self.routes, 8)
+
+
+def _routing_summary(routing: dict[str, Any], anchor: str | None) -> str:
+    """The routing decision in rich text: where the turn went and why, and what was unsure."""
+    colors = theme.colors_for()
+    if anchor is None:
+        decision = "<b>new task root</b> (no candidate scored high enough)"
+    else:
+        decision = f"continues <b>{short_id(anchor)}</b>"
+    override = routing.get("override")
+    if override == "":
+        decision += " — <b>the user asked for a new root</b>"
+    elif override:
+        decision += f" — <b>moved by the user</b> to {short_id(override)}"
+    parts = [decision]
+    if routing.get("focus"):
+        parts.append(f"focus {short_id(routing['focus'])}" + (" (chosen on the canvas)" if routing.get("focus_chosen") else ""))
+    if routing.get("ambiguous"):
+        parts.append(f"<b style='color:{colors.warn}'>ambiguous</b> (best guess {short_id(routing.get('best_guess'))})")
+    parts.append(f"margin {float(routing.get('margin', 0.0)):.3f}")
+    if routing.get("strategy"):
+        parts.append(f"weights “{routing['strategy']}”")
+    text = " · ".join(parts)
+    if routing.get("reason"):
+        text += f"<br>{routing['reason']}"
+    if routing.get("clarification"):
+        text += f"<br>Would ask: “{routing['clarification']}”"
+    return text

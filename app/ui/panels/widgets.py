@@ -173,7 +173,7 @@ class MeterWidget(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(120, 18)
 
-    def paintEvent(self, event: QPaintEvent) -> None:
+    def paintEvent(self, _event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         colors = theme.colors_for()
@@ -281,7 +281,7 @@ class HoverTracker(QObject):
             column += 1
         return []
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
         kind = event.type()
         if kind == QEvent.Type.MouseMove and isinstance(event, QMouseEvent):
             index = self.view.indexAt(event.position().toPoint())

@@ -1,0 +1,176 @@
+"""What the File menu does: export and import a session, and the settings (with the theme).
+
+``FileActions`` is mixed into ``MainWindow`` like ``branch_actions.CanvasActions``. Export and
+import reach the store through the controller and the engine facade (``Engine.with_store``);
+reading and writing the document file happen off the UI thread. A problem the user can fix
+(a file that is not JSON, a document the store refuses) is shown as one line; anything else is
+"something went wrong" and is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QWidget
+
+from app.config import Settings, remember_data_dir
+from app.core.errors import CoreError, user_line
+from app.ui.canvas.scene import CanvasScene
+from app.ui.composer import ComposerWidget
+from app.ui.controller import EngineController, report
+from app.ui.dialogs import SettingsDialog
+from app.ui.services import Services
+from app.ui.theme import apply_theme
+
+
+def read_document(path: Path) -> Any:
+    """The JSON value in ``path``; a ``CoreError`` naming the file when it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CoreError(f"{path.name}: no such file") from None
+    except OSError as err:
+        raise CoreError(f"{path.name} cannot be read ({err.strerror or err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CoreError(f"{path.name} is not a JSON document ({err})") from None
+
+
+def write_document(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as UTF-8 JSON atomically (a crash never leaves half a file); a
+    ``CoreError`` naming the file when it cannot be written."""
+    tmp = path.with_name(path.name + ".part")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as err:
+        raise CoreError(f"{path} cannot be written ({err.strerror or err})") from None
+
+
+class FileActions:
+    """The window's File menu actions (see the module doc)."""
+
+    settings: Settings
+    services: Services
+    controller: EngineController
+    scene: CanvasScene
+    composer: ComposerWidget
+
+    if TYPE_CHECKING:  # the window's own helpers
+        def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
+        def _on_error(self, message: str) -> None: ...
+        def _update_status_labels(self) -> None: ...
+
+    def _window(self) -> QWidget:
+        assert isinstance(self, QWidget)  # mixed into the main window
+        return self
+
+    # ------------------------------------------------------------------ export / import
+
+    def _ask_export(self) -> None:
+        if self.controller.session_id is None:
+            self._on_error("No session is open yet.")
+            return
+        dialog = QFileDialog(self._window(), "Export session",
+                             str(Path.home() / f"session-{self.controller.session_id[:8]}.json"),
+                             "Context model JSON (*.json)")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.export_to(Path(path)), "Export"))
+        dialog.open()
+
+    def _ask_import(self) -> None:
+        dialog = QFileDialog(self._window(), "Import session", str(Path.home()), "Context model JSON (*.json)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda path: self.controller.spawn(self.import_from(Path(path)), "Import"))
+        dialog.open()
+
+    async def export_to(self, path: Path) -> Path:
+        """Write the open session as a structured context model document."""
+        doc = await self.controller.export_session()
+        await asyncio.get_running_loop().run_in_executor(None, write_document, path, doc)
+        self.statusBar().showMessage(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
+        return path
+
+    async def import_from(self, path: Path) -> str | None:
+        """Validate and import a document as a new session and open it; errors are shown, nothing written."""
+        c = self.controller
+        try:
+            data = await asyncio.get_running_loop().run_in_executor(None, read_document, path)
+            session_id = await c.import_session(data)
+        except Exception as exc:  # noqa: BLE001 - shown to the user; a bug is also logged
+            report(exc, f"importing {path.name}")
+            message = f"Could not import {path.name}: {user_line(exc)}"
+            self._on_error(message)
+            box = QMessageBox(QMessageBox.Icon.Warning, "Import failed", message, QMessageBox.StandardButton.Ok,
+                              self._window())
+            box.open()
+            return None
+        await c.open_session(session_id)
+        self.statusBar().showMessage(f"Imported {path.name} as a new session", 10000)
+        return session_id
+
+    # ------------------------------------------------------------------ settings and theme
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(
+            self.settings,
+            chat_models=self.services.chat_models(self.settings),
+            embed_models=self.services.embed_models(self.settings),
+            verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
+            parent=self._window(),
+        )
+        dialog.settings_accepted.connect(self._on_settings_accepted)
+        dialog.open()
+        return dialog
+
+    def _on_settings_accepted(self, new: Settings) -> None:
+        old = self.settings
+        # The folder in use stays in use until the next start; it keeps the new settings too.
+        self.settings = self.controller.settings = new.model_copy(update={"data_dir": old.data_dir})
+        try:
+            self.settings.save()
+        except OSError as exc:
+            self._on_error(f"Settings not saved: {exc}")
+        self.composer.budget.setValue(new.default_budget)
+        if new.theme != old.theme:
+            self._apply_theme()
+        if new.data_dir != old.data_dir:
+            try:
+                new.save()  # the new folder starts with these settings
+                remember_data_dir(new.data_dir)
+            except OSError as exc:
+                self._on_error(f"Cannot use {new.data_dir}: {exc}")
+                return
+            self.statusBar().showMessage(f"The data folder {new.data_dir} is used from the next start.", 10000)
+        models = ("chat_model", "embed_model", "context_size", "n_threads")
+        sensing = ("watched_folders", "ignore_patterns", "max_file_bytes", "coalesce_ms", "feeds", "apis")
+        if any(getattr(new, f) != getattr(old, f) for f in sensing) and self.controller.ready:
+            self.controller.spawn(self.controller.start_sensors(), "Restarting the sensors")
+        changed = any(getattr(new, f) != getattr(old, f) for f in models)
+        if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
+            self.controller.spawn(self._reload(), "Reloading the models")
+        self._update_status_labels()
+
+    async def _reload(self) -> None:
+        """Load the models again (after a settings change, or to retry a failed load)."""
+        session_id = self.controller.session_id
+        self.controller.ready = False
+        await self.controller.close()
+        self.controller.engine = None
+        self.controller.closed = False
+        self.controller.ready = False
+        await self.controller.load(session_id)
+        self._update_status_labels()
+
+    def _apply_theme(self) -> None:
+        dark = self.settings.theme == "dark"
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, dark)
+        self.scene.set_theme(dark)
+
+    def _toggle_theme(self) -> None:
+        self._on_settings_accepted(self.settings.model_copy(update={"theme": "light" if self.settings.theme == "dark" else "dark"}))
