@@ -46,6 +46,7 @@ class Item:
     order: int = 0  # chronological position for rendering
     evidence_ids: tuple[str, ...] = ()
     tokens: int | None = None  # a known count of ``text`` (else the compiler counts it)
+    selector: str = ""  # which part of its evidence the line carries (e.g. "chars:0-812")
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +278,7 @@ class ContextCompiler:
                 parts.append(group)
             parts.extend(it.text for it in lines)
             content = "\n".join(parts)
-            refs = [Ref(evidence_id=e, selector="") for it in lines for e in it.evidence_ids]
+            refs = [Ref(evidence_id=e, selector=it.selector) for it in lines for e in it.evidence_ids]
             priority = min((it.priority for it in lines), key=lambda p: PRIORITY_RANK[p])
             block_id = f"{segment.value}:{group or 'all'}:{lines[0].item_id}"
             blocks.append(
