@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.core.context.compiler import (
+    Conflict,
     ContextCompiler,
     Fact,
     Item,
@@ -38,8 +39,9 @@ from app.core.context.retrieval import (
 from app.core.intent.engine import IntentEngine
 from app.core.intent.model import EnvEventRef, Intent, IntentContext, RunningTask
 from app.core.intent.profile import UserProfile
+from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
-from app.core.plan.builder import ContextPlan, PlanBuilder, PlanContext
+from app.core.plan.builder import ContextPlan, PlanBuilder, PlanContext, PlanResult
 from app.core.plan.tools import ToolSpec
 from app.core.ports import TokenCounter
 from app.core.routing.anchor import (
@@ -134,6 +136,7 @@ class ContextBuilder:
         self.router = router
         self.counter = counter
         self.compiler = ContextCompiler(counter)
+        self.fitter = PromptFitter(self.compiler, counter)
         self.answer_reserve = answer_reserve
         self.context_size = context_size
         self.candidate_turns = candidate_turns
@@ -347,6 +350,57 @@ class ContextBuilder:
         )
         plan = result.plan
         t2 = time.perf_counter()
+        decision, anchor, stack, inp = self.route(state, inp, intent, vectors)
+        t3 = time.perf_counter()
+        req = self.recall_request(state, inp, intent, plan, anchor)
+        recalled, tool_round = await self.recall_and_tools(
+            state, inp, intent, plan, req, timing, search=search, run_blocking=run_blocking,
+            recorded_channels=recorded_channels, tool_step=tool_step)
+        t4 = time.perf_counter()
+        items, conflicts = self.context_items(state, inp, intent, plan, anchor, recalled, stack, tool_round)
+        fitted = self.fitter.fit(items, text=inp.text, input_id=inp.input_id,
+                                 budget=min(inp.budget, max(0, context_size - answer_reserve)),
+                                 limit=max(0, context_size - answer_reserve),
+                                 quotas=dict(plan.budget.segments), conflicts=conflicts)
+        t5 = time.perf_counter()
+        timing.intent_ms = (t1 - t0) * 1000
+        timing.plan_ms = (t2 - t1) * 1000
+        timing.route_ms = (t3 - t2) * 1000
+        timing.recall_ms = (t4 - t3) * 1000
+        timing.compile_ms = (t5 - t4) * 1000
+        timing.build_ms = (t5 - t0) * 1000
+        return self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack), timing
+
+    @staticmethod
+    def record(inp: BuildInputs, intent: Intent, result: PlanResult, decision: RoutingDecision, anchor: str | None,
+               req: RecallRequest, recalled: RecallResult, fitted: Fitted, tool_round: ToolRound | None,
+               stack: StackDecision) -> BuildRecord:
+        """The build's record: what every stage decided, as JSON-ready data."""
+        return BuildRecord(
+            text=inp.text,
+            at=inp.at,
+            budget=inp.budget,
+            intent=intent.model_dump(mode="json"),
+            plan=result.plan.model_dump(mode="json"),
+            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
+            routing=decision.model_dump(mode="json") | {
+                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
+            anchor_node=anchor,
+            recall_request=req.model_dump(mode="json"),
+            recall=recalled,
+            context=fitted.compiled,
+            prompt=fitted.prompt,
+            input=fitted.charge,
+            tool_specs=list(inp.tools),
+            tools=tool_round,
+            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
+            task=stack.model_dump(mode="json") if stack.current is not None else {},
+        )
+
+    def route(self, state: SessionState, inp: BuildInputs, intent: Intent,
+              vectors: Mapping[str, Sequence[float]]) -> tuple[RoutingDecision, str | None, StackDecision, BuildInputs]:
+        """The anchor (the router's, or the user's override), the task-stack frame, and the
+        inputs with the answers of popped subtasks excluded from recall."""
         candidates = self.anchor_candidates(state, inp, vectors, intent.entities)
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
@@ -358,8 +412,15 @@ class ContextBuilder:
                    for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]
         if answers:
             inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
-        t3 = time.perf_counter()
-        req = self.recall_request(state, inp, intent, plan, anchor)
+        return decision, anchor, stack, inp
+
+    async def recall_and_tools(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
+        timing: StageTiming, *, search: SearchPort | None,
+        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+        recorded_channels: Sequence[ChannelRun] | None, tool_step: ToolStep | None,
+    ) -> tuple[RecallResult, ToolRound | None]:
+        """Recall and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
         recorded = {run.channel: run for run in recorded_channels or ()}
 
         async def run_recall() -> RecallResult:
@@ -376,10 +437,16 @@ class ContextBuilder:
             finally:
                 timing.tools_ms = (time.perf_counter() - started) * 1000
 
-        # The plan (and its tool policy) is fixed above, before any tool runs: nothing a tool
-        # returns can change it.
+        # The plan (and its tool policy) is fixed before any tool runs: nothing a tool returns can change it.
         recalled, tool_round = await asyncio.gather(run_recall(), run_tools())
-        t4 = time.perf_counter()
+        return recalled, tool_round
+
+    def context_items(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
+        recalled: RecallResult, stack: StackDecision, tool_round: ToolRound | None,
+    ) -> tuple[list[Item], list[Conflict]]:
+        """Every candidate line of the context (sections, task frame, pinned items, tool results,
+        conflicts) and the conflicts among the facts."""
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
         items.extend(decision_items(inp.tasks, stack))
         items.extend(inp.pinned)
@@ -390,36 +457,7 @@ class ContextBuilder:
                                     counter=self.counter))
         conflicts, _ = resolve_conflicts(facts)
         items.extend(conflict_items(conflicts))
-        context_budget = min(inp.budget, max(0, context_size - answer_reserve))
-        compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
-        prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]
-        t5 = time.perf_counter()
-        timing.intent_ms = (t1 - t0) * 1000
-        timing.plan_ms = (t2 - t1) * 1000
-        timing.route_ms = (t3 - t2) * 1000
-        timing.recall_ms = (t4 - t3) * 1000
-        timing.compile_ms = (t5 - t4) * 1000
-        timing.build_ms = (t5 - t0) * 1000
-        record = BuildRecord(
-            text=inp.text,
-            at=inp.at,
-            budget=inp.budget,
-            intent=intent.model_dump(mode="json"),
-            plan=plan.model_dump(mode="json"),
-            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
-            routing=decision.model_dump(mode="json") | {
-                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
-            anchor_node=anchor,
-            recall_request=req.model_dump(mode="json"),
-            recall=recalled,
-            context=compiled,
-            prompt=prompt,
-            tool_specs=list(inp.tools),
-            tools=tool_round,
-            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
-            task=stack.model_dump(mode="json") if stack.current is not None else {},
-        )
-        return record, timing
+        return items, conflicts
 
 
 def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:
