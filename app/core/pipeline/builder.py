@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal, cast
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from app.core.context.retrieval import (
     recall,
 )
 from app.core.intent.engine import IntentEngine
-from app.core.intent.model import EnvEventRef, Intent, IntentContext, RunningTask
+from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
@@ -60,6 +61,7 @@ from app.core.tools.model import ToolRound, tool_items
 from app.core.types import BlockType, NodeKind, Priority, Role
 
 SYSTEM_INSTRUCTION = "Answer the last message from this context; cite evidence as [n]; say if it is missing."
+LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
 #: ``BuildInputs.anchor_override`` value that forces a new task root (``None`` = route normally).
 NEW_ROOT = ""
 
@@ -116,6 +118,34 @@ def _iso_seconds(at: str) -> float:
     return moment.timestamp()
 
 
+def profile_items(profile: UserProfile) -> list[Item]:
+    """The user's stated prohibitions (must), permissions and preferences, as state lines."""
+    items = [Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n)
+             for n, text in enumerate(profile.prohibitions)]
+    items += [Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n)
+              for n, text in enumerate(profile.permissions)]
+    items += [Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n)
+              for n, text in enumerate(profile.preferences)]
+    return items
+
+
+def goal_items(intent: Intent, plan: ContextPlan) -> list[Item]:
+    """The current goal's lines: acceptance (must), constraints, sub-questions, the clarification."""
+    lines: list[str] = []
+    if intent.acceptance:
+        lines.append("Done when: " + "; ".join(intent.acceptance))
+    if intent.constraints:
+        lines.append("Constraints: " + "; ".join(intent.constraints))
+    if intent.sub_questions and len(intent.sub_questions) > 1:
+        lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
+    if plan.needs_clarification and plan.clarification_question:
+        lines.append("Unclear, ask first: " + plan.clarification_question)
+    # The tool policy is not restated here: tools run in the tool round before the answer,
+    # and their results arrive as fenced evidence; the answering model calls none itself.
+    return [Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n)
+            for n, line in enumerate(lines)]
+
+
 class ContextBuilder:
     """Runs the deterministic pipeline for one input over one session state."""
 
@@ -162,7 +192,7 @@ class ContextBuilder:
 
     def infer_intent(self, state: SessionState, inp: BuildInputs) -> Intent:
         recent = [
-            {"text": state.messages[m].text, "mode": ""}
+            RecentTurn(text=state.messages[m].text, mode="")
             for m in state.recent(6)
             if state.messages[m].role == Role.USER
         ][-3:]
@@ -171,7 +201,7 @@ class ContextBuilder:
             recent_turns=recent,
             profile=inp.profile,
             llm_output=inp.llm_output,
-            llm_status=inp.llm_status,
+            llm_status=cast(LlmStatus, inp.llm_status),
             trigger="env" if inp.trigger == "env" else "user",
             recent_env_events=list(inp.env_events),
             running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in inp.tasks.running()],
@@ -254,47 +284,41 @@ class ContextBuilder:
         )
 
     def items(
-        self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None, recalled: RecallResult
-    ) -> tuple[list[Item], list]:
-        """The candidate lines of every section of the template, bound to evidence."""
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
+        recalled: RecallResult,
+    ) -> tuple[list[Item], list[Fact]]:
+        """The candidate lines of every section of the template, bound to evidence, and the
+        keyed facts stated so far (the input's included)."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
         facts: list[Fact] = list(inp.facts)
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
-        profile = inp.profile
-        for n, text in enumerate(profile.prohibitions):
-            items.append(Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n))
-        for n, text in enumerate(profile.permissions):
-            items.append(Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n))
-        for n, text in enumerate(profile.preferences):
-            items.append(Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n))
-        goal_lines: list[str] = []
-        if intent.acceptance:
-            goal_lines.append("Done when: " + "; ".join(intent.acceptance))
-        if intent.constraints:
-            goal_lines.append("Constraints: " + "; ".join(intent.constraints))
-        if intent.sub_questions and len(intent.sub_questions) > 1:
-            goal_lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
-        if plan.needs_clarification and plan.clarification_question:
-            goal_lines.append("Unclear, ask first: " + plan.clarification_question)
-        # The tool policy is not restated here: tools run in the tool round before the answer,
-        # and their results arrive as fenced evidence; the answering model calls none itself.
-        for n, line in enumerate(goal_lines):
-            items.append(Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n))
+        items.extend(profile_items(inp.profile))
+        items.extend(goal_items(intent, plan))
+        conversation = self.conversation_items(state, inp, plan, anchor)
+        items.extend(conversation)
+        items.extend(self.recalled_items(state, recalled, {it.item_id for it in conversation}))
+        return items, facts
 
+    def conversation_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None) -> list[Item]:
+        """The anchor's main chain, nearest turn first in priority (its messages, minus excluded ones)."""
+        if anchor is None or anchor not in state.graph:
+            return []
         excluded = set(inp.exclude_ids)
-        in_conversation: set[str] = set()
-        if anchor is not None and anchor in state.graph:
-            chain = state.main_chain(anchor, plan.history.main_chain_turns)
-            for distance, node in enumerate(chain):
-                for mid in state.turn_messages(node):
-                    if mid in excluded:
-                        continue
-                    view = state.messages[mid]
-                    in_conversation.add(mid)
-                    items.append(
-                        Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
-                             score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
-                    )
+        items: list[Item] = []
+        for distance, node in enumerate(state.main_chain(anchor, plan.history.main_chain_turns)):
+            for mid in state.turn_messages(node):
+                if mid in excluded:
+                    continue
+                view = state.messages[mid]
+                items.append(
+                    Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
+                         score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
+                )
+        return items
+
+    def recalled_items(self, state: SessionState, recalled: RecallResult, in_conversation: set[str]) -> list[Item]:
+        """The kept recall candidates not already in the conversation, numbered [n] in rank order."""
+        items: list[Item] = []
         number = 0
         for cand in recalled.candidates:
             if not cand.kept or cand.id in in_conversation:
@@ -314,7 +338,7 @@ class ContextBuilder:
                 segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
                 items.append(Item(cand.id, segment, f"[{number}] {note.render()}", Priority.MEDIUM, score=cand.fused,
                                   order=len(state.order) + number, evidence_ids=(cand.id,)))
-        return items, facts
+        return items
 
     # ------------------------------------------------------------------ the build
 
