@@ -79,7 +79,39 @@ def summary(record: TurnRecord) -> str:
         f"{kept} of {len(b.recall.candidates)} candidates kept, {len(b.context.dropped)} items dropped; "
         f"build {record.timing.build_ms:.0f} ms"
     )
+    lines.extend(input_lines(record))
     return "\n".join(lines)
+
+
+def input_lines(record: TurnRecord) -> list[str]:
+    """What charging the input did, when it did anything: the context budget it took, and for a
+    shortened input what was kept and cut (with the first words of each cut span)."""
+    charge = record.build.input
+    if charge is None or (not charge.charged and charge.shortened is None):
+        return []
+    cut = charge.shortened
+    if cut is None:
+        return [f"input: {charge.tokens} tokens; the context gave up {charge.charged} tokens of its budget "
+                f"so that the prompt fits {charge.limit} (context size − answer reserve)"]
+    lines = [
+        f"input: shortened to fit the model: kept {cut.kept_tokens} of {cut.tokens} tokens — the first {cut.head}, "
+        f"the last {cut.tail} and {len(cut.related)} more related of its {cut.units} sentences; "
+        f"{cut.cut_words} words cut in {len(cut.cut)} spans (the full text is the stored input message)",
+    ]
+    text = record.build.text
+    for selector in cut.cut:
+        start, end = (int(x) for x in selector.removeprefix("chars:").split("-"))
+        words = text[start:end].split()
+        lines.append(f"  cut {selector} ({len(words)} words): \"{' '.join(words[:8])}{' …' if len(words) > 8 else ''}\"")
+    return lines
+
+
+def answer_failure(record: TurnRecord) -> str | None:
+    """One line when the model failed to answer (its error, or a status that says so), else None."""
+    if record.finish_reason != "error" and record.usage.get("status") != "error":
+        return None
+    reason = " ".join(str(record.usage.get("error") or "").split()) or "the model reported an error"
+    return f"pcm: error: turn {record.turn_id} got no answer: {reason}"
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -92,11 +124,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
             _err(summary(TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
                                     build=run.build, timing=run.timing)))
             print("assistant: ", end="", flush=True)
-        record = await run.done
+        try:
+            record = await run.done
+        except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line
+            print(file=stream_out)
+            _err(f"pcm: error: turn {run.turn_id} got no answer: {' '.join(str(exc).split()) or type(exc).__name__}")
+            return 1
         print(file=stream_out)
         if args.json:
             print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
-        else:
+        failed = answer_failure(record)
+        if failed is not None:  # never an empty answer and a zero exit
+            _err(failed)
+            return 1
+        if not args.json:
             _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
         return 0
 

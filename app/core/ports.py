@@ -82,6 +82,14 @@ class TokenCounter(Protocol):
 
 
 @runtime_checkable
+class ChatTokenCounter(TokenCounter, Protocol):
+    """A counter that can also count a whole chat prompt (the template's own tokens included),
+    so the pipeline can prove a prompt fits the model's context before sending it."""
+
+    def count_chat(self, messages: Sequence[ChatMessage]) -> int: ...
+
+
+@runtime_checkable
 class ChatModel(Protocol):
     """A local chat model. Blocking; call it on the ``llm`` executor only."""
 
@@ -156,6 +164,10 @@ class ModelTokenCounter:
             self._cache[text] = hit
         return hit
 
+    def count_chat(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of the prompt the model's chat template makes of ``messages`` (not cached:
+        prompts are rarely counted twice)."""
+        return self._model.count_chat_tokens(messages)
 
 class SessionStore(Protocol):
     """The system of record as the engine uses it. Blocking; call it on the ``store`` executor only.

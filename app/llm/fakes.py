@@ -61,9 +61,17 @@ class ScriptedChatModel:
     ) -> ChatResult:
         params = params or GenerationParams()
         self.calls.append({"messages": list(messages), "stage": stage, "json_schema": json_schema})
+        start = time.perf_counter()
+        prompt_tokens = self.count_chat_tokens(messages)
+        if prompt_tokens >= self.context_size:  # as the real adapter: refused, reported, not raised
+            error = (f"the prompt has {prompt_tokens} tokens, more than the model's context of "
+                     f"{self.context_size}; lower the context budget")
+            usage = ModelUsage(stage=stage, provider="fake", model=self.name, params=params.model_dump(),
+                               prompt_tokens=prompt_tokens, total_tokens=prompt_tokens,
+                               latency_ms=(time.perf_counter() - start) * 1000, status="error", error=error)
+            return ChatResult(text="", usage=usage, finish_reason="error")
         reply = self._replies[self._next % len(self._replies)]
         self._next += 1
-        start = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
         finish = "stop"
@@ -89,7 +97,6 @@ class ScriptedChatModel:
                 parsed = json.loads(text)
             except ValueError:
                 parsed = None
-        prompt_tokens = self.count_chat_tokens(messages)
         usage = ModelUsage(
             stage=stage,
             provider="fake",

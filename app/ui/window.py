@@ -401,6 +401,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
             self.inspector.show_record(record)
         self._update_status_labels()
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
+        if status == "failed":  # the model's error, in one line (the card alone says only "failed")
+            reason = " ".join(str(record.usage.get("error") or "").split()) or "the model reported an error"
+            self._on_error(f"The answer failed: {reason}")
 
     def _on_turn_failed(self, key: str, message: str) -> None:
         self.streams.finish_stream(key, "failed")

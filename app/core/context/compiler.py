@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -46,6 +46,7 @@ class Item:
     order: int = 0  # chronological position for rendering
     evidence_ids: tuple[str, ...] = ()
     tokens: int | None = None  # a known count of ``text`` (else the compiler counts it)
+    selector: str = ""  # which part of its evidence the line carries (e.g. "chars:0-812")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +158,41 @@ def _neg(at: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in at)
 
 
-@dataclass
-class _Section:
-    segment: BlockType
-    items: list[Item] = field(default_factory=list)
+class _Packing:
+    """The running state of one compilation: what is chosen and what it costs so far (a
+    segment's header and a group's label are paid by the first line that opens them)."""
+
+    def __init__(self, counter: TokenCounter, items: Sequence[Item]) -> None:
+        self.counter = counter
+        self.cost = {it.item_id: it.tokens if it.tokens is not None else counter.count(it.text) for it in items}
+        self.header_cost = {seg: counter.count(h) for seg, h in HEADERS.items()}
+        self.chosen: list[Item] = []
+        self.dropped: list[Dropped] = []
+        self.used = 0
+        self.seg_used: dict[BlockType, int] = {seg: 0 for seg in SEGMENT_ORDER}
+        self.seg_open: set[BlockType] = set()
+        self.groups_open: set[tuple[BlockType, str]] = set()
+
+    def extra(self, it: Item) -> int:
+        """What taking ``it`` now adds: its line, and the header or group label it opens."""
+        more = self.cost[it.item_id]
+        if it.segment not in self.seg_open:
+            more += self.header_cost[it.segment]
+        if it.group and (it.segment, it.group) not in self.groups_open:
+            more += self.counter.count(it.group)
+        return more
+
+    def take(self, it: Item) -> None:
+        c = self.extra(it)
+        self.chosen.append(it)
+        self.used += c
+        self.seg_used[it.segment] += c
+        self.seg_open.add(it.segment)
+        if it.group:
+            self.groups_open.add((it.segment, it.group))
+
+    def drop(self, it: Item, reason: str) -> None:
+        self.dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=self.cost[it.item_id], reason=reason))
 
 
 class ContextCompiler:
@@ -177,33 +209,23 @@ class ContextCompiler:
         quotas: dict[str, int],
         conflicts: Sequence[Conflict] = (),
     ) -> CompiledContext:
-        cost = {it.item_id: it.tokens if it.tokens is not None else self.counter.count(it.text) for it in items}
-        header_cost = {seg: self.counter.count(h) for seg, h in HEADERS.items()}
-        dropped: list[Dropped] = []
-        chosen: list[Item] = []
-        used = 0
-        seg_used: dict[BlockType, int] = {seg: 0 for seg in SEGMENT_ORDER}
-        seg_open: set[BlockType] = set()
-        groups_open: set[tuple[BlockType, str]] = set()
+        """The blocks that fit ``budget``: must items first, then each segment up to its
+        ``quotas``, then the best of the rest; the joined text trimmed until it fits."""
+        packing = _Packing(self.counter, items)
+        self._pack(packing, items, budget, quotas)
+        blocks = self._trim(packing, budget)
+        total = self.counter.count(render(blocks))
+        segments = {
+            seg.value: SegmentUsage(quota=quotas.get(seg.value, 0), used=sum(b.token_estimate for b in blocks if b.block_type == seg))
+            for seg in SEGMENT_ORDER
+        }
+        return CompiledContext(
+            blocks=blocks, dropped=packing.dropped, conflicts=list(conflicts), budget=budget, tokens=total,
+            counter=self.counter.name, segments=segments,
+        )
 
-        def extra(it: Item) -> int:
-            more = cost[it.item_id]
-            if it.segment not in seg_open:
-                more += header_cost[it.segment]
-            if it.group and (it.segment, it.group) not in groups_open:
-                more += self.counter.count(it.group)
-            return more
-
-        def take(it: Item) -> None:
-            nonlocal used
-            c = extra(it)
-            chosen.append(it)
-            used += c
-            seg_used[it.segment] += c
-            seg_open.add(it.segment)
-            if it.group:
-                groups_open.add((it.segment, it.group))
-
+    @staticmethod
+    def _pack(packing: _Packing, items: Sequence[Item], budget: int, quotas: dict[str, int]) -> None:
         by_priority = sorted(
             items,
             key=lambda it: (PRIORITY_RANK[it.priority], SEGMENT_ORDER.index(it.segment), -it.score, it.order, it.item_id),
@@ -211,32 +233,31 @@ class ContextCompiler:
         # 1. must items, whatever the quotas say (they are small by construction)
         rest: list[Item] = []
         for it in by_priority:
-            if it.priority == Priority.MUST:
-                if used + extra(it) <= budget:
-                    take(it)
-                else:
-                    dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=cost[it.item_id], reason="must item over the total budget"))
-            else:
+            if it.priority != Priority.MUST:
                 rest.append(it)
+            elif packing.used + packing.extra(it) <= budget:
+                packing.take(it)
+            else:
+                packing.drop(it, "must item over the total budget")
         # 2. each segment up to its quota; 3. leftovers into what remains of the total
         deferred: list[Item] = []
         for it in rest:
-            quota = quotas.get(it.segment.value, 0)
-            c = extra(it)
-            if seg_used[it.segment] + c <= quota and used + c <= budget:
-                take(it)
+            c = packing.extra(it)
+            if packing.seg_used[it.segment] + c <= quotas.get(it.segment.value, 0) and packing.used + c <= budget:
+                packing.take(it)
             else:
                 deferred.append(it)
         for it in deferred:
-            c = extra(it)
-            if used + c <= budget:
-                take(it)
+            if packing.used + packing.extra(it) <= budget:
+                packing.take(it)
             else:
-                reason = "over the total budget" if quotas.get(it.segment.value, 0) else "segment has no quota"
-                dropped.append(Dropped(item_id=it.item_id, segment=it.segment, tokens=cost[it.item_id], reason=reason))
+                packing.drop(it, "over the total budget" if quotas.get(it.segment.value, 0) else "segment has no quota")
 
-        blocks = self._blocks(chosen, cost)
-        # The context as one string must fit by the counter too (tokenizers merge across joins).
+    def _trim(self, packing: _Packing, budget: int) -> list[ContextBlock]:
+        """The chosen items' blocks, the lowest priority dropped until the joined context fits
+        by the counter too (tokenizers merge across joins)."""
+        chosen = packing.chosen
+        blocks = self._blocks(chosen, packing.cost)
         while blocks and self.counter.count(render(blocks)) > budget:
             victim = max(
                 (it for it in chosen if it.priority != Priority.MUST),
@@ -246,18 +267,9 @@ class ContextCompiler:
             if victim is None:
                 break
             chosen.remove(victim)
-            dropped.append(Dropped(item_id=victim.item_id, segment=victim.segment, tokens=cost[victim.item_id], reason="trimmed: joined context over budget"))
-            blocks = self._blocks(chosen, cost)
-
-        total = self.counter.count(render(blocks))
-        segments = {
-            seg.value: SegmentUsage(quota=quotas.get(seg.value, 0), used=sum(b.token_estimate for b in blocks if b.block_type == seg))
-            for seg in SEGMENT_ORDER
-        }
-        return CompiledContext(
-            blocks=blocks, dropped=dropped, conflicts=list(conflicts), budget=budget, tokens=total,
-            counter=self.counter.name, segments=segments,
-        )
+            packing.drop(victim, "trimmed: joined context over budget")
+            blocks = self._blocks(chosen, packing.cost)
+        return blocks
 
     def _blocks(self, chosen: Sequence[Item], cost: dict[str, int]) -> list[ContextBlock]:
         """One block per (segment, group), in template order; lines in chronological order."""
@@ -277,7 +289,7 @@ class ContextCompiler:
                 parts.append(group)
             parts.extend(it.text for it in lines)
             content = "\n".join(parts)
-            refs = [Ref(evidence_id=e, selector="") for it in lines for e in it.evidence_ids]
+            refs = [Ref(evidence_id=e, selector=it.selector) for it in lines for e in it.evidence_ids]
             priority = min((it.priority for it in lines), key=lambda p: PRIORITY_RANK[p])
             block_id = f"{segment.value}:{group or 'all'}:{lines[0].item_id}"
             blocks.append(

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from app.core.engine.tools import ToolService
 
 
+LLM_INTENT_CHARS = 2000  # of an input shown to the model for its intent JSON
+
+
 @dataclass
 class TurnRun:
     """A turn in flight: iterate ``tokens()`` for the answer; ``record`` when done."""
@@ -190,7 +193,8 @@ class TurnService:
         """Ask the chat model for intent JSON within the time limit; never raises."""
         ctx = self.ctx
         assert ctx.chat is not None
-        stream = ChatStream(ctx.ex, ctx.chat, intent_messages(text), stage="intent",
+        # The head of a long paste says what it is for; the whole of it would not fit the model.
+        stream = ChatStream(ctx.ex, ctx.chat, intent_messages(text[:LLM_INTENT_CHARS]), stage="intent",
                             params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA)
         try:
             result = await asyncio.wait_for(stream.wait(), ctx.config.llm_intent_timeout_s)
@@ -370,4 +374,6 @@ class TurnService:
         if "focus" not in record.build.routing:  # recorded before builds had a focus
             replayed.routing.pop("focus", None)
             replayed.routing.pop("focus_chosen", None)
+        if record.build.input is None:  # recorded before the input was charged against the budget
+            replayed.input = None
         return json_diff(record.build.comparable(), replayed.comparable())

@@ -13,10 +13,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal, cast
 
 import numpy as np
 
 from app.core.context.compiler import (
+    Conflict,
     ContextCompiler,
     Fact,
     Item,
@@ -36,10 +38,11 @@ from app.core.context.retrieval import (
     recall,
 )
 from app.core.intent.engine import IntentEngine
-from app.core.intent.model import EnvEventRef, Intent, IntentContext, RunningTask
+from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
 from app.core.intent.profile import UserProfile
+from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
-from app.core.plan.builder import PlanBuilder, PlanContext
+from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
 from app.core.plan.model import ContextPlan
 from app.core.plan.tools import ToolSpec
 from app.core.ports import TokenCounter
@@ -59,6 +62,7 @@ from app.core.tools.model import ToolRound, tool_items
 from app.core.types import BlockType, NodeKind, Priority, Role
 
 SYSTEM_INSTRUCTION = "Answer the last message from this context; cite evidence as [n]; say if it is missing."
+LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
 #: ``BuildInputs.anchor_override`` value that forces a new task root (``None`` = route normally).
 NEW_ROOT = ""
 
@@ -115,6 +119,34 @@ def _iso_seconds(at: str) -> float:
     return moment.timestamp()
 
 
+def profile_items(profile: UserProfile) -> list[Item]:
+    """The user's stated prohibitions (must), permissions and preferences, as state lines."""
+    items = [Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n)
+             for n, text in enumerate(profile.prohibitions)]
+    items += [Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n)
+              for n, text in enumerate(profile.permissions)]
+    items += [Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n)
+              for n, text in enumerate(profile.preferences)]
+    return items
+
+
+def goal_items(intent: Intent, plan: ContextPlan) -> list[Item]:
+    """The current goal's lines: acceptance (must), constraints, sub-questions, the clarification."""
+    lines: list[str] = []
+    if intent.acceptance:
+        lines.append("Done when: " + "; ".join(intent.acceptance))
+    if intent.constraints:
+        lines.append("Constraints: " + "; ".join(intent.constraints))
+    if intent.sub_questions and len(intent.sub_questions) > 1:
+        lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
+    if plan.needs_clarification and plan.clarification_question:
+        lines.append("Unclear, ask first: " + plan.clarification_question)
+    # The tool policy is not restated here: tools run in the tool round before the answer,
+    # and their results arrive as fenced evidence; the answering model calls none itself.
+    return [Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n)
+            for n, line in enumerate(lines)]
+
+
 class ContextBuilder:
     """Runs the deterministic pipeline for one input over one session state."""
 
@@ -135,6 +167,7 @@ class ContextBuilder:
         self.router = router
         self.counter = counter
         self.compiler = ContextCompiler(counter)
+        self.fitter = PromptFitter(self.compiler, counter)
         self.answer_reserve = answer_reserve
         self.context_size = context_size
         self.candidate_turns = candidate_turns
@@ -160,7 +193,7 @@ class ContextBuilder:
 
     def infer_intent(self, state: SessionState, inp: BuildInputs) -> Intent:
         recent = [
-            {"text": state.messages[m].text, "mode": ""}
+            RecentTurn(text=state.messages[m].text, mode="")
             for m in state.recent(6)
             if state.messages[m].role == Role.USER
         ][-3:]
@@ -169,7 +202,7 @@ class ContextBuilder:
             recent_turns=recent,
             profile=inp.profile,
             llm_output=inp.llm_output,
-            llm_status=inp.llm_status,
+            llm_status=cast(LlmStatus, inp.llm_status),
             trigger="env" if inp.trigger == "env" else "user",
             recent_env_events=list(inp.env_events),
             running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in inp.tasks.running()],
@@ -178,7 +211,7 @@ class ContextBuilder:
         return self.intents.infer(inp.text, ctx)
 
     def anchor_candidates(
-        self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float]],
+        self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
         intent_entities: Sequence[str] = (),
     ) -> list[AnchorCandidate]:
         """Branch frontiers plus the most recent turns, with their routing features."""
@@ -232,7 +265,8 @@ class ContextBuilder:
             )
         return out
 
-    def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None) -> RecallRequest:
+    def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
+                       anchor: str | None) -> RecallRequest:
         named = {e.lower() for e in intent.entities}
         speakers = [s for s in state.speakers() if s.lower() in named or mention(inp.text, s)]
         return RecallRequest(
@@ -252,47 +286,41 @@ class ContextBuilder:
         )
 
     def items(
-        self, state: SessionState, inp: BuildInputs, intent: Intent, plan, anchor: str | None, recalled: RecallResult
-    ) -> tuple[list[Item], list]:
-        """The candidate lines of every section of the template, bound to evidence."""
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
+        recalled: RecallResult,
+    ) -> tuple[list[Item], list[Fact]]:
+        """The candidate lines of every section of the template, bound to evidence, and the
+        keyed facts stated so far (the input's included)."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
         facts: list[Fact] = list(inp.facts)
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
-        profile = inp.profile
-        for n, text in enumerate(profile.prohibitions):
-            items.append(Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n))
-        for n, text in enumerate(profile.permissions):
-            items.append(Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n))
-        for n, text in enumerate(profile.preferences):
-            items.append(Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n))
-        goal_lines: list[str] = []
-        if intent.acceptance:
-            goal_lines.append("Done when: " + "; ".join(intent.acceptance))
-        if intent.constraints:
-            goal_lines.append("Constraints: " + "; ".join(intent.constraints))
-        if intent.sub_questions and len(intent.sub_questions) > 1:
-            goal_lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
-        if plan.needs_clarification and plan.clarification_question:
-            goal_lines.append("Unclear, ask first: " + plan.clarification_question)
-        # The tool policy is not restated here: tools run in the tool round before the answer,
-        # and their results arrive as fenced evidence; the answering model calls none itself.
-        for n, line in enumerate(goal_lines):
-            items.append(Item(f"plan:{n}", BlockType.PLAN, line, Priority.MUST if n == 0 else Priority.HIGH, order=n))
+        items.extend(profile_items(inp.profile))
+        items.extend(goal_items(intent, plan))
+        conversation = self.conversation_items(state, inp, plan, anchor)
+        items.extend(conversation)
+        items.extend(self.recalled_items(state, recalled, {it.item_id for it in conversation}))
+        return items, facts
 
+    def conversation_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None) -> list[Item]:
+        """The anchor's main chain, nearest turn first in priority (its messages, minus excluded ones)."""
+        if anchor is None or anchor not in state.graph:
+            return []
         excluded = set(inp.exclude_ids)
-        in_conversation: set[str] = set()
-        if anchor is not None and anchor in state.graph:
-            chain = state.main_chain(anchor, plan.history.main_chain_turns)
-            for distance, node in enumerate(chain):
-                for mid in state.turn_messages(node):
-                    if mid in excluded:
-                        continue
-                    view = state.messages[mid]
-                    in_conversation.add(mid)
-                    items.append(
-                        Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
-                             score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
-                    )
+        items: list[Item] = []
+        for distance, node in enumerate(state.main_chain(anchor, plan.history.main_chain_turns)):
+            for mid in state.turn_messages(node):
+                if mid in excluded:
+                    continue
+                view = state.messages[mid]
+                items.append(
+                    Item(mid, BlockType.CONVERSATION, view.render(), Priority.HIGH if distance == 0 else Priority.MEDIUM,
+                         score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
+                )
+        return items
+
+    def recalled_items(self, state: SessionState, recalled: RecallResult, in_conversation: set[str]) -> list[Item]:
+        """The kept recall candidates not already in the conversation, numbered [n] in rank order."""
+        items: list[Item] = []
         number = 0
         for cand in recalled.candidates:
             if not cand.kept or cand.id in in_conversation:
@@ -312,7 +340,7 @@ class ContextBuilder:
                 segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
                 items.append(Item(cand.id, segment, f"[{number}] {note.render()}", Priority.MEDIUM, score=cand.fused,
                                   order=len(state.order) + number, evidence_ids=(cand.id,)))
-        return items, facts
+        return items
 
     # ------------------------------------------------------------------ the build
 
@@ -321,7 +349,7 @@ class ContextBuilder:
         state: SessionState,
         inp: BuildInputs,
         *,
-        vectors: Mapping[str, Sequence[float]],
+        vectors: Mapping[str, Sequence[float] | np.ndarray],
         search: SearchPort | None,
         run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
         recorded_channels: Sequence[ChannelRun] | None = None,
@@ -348,6 +376,57 @@ class ContextBuilder:
         )
         plan = result.plan
         t2 = time.perf_counter()
+        decision, anchor, stack, inp = self.route(state, inp, intent, vectors)
+        t3 = time.perf_counter()
+        req = self.recall_request(state, inp, intent, plan, anchor)
+        recalled, tool_round = await self.recall_and_tools(
+            state, inp, intent, plan, req, timing, search=search, run_blocking=run_blocking,
+            recorded_channels=recorded_channels, tool_step=tool_step)
+        t4 = time.perf_counter()
+        items, conflicts = self.context_items(state, inp, intent, plan, anchor, recalled, stack, tool_round)
+        fitted = self.fitter.fit(items, text=inp.text, input_id=inp.input_id,
+                                 budget=min(inp.budget, max(0, context_size - answer_reserve)),
+                                 limit=max(0, context_size - answer_reserve),
+                                 quotas=dict(plan.budget.segments), conflicts=conflicts)
+        t5 = time.perf_counter()
+        timing.intent_ms = (t1 - t0) * 1000
+        timing.plan_ms = (t2 - t1) * 1000
+        timing.route_ms = (t3 - t2) * 1000
+        timing.recall_ms = (t4 - t3) * 1000
+        timing.compile_ms = (t5 - t4) * 1000
+        timing.build_ms = (t5 - t0) * 1000
+        return self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack), timing
+
+    @staticmethod
+    def record(inp: BuildInputs, intent: Intent, result: PlanResult, decision: RoutingDecision, anchor: str | None,
+               req: RecallRequest, recalled: RecallResult, fitted: Fitted, tool_round: ToolRound | None,
+               stack: StackDecision) -> BuildRecord:
+        """The build's record: what every stage decided, as JSON-ready data."""
+        return BuildRecord(
+            text=inp.text,
+            at=inp.at,
+            budget=inp.budget,
+            intent=intent.model_dump(mode="json"),
+            plan=result.plan.model_dump(mode="json"),
+            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
+            routing=decision.model_dump(mode="json") | {
+                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
+            anchor_node=anchor,
+            recall_request=req.model_dump(mode="json"),
+            recall=recalled,
+            context=fitted.compiled,
+            prompt=fitted.prompt,
+            input=fitted.charge,
+            tool_specs=list(inp.tools),
+            tools=tool_round,
+            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
+            task=stack.model_dump(mode="json") if stack.current is not None else {},
+        )
+
+    def route(self, state: SessionState, inp: BuildInputs, intent: Intent,
+              vectors: Mapping[str, Sequence[float] | np.ndarray]) -> tuple[RoutingDecision, str | None, StackDecision, BuildInputs]:
+        """The anchor (the router's, or the user's override), the task-stack frame, and the
+        inputs with the answers of popped subtasks excluded from recall."""
         candidates = self.anchor_candidates(state, inp, vectors, intent.entities)
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
@@ -359,8 +438,15 @@ class ContextBuilder:
                    for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]
         if answers:
             inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
-        t3 = time.perf_counter()
-        req = self.recall_request(state, inp, intent, plan, anchor)
+        return decision, anchor, stack, inp
+
+    async def recall_and_tools(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
+        timing: StageTiming, *, search: SearchPort | None,
+        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+        recorded_channels: Sequence[ChannelRun] | None, tool_step: ToolStep | None,
+    ) -> tuple[RecallResult, ToolRound | None]:
+        """Recall and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
         recorded = {run.channel: run for run in recorded_channels or ()}
 
         async def run_recall() -> RecallResult:
@@ -377,10 +463,16 @@ class ContextBuilder:
             finally:
                 timing.tools_ms = (time.perf_counter() - started) * 1000
 
-        # The plan (and its tool policy) is fixed above, before any tool runs: nothing a tool
-        # returns can change it.
+        # The plan (and its tool policy) is fixed before any tool runs: nothing a tool returns can change it.
         recalled, tool_round = await asyncio.gather(run_recall(), run_tools())
-        t4 = time.perf_counter()
+        return recalled, tool_round
+
+    def context_items(
+        self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
+        recalled: RecallResult, stack: StackDecision, tool_round: ToolRound | None,
+    ) -> tuple[list[Item], list[Conflict]]:
+        """Every candidate line of the context (sections, task frame, pinned items, tool results,
+        conflicts) and the conflicts among the facts."""
         items, facts = self.items(state, inp, intent, plan, anchor, recalled)
         items.extend(decision_items(inp.tasks, stack))
         items.extend(inp.pinned)
@@ -391,36 +483,7 @@ class ContextBuilder:
                                     counter=self.counter))
         conflicts, _ = resolve_conflicts(facts)
         items.extend(conflict_items(conflicts))
-        context_budget = min(inp.budget, max(0, context_size - answer_reserve))
-        compiled = self.compiler.compile(items, budget=context_budget, quotas=dict(plan.budget.segments), conflicts=conflicts)
-        prompt = [{"role": "system", "content": compiled.text()}, {"role": "user", "content": inp.text}]
-        t5 = time.perf_counter()
-        timing.intent_ms = (t1 - t0) * 1000
-        timing.plan_ms = (t2 - t1) * 1000
-        timing.route_ms = (t3 - t2) * 1000
-        timing.recall_ms = (t4 - t3) * 1000
-        timing.compile_ms = (t5 - t4) * 1000
-        timing.build_ms = (t5 - t0) * 1000
-        record = BuildRecord(
-            text=inp.text,
-            at=inp.at,
-            budget=inp.budget,
-            intent=intent.model_dump(mode="json"),
-            plan=plan.model_dump(mode="json"),
-            plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
-            routing=decision.model_dump(mode="json") | {
-                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
-            anchor_node=anchor,
-            recall_request=req.model_dump(mode="json"),
-            recall=recalled,
-            context=compiled,
-            prompt=prompt,
-            tool_specs=list(inp.tools),
-            tools=tool_round,
-            tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
-            task=stack.model_dump(mode="json") if stack.current is not None else {},
-        )
-        return record, timing
+        return items, conflicts
 
 
 def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import CompiledContext
+from app.core.context.input_fit import InputCharge
 from app.core.context.retrieval import RecallResult
 from app.core.plan.tools import ToolSpec
 from app.core.tools.model import ToolRound
@@ -46,6 +47,9 @@ class BuildRecord(BaseModel):
     recall: RecallResult
     context: CompiledContext
     prompt: list[dict[str, str]]
+    # How the input was charged against the prompt (tokens, template, limit, what the context
+    # gave up, the cut when it was shortened); None in records made before inputs were charged.
+    input: InputCharge | None = None
     llm_intent: dict[str, Any] = Field(default_factory=dict)  # the LLM signal as observed (replayed as is)
     tool_specs: list[ToolSpec] = Field(default_factory=list)  # the registry the plan saw (replayed as is)
     tools: ToolRound | None = None  # offered tools, how calls were chosen, their outcomes (replayed as recorded)
