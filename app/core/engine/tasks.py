@@ -241,29 +241,28 @@ class TaskService:
         return self.commit(session_id, op, changed, node_attrs=attrs, edges=edges, evidences=evidences,
                             stream_seq=handle.seq if handle is not None else None)
 
-    async def start_task(self, session_id: str, task_id: str) -> TaskChange:
-        """Mark a task active; return the change."""
-        book = await self.book(session_id)
-        change, persist = self.apply(session_id, "start", book.stack.start(task_id))
+    async def _change(self, session_id: str, op: str, changed: Sequence[Task], *,
+                      evidences: Sequence[Evidence] = ()) -> TaskChange:
+        """Commit what the stack changed as one revision, write it, announce it; return it."""
+        change, persist = self.apply(session_id, op, changed, evidences=evidences)
         await self.write_now(persist)
         self.announce(session_id, change.tasks)
         return change
+
+    async def start_task(self, session_id: str, task_id: str) -> TaskChange:
+        """Mark a task active; return the change."""
+        book = await self.book(session_id)
+        return await self._change(session_id, "start", book.stack.start(task_id))
 
     async def note_task(self, session_id: str, task_id: str, note: str) -> TaskChange:
         """Add a note to a task without changing its status; return the change."""
         book = await self.book(session_id)
-        change, persist = self.apply(session_id, "note", book.stack.note(task_id, note))
-        await self.write_now(persist)
-        self.announce(session_id, change.tasks)
-        return change
+        return await self._change(session_id, "note", book.stack.note(task_id, note))
 
     async def block_task(self, session_id: str, task_id: str, note: str) -> TaskChange:
         """Park a task as blocked with a note saying why; return the change."""
         book = await self.book(session_id)
-        change, persist = self.apply(session_id, "block", book.stack.block(task_id, note))
-        await self.write_now(persist)
-        self.announce(session_id, change.tasks)
-        return change
+        return await self._change(session_id, "block", book.stack.block(task_id, note))
 
     async def complete_task(self, session_id: str, task_id: str, result: str, *,
                             evidence: Evidence | None = None) -> TaskChange:
@@ -274,10 +273,7 @@ class TaskService:
         evidence = evidence or Evidence(type=EvidenceType.OTHER, source=EvidenceSource(kind=SourceKind.SYSTEM, name="task result"),
                                         content=result, metadata={"task_id": task_id, "turn_id": task.turn_id})
         changed = book.stack.complete(task_id, result, [evidence.evidence_id])
-        change, persist = self.apply(session_id, "complete", changed, evidences=[evidence])
-        await self.write_now(persist)
-        self.announce(session_id, change.tasks)
-        return change
+        return await self._change(session_id, "complete", changed, evidences=[evidence])
 
     async def fail_task(self, session_id: str, task_id: str, reason: str) -> TaskChange:
         """Fail a task and its open subtasks (their streams are stopped); return the change."""
