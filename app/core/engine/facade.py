@@ -33,7 +33,7 @@ from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
-from app.core.engine.tasks import TaskBook, TaskChange, TaskService
+from app.core.engine.tasks import TaskChange, TaskService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
 from app.core.intent.engine import IntentEngine, PrototypeBank
@@ -222,13 +222,6 @@ class Engine:
     async def resume_inputs(self, session_id: str) -> list[StreamHandle]:
         """Queue again the inputs that were waiting when the app last stopped."""
         return await self.streams.resume_inputs(session_id)
-
-    def set_stream_limit(self, k: int) -> None:
-        """Allow ``k`` concurrent streams in every session, now and for sessions opened later."""
-        self.streams.runtime.set_limit(k)
-
-    async def task_book(self, session_id: str) -> TaskBook:
-        return await self.tasks.book(session_id)
 
     async def list_tasks(self, session_id: str) -> list[Task]:
         """The session's tasks in creation order (the export's ``todo_list.tasks`` mirrors them)."""
