@@ -16,7 +16,7 @@ from typing import Any
 
 from app.config import Settings
 from app.core.engine.facade import Engine
-from app.core.errors import NoRecordError
+from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.record import TurnRecord
 
 
@@ -46,6 +46,28 @@ def _with_engine(
             await engine.close()
 
     return asyncio.run(run())
+
+
+MIN_PREFIX = 4  # characters of an id the window shows (it shows 8) that pick one record
+
+
+def resolve_id(store: Any, kind: str, text: str) -> str:
+    """The full id a typed one means: ``last`` (the latest turn, or the last used session), a
+    whole id, or a prefix of at least ``MIN_PREFIX`` characters that matches exactly one record.
+    Raises ``NoRecordError`` for nothing found and ``CoreError`` for an ambiguous prefix."""
+    text = text.strip()
+    if text == "last":
+        found = store.latest_turn_id() if kind == "turn" else store.last_used_session_id()
+        if found is None:
+            raise NoRecordError(f"there is no {kind} yet")
+        return str(found)
+    matches = store.match_ids(kind, text, limit=2) if len(text) >= MIN_PREFIX else []
+    if len(matches) == 1:
+        return str(matches[0])
+    if not matches:
+        raise NoRecordError(f"no {kind} {text!r}" + ("" if len(text) >= MIN_PREFIX
+                                                    else f" (give at least {MIN_PREFIX} characters of its id)"))
+    raise CoreError(f"{text!r} is the start of several {kind} ids: give more characters")
 
 
 def summary(record: TurnRecord) -> str:
@@ -114,9 +136,36 @@ def answer_failure(record: TurnRecord) -> str | None:
     return f"pcm: error: turn {record.turn_id} got no answer: {reason}"
 
 
+def _stored(data_dir: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn(store)`` over the data folder's SQLite store alone (no model, no index), then closed."""
+    from app import main as wiring
+
+    store = wiring.open_store(Settings.load(data_dir))
+    try:
+        return fn(store)
+    finally:
+        store.close()
+
+
+def _session_to_continue(args: argparse.Namespace) -> str | None:
+    """The session ``ask`` continues: ``--session`` (resolved), else the last used one; None for
+    a new session (``--new``, or no session yet)."""
+    if args.new:
+        return None
+    try:
+        found: str = _stored(args.data_dir, lambda store: resolve_id(store, "session", args.session or "last"))
+    except NoRecordError:
+        if args.session:
+            raise
+        return None
+    return found
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
+    session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
+
     async def work(engine: Engine) -> int:
-        state = await engine.open_session(args.session, title=args.text[:40])
+        state = await engine.open_session(session_id, title=args.text[:40])
         stream_out = sys.stderr if args.json else sys.stdout
         run = await engine.submit(state.session_id, args.text, budget=args.budget,
                                   on_token=lambda piece: print(piece, end="", file=stream_out, flush=True))
@@ -145,38 +194,32 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    async def work(engine: Engine) -> int:
-        try:
-            record = await engine.turn_record(args.turn)
-        except NoRecordError as err:
-            _err(f"pcm: error: {err}")
-            return 2
-        if args.json:
-            print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
-        else:
-            print(summary(record))
-            print("--- context sent ---")
-            print(record.build.context.text())
-            print("--- answer ---")
-            print(record.output)
+    """Print a stored turn. Reads SQLite only: no model, no index, no engine."""
+    row = _stored(args.data_dir, lambda store: store.get_turn(resolve_id(store, "turn", args.turn)))
+    if row is None or not row.get("record"):
+        raise NoRecordError(f"turn {args.turn!r} has no recorded build (imported history)")
+    record = TurnRecord.model_validate(row["record"])
+    if args.json:
+        print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return 0
-
-    return _with_engine(args, work, chat=False)
+    print(summary(record))
+    print("--- context sent ---")
+    print(record.build.context.text())
+    print("--- answer ---")
+    print(record.output)
+    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
-        try:
-            differences = await engine.replay(args.turn)
-        except NoRecordError as err:
-            _err(f"pcm: error: {err}")
-            return 2
+        turn_id = await engine.with_store(resolve_id, "turn", args.turn)
+        differences = await engine.replay(turn_id)
         if differences:
-            print(f"turn {args.turn}: {len(differences)} differences")
+            print(f"turn {turn_id}: {len(differences)} differences")
             for line in differences[:50]:
                 print("  " + line)
             return 1
-        print(f"turn {args.turn}: plan and context reproduced exactly")
+        print(f"turn {turn_id}: plan and context reproduced exactly")
         return 0
 
     return _with_engine(args, work, chat=False)
@@ -265,20 +308,22 @@ def add_parsers(sub: Any) -> None:
     """Register ask / show / replay / eval on the ``pcm`` parser."""
     p = sub.add_parser("ask", help="one turn: plan, route, recall, compile, stream the answer")
     p.add_argument("text")
-    p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    p.add_argument("--session", metavar="ID", help="continue this session (an id, its first characters, or "
+                   "'last'; default: the last used session)")
+    p.add_argument("--new", action="store_true", help="start a new session")
     p.add_argument("--budget", type=int, help="context budget in tokens (default: settings)")
     p.add_argument("--json", action="store_true", help="print the full turn record as JSON")
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("show", help="show a recorded turn")
+    p = sub.add_parser("show", help="show a recorded turn (reads the store only: no model is loaded)")
     p.add_argument("what", choices=["turn"])
-    p.add_argument("turn", metavar="ID")
+    p.add_argument("turn", metavar="ID", help="a turn id, its first characters, or 'last'")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("replay", help="rebuild a turn's plan and context from the stored state; report differences")
     p.add_argument("what", choices=["turn"])
-    p.add_argument("turn", metavar="ID")
+    p.add_argument("turn", metavar="ID", help="a turn id, its first characters, or 'last'")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
