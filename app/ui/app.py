@@ -124,7 +124,7 @@ async def _self_test(window: MainWindow, session_id: str | None, text: str) -> i
     loaded = time.perf_counter() - started
     finished: list[Any] = []
     c.turn_finished.connect(lambda _turn_id, record: finished.append(record))
-    c.turn_failed.connect(lambda _key, message: finished.append(message))
+    c.turn_failed.connect(lambda _key, message, _text: finished.append(message))
     window.composer.edit.setPlainText(text)
     window.composer.send.click()
     while not finished:

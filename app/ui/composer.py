@@ -131,6 +131,12 @@ class ComposerWidget(QWidget):
             self.chip.setText(f"⇢ next input continues: «{label[:40]}»")
         self.clear_anchor.setVisible(node_id is not None)
 
+    def restore(self, text: str) -> None:
+        """Put an input that was not sent back into the box (before anything typed since)."""
+        typed = self.edit.toPlainText().strip()
+        self.edit.setPlainText(text + ("\n\n" + typed if typed else ""))
+        self.edit.setFocus()
+
     def _on_send(self) -> None:
         text = self.edit.toPlainText().strip()
         if not text or not self.send.isEnabled():

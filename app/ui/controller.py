@@ -59,7 +59,7 @@ class EngineController(QObject):
     turn_routed = Signal(str, str, str, object)  # (stream id, turn_id, node_id, TurnRecord without answer)
     answer_updated = Signal(str, str)  # (turn_id, answer text so far)
     turn_finished = Signal(str, object)  # (turn_id, TurnRecord)
-    turn_failed = Signal(str, str)  # (turn_id or queue key, message)
+    turn_failed = Signal(str, str, str)  # (turn_id or queue key, message, the input's text if it was never recorded)
     reanchored = Signal(object)  # the engine's Reanchored result
     env_ingested = Signal(object)  # list of the engine's EnvRouted: stored, on the canvas, routed
     env_pushed = Signal(object)  # the engine's PushNotice: an event touched an active task
@@ -247,7 +247,9 @@ class EngineController(QObject):
         if not reason and isinstance(outcome, BaseException):
             report(outcome, "a turn")
             reason = user_line(outcome)
-        self.turn_failed.emit(turn_id or handle.stream_id, reason or (str(outcome) if outcome is not None else "") or "failed")
+        unrecorded = handle.text if turn_id is None and not handle.stop_reason else ""
+        self.turn_failed.emit(turn_id or handle.stream_id, reason or (str(outcome) if outcome is not None else "") or "failed",
+                              unrecorded)
 
     def _on_token(self, handle: Any, piece: str) -> None:
         live = self.live.get(handle.turn_id or "")

@@ -327,6 +327,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self._selected_turn = None
         self.undo.clear()
         self.banner.hide()
+        self.composer.set_anchor(None, "")  # a node pinned in the session left behind is not in this one
         title = ""
         self.setWindowTitle(f"PCM Canvas — {title or state.session_id[:8]}")
         self._update_status_labels()
@@ -405,11 +406,15 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
             reason = " ".join(str(record.usage.get("error") or "").split()) or "the model reported an error"
             self._on_error(f"The answer failed: {reason}")
 
-    def _on_turn_failed(self, key: str, message: str) -> None:
+    def _on_turn_failed(self, key: str, message: str, text: str) -> None:
         self.streams.finish_stream(key, "failed")
         live_node = self._node_of_key.get(key)
         if live_node:
             self.scene.set_node_status(live_node, "failed")
+        if text:  # never recorded as a turn: the input goes back to the composer, nothing is lost
+            self.composer.restore(text)
+            self._on_error(f"Not sent: {message}. Your text is back in the composer.")
+            return
         self._on_error(f"A turn failed: {message}")
 
     def _on_stream_selected(self, turn_id: str) -> None:

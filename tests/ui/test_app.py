@@ -295,3 +295,30 @@ def test_raising_a_waiting_input_in_the_streams_panel_runs_it_sooner(qtbot, aloo
     drive(aloop, _answered(window, 3))
     assert [t.split(":")[0] for t in order] == ["First", "Third", "Second"]
     _close(window, aloop)
+
+
+def test_an_input_pinned_to_a_node_of_another_session_is_not_lost(qtbot, aloop, settings: Settings) -> None:
+    """Pin a node in session A, switch to session B, send: nothing is recorded in B, no orphan
+    card, the text is back in the composer with one line saying why."""
+    window = _open(qtbot, settings, fake_services(["Answer."]))
+    c = window.controller
+    drive(aloop, c.load())
+    _send(window, "Plan the Lisbon trip")
+    drive(aloop, _answered(window, 1))
+    state_a = c.state
+    assert state_a is not None
+    node_a = state_a.turns[state_a.turn_order[0]].node_id
+    # the user pins A's node, then the engine is asked (as the stale chip would) in another session
+    drive(aloop, c.open_session(None, title="B"))
+    assert window.composer.anchor is None  # switching sessions drops the pin
+    window.composer.set_anchor(node_a, "Plan the Lisbon trip")  # a stale pin reaching B
+    _send(window, "What about Porto?")
+    drive(aloop, until(lambda: window.composer.edit.toPlainText() == "What about Porto?", 30, "text restored"))
+    assert "Not sent" in window.statusBar().currentMessage()
+    assert "not in this session" in window.statusBar().currentMessage()
+    state_b = c.state
+    assert state_b is not None and state_b.session_id != state_a.session_id
+    assert state_b.turn_order == [] and not state_b.graph.nodes()  # nothing recorded, no orphan card
+    rows = drive(aloop, c.engine.with_store(lambda store: store.list_turns(state_b.session_id)))
+    assert rows == []
+    _close(window, aloop)

@@ -23,13 +23,14 @@ from app.core.engine.context import EngineContext
 from app.core.errors import NoRecordError
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
-from app.core.pipeline.builder import BuildInputs
+from app.core.pipeline.builder import NEW_ROOT, BuildInputs
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.plan.tools import ToolSpec
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
 from app.core.session.evidence import message_evidence
+from app.core.session.graph import NoNodeError
 from app.core.session.state import SessionState
 from app.core.tasks.stack import TaskInputs
 from app.core.tools.model import ToolRound
@@ -237,8 +238,15 @@ class TurnService:
 
     async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
                             on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None) -> TurnRun:
-        """``submit`` for a caller that holds the session lock (the scheduler's streams)."""
+        """``submit`` for a caller that holds the session lock (the scheduler's streams).
+
+        An ``anchor_override`` that is no node of this session (one pinned in another session,
+        or removed) raises ``NoNodeError`` before anything is recorded, so the input is not lost:
+        the caller still has its text."""
         ctx, session_id = self.ctx, state.session_id
+        if anchor_override and anchor_override != NEW_ROOT and anchor_override not in state.graph:
+            raise NoNodeError("the node to reply from is not in this session: send again to let routing "
+                              "choose, or pick a node of this session")
         turn_id, message = await ctx.on_store(ctx.store.record_user_input, session_id, text)
         build, timing = await self.build(
             session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
