@@ -314,10 +314,13 @@ class TurnService:
         try:
             state = ctx.sessions[run.session_id]
             answer = await self._answer(run, record, on_token)
-            await ctx.on_store(self._persist_answer, run, record, answer)
-            if ctx.index is not None:  # indexed before any build can see it (replay sees the same)
-                await ctx.ex.run("embed", ctx.index.index_messages, run.session_id, [answer])
-            async with ctx.lock(run.session_id):  # between builds, so as_of knows what a build saw
+            # Stored, indexed and added between builds, under the session lock: the store's message
+            # order is then the order the live state had, which ``as_of`` (replay) and a reopened
+            # session both follow, however the streams' answers interleave.
+            async with ctx.lock(run.session_id):
+                await ctx.on_store(self._persist_answer, run, record, answer)
+                if ctx.index is not None:  # indexed before any build can see it (replay sees the same)
+                    await ctx.ex.run("embed", ctx.index.index_messages, run.session_id, [answer])
                 state.add_message(answer)
             await self.sessions.warm_counts(state, [message.message_id, answer.message_id])
             run.done.set_result(record)

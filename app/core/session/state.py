@@ -193,14 +193,16 @@ class SessionState:
             raise NoRecordError(f"no turn {turn_id!r} in session {self.session_id}")
         past = SessionState(self.session_id)
         node_ids: set[str] = set()
-        # Only messages that had arrived: an earlier turn's answer streamed while this turn was
-        # built arrives after its input (answers are added under the session lock, between builds).
+        # Only messages that had arrived, in the order they arrived (the order the live state had):
+        # an earlier turn's answer streamed while this turn was built arrives after its input
+        # (answers are added under the session lock, between builds), and with concurrent streams
+        # answers arrive in the order they finish, not in turn order.
         arrived = self.messages[turn.message_ids[0]].seq if turn.message_ids else len(self.order)
-        for tid in self.turn_order[: turn.seq]:
-            for mid in self.turns[tid].message_ids:
-                m = self.messages[mid]
-                if m.seq < arrived:
-                    past._append_view(m)
+        earlier = set(self.turn_order[: turn.seq])
+        for mid in self.order[:arrived]:
+            m = self.messages[mid]
+            if m.turn_id in earlier:
+                past._append_view(m)
         cutoff = turn.node_id
         for node in self.graph.nodes():
             if node.node_id == cutoff:
