@@ -64,3 +64,19 @@ def test_replay_of_a_turn_whose_tool_made_a_task_is_exact(make_engine: EngineFac
             assert await engine.replay(turn_id) == []
 
     make_engine.run(body)
+
+
+def test_an_env_event_routed_to_a_task_is_not_a_task_state_difference(make_engine: EngineFactory) -> None:
+    from app.core.types import EnvEvent
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        change = await engine.create_task(sid, "Update budget.md with the Q3 numbers")
+        await engine.start_task(sid, change.tasks[0].task_id)
+        routed = await engine.ingest_env(sid, [EnvEvent(kind="file", source="watch", uri="/w/budget.md",
+                                                        title="budget.md modified", content="Q3: 12,400")])
+        assert routed[0].target_kind == "task" and routed[0].edge is not None
+        assert await engine.replay_state(sid) == []
+
+    make_engine.run(body)
