@@ -242,9 +242,22 @@ def _skeleton(line: str) -> str:
     return "".join(out)
 
 
+_EDGES = " \t-*•>#|\"'`“”‘’«»()[]:;,.!?"
+
+
 def match_key(line: str) -> str:
-    """How a line is compared with outside text: neutralised, NFKC, case-folded, spaces folded."""
-    return " ".join(unicodedata.normalize("NFKC", neutralise(line)).casefold().split())
+    """How a line is compared with outside text: neutralised, NFKC, case-folded, spaces folded,
+    list bullets, quote marks and end punctuation stripped."""
+    return " ".join(unicodedata.normalize("NFKC", neutralise(line)).casefold().split()).strip(_EDGES)
+
+
+def _copies(key: str, outside: Collection[str]) -> bool:
+    """Whether a line (its ``match_key``) repeats a line of outside text: the whole line, or what
+    follows a lead-in such as "The file says: …"."""
+    if key in outside:
+        return True
+    _, sep, rest = key.partition(": ")
+    return bool(sep) and rest.strip(_EDGES) in outside
 
 
 def fenced_lines(text: str) -> list[str]:
@@ -270,8 +283,9 @@ def history_text(text: str, outside: Collection[str] = ()) -> str:
     """An assistant's answer as it enters a later context as conversation.
 
     The answer is the model's words, but it may have copied outside text. Lines the answer put
-    between fence markers (or look-alikes of them), lines equal to a line of outside text the
-    session holds (``outside``: ``fenced_lines`` keys) and lines that address the model as an
+    between fence markers (or look-alikes of them), lines that repeat a line of outside text the
+    session holds (``outside``: ``fenced_lines`` keys; the whole line, or what follows a lead-in
+    like "The file says:"; case, spacing, bullets and quote marks aside) and lines that address the model as an
     instruction (a role tag such as ``SYSTEM:``, a chat-template token, "ignore the previous
     instructions") are quoted again, under ``[outside text quoted in this answer]``; every
     other line is ``neutralise``d, so no marker copied into the answer can open or close a fence.
@@ -294,7 +308,7 @@ def history_text(text: str, outside: Collection[str] = ()) -> str:
         elif inside:
             quoted.append(line)
             inside = marker is None or marker.group(1) != FENCE_CLOSE
-        elif marker is not None or key in outside or _INSTRUCTION.search(key):
+        elif marker is not None or _copies(key, outside) or _INSTRUCTION.search(key):
             quoted.append(line)
         else:
             flush()

@@ -139,6 +139,10 @@ def _link_parts(walk: _Walk, target: str, path: str) -> list[str]:
     raise Refused("link_out", path)
 
 
+class _Swapped(Exception):
+    """The name changed between ``fstatat`` and the open (a file swapped for a link, or back)."""
+
+
 def _open_last(walk: _Walk, name: str, seen: os.stat_result, path: str) -> int:
     """Open the final name with O_NOFOLLOW|O_NONBLOCK and prove it is the regular file seen."""
     if not stat.S_ISREG(seen.st_mode):
@@ -147,47 +151,60 @@ def _open_last(walk: _Walk, name: str, seen: os.stat_result, path: str) -> int:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_dev) != (seen.st_ino, seen.st_dev):
         os.close(fd)
-        raise Refused("changed", path)
+        raise _Swapped
     return fd
+
+
+_SWAP_ERRNOS = (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.EINVAL)
+
+
+def _take(walk: _Walk, name: str, pending: list[str], path: str) -> tuple[int | None, bool]:
+    """Step onto ``name``: (the opened file's fd when it is the last name, whether it was a
+    link whose target was put in front of ``pending``). Raises ``_Swapped`` on a race."""
+    try:
+        seen = os.stat(name, dir_fd=walk.here, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        raise Missing(path) from None
+    try:
+        if stat.S_ISLNK(seen.st_mode):
+            pending[:0] = _link_parts(walk, os.readlink(name, dir_fd=walk.here), path)
+            return None, True
+        if not pending:
+            fd = _open_last(walk, name, seen, path)
+            walk.names.append(name)
+            return fd, False
+        if not stat.S_ISDIR(seen.st_mode):
+            raise Missing(path)
+        walk.stack.append(os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=walk.here))
+        walk.names.append(name)
+        return None, False
+    except OSError as exc:
+        if exc.errno in _SWAP_ERRNOS:  # it changed since the stat: look again
+            raise _Swapped from None
+        raise
 
 
 def _step(walk: _Walk, pending: list[str], via_link: bool, path: str) -> tuple[int | None, bool]:
     """Take one name off ``pending``; returns (the opened file's fd when it was the last name,
-    whether the walk is now inside a link's target)."""
+    whether the walk is now inside a link's target). Links and races count towards MAX_LINKS."""
     name = pending.pop(0)
     if name == "..":
         walk.up(via_link, path)
         return None, via_link
     try:
-        seen = os.stat(name, dir_fd=walk.here, follow_symlinks=False)
-    except FileNotFoundError:
-        raise Missing(path) from None
-    except NotADirectoryError:
-        raise Missing(path) from None
-    if stat.S_ISLNK(seen.st_mode):
+        fd, linked = _take(walk, name, pending, path)
+    except _Swapped:
+        pending.insert(0, name)
+        linked, fd = False, None
+        walk.links += 1
+        if walk.links > MAX_LINKS:
+            raise Refused("changed", path) from None
+        return None, via_link
+    if linked:
         walk.links += 1
         if walk.links > MAX_LINKS:
             raise Refused("loop", path)
-        pending[:0] = _link_parts(walk, os.readlink(name, dir_fd=walk.here), path)
-        return None, True
-    try:
-        if not pending:
-            fd = _open_last(walk, name, seen, path)
-            walk.names.append(name)
-            return fd, via_link
-        if not stat.S_ISDIR(seen.st_mode):
-            raise Missing(path)
-        walk.stack.append(os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=walk.here))
-        walk.names.append(name)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):  # swapped since the stat: look again
-            pending.insert(0, name)
-            walk.links += 1
-            if walk.links > MAX_LINKS:
-                raise Refused("changed", path) from None
-            return None, via_link
-        raise
-    return None, via_link
+    return fd, via_link or linked
 
 
 def open_in_folder(root: str, rel: str) -> Opened:

@@ -114,6 +114,15 @@ class EnvFailure:
     stored: bool
     attempts: int = 1
 
+    def entry(self) -> dict[str, Any]:
+        """The failure as recorded in the event log (and listed by ``env_failures``): ``type``
+        (``env.failed`` | ``env.unindexed``), what the event was (display-safe) and why."""
+        e = self.event
+        return {"type": "env.unindexed" if self.stored else "env.failed", "event_id": e.event_id, "kind": e.kind,
+                "title": safe_text(e.title)[:300], "uri": safe_text(e.uri)[:1000], "source": safe_text(e.source)[:1000],
+                "change": str(e.payload.get("change", "")), "at": e.at, "reason": self.reason,
+                "attempts": self.attempts, "raw_uri": e.payload.get("raw_uri")}
+
 
 @dataclass
 class EnvConfig:
@@ -307,15 +316,11 @@ class EnvironmentService:
 
         def write() -> None:
             for f in failures:
-                e = f.event
-                entry = {"event_id": e.event_id, "kind": e.kind, "title": safe_text(e.title)[:300],
-                         "uri": safe_text(e.uri)[:1000], "source": safe_text(e.source)[:1000],
-                         "change": str(e.payload.get("change", "")), "at": e.at, "reason": f.reason,
-                         "attempts": f.attempts, "raw_uri": e.payload.get("raw_uri")}
+                entry = f.entry()
                 try:
-                    store.append_event(sid, "env.unindexed" if f.stored else "env.failed", entry)
+                    store.append_event(sid, entry.pop("type"), entry)
                 except Exception:  # noqa: BLE001 - nothing more can be done than to log it
-                    log.exception("could not record the failed env event %s", e.event_id)
+                    log.exception("could not record the failed env event %s", f.event.event_id)
 
         try:
             await self.ctx.on_store(write)
@@ -327,8 +332,7 @@ class EnvironmentService:
         """The session's recorded env failures, oldest first: ``env.failed`` / ``env.unindexed``
         event log entries (``type``, ``at`` and the payload's event fields and ``reason``)."""
         entries = await self.ctx.on_store(self.ctx.store.list_events, session_id)
-        return [{"type": e["type"], "recorded_at": e.get("at"), **e["payload"]}
-                for e in entries if e.get("type") in ("env.failed", "env.unindexed")]
+        return [{**e["payload"], "type": e["type"]} for e in entries if e.get("type") in ("env.failed", "env.unindexed")]
 
     def _route_one(self, state: SessionState, event: EnvEvent, route: Route, by_id: dict[str, Task],
                    nodes: list[GraphNode], added_at: str) -> Plan:
