@@ -132,7 +132,7 @@ _SEP = ("\t \u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u180e\u2000-\u200f\u202a-
         "\u2800\u3000\u3164\ufeff\uffa0\u0300-\u036f\u20d0-\u20ff\ufe00-\ufe0f\U000e0000-\U000e007f")
 _SEP_RE = re.compile(f"[{_SEP}]")
 _ANGLE_CLASS = "".join(re.escape(c) for c in _ANGLES)
-_RUN = re.compile(f"[{_ANGLE_CLASS}](?:[{_SEP}]*[{_ANGLE_CLASS}])+")
+_RUN = re.compile(f"[{_ANGLE_CLASS}](?:[{_SEP}]*[{_ANGLE_CLASS}])*")
 _VISIBLE_SPACE = frozenset("\t \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000")
 # Invisible format characters removed from outside text (zero-width joiner/non-joiner stay:
 # emoji and several scripts need them; inside a bracket run they are dropped with the run's gaps).
@@ -222,7 +222,8 @@ _MARKER_PREFIX = re.compile(r"^(?:\[\d+\])?(<<<|>>>)")
 # A line that speaks to the model as if it were an instruction: a role tag, a chat-template
 # token, "ignore the previous instructions" and the like.
 _INSTRUCTION = re.compile(
-    r"^\W{0,3}(?:system|developer|assistant|user|human|instructions?)(?:\s+(?:prompt|message|note|override))?\s*[:\]>|]"
+    r"^\W{0,3}(?:system|developer)\b"
+    r"|^\W{0,3}(?:assistant|user|human|instructions?)(?:\s+(?:prompt|message|note|override))?\s*[:\]>|]"
     r"|\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|system|instructions?|rules)\b"
     r"|<\|[a-z_]+\|>|\[/?(?:inst|sys)\]|<</?sys>>|^#{2,}\s*(?:system|instruction|response)\b",
     re.IGNORECASE,
@@ -248,7 +249,11 @@ _EDGES = " \t-*•>#|\"'`“”‘’«»()[]:;,.!?"
 def match_key(line: str) -> str:
     """How a line is compared with outside text: neutralised, NFKC, case-folded, spaces folded,
     list bullets, quote marks and end punctuation stripped."""
-    return " ".join(unicodedata.normalize("NFKC", neutralise(line)).casefold().split()).strip(_EDGES)
+    return _folded(line).strip(_EDGES)
+
+
+def _folded(line: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", neutralise(line)).casefold().split())
 
 
 def _copies(key: str, outside: Collection[str]) -> bool:
@@ -302,13 +307,10 @@ def history_text(text: str, outside: Collection[str] = ()) -> str:
     for line in _BREAKS.sub("\n", safe_text(text)).split("\n"):
         marker = _MARKER_PREFIX.match(_skeleton(line)) if any(c in _ANGLES for c in line) else None
         key = "" if inside or marker is not None else match_key(line)
-        if marker is not None and marker.group(1) == FENCE_OPEN and not inside:
-            inside = True
+        if marker is not None or inside:  # a marker either way round starts or ends a quotation
             quoted.append(line)
-        elif inside:
-            quoted.append(line)
-            inside = marker is None or marker.group(1) != FENCE_CLOSE
-        elif marker is not None or _copies(key, outside) or _INSTRUCTION.search(key):
+            inside = marker is None if inside else True
+        elif _copies(key, outside) or _INSTRUCTION.search(_folded(line)):
             quoted.append(line)
         else:
             flush()

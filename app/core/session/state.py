@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from app.core.errors import NoRecordError
 from app.core.session.graph import SessionGraph, edge_live_at
-from app.core.text import fenced_lines, history_text, outside_keys
+from app.core.text import QUOTED_HEADER, fenced_lines, history_text, outside_keys
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
 
 
@@ -234,7 +234,9 @@ class SessionState:
         notes, lines that instruct the model) stays quoted and no copied marker forges a fence."""
         if view.role != Role.ASSISTANT:
             return view.render()
-        return f"{view.speaker}: {history_text(view.text, self.outside_lines())}"
+        text = history_text(view.text, self.outside_lines())
+        # A quotation starts on a line of its own, so its header is never the speaker's line.
+        return f"{view.speaker}:{chr(10) if text.startswith('[' + QUOTED_HEADER) else ' '}{text}"
 
     def _append_view(self, view: MessageView) -> None:
         copy = MessageView(view.message_id, view.turn_id, view.role, view.speaker, view.text, view.at, len(self.order))
