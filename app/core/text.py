@@ -287,13 +287,15 @@ def fenced_lines(text: str) -> list[str]:
 def history_text(text: str, outside: Collection[str] = ()) -> str:
     """An assistant's answer as it enters a later context as conversation.
 
-    The answer is the model's words, but it may have copied outside text. Lines the answer put
-    between fence markers (or look-alikes of them), lines that repeat a line of outside text the
-    session holds (``outside``: ``fenced_lines`` keys; the whole line, or what follows a lead-in
-    like "The file says:"; case, spacing, bullets and quote marks aside) and lines that address the model as an
-    instruction (a role tag such as ``SYSTEM:``, a chat-template token, "ignore the previous
-    instructions") are quoted again, under ``[outside text quoted in this answer]``; every
-    other line is ``neutralise``d, so no marker copied into the answer can open or close a fence.
+    The answer is the model's words, but it may have copied outside text. Quoted again, under
+    ``[outside text quoted in this answer]``, are: the lines from a fence marker (or a look-alike,
+    either way round) to the next one; lines that repeat a line of outside text the session holds
+    (``outside``: ``fenced_lines`` keys; the whole line, or what follows a lead-in like "The file
+    says:"; case, spacing, bullets and quote marks aside); and lines that address the model as an
+    instruction (``SYSTEM`` at the start, a role tag such as ``user:``, a chat-template token,
+    "ignore the previous instructions"). Every other line is ``neutralise``d, so no marker copied
+    into the answer can open or close a fence. Pure: the same answer and ``outside`` give the
+    same text, so replay stays exact.
     """
     out: list[str] = []
     quoted: list[str] = []
