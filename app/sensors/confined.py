@@ -18,7 +18,8 @@ path one name at a time with ``openat``-style opens relative to the directory it
 So the check is made on the opened file itself, not on its path beforehand: a file swapped for a
 symlink while it is being opened either is opened as the link (refused by ``O_NOFOLLOW``) or was
 still the file. A file with more than one name (``st_nlink > 1``, a hard link — another name may
-be outside the folder) is read, and reported: ``Opened.links``.
+be outside the folder) is read, and reported: ``Opened.links``. Where the OS has no ``dir_fd``
+opens (Windows), :func:`_open_by_path` resolves, opens and re-checks the opened file's identity.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from app.core.tools.model import ToolNotFound, ToolRefused
 from app.sensors.text import html_text
 
 MAX_LINKS = 40  # symbolic links followed in one walk (as the kernel's ELOOP limit)
+#: Whether the OS opens relative to a directory descriptor (Linux, macOS): the walk needs it.
+DIR_FD = {os.open, os.stat, os.readlink} <= os.supports_dir_fd
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -213,6 +216,8 @@ def open_in_folder(root: str, rel: str) -> Opened:
     Raises :class:`Refused` (link out of the folder, not a regular file, ...), :class:`Missing`,
     or ``OSError`` (e.g. permission denied). The caller closes ``Opened.fd``.
     """
+    if not DIR_FD:
+        return _open_by_path(root, rel)
     try:
         walk = _Walk(root)
     except (FileNotFoundError, NotADirectoryError):
@@ -234,6 +239,47 @@ def open_in_folder(root: str, rel: str) -> Opened:
         return Opened(fd, root, "/".join(walk.names), os.fstat(fd))
     finally:
         walk.close()
+
+
+def _inside(path: str, base: str) -> bool:
+    path, base = os.path.normcase(path), os.path.normcase(base.rstrip(os.sep))
+    return path.startswith(base + os.sep)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_ino, st.st_dev
+
+
+def _open_by_path(root: str, rel: str) -> Opened:
+    """The opener where the OS has no ``dir_fd`` opens (Windows): resolve the path, open what it
+    resolves to, then prove the opened file is still the file the path resolves to inside the
+    folder (same identity). Links out are refused; a swap seen between the checks is refused.
+    Weaker than the walk (two races won in a row between the checks are not ruled out), which
+    is why the walk is used wherever ``dir_fd`` is supported."""
+    base = os.path.realpath(root)
+    path = os.path.join(root, *_split(rel))
+    if not _inside(os.path.normpath(os.path.abspath(path)), os.path.abspath(root)):
+        raise Refused("outside", rel)
+    real = os.path.realpath(path)
+    if not _inside(real, base):
+        raise Refused("link_out", rel)
+    try:
+        seen = os.stat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        raise Missing(rel) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused("loop", rel) from None
+        raise
+    if not stat.S_ISREG(seen.st_mode):
+        raise Refused("not_a_file", rel)
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_BINARY", 0) | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
+    st = os.fstat(fd)
+    again = os.path.realpath(path)
+    if _identity(st) != _identity(seen) or again != real or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Refused("changed", rel)
+    return Opened(fd, root, os.path.relpath(real, base).replace(os.sep, "/"), st)
 
 
 def read_fd(fd: int, max_bytes: int) -> bytes:

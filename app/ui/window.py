@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.config import Settings
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
+from app.core.text import quote_label
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
 from app.ui.canvas.scene import CanvasScene
@@ -423,7 +424,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     def _on_env_ingested(self, routed: list[Any]) -> None:
         labels = self._labels()
         self.env.add_events([
-            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, r.event.title or r.event.uri,
+            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, quote_label(r.event.title or r.event.uri),
                    str(r.event.payload.get("change", "")),
                    labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None,
                    note=event_note(r.event.payload))

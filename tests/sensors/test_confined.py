@@ -85,6 +85,22 @@ def test_read_file_is_confined_to_the_watched_folders(tree: tuple[Path, Path]) -
         files.read_text("nothing-here.md", 100)
 
 
+def test_without_dir_fd_the_path_opener_refuses_the_same_links(tree: tuple[Path, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the OS has no dir_fd opens (Windows) the fallback resolves, opens and re-checks."""
+    from app.sensors import confined
+
+    monkeypatch.setattr(confined, "DIR_FD", False)
+    watched, _ = tree
+    files = ConfinedFolders([watched])
+    for path in ("link.txt", "rel-link.txt", "linkdir/secret.txt", "../outside/secret.txt", "loop-a"):
+        with pytest.raises(ToolRefused):
+            files.read_text(path, 1000)
+    assert files.read_text("inside-link.md", 1000).text == "Ship on Friday.\n"
+    assert files.read_text("notes/plan.md", 1000).label == "notes/plan.md"
+    assert read_text_preview(watched / "link.txt", 1000, root=watched).skipped == "link_out"
+
+
 def test_fifos_devices_and_folders_are_refused_without_blocking(tree: tuple[Path, Path]) -> None:
     watched, _ = tree
     os.mkfifo(watched / "pipe")  # opening it for reading would wait for a writer

@@ -18,6 +18,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from app.core.text import quote_label
 from app.ui.panels.widgets import make_table
 
 COLUMNS = ("When", "Kind", "What", "Change", "Routed to", "Push")
@@ -59,7 +60,7 @@ def failure_row(entry: dict[str, Any]) -> EnvRow:
     """The row of a recorded failure (an ``env.failed`` / ``env.unindexed`` entry)."""
     stored = entry.get("type") == "env.unindexed"
     return EnvRow(str(entry.get("event_id", "")), None, str(entry.get("at", "")), str(entry.get("kind", "")),
-                  str(entry.get("title") or entry.get("uri") or ""), "not indexed" if stored else "not stored",
+                  quote_label(str(entry.get("title") or entry.get("uri") or "")), "not indexed" if stored else "not stored",
                   "", note=str(entry.get("reason", "")))
 
 
