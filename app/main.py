@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.core.ports import ChatModel, Embedder
 from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
+from app.sensors.confined import ConfinedFolders
 from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore
 
@@ -121,5 +122,5 @@ def build_engine(
                           max_streams=settings.max_concurrent_streams)
     return Engine(
         store=store, index=index, embedder=embedder, chat=model if chat else None,
-        counter=token_counter, executors=executors, config=config,
+        counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
     )

@@ -4,7 +4,14 @@ Threads: watchdog's observer thread calls :class:`_FolderHandler.dispatch`, whic
 event to a :class:`RawChange` and calls the sink (no stat, no read). A file's text is read after
 coalescing, on the intake's executor, by :func:`prepare_file_change` (the composition root passes
 :func:`make_preparer` to ``EnvIntake(prepare=...)``): one read per event instead of one per raw
-change, and only after the file has settled for the coalescing window.
+change, and only after the file has settled for the coalescing window. Every read goes through
+the confined opener (:mod:`app.sensors.confined`): a symlink out of the watched folder becomes
+an event that says "refused: link out of the watched folder" and carries none of the target's
+text; a file with hard links is read and flagged (``payload["hard_links"]``).
+
+Names that are not valid UTF-8 reach the sensor as ``os.fsdecode`` strings (surrogateescape) and
+are kept that way until the intake turns the change into an event (``to_event``), which writes
+them out display-safe and keeps the exact name in the payload (``raw_uri``).
 
 Lost events: when the kernel's inotify queue overflows, watchdog (7.x) rebuilds its watches but
 tells no handler. :class:`_OverflowAwareEmitter` wraps that path and queues a
@@ -42,6 +49,7 @@ from watchdog.observers.api import BaseObserver
 
 from app.core.runtime.intake import RawChange
 from app.sensors.base import Sink, SourceStatus, StatusBoard
+from app.sensors.confined import REASONS, Missing, Refused, as_text, decode, open_in_folder, read_fd
 from app.sensors.scan import Snapshot, diff_snapshots, ignore_matcher, relative, scan_folder
 
 log = logging.getLogger(__name__)
@@ -55,7 +63,11 @@ _MAX_DROPPED_RESCANS = 3
 @dataclass(frozen=True)
 class FilePreview:
     """A file's text, or why it was not read. ``skipped``: missing | not_a_file | too_large |
-    binary | undecodable | unreadable; ``text`` is None whenever ``skipped`` is set."""
+    binary | undecodable | unreadable, or a refusal of the confined opener (link_out | outside |
+    loop | changed) with ``message`` saying it for the user ("refused: link out of the watched
+    folder"); ``text`` is None whenever ``skipped`` is set. ``links`` > 1: the file has other
+    names (hard links), which may be outside the folder; ``hidden_removed``: hidden HTML
+    elements left out of an HTML file's text."""
 
     path: str
     size: int | None
@@ -63,62 +75,80 @@ class FilePreview:
     text: str | None
     skipped: str | None = None
     encoding: str = ""
+    message: str = ""
+    links: int = 1
+    hidden_removed: int = 0
 
 
 def _iso(ts_ns: int) -> str:
     return datetime.fromtimestamp(ts_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def read_text_preview(path: str | os.PathLike[str], max_bytes: int) -> FilePreview:
-    """Read ``path`` as text if it is a regular file of at most ``max_bytes`` that decodes as
-    UTF-8 (or UTF-16 with a BOM) and has no NUL bytes; otherwise record size and mtime only.
-    Blocking: run it on an executor. Never reads more than ``max_bytes + 1`` bytes."""
-    p = os.fspath(path)
+def _refused(p: str, exc: Refused) -> FilePreview:
     try:
-        st = os.stat(p)
-    except FileNotFoundError:
+        st = os.lstat(p)  # the link itself, never its target
+        size, mtime = st.st_size, _iso(st.st_mtime_ns)
+    except OSError:
+        size, mtime = None, None
+    return FilePreview(p, size, mtime, None, exc.reason, message=REASONS[exc.reason])
+
+
+def read_text_preview(path: str | os.PathLike[str], max_bytes: int, *,
+                      root: str | os.PathLike[str] | None = None) -> FilePreview:
+    """Read ``path`` as text if it is a regular file inside ``root`` (its watched folder; by
+    default the folder it is in) of at most ``max_bytes`` that decodes as UTF-8 (or UTF-16 with
+    a BOM) and has no NUL bytes; otherwise record size and mtime only. The file is opened by the
+    confined opener (:func:`app.sensors.confined.open_in_folder`): a symlink out of the folder
+    is refused, never read. An HTML file gives its visible text. Blocking: run it on an
+    executor. Never reads more than ``max_bytes + 1`` bytes."""
+    p = os.path.abspath(os.fspath(path))
+    base = os.path.abspath(os.fspath(root)) if root is not None else os.path.dirname(p)
+    try:
+        opened = open_in_folder(base, relative(p, base))
+    except Missing:
         return FilePreview(p, None, None, None, "missing")
+    except Refused as exc:
+        return _refused(p, exc)
     except OSError:
         return FilePreview(p, None, None, None, "unreadable")
-    size, mtime = st.st_size, _iso(st.st_mtime_ns)
-    if not os.path.isfile(p):
-        return FilePreview(p, size, mtime, None, "not_a_file")
-    if size > max_bytes:
-        return FilePreview(p, size, mtime, None, "too_large")
     try:
-        with open(p, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        return FilePreview(p, size, mtime, None, "missing")
+        size, mtime = opened.st.st_size, _iso(opened.st.st_mtime_ns)
+        if size > max_bytes:
+            return FilePreview(p, size, mtime, None, "too_large", links=opened.links)
+        data = read_fd(opened.fd, max_bytes + 1)
     except OSError:
-        return FilePreview(p, size, mtime, None, "unreadable")
+        return FilePreview(p, None, None, None, "unreadable")
+    finally:
+        os.close(opened.fd)
     if len(data) > max_bytes:  # grew after the stat
-        return FilePreview(p, len(data), mtime, None, "too_large")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            return FilePreview(p, len(data), mtime, data.decode("utf-16"), encoding="utf-16")
-        except UnicodeDecodeError:
-            return FilePreview(p, len(data), mtime, None, "undecodable")
-    if b"\x00" in data:  # text files have no NUL bytes; every common binary format does
-        return FilePreview(p, len(data), mtime, None, "binary")
-    try:
-        return FilePreview(p, len(data), mtime, data.decode("utf-8-sig"), encoding="utf-8")
-    except UnicodeDecodeError:
-        return FilePreview(p, len(data), mtime, None, "undecodable")
+        return FilePreview(p, len(data), mtime, None, "too_large", links=opened.links)
+    text, encoding, why = decode(data)
+    if text is None:
+        return FilePreview(p, len(data), mtime, None, why, links=opened.links)
+    text, hidden = as_text(opened.rel, text)
+    return FilePreview(p, len(data), mtime, text, encoding=encoding, links=opened.links, hidden_removed=hidden or 0)
 
 
 def prepare_file_change(change: RawChange, max_bytes: int) -> RawChange:
     """The change with the file's text as ``content`` (or, when not read, ``payload["skipped"]``
-    saying why) and ``size``/``mtime`` in the payload. Deletions, rescan markers and non-file
+    saying why, and ``payload["message"]`` for a refusal) and ``size``/``mtime`` in the payload;
+    ``hard_links`` when the file has more than one name. Deletions, rescan markers and non-file
     changes pass through unchanged. Blocking: the intake runs it on its executor."""
     if change.kind != "file" or change.change in ("deleted", "rescan"):
         return change
-    preview = read_text_preview(change.uri, max_bytes)
+    folder = change.payload.get("folder")
+    preview = read_text_preview(change.uri, max_bytes, root=folder if isinstance(folder, str) and folder else None)
     payload = {**change.payload, "size": preview.size, "mtime": preview.mtime}
+    if preview.links > 1:
+        payload["hard_links"] = preview.links
     if preview.skipped is not None:
         payload["skipped"] = preview.skipped
+        if preview.message:
+            payload["message"] = preview.message
         return replace(change, content="", payload=payload)
     payload["encoding"] = preview.encoding
+    if preview.hidden_removed:
+        payload["hidden_removed"] = preview.hidden_removed
     return replace(change, content=preview.text or "", payload=payload)
 
 

@@ -63,6 +63,7 @@ class EngineController(QObject):
     reanchored = Signal(object)  # the engine's Reanchored result
     env_ingested = Signal(object)  # list of the engine's EnvRouted: stored, on the canvas, routed
     env_pushed = Signal(object)  # the engine's PushNotice: an event touched an active task
+    env_failed = Signal(object)  # env events that could not be stored or indexed: env_failures() entries
     sensors_status = Signal(list)  # one line per watched source
     error = Signal(str)  # something the user should read (one line)
 
@@ -127,6 +128,7 @@ class EngineController(QObject):
             self.status_changed.emit("preparing intent prototypes")
             await engine.start()
             engine.env_pushed.connect(self.env_pushed.emit)
+            engine.env_failed.connect(self._on_env_failed)
             if session_id is None:
                 sessions = await engine.with_store(self.services.list_sessions)
                 session_id = sessions[-1]["session_id"] if sessions else None
@@ -163,6 +165,9 @@ class EngineController(QObject):
         self.state = await engine.open_session(session_id, title=title)
         self._watch_scheduler(self.state.session_id)
         self.session_opened.emit(self.state)
+        failures = await engine.env_failures(self.state.session_id)
+        if failures:  # recorded in an earlier run: still worth seeing
+            self.env_failed.emit(failures)
         resumed = await engine.resume_inputs(self.state.session_id)
         if resumed:
             self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")
@@ -355,6 +360,10 @@ class EngineController(QObject):
             return []
         return await self._engine().env_events(self.state.session_id)
 
+    def _on_env_failed(self, session_id: str, failures: list[Any]) -> None:
+        if self.state is not None and session_id == self.state.session_id:
+            self.env_failed.emit([f.entry() for f in failures])
+
     async def _ingest(self, events: list[Any]) -> None:
         if self.engine is None or self.state is None or self.closed:
             return
@@ -384,7 +393,8 @@ class EngineController(QObject):
             lines.append(f"{st.sensor} {st.source}: {state}" + (f" ({counts})" if counts else ""))
         if self.intake is not None:
             stats = self.intake.stats()
-            lines.append(f"intake: {stats.raw} changes → {stats.events} events in {stats.batches} batches")
+            lines.append(f"intake: {stats.raw} changes → {stats.events} events in {stats.batches} batches"
+                         + (f", {stats.lost} lost (see the log)" if stats.lost else ""))
         self.sensors_status.emit(lines)
 
     # ------------------------------------------------------------------ shutdown

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.config import Settings
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
+from app.core.text import quote_label
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
 from app.ui.canvas.scene import CanvasScene
@@ -41,7 +42,7 @@ from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.file_actions import FileActions
-from app.ui.panels.env import EnvPanel, EnvRow
+from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services
@@ -228,6 +229,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         c.error.connect(self._on_error)
         c.env_ingested.connect(self._on_env_ingested)
         c.env_pushed.connect(self._on_env_pushed)
+        c.env_failed.connect(self._on_env_failed)
         c.sensors_status.connect(self.env.set_sensor_status)
         self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
@@ -427,11 +429,17 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     def _on_env_ingested(self, routed: list[Any]) -> None:
         labels = self._labels()
         self.env.add_events([
-            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, r.event.title or r.event.uri,
+            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, quote_label(r.event.title or r.event.uri),
                    str(r.event.payload.get("change", "")),
-                   labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None)
+                   labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None,
+                   note=event_note(r.event.payload))
             for r in routed
         ])
+
+    def _on_env_failed(self, entries: list[dict[str, Any]]) -> None:
+        self.env.add_events([failure_row(e) for e in entries])
+        self.statusBar().showMessage(f"{len(entries)} environment event(s) could not be stored or indexed: "
+                                     "see the Environment dock", 15000)
 
     def _on_env_pushed(self, notice: Any) -> None:
         title = notice.event.title or notice.event.uri

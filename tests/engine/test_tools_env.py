@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from app.core.engine.environment import PushNotice
 from app.core.engine.facade import Engine
 from app.core.plan.tools import ToolSpec
+from app.core.text import neutralise
 from app.core.tools.model import ToolResultItem
 from app.core.tools.registry import Tool, ToolContext
 from app.core.types import EdgeKind, EnvEvent, Message, NodeKind, Role, Task, TaskStatus
@@ -73,7 +74,7 @@ def test_a_turn_reads_a_watched_file_records_the_call_cites_it_and_replays(
         assert outcome.call.tool == "read_file" and outcome.status == "success" and outcome.chosen_by == "rule"
         [evidence_id] = outcome.call.result_evidence_ids
         assert evidence_id in record.build.context.source_ids()  # cited, bound by id
-        assert "[tool read_file: notes/plan.md]\n<<<\n# Launch plan" in record.build.context.text()
+        assert "[tool read_file]\n<<< notes/plan.md\n# Launch plan" in record.build.context.text()
         assert [s.name for s in record.build.tool_specs][:2] == ["search_memory", "read_file"]
         calls = await engine.ex.run("store", engine.store.list_tool_calls, state.session_id, record.turn_id)
         assert [(c.tool, c.status, c.args_digest["keys"]) for c in calls] == [("read_file", "success", ["path"])]
@@ -133,7 +134,7 @@ def test_injected_instructions_never_offer_or_call_blocked_tools(tmp_path: Path,
         # The file was read, its content reached the context only fenced as evidence.
         [outcome] = records[0].build.tools.calls
         assert outcome.call.tool == "read_file" and outcome.status == "success"
-        assert f"[tool read_file: notes/evil.md]\n<<<\n{INJECTION}\n>>>" in records[0].build.context.text()
+        assert f"[tool read_file]\n<<< notes/evil.md\n{neutralise(INJECTION)}\n>>>" in records[0].build.context.text()
         # The second input named a file: the model was asked, named send_email, and was ignored.
         assert records[1].build.tools.model["status"] == "ok" and records[1].build.tools.calls == []
         [schema] = [c["json_schema"] for c in engine.chat.calls if c["json_schema"] is not None]
@@ -206,7 +207,7 @@ def test_env_events_are_stored_indexed_routed_and_pushed(tmp_path: Path, make_en
         assert [e["payload"]["event_id"] for e in log if e["type"] == "env.pushed"] == [edited.event_id]
         evidence = await engine.ex.run("store", engine.store.get_evidence, edited.event_id)
         assert evidence is not None and evidence.type == "env_event" and evidence.source.uri == str(plan_path)
-        assert evidence.content.startswith("[file modified: notes/plan.md]\n<<<\n")
+        assert evidence.content.startswith("[file modified]\n<<< notes/plan.md\n")
         # Searchable: the index finds it, and a later question gets it as evidence.
         assert edited.event_id in [i for i, _ in engine.index.search_text("Owner of QA", 5, session_id=sid)]
         record = await (await engine.submit(sid, "what changed in plan.md?")).done

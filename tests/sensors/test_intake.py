@@ -202,16 +202,37 @@ def test_a_failing_handler_does_not_stop_the_intake() -> None:
             raise RuntimeError("handler bug")
 
     async def main() -> None:
-        intake = EnvIntake(handler, coalesce_ms=10)
+        intake = EnvIntake(handler, coalesce_ms=10, retry_delay_s=0.01)
         intake.start()
         intake.put(_file("/w/1", "created"))
         await asyncio.sleep(0.1)
         intake.put(_file("/w/2", "created"))
         await intake.stop()
-        assert intake.stats().handler_errors == 1 and intake.stats().events == 2
+        stats = intake.stats()
+        assert stats.handler_errors == 1 and stats.events == 2 and stats.lost == 0
 
     asyncio.run(main())
-    assert seen == [1, 1]
+    assert seen == [1, 1, 1]  # the failed batch was handed over again, then the next one
+
+
+def test_a_batch_the_handler_always_refuses_is_counted_as_lost() -> None:
+    seen: list[int] = []
+
+    async def handler(events: list[EnvEvent]) -> None:
+        seen.append(len(events))
+        raise RuntimeError("store is gone")
+
+    async def main() -> None:
+        intake = EnvIntake(handler, coalesce_ms=10, handler_retries=2, retry_delay_s=0.01)
+        intake.start()
+        intake.put(_file("/w/1", "created"))
+        intake.put(_file("/w/2", "created"))
+        await intake.stop()
+        stats = intake.stats()
+        assert stats.handler_errors == 3 and stats.lost == 2
+
+    asyncio.run(main())
+    assert seen == [2, 2, 2]
 
 
 def test_keys_whose_windows_end_close_together_leave_in_one_batch() -> None:

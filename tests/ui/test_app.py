@@ -277,6 +277,44 @@ def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(
     assert window.controller.sensors is None  # stopped with the app
 
 
+def test_the_env_panel_shows_refused_links_and_events_that_could_not_be_stored(qtbot, aloop, tmp_path: Path) -> None:
+    """A symlink out of the folder is listed with its refusal (no content); an event the store
+    refuses is listed as "not stored" with its reason, and again after a restart."""
+    import os
+
+    folder, outside = tmp_path / "notes", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the secret", encoding="utf-8")
+    settings = Settings.load(tmp_path / "data").model_copy(update={"watched_folders": [folder], "coalesce_ms": 100})
+    window = _open(qtbot, settings, fake_services(["Noted."]))
+    drive(aloop, window.controller.load())
+    store = window.controller.engine.store
+    real_add = store.add_env_event
+
+    def refuse_cursed(session_id, event):
+        if "cursed" in event.title:
+            raise OSError("disk full")
+        return real_add(session_id, event)
+
+    store.add_env_event = refuse_cursed
+    os.symlink(outside / "secret.txt", folder / "link.txt")
+    (folder / "cursed.md").write_text("never stored", encoding="utf-8")
+    drive(aloop, until(lambda: len(window.env.rows) >= 2, 30, "two rows in the env panel"))
+    rows = {r.title: r for r in window.env.rows}
+    link, cursed = rows["link.txt"], rows["cursed.md"]
+    assert link.note == "refused: link out of the watched folder" and link.node_id is not None
+    assert cursed.change == "not stored" and cursed.note == "OSError: disk full" and cursed.node_id is None
+    texts = [window.env.table.item(r, 2).text() for r in range(window.env.table.rowCount())]
+    assert "link.txt — refused: link out of the watched folder" in texts and "cursed.md — OSError: disk full" in texts
+    _close(window, aloop)
+    again = _open(qtbot, settings.model_copy(update={"watched_folders": []}), fake_services(["Noted."]))
+    drive(aloop, again.controller.load())
+    drive(aloop, until(lambda: again.env.rows, 10, "the recorded failure"))
+    assert [(r.title, r.change) for r in again.env.rows] == [("cursed.md", "not stored")]
+    _close(again, aloop)
+
+
 def test_raising_a_waiting_input_in_the_streams_panel_runs_it_sooner(qtbot, aloop, settings: Settings) -> None:
     settings = settings.model_copy(update={"max_concurrent_streams": 1})
     window = _open(qtbot, settings, fake_services([" ".join(f"w{i}" for i in range(60))], delay=0.01))

@@ -47,6 +47,7 @@ from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
 from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
+from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.registry import ToolRegistry
 from app.core.types import EnvEvent, Evidence, Message, Task
 
@@ -54,7 +55,12 @@ T = TypeVar("T")
 
 
 class Engine:
-    """One engine per data folder; sessions are loaded on first use and kept in memory."""
+    """One engine per data folder; sessions are loaded on first use and kept in memory.
+
+    ``folder_files`` makes the ``FolderFiles`` the ``read_file`` tool reads through for a set of
+    watched folders (the composition root passes ``app.sensors.confined.ConfinedFolders``, the
+    one confined opener); without it ``read_file`` refuses every call (the core does no I/O).
+    """
 
     def __init__(
         self,
@@ -66,6 +72,7 @@ class Engine:
         counter: TokenCounter,
         executors: Executors,
         config: EngineConfig | None = None,
+        folder_files: FolderFilesFactory | None = None,
     ) -> None:
         config = config or EngineConfig()
         builder = ContextBuilder(intents=IntentEngine(None), planner=PlanBuilder(), router=AnchorRouter(config.routing),
@@ -74,13 +81,14 @@ class Engine:
                                        ex=executors, config=config, builder=builder)
         self.sessions = SessionService(ctx)
         self.tasks = TaskService(ctx, self.sessions)
-        self.tools = ToolService(ctx, self.tasks.writer())
+        self.tools = ToolService(ctx, self.tasks.writer(), folder_files=folder_files)
         self.turns = TurnService(ctx, self.sessions, self.tasks, self.tools)
         self.branches = BranchService(ctx, self.sessions, self.turns)
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
+        self.env_failed = self.environment.env_failed
 
     # ------------------------------------------------------------------ the ports, for adapters and tests
 
@@ -257,6 +265,10 @@ class Engine:
     async def ingest_env(self, session_id: str, events: Sequence[EnvEvent]) -> list[EnvRouted]:
         """Store, index, draw and route a batch of env events; push those touching an active task."""
         return await self.environment.ingest_env(session_id, events)
+
+    async def env_failures(self, session_id: str) -> list[dict[str, Any]]:
+        """Env events the session could not store or index, with why (oldest first)."""
+        return await self.environment.env_failures(session_id)
 
     async def env_events(self, session_id: str) -> list[EnvEvent]:
         """The session's stored env events, in order."""

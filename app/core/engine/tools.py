@@ -24,9 +24,11 @@ from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import SessionState
 from app.core.tools.builtin import (
+    FIND_LIMIT,
+    FolderFiles,
+    FolderFilesFactory,
     TaskWriter,
     builtin_tools,
-    find_in_folders,
     newest_feed_items,
 )
 from app.core.tools.model import ToolChoice, ToolOutcome, ToolRound
@@ -60,19 +62,26 @@ class ToolService:
     """The tool registry with the built-ins, the watched folders ``read_file`` may read, and one
     turn's tool round."""
 
-    def __init__(self, ctx: EngineContext, tasks: TaskWriter, config: ToolConfig | None = None) -> None:
+    def __init__(self, ctx: EngineContext, tasks: TaskWriter, config: ToolConfig | None = None,
+                 folder_files: FolderFilesFactory | None = None) -> None:
         self.ctx = ctx
         self.config = config or ToolConfig()
         self.watched_folders: tuple[Path, ...] = ()
         self.task_writer = tasks
+        self._folder_files = folder_files
+        self.files: FolderFiles | None = None
         self.registry = ToolRegistry(recorder=self._record_tool_call)
-        for tool in builtin_tools(folders=lambda: self.watched_folders, search=self._search_memory,
+        for tool in builtin_tools(files=lambda: self.files, search=self._search_memory,
                                   feed=self._feed_items, tasks=tasks, max_bytes=self.config.read_max_bytes):
             self.registry.register(tool)
 
     def set_watched_folders(self, paths: Sequence[str | Path]) -> tuple[Path, ...]:
-        """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
+        """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them.
+        Reads go through the injected ``FolderFiles`` (the confined opener); without one, or
+        without folders, ``read_file`` refuses."""
         self.watched_folders = tuple(Path(p).expanduser() for p in paths)
+        factory = self._folder_files
+        self.files = factory(self.watched_folders) if factory is not None and self.watched_folders else None
         return self.watched_folders
 
     # ------------------------------------------------------------------ ports of the built-ins
@@ -170,8 +179,9 @@ class ToolService:
             return round_
         mentions = path_mentions(inp.text, intent) if "read_file" in offered else []
         files: dict[str, str] = {}
-        if mentions and self.watched_folders:
-            files = await asyncio.to_thread(find_in_folders, mentions, list(self.watched_folders))
+        folder_files = self.files
+        if mentions and folder_files is not None:
+            files = await asyncio.to_thread(folder_files.find, mentions, FIND_LIMIT)
         tasks = await self.task_writer.list_tasks(state.session_id) if "update_task" in offered else []
         choices = select_by_rules(inp.text, intent, offered, files=files, tasks=tasks)
         if choices:

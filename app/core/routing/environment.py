@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from app.core.text import fence
+from app.core.text import fence, quote_label
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
 
 NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all of it)
@@ -30,16 +30,31 @@ def _path_name(uri: str) -> str:
 
 
 def env_label(event: EnvEvent) -> str:
-    """What the event is about, shortly: a file's path in its folder, a feed item's title, ..."""
+    """What the event is about, shortly: a file's path in its folder, a feed item's title, ...
+    (outside text: it enters a prompt only through ``fence``, folded by ``quote_label``)."""
     if event.kind == "file":
         return str(event.payload.get("path") or event.title or _path_name(event.uri) or event.uri)
     return event.title or event.uri or event.source
 
 
+_WORD = re.compile(r"[^a-z_ ]+")
+
+
 def env_header(event: EnvEvent) -> str:
-    """The label line of the event's fenced text, e.g. ``file modified: notes/plan.md``."""
+    """The header of the event's fenced text, in the app's own words only: ``file modified``,
+    ``feed item``, ``api changed``, with ``, 2 hard links`` for a file that has more than one
+    name (another may be outside the watched folder). The label goes inside the fence."""
     change = str(event.payload.get("change", "") or {"feed": "item", "api": "value"}.get(event.kind, "event"))
-    return f"{event.kind} {change}: {env_label(event)}"
+    header = f"{event.kind} {_WORD.sub('', change.lower())[:20] or 'event'}"
+    links = event.payload.get("hard_links")
+    if isinstance(links, int) and links > 1:
+        header += f", {links} hard links"
+    return header
+
+
+def env_title(event: EnvEvent) -> str:
+    """One line saying what changed: ``file modified: notes/plan.md`` (the label folded)."""
+    return f"{env_header(event)}: {quote_label(env_label(event))}"
 
 
 def index_text(event: EnvEvent) -> str:
@@ -53,8 +68,8 @@ def note_text(event: EnvEvent, max_chars: int = NOTE_CHARS) -> str:
     if len(content) > max_chars:
         content = content[:max_chars].rstrip() + " …"
     if not content:
-        content = str(event.payload.get("skipped") or event.payload.get("message") or "(no text)")
-    return fence(env_header(event), content)
+        content = str(event.payload.get("message") or event.payload.get("skipped") or "(no text)")
+    return fence(env_header(event), content, env_label(event))
 
 
 def env_evidence(event: EnvEvent, added_at: str) -> Evidence:
@@ -64,7 +79,7 @@ def env_evidence(event: EnvEvent, added_at: str) -> Evidence:
         evidence_id=event.event_id,
         type=EvidenceType.ENV_EVENT,
         source=EvidenceSource(kind=SourceKind.ENV, name=event.kind, uri=event.uri or event.source),
-        content=fence(env_header(event), event.content),
+        content=fence(env_header(event), event.content, env_label(event)),
         valid_from=added_at,
         metadata={"kind": event.kind, "source": event.source, "title": event.title,
                   "change": event.payload.get("change", ""), "at": event.at},

@@ -31,6 +31,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from app.core.text import from_lossless_hex, lossless_hex, safe_text
 from app.core.types import EnvEvent, utc_now
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class IntakeStats:
     forced: int  # keys flushed before their window ended because the pending map was full
     rescans: int  # rescan markers seen (a sensor re-read a folder after lost events)
     handler_errors: int
+    lost: int  # events of batches the handler failed on every retry (it logs them)
     prepare_errors: int
     inbox: int  # raw changes waiting for the loop
     pending: int  # keys waiting for their window
@@ -129,6 +131,9 @@ class EnvIntake:
     unless the pending map is full, so a burst leaves in few large batches. ``prepare``: a
     blocking function run per coalesced change on ``prepare_executor`` (default: a private
     one-thread pool), e.g. ``app.sensors.make_preparer(max_file_bytes)`` to read file text.
+    A batch the handler raises on is handed to it again up to ``handler_retries`` times
+    (``retry_delay_s`` apart, growing); the engine's handler isolates a failing event itself,
+    so this covers a handler that fails as a whole. What still fails is counted as ``lost``.
     """
 
     def __init__(
@@ -144,6 +149,8 @@ class EnvIntake:
         prepare: Preparer | None = None,
         prepare_executor: Executor | None = None,
         merge_rules: dict[tuple[str, str], str | None] | None = None,
+        handler_retries: int = 2,
+        retry_delay_s: float = 0.2,
     ) -> None:
         if max_batch < 1 or max_pending < 1 or max_inbox < 1 or drain_chunk < 1:
             raise ValueError("max_batch, max_pending, max_inbox and drain_chunk must be positive")
@@ -159,6 +166,8 @@ class EnvIntake:
         self._own_executor = prepare is not None and prepare_executor is None
         self._executor: Executor | None = prepare_executor
         self._rules = MERGE_RULES if merge_rules is None else merge_rules
+        self._handler_retries = max(0, handler_retries)
+        self._retry_delay_s = max(0.0, retry_delay_s)
 
         self._inbox: deque[RawChange] = deque()
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
@@ -179,6 +188,7 @@ class EnvIntake:
         self._forced = 0
         self._rescans = 0
         self._handler_errors = 0
+        self._lost = 0
         self._prepare_errors = 0
         self._max_inbox_seen = 0
         self._max_pending_seen = 0
@@ -221,7 +231,7 @@ class EnvIntake:
             return IntakeStats(
                 raw=self._raw, events=self._events, batches=self._batches, dropped=self._dropped,
                 cancelled=self._cancelled, forced=self._forced, rescans=self._rescans,
-                handler_errors=self._handler_errors, prepare_errors=self._prepare_errors,
+                handler_errors=self._handler_errors, lost=self._lost, prepare_errors=self._prepare_errors,
                 inbox=len(self._inbox), pending=len(self._pending),
                 max_inbox_seen=self._max_inbox_seen, max_pending_seen=self._max_pending_seen,
             )
@@ -378,11 +388,18 @@ class EnvIntake:
             loop = asyncio.get_running_loop()
             changes = await loop.run_in_executor(self._executor, self._prepare_all, changes)
         events = [to_event(c) for c in changes]
-        try:
-            await self._handler(events)
-        except Exception:  # the handler's bug must not stop the sensors' intake
-            log.exception("environment handler failed on a batch of %d events", len(events))
-            self._handler_errors += 1
+        for attempt in range(self._handler_retries + 1):
+            try:
+                await self._handler(events)
+                break
+            except Exception:  # the handler's failure must not stop the sensors' intake
+                log.exception("environment handler failed on a batch of %d events (attempt %d)", len(events), attempt + 1)
+                self._handler_errors += 1
+                if attempt == self._handler_retries:
+                    with self._lock:
+                        self._lost += len(events)
+                    break
+                await asyncio.sleep(self._retry_delay_s * (attempt + 1))
         with self._lock:
             self._events += len(events)
             self._batches += 1
@@ -400,14 +417,58 @@ class EnvIntake:
         return out
 
 
+def _safe(value: Any) -> Any:
+    """``value`` with every string made storable (``safe_text``), in dicts and lists too."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): _safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v) for v in value]
+    return value
+
+
 def to_event(change: RawChange) -> EnvEvent:
-    """The :class:`EnvEvent` of a coalesced change; ``payload`` gains ``change`` and ``key``."""
+    """The :class:`EnvEvent` of a coalesced change; ``payload`` gains ``change`` and ``key``.
+
+    Every string is made storable: a file name that is not valid UTF-8 (``os.fsdecode`` keeps
+    its bytes as lone surrogates, which SQLite, LanceDB and the embedder refuse) is written out
+    with ``\\xNN`` escapes for display, and the exact name is kept in ``payload["raw_uri"]``
+    (and ``raw_src_path`` for a move; :func:`raw_uri` gives it back), so nothing is lost and one
+    odd name can never fail the batch it arrives in.
+    """
+    payload: dict[str, Any] = {**change.payload, "change": change.change, "key": change.key}
+    raw = {name: hexed for name, value in (("raw_uri", change.uri), ("raw_src_path", payload.get("src_path")))
+           if isinstance(value, str) and (hexed := lossless_hex(value)) is not None}
     return EnvEvent(
         kind=change.kind,
-        source=change.source,
-        uri=change.uri,
-        title=change.title,
-        content=change.content,
-        payload={**change.payload, "change": change.change, "key": change.key},
+        source=safe_text(change.source),
+        uri=safe_text(change.uri),
+        title=safe_text(change.title),
+        content=safe_text(change.content),
+        payload={**_safe(payload), **raw},
         at=change.at,
     )
+
+
+def raw_uri(event: EnvEvent) -> str:
+    """The exact path (or URI) of an event as the sensor saw it: ``event.uri``, or for a name
+    that was not valid UTF-8 the original ``os.fsdecode`` string (``os.fsencode`` of it gives
+    the name's bytes back)."""
+    hexed = event.payload.get("raw_uri")
+    return from_lossless_hex(hexed) if isinstance(hexed, str) else event.uri
+
+
+def storable(event: EnvEvent) -> EnvEvent:
+    """``event`` with every string made storable as :func:`to_event` makes them (the exact uri
+    kept in ``payload["raw_uri"]``); the event itself when it already is."""
+    payload = _safe(event.payload)
+    texts = (event.source, event.uri, event.title, event.content)
+    if payload == event.payload and not any(lossless_hex(t) for t in texts):
+        return event
+    raw = lossless_hex(event.uri)
+    if raw is not None:
+        payload.setdefault("raw_uri", raw)
+    return event.model_copy(update={"source": safe_text(event.source), "uri": safe_text(event.uri),
+                                    "title": safe_text(event.title), "content": safe_text(event.content),
+                                    "payload": payload})

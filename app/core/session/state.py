@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from app.core.errors import NoRecordError
 from app.core.session.graph import SessionGraph, edge_live_at
+from app.core.text import QUOTED_HEADER, fenced_lines, history_text, outside_keys
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
 
 
@@ -99,6 +100,7 @@ class SessionState:
         self._node_by_ref: dict[str, str] = {}
         self._by_speaker: dict[str, list[str]] = {}
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
+        self._outside: set[str] | None = None  # match keys of the env notes' outside text (lazy)
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
@@ -157,6 +159,8 @@ class SessionState:
 
     def add_note(self, note: NoteView) -> None:
         self.notes[note.note_id] = note
+        if self._outside is not None and note.kind == "env":
+            self._outside.update(fenced_lines(note.text))
 
     def add_node(self, node: GraphNode) -> None:
         self.graph.add_node(node)
@@ -219,6 +223,22 @@ class SessionState:
         # stamped later (ingest and submit are ordered by the session lock).
         past.notes = {k: n for k, n in self.notes.items() if n.added_at <= turn.at}
         return past
+
+    def outside_lines(self) -> set[str]:
+        """The match keys of every line of outside text the session's env notes quote."""
+        if self._outside is None:
+            self._outside = outside_keys(n.text for n in self.notes.values() if n.kind == "env")
+        return self._outside
+
+    def render_message(self, view: MessageView) -> str:
+        """A message as it enters a context: ``Speaker: text``; an assistant's answer through
+        ``history_text``, so outside text it copied (fenced lines, lines of the session's env
+        notes, lines that instruct the model) stays quoted and no copied marker forges a fence."""
+        if view.role != Role.ASSISTANT:
+            return view.render()
+        text = history_text(view.text, self.outside_lines())
+        # A quotation starts on a line of its own, so its header is never the speaker's line.
+        return f"{view.speaker}:{chr(10) if text.startswith('[' + QUOTED_HEADER) else ' '}{text}"
 
     def _append_view(self, view: MessageView) -> None:
         copy = MessageView(view.message_id, view.turn_id, view.role, view.speaker, view.text, view.at, len(self.order))

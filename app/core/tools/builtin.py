@@ -2,8 +2,9 @@
 create and update a task.
 
 Each tool is built over a small port passed in by the engine (a search function, a feed lister,
-a ``TaskWriter``, the watched folders), so this module does no store or index I/O of its own;
-``read_file`` reads files, confined to the watched folders, in a worker thread.
+a ``TaskWriter``, the ``FolderFiles`` of the watched folders), so this module does no I/O of its
+own; ``read_file`` reads through ``FolderFiles`` (the one confined opener of ``app.sensors``)
+in a worker thread.
 
 ``create_task``/``update_task`` are not ``action`` tools: they change only the session's own task
 list, which keeps every record (``action`` marks tools with effects outside the app: sending,
@@ -14,7 +15,6 @@ creates is on the task stack like any other (node, ``spawned`` edge, revision, t
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from app.core.plan.tools import ToolSpec
+from app.core.text import quote_label, safe_text
 from app.core.tools.model import ToolNotFound, ToolRefused, ToolResultItem
 from app.core.tools.registry import Tool, ToolContext
 from app.core.tools.selection import best_task
@@ -54,83 +55,58 @@ MemorySearch = Callable[[str, str, int], Awaitable[list[tuple[str, str, str, str
 FeedLister = Callable[[str, int], Awaitable[list[EnvEvent]]]
 
 
-# --------------------------------------------------------------------------- file confinement
+# --------------------------------------------------------------------------- reading files
 
 
-def confine(path: str, folders: Sequence[Path]) -> tuple[Path, Path]:
-    """Resolve ``path`` (absolute, or relative to a watched folder) to (file, its folder).
+@dataclass(frozen=True)
+class FileText:
+    """What a confined read returns: the path relative to its watched folder (display-safe), the
+    text of its first bytes (an HTML file's visible text), its size, whether it was cut, its
+    folder and full path, how many names it has (> 1: a hard link, another name may be outside
+    the folder) and how many hidden HTML elements were left out."""
 
-    Symlinks and ``..`` are resolved first, then the result must lie inside a watched folder:
-    anything that escapes raises ``ToolRefused``; a path inside that is no file raises
-    ``ToolNotFound``.
-    """
-    roots = [Path(f).resolve() for f in folders]
-    if not roots:
-        raise ToolRefused("no folder is watched, so no file may be read")
-    raw = Path(path).expanduser()
-    candidates = [raw] if raw.is_absolute() else [root / raw for root in roots]
-    escaped = False
-    for candidate in candidates:
-        resolved = candidate.resolve()
-        root = next((r for r in roots if resolved.is_relative_to(r)), None)
-        if root is None:
-            escaped = True
-        elif resolved.is_file():
-            return resolved, root
-    if escaped:
-        raise ToolRefused(f"{path!r} is outside the watched folders")
-    raise ToolNotFound(f"no file {path!r} in the watched folders")
+    label: str
+    text: str
+    size: int
+    truncated: bool
+    folder: str
+    uri: str
+    hard_links: int = 1
+    hidden_removed: int = 0
 
 
-def find_in_folders(mentions: Sequence[str], folders: Sequence[Path], *, limit: int = FIND_LIMIT) -> dict[str, str]:
-    """Map each mentioned path (``plan.md``, ``notes/plan.md``) to a path ``read_file`` accepts
-    (relative to its watched folder), when such a file exists inside one; blocking."""
-    found: dict[str, str] = {}
-    pending = []
-    for mention in mentions:
-        try:
-            file, root = confine(mention, folders)
-            found[mention] = file.relative_to(root).as_posix()
-        except (ToolRefused, ToolNotFound, OSError, ValueError):
-            if not Path(mention).is_absolute() and ".." not in Path(mention).parts:
-                pending.append(mention)  # look it up by name below (never for escaping paths)
-    if not pending:
-        return found
-    seen = 0
-    for folder in folders:
-        root = Path(folder).resolve()
-        for here, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(files):
-                seen += 1
-                rel = (Path(here) / name).relative_to(root).as_posix()
-                for mention in [m for m in pending if m not in found]:
-                    if rel == mention or rel.endswith("/" + mention.lstrip("./")):
-                        try:
-                            file, base = confine(rel, [root])
-                        except (ToolRefused, ToolNotFound):
-                            continue  # a symlink out of the folder is not a candidate
-                        found[mention] = file.relative_to(base).as_posix()
-            if seen >= limit or all(m in found for m in pending):
-                break
-    return found
+class FolderFiles(Protocol):
+    """Reading inside the watched folders (``app.sensors.confined.ConfinedFolders``): every read
+    goes through the one confined opener, so nothing outside a watched folder is ever returned.
+    Blocking; the tools call it in a worker thread."""
+
+    def read_text(self, path: str, max_bytes: int) -> FileText:
+        """The file's text; ``ToolRefused`` (outside, a link out, binary, ...) or ``ToolNotFound``."""
+        ...
+
+    def find(self, mentions: Sequence[str], limit: int) -> dict[str, str]:
+        """Each mentioned path that names a readable file in a watched folder → a path
+        ``read_text`` accepts."""
+        ...
 
 
-def read_text(file: Path, max_bytes: int) -> tuple[str, int]:
-    """(text, size in bytes) of the first ``max_bytes`` of a UTF-8 file; ``ToolRefused`` for binary."""
-    size = file.stat().st_size
-    with file.open("rb") as fh:
-        data = fh.read(max_bytes)
-    if b"\x00" in data[:8192]:
-        raise ToolRefused(f"{file.name} is a binary file; only text files are read")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if size > max_bytes and exc.start >= len(data) - 4:  # the cut split a character
-            text = data[: exc.start].decode("utf-8", errors="strict")
-        else:
-            raise ToolRefused(f"{file.name} is not UTF-8 text") from None
-    return text, size
+#: Makes the ``FolderFiles`` of a set of watched folders (the composition root passes
+#: ``ConfinedFolders``); without one, ``read_file`` refuses every call.
+FolderFilesFactory = Callable[[Sequence[Path]], FolderFiles]
+
+
+def file_result(got: FileText, max_bytes: int) -> ToolResultItem:
+    """``read_file``'s result item: the text, said to be cut when it was, a hard link reported."""
+    text = got.text
+    if got.truncated:
+        text += f"\n[… only the first {max_bytes} of {got.size} bytes were read]"
+    if got.hard_links > 1:
+        text += f"\n[this file has {got.hard_links} names (hard links); another may be outside the watched folder]"
+    if got.hidden_removed:
+        text += f"\n[{got.hidden_removed} hidden HTML element(s) left out]"
+    return ToolResultItem(label=safe_text(got.label), content=text, uri=safe_text(got.uri),
+                          metadata={"bytes": got.size, "truncated": got.truncated, "folder": safe_text(got.folder),
+                                    "hard_links": got.hard_links, "hidden_removed": got.hidden_removed})
 
 
 # --------------------------------------------------------------------------- input models
@@ -168,7 +144,7 @@ class UpdateTaskArgs(BaseModel):
 class _Builtins:
     """The implementations of the built-in tools over the given ports."""
 
-    folders: Callable[[], Sequence[Path]]
+    files: Callable[[], FolderFiles | None]
     search: MemorySearch
     feed: FeedLister
     tasks: TaskWriter
@@ -181,26 +157,19 @@ class _Builtins:
                                metadata={"hit_ids": [h[0] for h in hits]})]
 
     async def read_file(self, args: ReadFileArgs, _ctx: ToolContext) -> list[ToolResultItem]:
-        roots = list(self.folders())
-        max_bytes = self.max_bytes
-
-        def work() -> ToolResultItem:
-            file, root = confine(args.path, roots)
-            text, size = read_text(file, max_bytes)
-            cut = size > max_bytes
-            if cut:
-                text += f"\n[… only the first {max_bytes} of {size} bytes were read]"
-            return ToolResultItem(label=file.relative_to(root).as_posix(), content=text, uri=str(file),
-                                  metadata={"bytes": size, "truncated": cut, "folder": str(root)})
-
-        return [await asyncio.to_thread(work)]
+        files = self.files()
+        if files is None:
+            raise ToolRefused("no folder is watched, so no file may be read")
+        got = await asyncio.to_thread(files.read_text, args.path, self.max_bytes)
+        return [file_result(got, self.max_bytes)]
 
     async def list_recent_feed_items(self, args: FeedItemsArgs, ctx: ToolContext) -> list[ToolResultItem]:
         items = await self.feed(ctx.session_id, args.n)
         lines = []
         for event in items:
             summary = " ".join(event.content.split())[:240]
-            lines.append(f"- {event.title or '(untitled)'} ({event.uri or event.source}, {event.at[:16]})"
+            lines.append(f"- {quote_label(event.title) or '(untitled)'} ({quote_label(event.uri or event.source)}, "
+                         f"{event.at[:16]})"
                          + (f"\n  {summary}" if summary else ""))
         return [ToolResultItem(label=f"{len(items)} newest feed items", content="\n".join(lines) or "(no feed items)",
                                metadata={"event_ids": [e.event_id for e in items]})]
@@ -230,14 +199,14 @@ def _spec(name: str, description: str, tags: str) -> ToolSpec:
 
 def builtin_tools(
     *,
-    folders: Callable[[], Sequence[Path]],
+    files: Callable[[], FolderFiles | None],
     search: MemorySearch,
     feed: FeedLister,
     tasks: TaskWriter,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[Tool]:
-    """The five built-in tools over the given ports (``folders()`` is read at each call)."""
-    impl = _Builtins(folders, search, feed, tasks, max_bytes)
+    """The five built-in tools over the given ports (``files()`` is asked at each call)."""
+    impl = _Builtins(files, search, feed, tasks, max_bytes)
     return [
         Tool(_spec("search_memory", "Search what was said in this session: messages, memory notes and "
                    "environment events", "search memory recall"), SearchMemoryArgs, impl.search_memory,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from app.core.context.compiler import Item
 from app.core.errors import CoreError, NoRecordError
 from app.core.ports import TokenCounter
-from app.core.text import FENCE_CLOSE
+from app.core.text import FENCE_CLOSE, fence, quote_label
 from app.core.types import BlockType, Evidence, Priority, ToolCall
 
 ChosenBy = Literal["rule", "model", "user"]
@@ -35,7 +35,7 @@ class ToolNotFound(NoRecordError):
 def args_digest(args: Mapping[str, Any]) -> dict[str, Any]:
     """``{"sha256": …, "keys": [...]}`` of a call's arguments (canonical JSON; values not kept)."""
     canonical = json.dumps(dict(args), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return {"sha256": hashlib.sha256(canonical.encode("utf-8")).hexdigest(), "keys": sorted(str(k) for k in args)}
+    return {"sha256": hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest(), "keys": sorted(str(k) for k in args)}
 
 
 class ToolResultItem(BaseModel):
@@ -92,9 +92,10 @@ class ToolRound(BaseModel):
 
 
 def outcome_line(outcome: ToolOutcome) -> str:
-    """A short state line for a call that produced no evidence (refused, failed, timed out)."""
-    detail = f": {outcome.error}" if outcome.error else ""
-    return f"Tool {outcome.call.tool} was not run ({outcome.call.status}){detail}"
+    """A short state line for a call that produced no evidence (refused, failed, timed out); the
+    reason is quoted in a fence, since it may name a path or carry an outside error's text."""
+    line = f"Tool {quote_label(outcome.call.tool, 60)} was not run ({outcome.call.status})"
+    return f"{line}:\n{fence('reason', outcome.error)}" if outcome.error else line
 
 
 def evidence_ids(outcomes: Sequence[ToolOutcome]) -> list[str]:

@@ -9,7 +9,7 @@ limit, turns the result into labelled, delimited evidence and records every call
 
 Why the policy cannot be changed by content: the plan (and its tool policy) is built from the
 user's input and profile before any tool runs; results come back only as ``Evidence`` records
-whose text is fenced (``[tool read_file: notes/plan.md]`` then ``<<<`` … ``>>>``), and nothing
+whose text is fenced (``[tool read_file]``, ``<<< notes/plan.md``, the text, ``>>>``), and nothing
 here or in the pipeline reads a result back into the intent, the profile or the plan.
 """
 
@@ -180,7 +180,7 @@ def result_evidence(tool: Tool, item: ToolResultItem, call: ToolCall, turn_id: s
         evidence_id=new_id(),
         type=EvidenceType.TOOL_RESULT,
         source=EvidenceSource(kind=SourceKind.TOOL, name=tool.name, uri=item.uri),
-        content=fence(f"tool {tool.name}: {item.label}", item.content),
+        content=fence(f"tool {tool.name}", item.content, item.label),
         metadata={"tool_call_id": call.tool_call_id, "tool": tool.name, "label": item.label, "turn_id": turn_id,
                   **item.metadata},
         links={"tool_call_id": call.tool_call_id},

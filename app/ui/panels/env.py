@@ -2,17 +2,23 @@
 
 Each row is one stored env event (a file edited in a watched folder, a feed item, a changed API
 value): when, kind, what, the change, where it was routed (a task or branch, or the environment
-lane) and whether it pushed a notice to an active task. Clicking a row emits ``selected`` with the
-event's canvas node. Above the table a line per sensor says when it last worked or why it failed.
+lane) and whether it pushed a notice to an active task. What the event carries a note about is
+said after its name: a file the confined reader refused ("refused: link out of the watched
+folder"), a file with several names (hard links), hidden HTML left out. Events that could not be
+stored (or were stored but not indexed) have rows of their own, "not stored" / "not indexed",
+with the reason. Clicking a row emits ``selected`` with the event's canvas node. Above the table
+a line per sensor says when it last worked or why it failed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from app.core.text import quote_label
 from app.ui.panels.widgets import make_table
 
 COLUMNS = ("When", "Kind", "What", "Change", "Routed to", "Push")
@@ -31,6 +37,31 @@ class EnvRow:
     change: str
     routed_to: str  # a label, or "" for the environment lane
     pushed: bool = False
+    note: str = ""  # what the user should know about it (a refusal, hard links, a failure's reason)
+
+
+def event_note(payload: dict[str, Any]) -> str:
+    """What an event's payload says the user should know: a refusal or why it was not read,
+    hard links, hidden HTML left out."""
+    notes = []
+    if payload.get("message"):
+        notes.append(str(payload["message"]))
+    elif payload.get("skipped"):
+        notes.append(f"not read: {str(payload['skipped']).replace('_', ' ')}")
+    links = payload.get("hard_links")
+    if isinstance(links, int) and links > 1:
+        notes.append(f"{links} names (hard links); another may be outside the folder")
+    if payload.get("hidden_removed"):
+        notes.append(f"{payload['hidden_removed']} hidden HTML element(s) left out")
+    return "; ".join(notes)
+
+
+def failure_row(entry: dict[str, Any]) -> EnvRow:
+    """The row of a recorded failure (an ``env.failed`` / ``env.unindexed`` entry)."""
+    stored = entry.get("type") == "env.unindexed"
+    return EnvRow(str(entry.get("event_id", "")), None, str(entry.get("at", "")), str(entry.get("kind", "")),
+                  quote_label(str(entry.get("title") or entry.get("uri") or "")), "not indexed" if stored else "not stored",
+                  "", note=str(entry.get("reason", "")))
 
 
 class EnvPanel(QWidget):
@@ -66,11 +97,12 @@ class EnvPanel(QWidget):
         self.table.setUpdatesEnabled(False)
         self.table.setRowCount(len(self.rows))
         for r, row in enumerate(self.rows):
-            values = (row.at[11:19] or row.at, row.kind, row.title, row.change, row.routed_to or "environment lane",
-                      "pushed" if row.pushed else "")
+            what = f"{row.title} — {row.note}" if row.note else row.title
+            routed = row.routed_to or ("—" if row.node_id is None else "environment lane")
+            values = (row.at[11:19] or row.at, row.kind, what, row.change, routed, "pushed" if row.pushed else "")
             for c, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                item.setToolTip(f"{row.title}\n{row.at}")
+                item.setToolTip("\n".join(part for part in (row.title, row.note, row.at) if part))
                 self.table.setItem(r, c, item)
         self.table.setUpdatesEnabled(True)
 
