@@ -19,7 +19,8 @@ Crashes and other processes (several may share one data folder):
   missing) and remove the marker; a process that finds another one rebuilding waits for it.
 - ``reconcile`` reads the index's ids before the store's rows: a row another process commits
   and indexes meanwhile is never mistaken for a stale one.
-- Writes that lose a commit race with another process are retried (``WRITE_RETRIES``).
+- Writes that lose a commit race with another process are retried (``WRITE_RETRIES``); a handle
+  whose table another process's rebuild replaced is opened again (reads and writes).
 
 Full text uses LanceDB's native FTS index on ``text``. Rows appended after the index was built
 are still found (LanceDB searches unindexed rows flat); ``optimize()`` folds them into the index
@@ -60,6 +61,12 @@ REBUILD_MARKER = "REBUILDING"
 WRITE_RETRIES = 8  # a commit lost to another process's is tried again, with a growing pause
 LOCK_WAIT_S = 600.0  # how long to wait for another process's rebuild of the index
 T = TypeVar("T")
+
+
+def _gone(err: BaseException) -> bool:
+    """Whether a LanceDB error says files of the table are gone (another process rebuilt it)."""
+    text = str(err).lower()
+    return "not found" in text or "no such file" in text
 
 
 def quote(value: str) -> str:
@@ -176,17 +183,33 @@ class SearchIndex:
 
     def _retry(self, write: Callable[[], T]) -> T:
         """Run a table write, again on the latest version when another process committed a
-        conflicting one first (Lance reports a retryable commit conflict)."""
+        conflicting one first (Lance reports a retryable commit conflict), or on the table
+        opened again when another process's rebuild replaced it."""
         for attempt in range(WRITE_RETRIES):
             try:
                 return write()
             except (OSError, RuntimeError, ValueError) as err:
                 text = str(err).lower()
-                if attempt == WRITE_RETRIES - 1 or not any(w in text for w in ("conflict", "retry", "concurrent")):
+                conflict = any(w in text for w in ("conflict", "retry", "concurrent"))
+                if attempt == WRITE_RETRIES - 1 or not (conflict or _gone(err)):
                     raise
                 time.sleep(0.02 * (2 ** attempt))
-                self._table.checkout_latest()
+                if conflict:
+                    self._table.checkout_latest()
+                else:
+                    self._reopen()
         raise AssertionError("unreachable")
+
+    def _fresh(self, read: Callable[[], T]) -> T:
+        """Run a table read; when another process's rebuild replaced the table under this handle,
+        open it again and read once more."""
+        try:
+            return read()
+        except (OSError, RuntimeError, ValueError) as err:
+            if not _gone(err):
+                raise
+        self._reopen()
+        return read()
 
     def optimize(self) -> None:
         """Fold appended rows into the full-text index and compact small files.
@@ -264,10 +287,10 @@ class SearchIndex:
         removed = 0
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            before = self._table.count_rows()
+            before = self.count()
             where = f"id IN ({', '.join(quote(i) for i in chunk)})"
             self._retry(lambda where=where: self._table.delete(where))
-            removed += before - self._table.count_rows()
+            removed += before - self.count()
         return removed
 
     # ------------------------------------------------------------------ reading
@@ -298,24 +321,28 @@ class SearchIndex:
         if vector.shape != (self.embedder.dim,):
             raise ValueError(f"query vector has shape {vector.shape}, "
                              f"expected ({self.embedder.dim},)")
-        search = (self._table.search(vector, vector_column_name="vector")
-                  .distance_type("cosine").select(["id", "_distance"]).limit(k))
         where = self._where(session_id, kinds)
-        if where is not None:
-            search = search.where(where, prefilter=True)
-        return [(row["id"], 1.0 - float(row["_distance"])) for row in search.to_list()]
+
+        def read() -> list[dict[str, Any]]:
+            search = (self._table.search(vector, vector_column_name="vector")
+                      .distance_type("cosine").select(["id", "_distance"]).limit(k))
+            return (search if where is None else search.where(where, prefilter=True)).to_list()
+
+        return [(row["id"], 1.0 - float(row["_distance"])) for row in self._fresh(read)]
 
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
                     kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first."""
         if k <= 0 or not query.strip():
             return []
-        search = (self._table.search(query, query_type="fts", fts_columns="text")
-                  .select(["id", "_score"]).limit(k))
         where = self._where(session_id, kinds)
-        if where is not None:
-            search = search.where(where, prefilter=True)
-        return [(row["id"], float(row["_score"])) for row in search.to_list()]
+
+        def read() -> list[dict[str, Any]]:
+            search = (self._table.search(query, query_type="fts", fts_columns="text")
+                      .select(["id", "_score"]).limit(k))
+            return (search if where is None else search.where(where, prefilter=True)).to_list()
+
+        return [(row["id"], float(row["_score"])) for row in self._fresh(read)]
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """The stored embeddings of ``ids`` (those indexed), as float32 arrays."""
@@ -323,8 +350,9 @@ class SearchIndex:
         out: dict[str, np.ndarray] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            table = (self._table.search().where(f"id IN ({', '.join(quote(i) for i in chunk)})")
-                     .select(["id", "vector"]).limit(len(chunk)).to_arrow())
+            where = f"id IN ({', '.join(quote(i) for i in chunk)})"
+            table = self._fresh(lambda where=where, n=len(chunk): self._table.search().where(where)
+                                .select(["id", "vector"]).limit(n).to_arrow())
             for item, vec in zip(table.column("id").to_pylist(), table.column("vector").to_pylist()):
                 out[item] = np.asarray(vec, dtype=np.float32)
         return out
@@ -346,12 +374,12 @@ class SearchIndex:
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""
-        table = self._table.search().select(["id"]).limit(None).to_arrow()
+        table = self._fresh(lambda: self._table.search().select(["id"]).limit(None).to_arrow())
         return set(table.column("id").to_pylist())
 
     def count(self) -> int:
         """Return the number of indexed rows."""
-        return int(self._table.count_rows())
+        return int(self._fresh(lambda: self._table.count_rows()))
 
     # ------------------------------------------------------------------ rebuild and reconcile
 

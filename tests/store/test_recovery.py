@@ -228,3 +228,17 @@ def test_reconcile_without_ids_read_first_never_drops_rows_written_meanwhile(sto
     index.index_messages(sid, [late])
     assert index.reconcile_rows(rows) == 0
     assert late.message_id in index.ids()
+
+
+def test_an_open_index_keeps_working_after_another_process_rebuilt_it(store: SqliteStore, tmp_path: Path) -> None:
+    populate(store)
+    path = tmp_path / "idx"
+    live = SearchIndex(path, HashEmbedder(dim=32))  # the window, say
+    live.rebuild_from(store)
+    SearchIndex(path, HashEmbedder(dim=32)).rebuild_from(store)  # `pcm store rebuild-index` meanwhile
+    assert live.search_vector("renew the subscription", k=2)  # its old files are gone: reopened
+    assert live.search_text("renew subscription", k=2)
+    sid = store.create_session()
+    _, message = store.record_user_input(sid, "written after the rebuild")
+    assert live.index_messages(sid, [message]) == 1
+    assert live.ids() == {row.id for row in store.list_searchable()}
