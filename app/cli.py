@@ -157,8 +157,10 @@ def cmd_store(args: argparse.Namespace) -> int:
             count = index.rebuild_from(store, on_progress=_progress("embedding"))
             print(f"rebuilt the index: {count} rows in {time.perf_counter() - started:.1f} s")
         else:
-            count = index.reconcile(store)
-            print(f"reconciled the index: {count} missing rows embedded")
+            pending = index.needs_rebuild
+            count = index.reconcile(store, on_progress=_progress("embedding"))
+            print(("finished an interrupted rebuild of the index" if pending else "reconciled the index")
+                  + f": {count} missing rows embedded")
     finally:
         store.close()
     return 0

@@ -40,7 +40,9 @@ def _with_engine(
 
     async def run() -> int:
         try:
-            await engine.start()
+            report = await engine.start()
+            for line in report.lines():  # what an earlier crash left and the start repaired
+                _err(f"pcm: {line}")
             return await work(engine)
         finally:
             await engine.close()
@@ -167,12 +169,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         state = await engine.open_session(session_id, title=args.text[:40])
         stream_out = sys.stderr if args.json else sys.stdout
-        run = await engine.submit(state.session_id, args.text, budget=args.budget,
-                                  on_token=lambda piece: print(piece, end="", file=stream_out, flush=True))
-        if not args.json:
+        held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
+
+        def show(piece: str) -> None:
+            if held is not None:
+                held.append(piece)
+            else:
+                print(piece, end="", file=stream_out, flush=True)
+
+        run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
+        if held is not None:
             _err(summary(TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
                                     build=run.build, timing=run.timing)))
-            print("assistant: ", end="", flush=True)
+            print("assistant: " + "".join(held), end="", flush=True)
+            held = None
         try:
             record = await run.done
         except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line

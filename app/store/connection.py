@@ -5,23 +5,37 @@ from any other thread raise ``StoreThreadError`` (the engine calls the store onl
 single-worker ``store`` executor, DESIGN.md §3). It also holds the small generic helpers the
 record methods of ``app.store.sqlite`` are built from: insert with a per-session ``seq``, list,
 get, and the event-log write every mutation makes inside its transaction.
+
+Several processes may open one database at once (the desktop, ``pcm ask``, ``pcm import``):
+opening and migrating are safe to race (``app.store.migrations``), and each open store holds a
+``RunLease``, a locked file ``runs/<run_id>.lock`` beside the database, for as long as it is
+open. The turns a store records carry its ``run_id`` (``turns.owner``); the operating system
+drops the lock when the process dies, so an unfinished turn whose run holds no lease was
+interrupted, while one whose run still holds it is being answered by another process now.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import CoreError, NoRecordError
-from app.core.types import utc_now
+from app.core.types import new_id, utc_now
 from app.store import records as R
+from app.store.locks import FileLock, held_elsewhere
 from app.store.migrations import MIGRATIONS, applied_migrations, apply_migrations
 
 BUSY_TIMEOUT_MS = 5000
+OPEN_ATTEMPTS = 5  # opening a fresh database while other processes create it may meet a lock
+RUNS_DIR = "runs"
+STALE_TMP_S = 60.0  # a lease file still unnamed after this long was left by a crash
 
 
 class StoreError(CoreError):
@@ -36,6 +50,76 @@ class StoreThreadError(StoreError):
     """The store was called from a thread other than the one that owns its connection."""
 
 
+class RunLease:
+    """This store's claim to be alive: ``runs/<run_id>.lock``, locked while the store is open.
+
+    The file gets its final name only once it is locked (it is locked under a temporary name
+    and renamed), so another process never finds a final name that nobody holds while its owner
+    lives.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.run_id = new_id()
+        self._lock: FileLock | None = None
+
+    def path(self, run_id: str) -> Path:
+        return self.folder / f"{run_id}.lock"
+
+    def acquire(self) -> None:
+        if self._lock is not None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(self.folder / f"{self.run_id}.tmp")
+        if not lock.try_acquire():  # a fresh random name: nobody else can hold it
+            raise StoreError(f"could not lock {lock.path}")
+        os.replace(lock.path, self.path(self.run_id))
+        self._lock = lock
+
+    def release(self) -> None:
+        """Remove the lease file and unlock it (a clean close)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(self.run_id).unlink()
+            lock.release()
+
+    def alive(self, run_id: str | None) -> bool:
+        """Whether run ``run_id`` is this one or another process's that still holds its lease."""
+        if run_id is None:  # recorded before runs were tracked
+            return False
+        return run_id == self.run_id or held_elsewhere(self.path(run_id))
+
+    def sweep(self) -> int:
+        """Remove the lease files of runs that are gone; return how many were removed."""
+        removed = 0
+        if not self.folder.is_dir():
+            return 0
+        now = time.time()
+        for path in self.folder.iterdir():
+            run_id, ext = path.stem, path.suffix
+            if run_id == self.run_id:
+                continue
+            if ext == ".tmp":
+                with contextlib.suppress(FileNotFoundError):
+                    if now - path.stat().st_mtime > STALE_TMP_S and not held_elsewhere(path):
+                        path.unlink()
+                        removed += 1
+                continue
+            if ext != ".lock":
+                continue
+            probe = FileLock(path)
+            try:
+                if probe.try_acquire(create=False):  # dead: unlinked while we hold it
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                pass
+            finally:
+                probe.release()
+        return removed
+
+
 class StoreBase:
     """One owned SQLite connection with transactions and generic record helpers."""
 
@@ -45,6 +129,12 @@ class StoreBase:
         self._owner: int | None = None
         self._depth = 0
         self._closed = False
+        self.lease = RunLease(self.db_path.parent / RUNS_DIR)
+
+    @property
+    def run_id(self) -> str:
+        """The id of this store's run (``turns.owner`` of the turns it records)."""
+        return self.lease.run_id
 
     # ------------------------------------------------------------------ connection
 
@@ -64,16 +154,29 @@ class StoreBase:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
+        """Connect, set the PRAGMAs, migrate, take the run lease. Other processes may do the same
+        to a fresh database at this moment: a "database is locked" while they create it is waited
+        out (the busy timeout, then a few more attempts)."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: no implicit transactions; transaction() issues BEGIN/COMMIT.
-        conn = sqlite3.connect(self.db_path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        apply_migrations(conn, MIGRATIONS)
-        return conn
+        for attempt in range(OPEN_ATTEMPTS):
+            # isolation_level=None: no implicit transactions; transaction() issues BEGIN/COMMIT.
+            conn = sqlite3.connect(self.db_path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                apply_migrations(conn, MIGRATIONS)
+            except sqlite3.DatabaseError as err:
+                conn.close()
+                if "locked" not in str(err) or attempt == OPEN_ATTEMPTS - 1:
+                    raise StoreError(f"could not open {self.db_path}: {err}") from err
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            self.lease.acquire()
+            return conn
+        raise AssertionError("unreachable")
 
     def pragma(self, name: str) -> Any:
         """Return the value of a PRAGMA (for diagnostics and tests)."""
@@ -86,10 +189,12 @@ class StoreBase:
         return applied_migrations(self._db())
 
     def close(self) -> None:
-        """Close the connection (from the owner thread); later calls raise ``StoreError``."""
+        """Close the connection (from the owner thread) and give up the run lease; later calls
+        raise ``StoreError``."""
         if self._conn is not None:
             self._db().close()
             self._conn = None
+        self.lease.release()
         self._closed = True
 
     @contextmanager

@@ -9,6 +9,19 @@ The embedder's name and dimension are kept in the table's schema metadata; openi
 with a different embedder drops the table (``needs_rebuild`` becomes True) and the next
 ``reconcile``/``rebuild_from`` re-embeds everything.
 
+Crashes and other processes (several may share one data folder):
+- Opening is idempotent: the table and its full-text index are created, if missing, under a
+  file lock (``.create.lock``), so processes opening a fresh folder at once never race; a table
+  left without its full-text index by a crash gets it at the next open.
+- A rebuild writes the marker file ``REBUILDING`` before it drops the table and removes it once
+  every row is back, all under ``.rebuild.lock``. While the marker exists the index is incomplete
+  (``needs_rebuild``): ``reconcile``/``finish_rebuild`` complete it (embedding only what is
+  missing) and remove the marker; a process that finds another one rebuilding waits for it.
+- ``reconcile`` reads the index's ids before the store's rows: a row another process commits
+  and indexes meanwhile is never mistaken for a stale one.
+- Writes that lose a commit race with another process are retried (``WRITE_RETRIES``); a handle
+  whose table another process's rebuild replaced is opened again (reads and writes).
+
 Full text uses LanceDB's native FTS index on ``text``. Rows appended after the index was built
 are still found (LanceDB searches unindexed rows flat); ``optimize()`` folds them into the index
 every ``optimize_every`` rows so that flat part stays small.
@@ -21,9 +34,13 @@ thread or read ``store.list_searchable()`` there and pass the rows to ``rebuild_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lancedb
 import numpy as np
@@ -31,7 +48,8 @@ import pyarrow as pa
 from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
-from app.core.types import EnvEvent, MemoryFragment, Message
+from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
+from app.store.locks import FileLock
 from app.store.search_rows import SEARCH_KINDS, SearchRow, env_row, memory_row, message_row
 
 if TYPE_CHECKING:
@@ -39,6 +57,16 @@ if TYPE_CHECKING:
 
 ProgressCallback = Callable[[int, int], None]
 TABLE_NAME = "search_rows"
+REBUILD_MARKER = "REBUILDING"
+WRITE_RETRIES = 8  # a commit lost to another process's is tried again, with a growing pause
+LOCK_WAIT_S = 600.0  # how long to wait for another process's rebuild of the index
+T = TypeVar("T")
+
+
+def _gone(err: BaseException) -> bool:
+    """Whether a LanceDB error says files of the table are gone (another process rebuilt it)."""
+    text = str(err).lower()
+    return "not found" in text or "no such file" in text
 
 
 def quote(value: str) -> str:
@@ -56,14 +84,23 @@ class SearchIndex:
         self.embedder = embedder
         self.batch_size = batch_size
         self.optimize_every = optimize_every
-        self.needs_rebuild = False
         self._unoptimized = 0
         # Lance caches opened indices and file metadata per session, by default up to 6 GB and
         # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
         # (index MB, metadata MB); queries stay fast because the index is small and local.
         session = lancedb.Session(index_cache_size_bytes=cache_mb[0] << 20, metadata_cache_size_bytes=cache_mb[1] << 20)
         self._db = lancedb.connect(str(self.index_dir), session=session)
-        self._table = self._open_or_create()
+        self._marker = self.index_dir / REBUILD_MARKER
+        self._rebuild_lock = FileLock(self.index_dir / ".rebuild.lock", timeout=LOCK_WAIT_S,
+                                      what="rebuilding the search index")
+        with FileLock(self.index_dir / ".create.lock", timeout=LOCK_WAIT_S, what="creating the search index"):
+            self._table = self._open_or_create()
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """True while the index is incomplete: a rebuild was interrupted (or is running in another
+        process), or the embedder changed; ``reconcile``/``finish_rebuild`` complete it."""
+        return self._marker.exists()
 
     # ------------------------------------------------------------------ table
 
@@ -84,33 +121,111 @@ class SearchIndex:
         return TABLE_NAME in self._db.list_tables().tables
 
     def _create(self) -> Any:
-        table = self._db.create_table(TABLE_NAME, schema=self._schema())
-        table.create_index("text", config=FTS())
+        # exist_ok: a process of an older build may have created it without our lock
+        table = self._db.create_table(TABLE_NAME, schema=self._schema(), exist_ok=True)
+        self._ensure_fts(table)
         self._unoptimized = 0
         return table
 
+    @staticmethod
+    def _ensure_fts(table: Any) -> None:
+        """Give ``table`` its full-text index if it has none (a crash may come between the two)."""
+        if not any(list(getattr(ix, "columns", [])) == ["text"] for ix in table.list_indices()):
+            table.create_index("text", config=FTS(), replace=True)
+
     def _open_or_create(self) -> Any:
+        """Open the table, creating what is missing (called under ``.create.lock``)."""
         if not self._table_exists():
             return self._create()
         table = self._db.open_table(TABLE_NAME)
         metadata = table.schema.metadata or {}
         size = table.schema.field("vector").type.list_size
         if size != self.embedder.dim or metadata.get(b"embedder") != self.embedder.name.encode():
-            # Vectors of another model are meaningless for this one: start over.
-            self._db.drop_table(TABLE_NAME)
-            self.needs_rebuild = True
-            return self._create()
+            # Vectors of another model are meaningless for this one: start over, marked
+            # incomplete until every row is embedded again.
+            with self._rebuild_lock:
+                self._write_marker("the embedder changed")
+                self._db.drop_table(TABLE_NAME)
+                return self._create()
+        self._ensure_fts(table)
         return table
+
+    def _write_marker(self, reason: str) -> None:
+        """Write the rebuild marker durably before the table is dropped."""
+        with open(self._marker, "w", encoding="utf-8") as out:
+            json.dump({"started_at": utc_now(), "pid": os.getpid(), "reason": reason}, out)
+            out.flush()
+            os.fsync(out.fileno())
+
+    def _clear_marker(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._marker.unlink()
 
     def _reset(self) -> None:
         if self._table_exists():
             self._db.drop_table(TABLE_NAME)
         self._table = self._create()
 
+    def _reopen(self) -> None:
+        """Open the table again (another process may have replaced it by a rebuild)."""
+        self._table = self._db.open_table(TABLE_NAME) if self._table_exists() else self._create()
+
+    @contextlib.contextmanager
+    def _rebuilding(self) -> Iterator[bool]:
+        """Hold the rebuild lock when a rebuild is pending (waiting for another process that runs
+        one); yield whether one is still pending once the lock is held."""
+        if not self.needs_rebuild:
+            yield False
+            return
+        with self._rebuild_lock:
+            self._reopen()
+            yield self.needs_rebuild
+
+    def _retry(self, write: Callable[[], T]) -> T:
+        """Run a table write, again on the latest version when another process committed a
+        conflicting one first (Lance reports a retryable commit conflict), or on the table
+        opened again when another process's rebuild replaced it."""
+        for attempt in range(WRITE_RETRIES):
+            try:
+                return write()
+            except (OSError, RuntimeError, ValueError) as err:
+                text = str(err).lower()
+                conflict = any(w in text for w in ("conflict", "retry", "concurrent"))
+                if attempt == WRITE_RETRIES - 1 or not (conflict or _gone(err)):
+                    raise
+                time.sleep(0.02 * (2 ** attempt))
+                if conflict:
+                    self._table.checkout_latest()
+                else:
+                    self._reopen()
+        raise AssertionError("unreachable")
+
+    def _fresh(self, read: Callable[[], T]) -> T:
+        """Run a table read; when another process's rebuild replaced the table under this handle,
+        open it again and read once more."""
+        try:
+            return read()
+        except (OSError, RuntimeError, ValueError) as err:
+            if not _gone(err):
+                raise
+        self._reopen()
+        return read()
+
     def optimize(self) -> None:
-        """Fold appended rows into the full-text index and compact small files."""
-        self._table.optimize()
-        self._unoptimized = 0
+        """Fold appended rows into the full-text index and compact small files.
+
+        One process at a time (``.optimize.lock``): concurrent optimizations rewrite the same
+        files and keep preempting each other. When another process is optimizing, this one skips
+        (that run folds these rows in too, or the next one here will).
+        """
+        lock = FileLock(self.index_dir / ".optimize.lock")
+        if not lock.try_acquire():
+            return
+        try:
+            self._retry(lambda: self._table.optimize())
+            self._unoptimized = 0
+        finally:
+            lock.release()
 
     # ------------------------------------------------------------------ writing
 
@@ -139,8 +254,8 @@ class SearchIndex:
                 [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text,
                   "at": r.at, "vector": v} for r, v in zip(batch, embedded.tolist(), strict=True)],
                 schema=self._schema())
-            (self._table.merge_insert("id").when_matched_update_all()
-             .when_not_matched_insert_all().execute(data))
+            self._retry(lambda data=data: (self._table.merge_insert("id").when_matched_update_all()
+                                           .when_not_matched_insert_all().execute(data)))
             done += len(batch)
             self._unoptimized += len(batch)
             if on_progress is not None:
@@ -172,9 +287,10 @@ class SearchIndex:
         removed = 0
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            before = self._table.count_rows()
-            self._table.delete(f"id IN ({', '.join(quote(i) for i in chunk)})")
-            removed += before - self._table.count_rows()
+            before = self.count()
+            where = f"id IN ({', '.join(quote(i) for i in chunk)})"
+            self._retry(lambda where=where: self._table.delete(where))
+            removed += before - self.count()
         return removed
 
     # ------------------------------------------------------------------ reading
@@ -205,24 +321,28 @@ class SearchIndex:
         if vector.shape != (self.embedder.dim,):
             raise ValueError(f"query vector has shape {vector.shape}, "
                              f"expected ({self.embedder.dim},)")
-        search = (self._table.search(vector, vector_column_name="vector")
-                  .distance_type("cosine").select(["id", "_distance"]).limit(k))
         where = self._where(session_id, kinds)
-        if where is not None:
-            search = search.where(where, prefilter=True)
-        return [(row["id"], 1.0 - float(row["_distance"])) for row in search.to_list()]
+
+        def read() -> list[dict[str, Any]]:
+            search = (self._table.search(vector, vector_column_name="vector")
+                      .distance_type("cosine").select(["id", "_distance"]).limit(k))
+            return (search if where is None else search.where(where, prefilter=True)).to_list()
+
+        return [(row["id"], 1.0 - float(row["_distance"])) for row in self._fresh(read)]
 
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
                     kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first."""
         if k <= 0 or not query.strip():
             return []
-        search = (self._table.search(query, query_type="fts", fts_columns="text")
-                  .select(["id", "_score"]).limit(k))
         where = self._where(session_id, kinds)
-        if where is not None:
-            search = search.where(where, prefilter=True)
-        return [(row["id"], float(row["_score"])) for row in search.to_list()]
+
+        def read() -> list[dict[str, Any]]:
+            search = (self._table.search(query, query_type="fts", fts_columns="text")
+                      .select(["id", "_score"]).limit(k))
+            return (search if where is None else search.where(where, prefilter=True)).to_list()
+
+        return [(row["id"], float(row["_score"])) for row in self._fresh(read)]
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """The stored embeddings of ``ids`` (those indexed), as float32 arrays."""
@@ -230,8 +350,9 @@ class SearchIndex:
         out: dict[str, np.ndarray] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            table = (self._table.search().where(f"id IN ({', '.join(quote(i) for i in chunk)})")
-                     .select(["id", "vector"]).limit(len(chunk)).to_arrow())
+            where = f"id IN ({', '.join(quote(i) for i in chunk)})"
+            table = self._fresh(lambda where=where, n=len(chunk): self._table.search().where(where)
+                                .select(["id", "vector"]).limit(n).to_arrow())
             for item, vec in zip(table.column("id").to_pylist(), table.column("vector").to_pylist()):
                 out[item] = np.asarray(vec, dtype=np.float32)
         return out
@@ -253,24 +374,33 @@ class SearchIndex:
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""
-        table = self._table.search().select(["id"]).limit(None).to_arrow()
+        table = self._fresh(lambda: self._table.search().select(["id"]).limit(None).to_arrow())
         return set(table.column("id").to_pylist())
 
     def count(self) -> int:
         """Return the number of indexed rows."""
-        return int(self._table.count_rows())
+        return int(self._fresh(lambda: self._table.count_rows()))
 
     # ------------------------------------------------------------------ rebuild and reconcile
 
     def rebuild_rows(self, rows: Sequence[SearchRow], *,
                      on_progress: ProgressCallback | None = None,
                      cancel: CancelToken | None = None) -> int:
-        """Drop the table and index ``rows`` from scratch; return how many were embedded."""
-        self._reset()
-        done = self.add(rows, on_progress=on_progress, cancel=cancel)
-        if done:
-            self.optimize()
-        self.needs_rebuild = cancel is not None and cancel.cancelled
+        """Drop the table and index ``rows`` from scratch; return how many were embedded.
+
+        The rebuild marker is written first and removed only once every row is in: a rebuild
+        that is cancelled or killed leaves it, and the next ``reconcile``/``finish_rebuild``
+        completes the index.
+        """
+        with self._rebuild_lock:
+            self._write_marker("rebuild")
+            self._reset()
+            done = self.add(rows, on_progress=on_progress, cancel=cancel)
+            if cancel is not None and cancel.cancelled:
+                return done
+            if done:
+                self.optimize()
+            self._clear_marker()
         return done
 
     def rebuild_from(self, store: SqliteStore, *, on_progress: ProgressCallback | None = None,
@@ -278,27 +408,43 @@ class SearchIndex:
         """Re-embed everything searchable in ``store`` into a fresh table; return the count."""
         return self.rebuild_rows(store.list_searchable(), on_progress=on_progress, cancel=cancel)
 
-    def reconcile_rows(self, rows: Sequence[SearchRow], *,
+    def reconcile_rows(self, rows: Sequence[SearchRow], *, have: set[str] | None = None,
                        on_progress: ProgressCallback | None = None,
                        cancel: CancelToken | None = None) -> int:
-        """Embed the ``rows`` the index lacks and drop index rows not among ``rows``.
+        """Embed the ``rows`` the index lacks and drop index rows not among ``rows``; finish (and
+        unmark) an interrupted rebuild on the way.
 
+        ``have`` is the index's ids read *before* ``rows`` were read from the store (another
+        process may index rows it commits in between; read after, they would look stale).
+        Without it, the ids are read now and only rows missing are added (nothing is dropped).
         Returns how many rows were embedded (dropped rows, such as superseded memory, are not
         counted).
         """
-        have = self.ids()
-        wanted = {row.id for row in rows}
-        stale = have - wanted
-        if stale:
-            self.remove(stale)
-        missing = [row for row in rows if row.id not in have]
-        done = self.add(missing, on_progress=on_progress, cancel=cancel)
-        if not (cancel is not None and cancel.cancelled):
-            self.needs_rebuild = False
+        with self._rebuilding() as pending:
+            drop = have is not None and not pending  # ids read under the lock come after rows
+            if have is None or pending:
+                have = self.ids()
+            wanted = {row.id for row in rows}
+            stale = have - wanted
+            if stale and drop:
+                self.remove(stale)
+            missing = [row for row in rows if row.id not in have]
+            done = self.add(missing, on_progress=on_progress, cancel=cancel)
+            if pending and not (cancel is not None and cancel.cancelled):
+                self.optimize()
+                self._clear_marker()
         return done
+
+    def finish_rebuild(self, rows: Sequence[SearchRow], *, on_progress: ProgressCallback | None = None,
+                       cancel: CancelToken | None = None) -> int:
+        """Complete an interrupted rebuild (a no-op when none is pending); return rows embedded."""
+        if not self.needs_rebuild:
+            return 0
+        return self.reconcile_rows(rows, on_progress=on_progress, cancel=cancel)
 
     def reconcile(self, store: SqliteStore, *, on_progress: ProgressCallback | None = None,
                   cancel: CancelToken | None = None) -> int:
         """Embed only the store's searchable rows missing from the index; return how many."""
-        return self.reconcile_rows(store.list_searchable(), on_progress=on_progress,
+        have = self.ids()
+        return self.reconcile_rows(store.list_searchable(), have=have, on_progress=on_progress,
                                    cancel=cancel)

@@ -240,9 +240,35 @@ def _m0002_canvas_positions(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0003_turn_recovery(conn: sqlite3.Connection) -> None:
+    """Which run owns an unfinished turn, and the answer text streamed so far.
+
+    ``turns.owner`` names the run (``app.store.connection``'s run lease) that records, builds and
+    answers the turn; once the run is gone an unfinished turn of it was interrupted. Rows of
+    ``answer_checkpoints`` are scratch: the answer of a turn streaming now, as far as it went,
+    replaced by the stored answer (or by the partial answer a recovery stores) and then removed.
+    """
+    _run(
+        conn,
+        (
+            "ALTER TABLE turns ADD COLUMN owner TEXT",
+            "CREATE INDEX turns_unfinished ON turns(status) "
+            "WHERE status IN ('recorded', 'building', 'streaming')",
+            """CREATE TABLE answer_checkpoints (
+                turn_id TEXT PRIMARY KEY REFERENCES turns(turn_id),
+                session_id TEXT NOT NULL REFERENCES sessions(session_id),
+                text TEXT NOT NULL,
+                pieces INTEGER NOT NULL,
+                at TEXT NOT NULL
+            )""",
+        ),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
+    ("0003_turn_recovery", _m0003_turn_recovery),
 ]
 
 
@@ -261,14 +287,21 @@ def apply_migrations(
     """Apply the not-yet-applied ``migrations`` in order; return the names applied now.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``) and outside a transaction.
+    Safe when several processes open the same database at once: each migration runs under the
+    database's write lock after checking again that no one applied it meanwhile.
     """
     done = set(applied_migrations(conn))
     applied: list[str] = []
     for name, migrate in migrations:
         if name in done:
             continue
+        # Another process may open the same fresh folder at the same moment: the write lock is
+        # taken first, then the name is checked again, so each migration runs exactly once.
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("COMMIT")
+                continue
             migrate(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",

@@ -16,6 +16,10 @@ Guarantees:
   ``transaction()``, so callers can batch several writes atomically by nesting them.
 - ``record_user_input`` commits durably before it returns (a user's turn is committed before
   anything else happens).
+- An answer streams into a checkpoint (``save_answer_checkpoint``), and an unfinished turn of a
+  run that is gone can be found and marked interrupted, its checkpoint kept as its partial answer
+  (``app.store.recovery``). Checkpoints are the one write outside the event log: scratch copies
+  of an answer, replaced by it.
 - Values are stored as given (ISO datetime strings are not reformatted): records read back dump
   byte-identically.
 """
@@ -48,16 +52,17 @@ from app.core.types import (
     utc_now,
 )
 from app.store import records as R
-from app.store.connection import NotFoundError, StoreBase, StoreError, StoreThreadError
+from app.store.connection import NotFoundError, StoreError, StoreThreadError
 from app.store.migrations import MIGRATIONS
+from app.store.recovery import UNFINISHED, TurnRecovery
 from app.store.search_rows import SearchRow, env_row, memory_row, message_row
 
-__all__ = ["MIGRATIONS", "NotFoundError", "SqliteStore", "StoreError", "StoreThreadError"]
+__all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreError", "StoreThreadError"]
 
 _TURN_FIELDS = frozenset({"anchor_node_id", "status", "record", "answer_message_id"})
 
 
-class SqliteStore(StoreBase):
+class SqliteStore(TurnRecovery):
     """The system of record: sessions, turns, messages, evidence, graph and the event log."""
 
     # ------------------------------------------------------------------ sessions
@@ -140,18 +145,20 @@ class SqliteStore(StoreBase):
         with self.transaction():
             self._require_session(session_id)
             self._insert(R.MESSAGES, session_id, message)
-            self._insert_turn(session_id, turn_id, message.message_id, "recorded", message.at)
+            self._insert_turn(session_id, turn_id, message.message_id, "recorded", message.at,
+                              owner=self.run_id)
             self._log(session_id, "turn.recorded",
                       {"turn_id": turn_id, "message_id": message.message_id})
         return turn_id, message
 
     def _insert_turn(self, session_id: str, turn_id: str, input_message_id: str, status: str,
-                     created_at: str, answer_message_id: str | None = None) -> None:
+                     created_at: str, answer_message_id: str | None = None,
+                     owner: str | None = None) -> None:
         self._db().execute(
             "INSERT INTO turns (turn_id, session_id, seq, input_message_id, answer_message_id, "
-            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "status, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (turn_id, session_id, self._next_seq("turns", session_id), input_message_id,
-             answer_message_id, status, created_at))
+             answer_message_id, status, created_at, owner))
 
     def add_turn(self, session_id: str, turn_id: str, input_message_id: str, *,
                  answer_message_id: str | None = None, status: str = "imported",
@@ -177,13 +184,15 @@ class SqliteStore(StoreBase):
         return self._list(R.MESSAGES, "session_id = ?", (session_id,))
 
     def set_turn_answer(self, turn_id: str, message: Message) -> Message:
-        """Store ``message`` as the turn's answer (its ``turn_id`` is set); return it."""
+        """Store ``message`` as the turn's answer (its ``turn_id`` is set); return it. The
+        turn's answer checkpoint, a copy of the same text as it streamed, goes."""
         turn = self._require_turn(turn_id)
         message = message.model_copy(update={"turn_id": turn_id})
         with self.transaction():
             self._insert(R.MESSAGES, turn["session_id"], message)
             self._db().execute("UPDATE turns SET answer_message_id = ? WHERE turn_id = ?",
                                (message.message_id, turn_id))
+            self._db().execute("DELETE FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
             self._log(turn["session_id"], "turn.answered",
                       {"turn_id": turn_id, "message_id": message.message_id})
         return message

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Streamed text reaches the widgets at most this often (ms): one repaint per frame, not per token.
 FLUSH_MS = 33
+#: Stored turn statuses badged on the canvas when a session opens: the turns that did not answer.
+SHOWN_STATUSES = frozenset({"interrupted", "failed"})
 
 
 @dataclass
@@ -65,6 +67,7 @@ class EngineController(QObject):
     env_pushed = Signal(object)  # the engine's PushNotice: an event touched an active task
     env_failed = Signal(object)  # env events that could not be stored or indexed: env_failures() entries
     sensors_status = Signal(list)  # one line per watched source
+    turn_statuses = Signal(dict)  # node id → stored status of the open session's turns that did not answer
     error = Signal(str)  # something the user should read (one line)
 
     def __init__(self, settings: Settings, services: Services, parent: QObject | None = None) -> None:
@@ -76,6 +79,7 @@ class EngineController(QObject):
         self.ready = False
         self.closed = False
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
+        self.statuses: dict[str, str] = {}  # turn id → stored status, of the open session
         self.handles: dict[str, Any] = {}  # stream id → the scheduler's StreamHandle, until finished
         self._scheduler_slots: list[tuple[Any, Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -126,6 +130,7 @@ class EngineController(QObject):
             engine = await loop.run_in_executor(None, self.services.build_engine, self.settings, progress)
             self.engine = engine
             self.status_changed.emit("preparing intent prototypes")
+            engine.index_progress.connect(self._on_index_progress)
             await engine.start()
             engine.env_pushed.connect(self.env_pushed.emit)
             engine.env_failed.connect(self._on_env_failed)
@@ -143,10 +148,22 @@ class EngineController(QObject):
         took = time.perf_counter() - started
         log.info("ready in %.1f s: chat model %s, session %s", took,
                  engine.model_name or self.settings.chat_model, self.session_id)
-        self.status_changed.emit(f"Ready in {took:.1f} s")
+        self.status_changed.emit(f"Ready in {took:.1f} s{self._repaired()}")
         self.ready_changed.emit(True, "")
         await self.start_sensors()
         return True
+
+    def _on_index_progress(self, what: str, done: int, total: int) -> None:
+        """The index catching up (in the background) or finishing a rebuild, in the status bar
+        (the last line repeats what the start repaired, which the progress lines replaced)."""
+        if not self.closed and total:
+            line = f"{what[:1].upper()}{what[1:]}: {done}/{total}"
+            self.status_changed.emit(line + "…" if done < total else line + " done" + self._repaired())
+
+    def _repaired(self) -> str:
+        """What the engine's start repaired after a crash, as "; "-led lines for the status bar."""
+        report = self.engine.recovery.report if self.engine is not None else None
+        return "".join(f"; {line}" for line in report.lines()) if report is not None else ""
 
     def _on_progress(self, line: str) -> None:
         if not self.closed:
@@ -168,6 +185,10 @@ class EngineController(QObject):
         failures = await engine.env_failures(self.state.session_id)
         if failures:  # recorded in an earlier run: still worth seeing
             self.env_failed.emit(failures)
+        self.statuses = await engine.turn_statuses(self.state.session_id)
+        turns = self.state.turns
+        self.turn_statuses.emit({turns[t].node_id: status for t, status in self.statuses.items()
+                                 if status in SHOWN_STATUSES and t in turns and turns[t].node_id})
         resumed = await engine.resume_inputs(self.state.session_id)
         if resumed:
             self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")

@@ -43,7 +43,7 @@ from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.file_actions import FileActions
 from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row
-from app.ui.panels.inspector import InspectorPanel
+from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services
 
@@ -231,6 +231,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         c.env_pushed.connect(self._on_env_pushed)
         c.env_failed.connect(self._on_env_failed)
         c.sensors_status.connect(self.env.set_sensor_status)
+        c.turn_statuses.connect(self.scene.set_node_statuses)
         self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
         self.banner.choice_made.connect(self.reanchor)
@@ -472,6 +473,8 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     def _select_turn(self, turn_id: str, record: TurnRecord | None) -> None:
         self._selected_turn = turn_id
         self.inspector.show_record(record)
+        if record is None and self.controller.statuses.get(turn_id) == "interrupted":
+            self.inspector.show_note(UNBUILT_NOTE)
         live = self.controller.live.get(turn_id)
         if live is not None and live.text and hasattr(self.inspector, "set_streaming_text"):
             self.inspector.set_streaming_text(live.text)

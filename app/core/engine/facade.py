@@ -11,6 +11,7 @@ tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
 environment     env events: store, index, route, push (``environment.py``)
+recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -31,6 +32,7 @@ from app.core.context.compiler import Fact
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
+from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
 from app.core.engine.tasks import TaskChange, TaskService
@@ -86,9 +88,11 @@ class Engine:
         self.branches = BranchService(ctx, self.sessions, self.turns)
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
+        self.recovery = RecoveryService(ctx)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
         self.env_failed = self.environment.env_failed
+        self.index_progress = self.recovery.index_progress  # (what, done, total) while the index catches up
 
     # ------------------------------------------------------------------ the ports, for adapters and tests
 
@@ -141,17 +145,25 @@ class Engine:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        """Embed the intent prototypes once (on the embed executor)."""
+    async def start(self) -> RecoveryReport:
+        """Recover from an earlier crash and embed the intent prototypes once; return what the
+        recovery did. Turns a crash interrupted are marked "interrupted" (their partial answers
+        kept), an interrupted index rebuild is finished before this returns, and the rows the
+        index lacks are embedded in the background (``index_progress``). Call it before opening
+        any session."""
+        report = await self.recovery.start()
         embedder = self.ctx.embedder
         if embedder is not None:
             bank = await self.ctx.ex.run("embed", PrototypeBank.from_embed, lambda texts: embedder.embed(texts))
             self.ctx.builder.intents = IntentEngine(bank)
+        return report
 
     async def close(self) -> None:
-        """Stop the scheduler's streams, let running answers finish their bookkeeping, then stop
-        the executors."""
+        """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
+        index catch-up between two batches, close the store, then stop the executors."""
         await self.streams.close()
+        await self.recovery.close()
+        await self.ctx.on_store(self.ctx.store.close)  # on its own thread; gives up the run lease
         self.ctx.ex.shutdown(wait=True)
 
     # ------------------------------------------------------------------ sessions
@@ -186,6 +198,10 @@ class Engine:
         """Record the input, build and attach its context, start the answer (``TurnService.submit``)."""
         return await self.turns.submit(session_id, text, budget=budget, anchor_override=anchor_override,
                                        on_token=on_token)
+
+    async def turn_statuses(self, session_id: str) -> dict[str, str]:
+        """turn id → stored status ("answered", "failed", "interrupted", ...) of the session's turns."""
+        return await self.ctx.on_store(self.ctx.store.turn_statuses, session_id)
 
     async def turn_record(self, turn_id: str) -> TurnRecord:
         """The turn's stored record; ``NoRecordError`` if there is none."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.engine.context import EngineContext
+from app.core.engine.recovery import AnswerCheckpointer
 from app.core.errors import NoRecordError
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
@@ -248,11 +249,15 @@ class TurnService:
             raise NoNodeError("the node to reply from is not in this session: send again to let routing "
                               "choose, or pick a node of this session")
         turn_id, message = await ctx.on_store(ctx.store.record_user_input, session_id, text)
-        build, timing = await self.build(
-            session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
-            input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
-            turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
-        )
+        try:
+            build, timing = await self.build(
+                session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
+                input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
+                turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
+            )
+        except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
+            await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
+            raise
         state.add_message(message)
         if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
             state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
@@ -309,20 +314,35 @@ class TurnService:
 
     async def _finish(self, run: TurnRun, record: TurnRecord, message: Message,
                       on_token: Callable[[str], None] | None) -> None:
-        """Stream the answer, record it with its usage, index it, and resolve ``run.done``."""
+        """Stream the answer, record it with its usage, index it, and resolve ``run.done``. When
+        the model fails mid-answer the turn is recorded as failed, with what streamed before."""
         ctx = self.ctx
+        saver = AnswerCheckpointer(ctx, run.turn_id, ctx.config.checkpoint_s)
         try:
             state = ctx.sessions[run.session_id]
-            answer = await self._answer(run, record, on_token)
+            failure: Exception | None = None
+            answer: Message | None
+            try:
+                answer = await self._answer(run, record, on_token, saver)
+            except Exception as exc:  # noqa: BLE001 - recorded below, then reported on the future
+                failure, answer = exc, self._failed(run, record, saver.text, exc)
             # Stored, indexed and added between builds, under the session lock: the store's message
             # order is then the order the live state had, which ``as_of`` (replay) and a reopened
             # session both follow, however the streams' answers interleave.
             async with ctx.lock(run.session_id):
-                await ctx.on_store(self._persist_answer, run, record, answer)
-                if ctx.index is not None:  # indexed before any build can see it (replay sees the same)
-                    await ctx.ex.run("embed", ctx.index.index_messages, run.session_id, [answer])
-                state.add_message(answer)
-            await self.sessions.warm_counts(state, [message.message_id, answer.message_id])
+                if failure is not None:
+                    await ctx.on_store(self._persist_failure, run, record, answer)
+                else:
+                    assert answer is not None
+                    await ctx.on_store(self._persist_answer, run, record, answer)
+                if answer is not None:
+                    if ctx.index is not None:  # indexed before any build can see it (replay sees the same)
+                        await ctx.ex.run("embed", ctx.index.index_messages, run.session_id, [answer])
+                    state.add_message(answer)
+            if answer is not None:
+                await self.sessions.warm_counts(state, [message.message_id, answer.message_id])
+            if failure is not None:
+                raise failure
             run.done.set_result(record)
         except Exception as exc:  # the turn is recorded; the failure is reported on the future
             if not run.done.done():
@@ -330,13 +350,16 @@ class TurnService:
         finally:
             self.running.pop(run.turn_id, None)
 
-    async def _answer(self, run: TurnRun, record: TurnRecord, on_token: Callable[[str], None] | None) -> Message:
-        """Stream the answer into ``record`` (text, finish, usage, timings); return its message."""
+    async def _answer(self, run: TurnRun, record: TurnRecord, on_token: Callable[[str], None] | None,
+                      saver: AnswerCheckpointer) -> Message:
+        """Stream the answer into ``record`` (text, finish, usage, timings), checkpointing it as it
+        streams (``saver``); return its message."""
         answer_text, finish = "", "no model"
         if run.stream is not None:
             async for piece in run.stream:
                 if on_token is not None:
                     on_token(piece)
+                saver.add(piece)
             result = run.stream.result
             assert result is not None
             answer_text, finish = result.text, result.finish_reason
@@ -350,6 +373,28 @@ class TurnService:
                          author=Author(kind=AuthorKind.AGENT, id="assistant"), refs=refs)
         record.output, record.finish_reason, record.answer_message_id = answer_text, finish, answer.message_id
         return answer
+
+    @staticmethod
+    def _failed(run: TurnRun, record: TurnRecord, partial: str, error: BaseException) -> Message | None:
+        """Fill ``record`` for an answer that failed with ``error`` after streaming ``partial``;
+        return the partial answer's message (None when nothing streamed)."""
+        reason = " ".join(str(error).split()) or type(error).__name__
+        record.output, record.finish_reason = partial, "error"
+        record.usage = {**record.usage, "status": "error", "error": reason}
+        if not partial:
+            return None
+        answer = Message(role=Role.ASSISTANT, content=partial, turn_id=run.turn_id,
+                         author=Author(kind=AuthorKind.AGENT, id="assistant"),
+                         refs=[Ref(evidence_id=e) for e in run.build.context.source_ids()])
+        record.answer_message_id = answer.message_id
+        return answer
+
+    def _persist_failure(self, run: TurnRun, record: TurnRecord, answer: Message | None) -> None:
+        store = self.ctx.store
+        with store.transaction():
+            if answer is not None:
+                store.set_turn_answer(run.turn_id, answer)
+            store.update_turn(run.turn_id, status="failed", record=record.model_dump(mode="json"))
 
     def _persist_answer(self, run: TurnRun, record: TurnRecord, answer: Message) -> None:
         store = self.ctx.store

@@ -74,10 +74,15 @@ class CanvasScene(GraphMirrorScene):
             self._set_dimmed(node_id, not self._matches(item))
 
     def set_node_status(self, node_id: str, status: str) -> None:
-        """Badge: building | streaming | answered | stopped | failed | ambiguous."""
+        """Badge: building | streaming | answered | stopped | failed | interrupted | ambiguous."""
         item = self._items.get(node_id)
         if item is not None:
             item.set_status(status)
+
+    def set_node_statuses(self, statuses: dict[str, str]) -> None:
+        """Badge several nodes (node id → status), e.g. the stored ones of a session just opened."""
+        for node_id, status in statuses.items():
+            self.set_node_status(node_id, status)
 
     def show_candidates(self, node_id: str, candidates: list[tuple[str, float]], chosen: str | None) -> None:
         """Dashed, scored lines from ``node_id`` to each anchor candidate; ``chosen`` emphasised."""

@@ -20,6 +20,8 @@ from app.ui.panels.turn import TurnPanel
 from app.ui.panels.widgets import HoverTracker, empty_label, restyle, set_role, short_id
 
 EMPTY_HINT = "Select a turn on the canvas to see how its context was built: intent, plan, evidence, context and timing."
+UNBUILT_NOTE = ("Interrupted: the app stopped before this turn's context was built. Its input is kept in the "
+                "session; ask it again to get an answer.")
 
 
 class InspectorPanel(QWidget):
@@ -79,12 +81,18 @@ class InspectorPanel(QWidget):
         if record is None:
             self.title.setText("")
             self.title.setVisible(False)
+            self.empty.setText(EMPTY_HINT)
             self.stack.setCurrentWidget(self.empty)
             return
         self.title.setText(f"Turn {short_id(record.turn_id)} · session {short_id(record.session_id)} · "
                            f"node {short_id(record.node_id)}")
         self.title.setVisible(True)
         self.stack.setCurrentWidget(self.tabs)
+
+    def show_note(self, text: str) -> None:
+        """Say ``text`` where a turn's tabs would be (a turn with no recorded build)."""
+        self.empty.setText(text)
+        self.stack.setCurrentWidget(self.empty)
 
     def set_streaming_text(self, text: str, turn_id: str | None = None) -> None:
         """Show ``text`` as the answer of the shown turn while it streams (see ``TurnPanel``)."""

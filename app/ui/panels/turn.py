@@ -31,6 +31,18 @@ from app.ui.panels.widgets import IDS_ROLE, HoverTracker, empty_label, section_l
 EMPTY_HINT = "Select a turn on the canvas to see its input, its answer and the evidence it cites."
 
 
+def finish_line(record: TurnRecord, answer: str) -> str:
+    """How the answer ended, in one line; an interrupted or failed one says why and what was kept."""
+    finish = record.finish_reason or "no answer recorded"
+    tokens = record.usage.get("completion_tokens")
+    line = f"finish: {finish}" + (f" · {tokens} tokens" if tokens is not None else "")
+    if finish in ("interrupted", "error"):
+        why = " ".join(str(record.usage.get("error") or "").split())
+        kept = f"the {len(answer)} characters above are what had streamed" if answer else "no answer text was kept"
+        line = f"{finish}: {why or 'no reason recorded'}; {kept}"
+    return line
+
+
 class TurnPanel(QWidget):
     """Shows one turn's input and answer; citations and context lines report the evidence hovered."""
 
@@ -172,9 +184,7 @@ class TurnPanel(QWidget):
             bar = self.answer.verticalScrollBar()
             bar.setValue(bar.maximum())
         elif self._record is not None:
-            finish = self._record.finish_reason or "no answer recorded"
-            tokens = self._record.usage.get("completion_tokens")
-            self.status.setText(f"finish: {finish}" + (f" · {tokens} tokens" if tokens is not None else ""))
+            self.status.setText(finish_line(self._record, self._answer))
         self._fill_cited()
 
     def _cite_link(self, number: int, error: str, warn: str, *, bare: bool = False) -> str:

@@ -1,0 +1,113 @@
+"""Unfinished turns: the answer checkpointed as it streams, and turns interrupted by a crash.
+
+A turn is unfinished while its status is one of ``UNFINISHED``: "recorded" (the input is
+committed), "building" (its context is built and stored; no answer yet) or "streaming" (the
+answer streams; its text so far is in ``answer_checkpoints``). A run that goes on finishes every
+turn it starts ("answered", "failed"); one that is killed leaves them unfinished. Its run lease
+(``app.store.connection.RunLease``) is gone then, which is how ``interrupted_turns`` tells its
+turns from those another live process is answering right now. ``interrupt_turn`` marks such a
+turn ``INTERRUPTED``, keeping what is known: the build record and the partial answer the user
+already saw. The engine decides what that answer looks like (``TurnService.recover``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.core.types import Message, utc_now
+from app.store import records as R
+from app.store.connection import NotFoundError, StoreBase
+
+UNFINISHED = ("recorded", "building", "streaming")
+INTERRUPTED = "interrupted"
+_UNFINISHED_SQL = ", ".join(f"'{s}'" for s in UNFINISHED)
+
+
+class TurnRecovery(StoreBase):
+    """Answer checkpoints and the recovery of interrupted turns (a part of ``SqliteStore``)."""
+
+    def save_answer_checkpoint(self, turn_id: str, text: str, pieces: int) -> bool:
+        """Keep ``text``, the answer streamed so far (``pieces`` tokens), as the turn's checkpoint,
+        durably; the first one moves the turn from "building" to "streaming" (logged). Returns
+        False, writing nothing, once the turn has finished (its answer is stored)."""
+        with self.transaction():
+            row = self._one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
+            if row is None:
+                raise NotFoundError(f"no turn {turn_id!r}")
+            if row["status"] not in ("building", "streaming"):
+                return False
+            self._db().execute(
+                "INSERT INTO answer_checkpoints (turn_id, session_id, text, pieces, at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(turn_id) DO UPDATE SET text = excluded.text, pieces = excluded.pieces, at = excluded.at",
+                (turn_id, row["session_id"], text, pieces, utc_now()))
+            if row["status"] == "building":
+                self._db().execute("UPDATE turns SET status = 'streaming' WHERE turn_id = ?", (turn_id,))
+                self._log(row["session_id"], "turn.streaming", {"turn_id": turn_id})
+        return True
+
+    def answer_checkpoint(self, turn_id: str) -> dict[str, Any] | None:
+        """The turn's checkpoint (text, pieces, at), or None."""
+        row = self._one("SELECT text, pieces, at FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
+        return None if row is None else dict(row)
+
+    def interrupted_turns(self) -> list[dict[str, Any]]:
+        """The unfinished turns of runs that are gone, oldest first: each turn as ``get_turn``
+        returns it (``owner`` included), plus ``input_text`` and ``checkpoint`` (text, pieces, at;
+        or None). Turns of this store's run and of other live processes are left out."""
+        rows = self._db().execute(
+            "SELECT t.*, m.content AS input_text, c.text AS cp_text, c.pieces AS cp_pieces, c.at AS cp_at "
+            "FROM turns t LEFT JOIN messages m ON m.message_id = t.input_message_id "
+            "LEFT JOIN answer_checkpoints c ON c.turn_id = t.turn_id "
+            f"WHERE t.status IN ({_UNFINISHED_SQL}) ORDER BY t.rowid").fetchall()
+        alive: dict[str | None, bool] = {}
+        out = []
+        for row in rows:
+            owner = row["owner"]
+            if owner not in alive:
+                alive[owner] = self.lease.alive(owner)
+            if alive[owner]:
+                continue
+            turn = {k: row[k] for k in row.keys() if not k.startswith("cp_")}
+            turn["record"] = json.loads(turn["record"])
+            turn["checkpoint"] = None if row["cp_text"] is None else {
+                "text": row["cp_text"], "pieces": row["cp_pieces"], "at": row["cp_at"]}
+            out.append(turn)
+        return out
+
+    def interrupt_turn(self, turn_id: str, *, record: dict[str, Any] | None = None,
+                       answer: Message | None = None) -> bool:
+        """Mark an unfinished turn "interrupted": store ``answer`` (its partial answer) and
+        ``record`` when given, drop its checkpoint, log ``turn.interrupted``. Checked again inside
+        the transaction, so two processes recovering at once do it once; returns False (nothing
+        written) when the turn has finished meanwhile."""
+        with self.transaction():
+            row = self._one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
+            if row is None:
+                raise NotFoundError(f"no turn {turn_id!r}")
+            if row["status"] not in UNFINISHED:
+                return False
+            session_id = row["session_id"]
+            values: dict[str, Any] = {"status": INTERRUPTED}
+            if answer is not None:
+                self._insert(R.MESSAGES, session_id, answer.model_copy(update={"turn_id": turn_id}))
+                values["answer_message_id"] = answer.message_id
+            if record is not None:
+                values["record"] = R.dumps(record)
+            sets = ", ".join(f"{name} = ?" for name in values)
+            self._db().execute(f"UPDATE turns SET {sets} WHERE turn_id = ?", (*values.values(), turn_id))
+            self._db().execute("DELETE FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
+            self._log(session_id, "turn.interrupted", {
+                "turn_id": turn_id, "was": row["status"],
+                "answer_message_id": answer.message_id if answer is not None else None,
+                "partial_chars": len(answer.content) if answer is not None else 0})
+        return True
+
+    def turn_statuses(self, session_id: str) -> dict[str, str]:
+        """turn id → status of every turn of the session (without reading their records)."""
+        rows = self._db().execute("SELECT turn_id, status FROM turns WHERE session_id = ?", (session_id,))
+        return {row["turn_id"]: row["status"] for row in rows}
+
+    def sweep_runs(self) -> int:
+        """Remove the lease files of runs that are gone; return how many were removed."""
+        return self.lease.sweep()
