@@ -74,6 +74,7 @@ class EngineController(QObject):
         self.state: SessionState | None = None
         self.ready = False
         self.closed = False
+        self.load_error: str | None = None  # why the last load failed, in one line
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
         self.handles: dict[str, Any] = {}  # stream id → the scheduler's StreamHandle, until finished
         self._scheduler_slots: list[tuple[Any, Any]] = []
@@ -133,11 +134,12 @@ class EngineController(QObject):
             await self.open_session(session_id)
         except Exception as exc:  # noqa: BLE001 - shown to the user, who can pick another model
             report(exc, "loading")
-            message = user_line(exc)
+            message = self.load_error = user_line(exc)
             self.status_changed.emit(f"Could not load: {message}")
             self.ready_changed.emit(False, f"Models did not load: {message}. Choose another in Settings (Ctrl+,).")
             return False
         self.ready = True
+        self.load_error = None
         took = time.perf_counter() - started
         log.info("ready in %.1f s: chat model %s, session %s", took,
                  engine.model_name or self.settings.chat_model, self.session_id)
