@@ -132,18 +132,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from app import main as wiring
+    from app.store.docfile import document_text
     from app.store.exchange import ExchangeError, export_session
 
     store = wiring.open_store(_settings(args))
     try:
-        doc = export_session(store, args.session)
+        text = document_text(export_session(store, args.session))  # strict JSON: no NaN, no Infinity
     except ExchangeError as err:
         raise UserError(str(err)) from err
     finally:
         store.close()
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise UserError(f"{args.output} cannot be written ({err.strerror or err})") from None
     else:
         sys.stdout.write(text)
     return 0
@@ -151,15 +154,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from app import main as wiring
+    from app.store.docfile import read_document_file
     from app.store.exchange import ExchangeError, import_session
 
     path = Path(args.file)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise UserError(f"{path}: no such file") from err
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a JSON document ({err})") from err
+    try:  # strict JSON; a folder, an unreadable file or a bad value is one line naming it
+        data = read_document_file(path)
+    except ExchangeError as err:
+        raise UserError(str(err)) from None
     store = wiring.open_store(_settings(args))
     try:
         session_id = import_session(store, data)
