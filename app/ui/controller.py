@@ -381,6 +381,10 @@ class EngineController(QObject):
             else:
                 state = f"ok {str(st.last_ok or '')[11:19]}" if st.last_ok else ("watching" if st.running else "stopped")
             counts = ", ".join(f"{v} {k}" for k, v in st.counts.items() if v)
+            skipped = st.detail.get("skipped") or []
+            if skipped:  # a feed entry left out, and why (the latest)
+                last = skipped[-1]
+                state += f"; skipped {last.get('title') or last.get('entry_id')}: {last.get('reason')}"
             lines.append(f"{st.sensor} {st.source}: {state}" + (f" ({counts})" if counts else ""))
         if self.intake is not None:
             stats = self.intake.stats()
