@@ -29,10 +29,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import __version__
 from app.config import Settings
 from app.core.errors import CoreError, ModelError
+
+if TYPE_CHECKING:
+    from app.llm.models import ModelEntry
 
 
 class UserError(CoreError):
@@ -72,17 +76,43 @@ def cmd_models(args: argparse.Namespace) -> int:
             state = "present" if where.exists() else "not fetched"
             print(f"{entry.name}\t{entry.role}\t{entry.source}\t{state}\t{where}")
         return 0
+    listed = models.list_models(settings.models_dir, entries)
+    rows = [(entry.name, entry.role, entry.target(settings.models_dir), status, detail)
+            for entry, status, detail in models.verify_models(listed, settings.models_dir)]
+    rows += _configured_chat_model(settings, entries, listed)
     failed = 0
-    for entry, status, detail in models.verify_models(entries, settings.models_dir):
-        if status == "ok" and args.probe and entry.role == "chat":
+    for name, role, target, status, detail in rows:
+        if status == "ok" and args.probe and role == "chat":
             try:
-                models.probe_gguf(entry.target(settings.models_dir))
+                models.probe_gguf(target)
                 detail = f"{detail}; loads in llama.cpp".lstrip("; ")
             except ModelError as err:
                 status, detail = "invalid", str(err)
         failed += status != "ok"
-        print(f"{entry.name}\t{status}\t{detail}")
+        print(f"{name}\t{status}\t{detail}")
     return 1 if failed else 0
+
+
+def _configured_chat_model(settings: Settings, manifest: Sequence[ModelEntry],
+                           listed: Sequence[ModelEntry]) -> list[tuple[str, str, Path, str, str]]:
+    """The configured chat model as a row of ``models verify`` when it is a file outside
+    ``models/`` (a path given in Settings), so verifying covers what the app will load."""
+    from app.llm import models
+
+    value = settings.chat_model
+    if any(e.name == value for e in listed):
+        return []
+    try:
+        path = models.resolve_chat_model(value, settings.models_dir, manifest)
+    except ModelError as err:
+        return [(value, "chat", Path(value), "invalid", str(err))]
+    if any(e.target(settings.models_dir) == path for e in listed):
+        return []
+    try:
+        models.validate_gguf(path)
+    except ModelError as err:
+        return [(value, "chat", path, "invalid", str(err))]
+    return [(value, "chat", path, "ok", f"{value} (the configured chat model: header checked)")]
 
 
 # ------------------------------------------------------------------ sessions, export, import
@@ -102,18 +132,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from app import main as wiring
+    from app.store.docfile import document_text
     from app.store.exchange import ExchangeError, export_session
 
     store = wiring.open_store(_settings(args))
     try:
-        doc = export_session(store, args.session)
+        text = document_text(export_session(store, args.session))  # strict JSON: no NaN, no Infinity
     except ExchangeError as err:
         raise UserError(str(err)) from err
     finally:
         store.close()
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise UserError(f"{args.output} cannot be written ({err.strerror or err})") from None
     else:
         sys.stdout.write(text)
     return 0
@@ -121,15 +154,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from app import main as wiring
+    from app.store.docfile import read_document_file
     from app.store.exchange import ExchangeError, import_session
 
     path = Path(args.file)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise UserError(f"{path}: no such file") from err
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a JSON document ({err})") from err
+    try:  # strict JSON; a folder, an unreadable file or a bad value is one line naming it
+        data = read_document_file(path)
+    except ExchangeError as err:
+        raise UserError(str(err)) from None
     store = wiring.open_store(_settings(args))
     try:
         session_id = import_session(store, data)

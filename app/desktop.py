@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from app import main as wiring
@@ -90,6 +91,18 @@ def list_sessions(store: Any) -> list[dict[str, Any]]:
     return store.list_sessions()
 
 
+def read_document(path: Path) -> Any:
+    from app.store.docfile import read_document_file
+
+    return read_document_file(path, shown=path.name)
+
+
+def document_text(doc: dict[str, Any]) -> str:
+    from app.store.docfile import document_text as text
+
+    return text(doc)
+
+
 def build_sensors(settings: Settings, sink: Any, history: list[Any]) -> Any:
     from app.sensors.sensorset import SensorSet
 
@@ -114,6 +127,8 @@ def services() -> Services:
         export_session=export_session,
         import_session=import_session,
         list_sessions=list_sessions,
+        read_document=read_document,
+        document_text=document_text,
         build_sensors=build_sensors,
         file_preparer=file_preparer,
     )

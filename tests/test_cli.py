@@ -120,3 +120,59 @@ def test_demo_runs_headless_on_the_default_models(tmp_path: Path) -> None:
         assert len(store.load_graph(session["session_id"]).nodes) == 2
     finally:
         store.close()
+
+
+def _exported_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    source = tmp_path / "src"
+    source.mkdir()
+    sid = _session_with_turn(source)
+    assert main(["--data-dir", str(source), "export", sid]) == 0
+    return capsys.readouterr().out
+
+
+HOSTILE_IMPORTS = {
+    "deep.json": (lambda t: t.rstrip()[:-1] + ', "x": ' + "[" * 10_000 + "]" * 10_000 + "}",
+                  "deep.json: x[0][0][0][0][0][0][0]…[0][0]: nested deeper than 64 levels"),
+    "bigint.json": (lambda t: t.rstrip()[:-1] + ', "x": ' + "7" * 5000 + "}", "bigint.json: x: an integer of 5000 digits"),
+    "surrogate.json": (lambda t: t.replace('"content": "', '"content": "\\udc80', 1),
+                       "surrogate.json: session.messages[0].content: a lone surrogate \\udc80"),
+    "nan.json": (lambda t: t.replace('"summary": null', '"summary": NaN', 1), "nan.json: session.summary: NaN is not a JSON number"),
+    "inf.json": (lambda t: t.replace('"summary": null', '"summary": Infinity', 1), "session.summary: Infinity is not a JSON number"),
+    "ninf.json": (lambda t: t.replace('"summary": null', '"summary": -Infinity', 1), "session.summary: -Infinity is not"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_IMPORTS))
+def test_a_hostile_import_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                name: str) -> None:
+    edit, expected = HOSTILE_IMPORTS[name]
+    text = _exported_text(tmp_path, capsys)
+    path = tmp_path / name
+    path.write_text(edit(text), encoding="utf-8")
+    assert path.read_text(encoding="utf-8") != text
+    target = tmp_path / "target"
+    assert main(["--data-dir", str(target), "import", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pcm: error: ") and expected in err and "\n" not in err, err
+    assert not target.exists()  # refused before the data folder is even opened
+
+
+def test_importing_a_folder_or_a_pipe_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    for path, expected in ((folder, "folder.json is a folder, not a JSON document"),
+                           (pipe, "pipe.json is not a regular file")):
+        assert main(["--data-dir", str(tmp_path / "target"), "import", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("pcm: error: ") and expected in err and "\n" not in err
+
+
+def test_export_writes_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = _exported_text(tmp_path, capsys)
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c} in the export"))
+    out = tmp_path / "no-such-folder" / "x.json"
+    sid = json.loads(text)["session"]["session_id"]
+    assert main(["--data-dir", str(tmp_path / "src"), "export", sid, "-o", str(out)]) == 2
+    assert "x.json cannot be written" in capsys.readouterr().err

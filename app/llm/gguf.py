@@ -13,6 +13,7 @@ Every failure is a ``ModelError`` whose message is one line naming the file and 
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import signal
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core.errors import ModelError
+from app.llm.template import ChatTemplates, template_sources
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -71,14 +73,34 @@ _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 1
 _STRING, _ARRAY = 8, 9
 _MAX_DIMS = 4
 _MAX_COUNT = 1 << 24  # sanity bound on tensor / key counts and array lengths of "scalars"
+_MAX_ARRAY_DEPTH = 16
 
 
 def display_path(path: Path) -> str:
-    """The path as a user would type it: relative to the working directory when under it."""
+    """The path as a user would type it: relative to the working directory when under it.
+
+    Symbolic links are not followed (a link loop must not stop a message from naming it)."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
+        return str(Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(Path.cwd()))))
+    except (ValueError, OSError, RuntimeError):
         return str(path)
+
+
+def link_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be opened through its symbolic links, as a phrase ("is a symbolic link
+    loop", "is a symbolic link to X, which does not exist"), or None when it can (or is no link)."""
+    try:
+        os.stat(path)
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop (too many levels of symbolic links)"
+        if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+            try:
+                return f"is a symbolic link to {os.readlink(path)}, which does not exist"
+            except OSError:
+                return "is a broken symbolic link"
+        return None
 
 
 @dataclass
@@ -138,31 +160,58 @@ class _Reader:
         return struct.unpack_from(fmt, self.buf, self.take(_SCALAR_SIZES[vtype]))[0]
 
 
-def _read_value(reader: _Reader, vtype: int) -> object:
-    """Read (or skip, for arrays) one metadata value; arrays come back as None."""
+def _name(key: str) -> str:
+    """A metadata key as a message shows it: quoted, escaped, at most 60 characters."""
+    return repr(key if len(key) <= 60 else key[:59] + "…")
+
+
+def _read_value(reader: _Reader, vtype: int, key: str) -> object:
+    """Read (or skip, for arrays) one metadata value of ``key``; arrays come back as None."""
     if vtype in _SCALAR_SIZES:
         return reader.scalar(vtype)
     if vtype == _STRING:
         return reader.string()
     if vtype == _ARRAY:
+        _skip_array(reader, key)
+        return None
+    raise _Malformed(f"unknown metadata value type {vtype} of key {_name(key)}")
+
+
+def _skip_items(reader: _Reader, item_type: int, count: int, key: str) -> None:
+    """Skip ``count`` scalars or strings of one array."""
+    if item_type in _SCALAR_SIZES:
+        if count > reader.size:
+            raise _Truncated
+        reader.take(count * _SCALAR_SIZES[item_type])
+    elif item_type == _STRING:
+        if count > reader.size // 8:
+            raise _Truncated
+        for _ in range(count):
+            reader.skip_string()
+    else:
+        raise _Malformed(f"unknown metadata array type {item_type} of key {_name(key)}")
+
+
+def _skip_array(reader: _Reader, key: str) -> None:
+    """Skip one array value, however its arrays nest, without recursion; arrays nested deeper
+    than ``_MAX_ARRAY_DEPTH`` are malformed (llama.cpp reads no nested arrays at all)."""
+    remaining: list[int] = []  # per open level of nesting: the arrays still to read there
+    while True:
         item_type = reader.u32()
         count = reader.u64()
-        if item_type in _SCALAR_SIZES:
-            if count > reader.size:
+        if item_type == _ARRAY:
+            if len(remaining) + 2 > _MAX_ARRAY_DEPTH:
+                raise _Malformed(f"key {_name(key)} holds arrays nested more than {_MAX_ARRAY_DEPTH} deep")
+            if count > reader.size // 12:
                 raise _Truncated
-            reader.take(count * _SCALAR_SIZES[item_type])
-        elif item_type == _STRING:
-            if count > reader.size // 8:
-                raise _Truncated
-            for _ in range(count):
-                reader.skip_string()
-        elif item_type == _ARRAY:
-            for _ in range(count):
-                _read_value(reader, _ARRAY)
+            remaining.append(count)
         else:
-            raise _Malformed(f"unknown metadata array type {item_type}")
-        return None
-    raise _Malformed(f"unknown metadata value type {vtype}")
+            _skip_items(reader, item_type, count, key)
+        while remaining and remaining[-1] == 0:
+            remaining.pop()
+        if not remaining:
+            return
+        remaining[-1] -= 1
 
 
 def read_gguf_header(path: Path) -> GgufInfo:
@@ -183,7 +232,7 @@ def read_gguf_header(path: Path) -> GgufInfo:
         for _ in range(kv_count):
             key = reader.string()
             vtype = reader.u32()
-            value = _read_value(reader, vtype)
+            value = _read_value(reader, vtype, key)
             if value is not None:
                 metadata[key] = value
         alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -242,6 +291,9 @@ def _describe_non_gguf(head: bytes) -> str:
 def _read_head(p: Path, shown: str) -> tuple[int, bytes]:
     """The file's size and first 64 bytes; ``ModelError`` when it is missing, a folder, empty
     or unreadable."""
+    broken = link_problem(p)
+    if broken is not None:
+        raise ModelError(f"{shown} {broken}; {FIX_HINT}")
     if not p.exists():
         raise ModelError(f"{shown} does not exist; {FIX_HINT}")
     if p.is_dir():
@@ -324,7 +376,8 @@ def _log(level, text, user_data):
     tail.append(text.decode("utf-8", "replace"))
 llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 def reason(exc):
-    lines = [l.strip() for l in "".join(tail).splitlines() if l.strip()]
+    lines = [l.strip() for l in "".join(tail).splitlines()
+             if l.strip() and not l.lstrip().startswith(("print_info:", "llama_model_loader: - "))]
     for needle in ("error", "failed", "invalid", "unknown", "unsupported"):
         for line in reversed(lines):
             if needle in line.lower():
@@ -336,8 +389,28 @@ try:
         llm.eval(llm.tokenize(b"Hello, world.", add_bos=True)[:8])
 except Exception as exc:
     out("ERROR " + reason(exc)); sys.exit(2)
+if decode:
+    import math
+    logits = llm._ctx.get_logits()
+    bad = sum(1 for i in range(llm.n_vocab()) if not math.isfinite(logits[i]))
+    if bad:
+        out(f"NONFINITE {bad} of {llm.n_vocab()}"); sys.exit(4)
 out("OK " + str(llm.n_vocab())); sys.exit(0)
 """
+
+
+def check_templates(info: GgufInfo, shown: str) -> None:
+    """Compile and render every chat template ``info`` declares in the bounded worker process
+    (``app.llm.template``); ``ModelError`` naming the file when one loops, recurses, runs out of
+    memory, does not compile or is refused by the Jinja sandbox."""
+    sources = template_sources(info.metadata)
+    if not sources:
+        return
+    checker = ChatTemplates(sources, shown)
+    try:
+        checker.check()
+    finally:
+        checker.close()
 
 
 def _last_line(text: str) -> str:
@@ -345,18 +418,24 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode: bool = True) -> None:
+def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode: bool = True,
+               templates: bool = True) -> None:
     """Load ``path`` with llama.cpp in a child process (and decode a few tokens when ``decode``).
 
-    Runs ``validate_gguf`` first. Raises ``ModelError`` (one line) when the child reports an error,
-    crashes (e.g. a llama.cpp abort), or does not finish within ``timeout_s`` seconds.
+    Runs ``validate_gguf`` first, then (with ``templates``) compiles and renders the file's chat
+    templates in the bounded worker of ``app.llm.template`` (2 s each), because llama.cpp's
+    Python binding compiles them while it loads. Raises ``ModelError`` (one line) when a template
+    fails, when the child reports an error, crashes (e.g. a llama.cpp abort), gets non-finite
+    logits from its decode (garbage weights: NaN), or does not finish within ``timeout_s`` seconds.
     """
     p = Path(path)
-    validate_gguf(p)
+    info = validate_gguf(p)
     shown = display_path(p)
+    if templates:
+        check_templates(info, shown)
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PROBE_SCRIPT, str(p.resolve()), "1" if decode else "0"],
+            [sys.executable, "-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -376,6 +455,9 @@ def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode:
                          "reinstall the app")
     if stdout.startswith("ERROR"):
         raise ModelError(f"llama.cpp cannot load {shown} ({stdout[6:]}); {FIX_HINT}")
+    if stdout.startswith("NONFINITE"):
+        raise ModelError(f"{shown} loads, but its weights give non-finite outputs ({stdout[10:]} logits are "
+                         f"NaN or infinite): its tensor data is damaged; {FIX_HINT}")
     if proc.returncode < 0:
         try:
             why = signal.Signals(-proc.returncode).name

@@ -5,10 +5,13 @@ the single-worker ``llm`` executor. ``count_tokens`` / ``count_chat_tokens`` are
 use a second, vocabulary-only llama.cpp instance behind a lock, so any thread (the UI's budget
 meter, the compiler) may call them while a generation is running.
 
-The prompt is made by the GGUF's own chat template (``tokenizer.chat_template``, rendered with
-llama-cpp-python's ``Jinja2ChatFormatter``); a model without a template is prompted with ChatML.
-``count_chat_tokens`` renders the same formatter and tokenizes the same way as generation, so the
-count is exact, not an estimate.
+The prompt is made by the GGUF's own chat template (``tokenizer.chat_template``), rendered in a
+worker process bounded in time and memory (``app.llm.template``: the same Jinja environment as
+llama-cpp-python's ``Jinja2ChatFormatter``, but a template that loops, recurses, allocates without
+end or is refused by the sandbox is a one-line ``ModelError`` naming the file, never a hang). Every
+template of the file is checked there before llama.cpp loads it. A model without a template is
+prompted with ChatML. ``count_chat_tokens`` renders the same prompt and tokenizes it the same way
+as generation, so the count is exact, not an estimate.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from app.core.errors import ModelError
 from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
+from app.llm.template import DEFAULT_TEMPLATE, ChatTemplates, TemplateFormatter, template_sources
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +240,15 @@ class LlamaChatModel:
         shown = display_path(self.path)
         started = time.perf_counter()
         self.gguf_info = validate_gguf(self.path)
-        if probe:
-            probe_gguf(self.path)
+        # Before llama-cpp-python compiles the templates in this process (its Llama() does).
+        self._templates = ChatTemplates(template_sources(self.gguf_info.metadata), shown)
+        try:
+            self._templates.check()
+            if probe:
+                probe_gguf(self.path, templates=False)
+        except ModelError:
+            self._templates.close()
+            raise
         llama_cpp = _import_llama_cpp()
         self._llama_cpp = llama_cpp
         _log_state["echo"] = verbose
@@ -261,8 +272,10 @@ class LlamaChatModel:
                 chat_handler=handler,
             )
         except ModelError:
+            self.close()
             raise
         except Exception as exc:
+            self.close()
             reason = _log_reason() or _one_line(exc)
             raise ModelError(f"llama.cpp could not load {shown} ({reason}); {FIX_HINT}") from None
         self.load_seconds = time.perf_counter() - started
@@ -270,18 +283,17 @@ class LlamaChatModel:
     # ----------------------------------------------------------------- prompt formatting
 
     def _make_formatter(self) -> Any:
-        """The GGUF's chat template as a formatter (as llama-cpp-python builds it), else ChatML."""
+        """The GGUF's chat template as a formatter (rendered by the bounded worker, with what
+        llama-cpp-python's ``Jinja2ChatFormatter`` would return), else ChatML."""
         fmt = self._llama_cpp.llama_chat_format
-        template = self._vocab.metadata.get("tokenizer.chat_template")
-        self.chat_template_source = "gguf" if template else "chatml (no template in the file)"
-        if not template:
+        has_template = DEFAULT_TEMPLATE in self._templates
+        self.chat_template_source = "gguf" if has_template else "chatml (no template in the file)"
+        if not has_template:
             return fmt.format_chatml
         eos_id, bos_id = self._vocab.token_eos(), self._vocab.token_bos()
-        eos = self._vocab._model.token_get_text(eos_id) if eos_id != -1 else ""
-        bos = self._vocab._model.token_get_text(bos_id) if bos_id != -1 else ""
-        return fmt.Jinja2ChatFormatter(
-            template=template, eos_token=eos, bos_token=bos, stop_token_ids=[eos_id]
-        )
+        self._templates.eos_token = self._vocab._model.token_get_text(eos_id) if eos_id != -1 else ""
+        self._templates.bos_token = self._vocab._model.token_get_text(bos_id) if bos_id != -1 else ""
+        return TemplateFormatter(self._templates, self._llama_cpp, eos_id)
 
     def _format(self, *, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
         """The formatter handed to llama-cpp-python: adds our per-token stopping criterion."""
@@ -326,8 +338,10 @@ class LlamaChatModel:
         with self._count_lock:
             try:
                 result = self._formatter(messages=list(messages))
+            except ModelError:  # the bounded renderer's own line (names the file and the reason)
+                raise
             except Exception as exc:  # the template may reject e.g. non-alternating roles
-                raise ModelError(f"the chat template of {self.name} rejected the messages "
+                raise ModelError(f"the chat template of {display_path(self.path)} rejected the messages "
                                  f"({_one_line(exc)})") from None
             ids = self._vocab.tokenize(
                 result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
@@ -457,11 +471,15 @@ class LlamaChatModel:
             llm._requires_eval = True  # a later prompt-cache hit re-evaluates one token
 
     def close(self) -> None:
-        """Free both llama.cpp instances (the object is unusable afterwards)."""
+        """Free both llama.cpp instances and end the template worker (the object is unusable
+        afterwards)."""
         for attr in ("_llm", "_vocab"):
             model = getattr(self, attr, None)
             if model is not None:
                 model.close()
+        templates = getattr(self, "_templates", None)
+        if templates is not None:
+            templates.close()
 
     def __repr__(self) -> str:
         return f"LlamaChatModel({self.name!r}, context_size={self.context_size})"

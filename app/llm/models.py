@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from app.core.errors import ModelError
 from app.core.types import ModelRole
-from app.llm.gguf import display_path, probe_gguf, validate_gguf
+from app.llm.gguf import display_path, link_problem, probe_gguf, validate_gguf
 
 __all__ = [
     "LOCAL_SOURCE",
@@ -180,6 +180,15 @@ def verify_entry(entry: ModelEntry, models_dir: str | os.PathLike[str]) -> tuple
     """Check one entry's target: returns (status, detail), status in ok | missing | mismatch | invalid."""
     target = entry.target(models_dir)
     shown = display_path(target)
+    if entry.is_local and not entry.is_folder:  # no hash to check: check what the header says
+        try:
+            validate_gguf(target)
+        except ModelError as err:
+            return "invalid", str(err)
+        return "ok", f"{shown} (a local file: header checked, no hash to check)"
+    broken = link_problem(target)
+    if broken is not None:
+        return "invalid", f"{shown} {broken}; delete it and {FETCH_HINT}"
     if not target.exists():
         return "missing", f"{shown} is not there; {FETCH_HINT}"
     if entry.is_folder != target.is_dir():
@@ -372,14 +381,15 @@ def fetch_models(
 
 def list_models(models_dir: str | os.PathLike[str], manifest: Sequence[ModelEntry]) -> list[ModelEntry]:
     """The manifest entries, then every other ``*.gguf`` in ``models_dir`` as a local chat model
-    (named by its file name, ``source == "local file"``). Hidden and partial files are skipped."""
+    (named by its file name, ``source == "local file"``). Hidden and partial files and folders are
+    skipped; a symbolic link is listed even when it leads nowhere, so that verifying says why."""
     root = Path(models_dir)
     entries = list(manifest)
     taken = {e.path.rstrip("/") for e in manifest}
     names = {e.name for e in manifest}
     if root.is_dir():
         for p in sorted(root.glob("*.gguf")):
-            if p.name.startswith(".") or p.name in taken or p.name in names or not p.is_file():
+            if p.name.startswith(".") or p.name in taken or p.name in names or not (p.is_file() or p.is_symlink()):
                 continue
             entries.append(ModelEntry(name=p.name, role=ModelRole.CHAT, source=LOCAL_SOURCE, path=p.name))
     return entries
@@ -407,6 +417,9 @@ def _resolve(
     if not want_dir:
         candidates.insert(1, root / f"{value}.gguf")
     for candidate in candidates:
+        broken = link_problem(candidate)
+        if broken is not None:
+            raise ModelError(f"{display_path(candidate)} {broken}; pick a {kind} from `pcm models list`")
         if candidate.exists():
             if candidate.is_dir() != want_dir:
                 expected = "a folder" if want_dir else "a .gguf file"

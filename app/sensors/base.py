@@ -132,6 +132,17 @@ class StatusBoard:
         with self._lock:
             self._detail.setdefault(source, {}).update(values)
 
+    def maximum(self, source: str, key: str, value: float) -> None:
+        """Keep the largest ``value`` seen under ``key`` in the source's detail."""
+        with self._lock:
+            detail = self._detail.setdefault(source, {})
+            detail[key] = max(value, detail.get(key, value))
+
+    def detail(self, source: str) -> dict[str, Any]:
+        """A copy of the source's detail."""
+        with self._lock:
+            return dict(self._detail.get(source, {}))
+
     def snapshot(self) -> list[SourceStatus]:
         """One :class:`SourceStatus` per source, copied under the lock."""
         with self._lock:

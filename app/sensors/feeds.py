@@ -1,34 +1,38 @@
 """The feed sensor: RSS/Atom URLs or local files polled on an interval → one change per new entry.
 
 Each source is polled on its own daemon thread (:class:`~app.sensors.fetch.PollingThreads`):
-fetched as bytes with a size and a time cap, conditionally (ETag / Last-Modified; a local file's
-size and mtime), parsed with ``feedparser`` from the bytes, de-duplicated by entry id against the
-ids seen so far (the stored events give them back after a restart: ``seen_from_events``), and each new entry
-becomes a ``feed`` change whose content is labelled plain text. A failure (network, size, time,
-malformed XML) is recorded in :meth:`FeedSensor.status` and reported once as an ``error`` change
-while it persists; the thread keeps polling and picks up the next valid version.
+fetched as bytes with a size and a time cap (``timeout_s``, a hard deadline), conditionally (ETag /
+Last-Modified; a local file's size and mtime), then parsed in a child process killed after
+``parse_timeout_s`` (:mod:`app.sensors.feedparse`: feedparser from the bytes, entries de-duplicated
+by id against the ids seen so far — the stored events give them back after a restart:
+``seen_from_events`` — and each new entry made into a ``feed`` change of labelled plain text). So a
+poll never takes longer than ``timeout_s + parse_timeout_s``.
+
+A failure of the whole source (network, size, time, malformed XML, a body that is not a feed at all:
+an HTML page, an empty response, JSON) is recorded in :meth:`FeedSensor.status` and reported once as
+an ``error`` change while it persists; the thread keeps polling and picks up the next valid
+version. One bad entry (an invalid character, an absurdly long field) never blocks the feed: it is
+skipped, counted (``entries_skipped``) and named with its reason in the status (``skipped``); the
+other entries land.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-import feedparser
-
 from app.core.runtime.intake import RawChange
 from app.sensors.base import FeedSourceLike, Sink, StatusBoard
+from app.sensors.feedparse import PARSE_TIMEOUT_S, parse_in_child
 from app.sensors.fetch import FetchError, PolledSensor, PollingThreads, Validators, fetch_bytes
-from app.sensors.text import html_to_text
 
-# Bozo exceptions that do not make the entries untrustworthy (the XML parsed; only the declared
-# encoding or the served content type was off).
-_BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
+log = logging.getLogger(__name__)
+_KEEP_SKIPPED = 20  # the most recent skipped entries named in the status
 
 
 def seen_from_events(events: Iterable[Any]) -> dict[str, set[str]]:
@@ -47,46 +51,6 @@ class FirstPoll(StrEnum):
 
     EMIT = "emit"  # every entry present becomes a change (capped by max_entries_per_poll)
     BASELINE = "baseline"  # the entries present are marked seen; only later ones become changes
-
-
-def entry_id(entry: Mapping[str, Any]) -> str:
-    """The entry's id, else its link, else a hash of its title and date."""
-    for key in ("id", "link"):
-        value = entry.get(key)
-        if value:
-            return str(value)
-    basis = f"{entry.get('title', '')}\x1f{entry.get('published', entry.get('updated', ''))}"
-    return "sha1:" + hashlib.sha1(basis.encode("utf-8")).hexdigest()[:20]
-
-
-def _plain(detail: Mapping[str, Any] | None, value: str) -> str:
-    kind = str((detail or {}).get("type", "text/html"))
-    return value.strip() if kind == "text/plain" else html_to_text(value)
-
-
-def entry_text(entry: Mapping[str, Any], feed_title: str = "", *, max_chars: int = 20_000) -> str:
-    """Labelled plain text of an entry: Title/Feed/Published/Link/Author lines, a blank line, and
-    the longest of its content and summary with the HTML stripped."""
-    title = _plain(entry.get("title_detail"), str(entry.get("title", "")))
-    body = ""
-    candidates: list[tuple[Mapping[str, Any] | None, str]] = [
-        (c, str(c.get("value", ""))) for c in entry.get("content", []) or []
-    ]
-    if entry.get("summary"):
-        candidates.append((entry.get("summary_detail"), str(entry["summary"])))
-    if candidates:
-        detail, value = max(candidates, key=lambda c: len(c[1]))
-        body = _plain(detail, value)
-    labels = [
-        ("Title", title),
-        ("Feed", feed_title),
-        ("Published", str(entry.get("published") or entry.get("updated") or "")),
-        ("Link", str(entry.get("link", ""))),
-        ("Author", str(entry.get("author", ""))),
-    ]
-    head = "\n".join(f"{k}: {v}" for k, v in labels if v)
-    text = f"{head}\n\n{body}" if body else head
-    return text[:max_chars]
 
 
 class _FeedState:
@@ -122,6 +86,7 @@ class FeedSensor(PolledSensor):
         first_poll: FirstPoll = FirstPoll.EMIT,
         max_entries_per_poll: int = 100,
         max_seen: int = 10_000,
+        parse_timeout_s: float = PARSE_TIMEOUT_S,
     ) -> None:
         unique: dict[str, FeedSourceLike] = {}
         for s in sources:
@@ -130,6 +95,7 @@ class FeedSensor(PolledSensor):
         self._sink = sink
         self._max_bytes = max_bytes
         self._timeout_s = timeout_s
+        self._parse_timeout_s = parse_timeout_s
         self._first_poll = first_poll
         self._max_entries = max_entries_per_poll
         seen = seen or {}
@@ -151,10 +117,25 @@ class FeedSensor(PolledSensor):
         with self._locks[index]:  # a manual poll and the thread never interleave on one source
             return self._poll(index)
 
+    @property
+    def poll_cap_s(self) -> float:
+        """The longest one poll can take: the fetch's deadline plus the parse's."""
+        return self._timeout_s + self._parse_timeout_s
+
     def _poll(self, index: int) -> int:
         url = self.sources[index].url
-        state = self._state[index]
         self._board.add(url, "polls")
+        started = time.monotonic()
+        try:
+            return self._fetch_and_parse(index)
+        finally:
+            took_ms = round((time.monotonic() - started) * 1000)
+            self._board.set_detail(url, last_poll_ms=took_ms)
+            self._board.maximum(url, "slowest_poll_ms", took_ms)
+
+    def _fetch_and_parse(self, index: int) -> int:
+        url = self.sources[index].url
+        state = self._state[index]
         try:
             result = fetch_bytes(url, max_bytes=self._max_bytes, timeout_s=self._timeout_s, validators=state.validators)
         except FetchError as exc:
@@ -164,55 +145,38 @@ class FeedSensor(PolledSensor):
             self._board.add(url, "not_modified")
             self._board.ok(url)
             return 0
-        # A stream, never the bytes themselves: given bytes, feedparser first tries them as a
-        # file name, so a server answering "/etc/passwd" would make it read a local file.
-        headers = {"content-type": result.content_type} if result.content_type else None
-        parsed = feedparser.parse(io.BytesIO(result.body or b""), response_headers=headers)
+        baseline = not state.polled_ok and not state.seen and self._first_poll is FirstPoll.BASELINE
+        outcome = parse_in_child(result.body or b"", url=url, content_type=result.content_type, seen=list(state.seen),
+                                 emit=not baseline, max_entries=self._max_entries, timeout_s=self._parse_timeout_s)
         # Keep the validators even for a malformed version: polling it again gets a 304 until
         # it changes, and the error stays reported once.
         state.validators = result.validators
-        if parsed.get("bozo") and not isinstance(parsed.get("bozo_exception"), _BENIGN_BOZO):
-            exc_text = str(parsed.get("bozo_exception") or "unknown parse error")
-            self._report(url, "malformed", f"malformed feed: {exc_text}")
+        if outcome.get("peak_mb"):
+            self._board.maximum(url, "parse_peak_mb", outcome["peak_mb"])
+        if outcome["kind"] != "ok":
+            self._report(url, str(outcome["kind"]), str(outcome["message"]))
             return 0
-        feed_title = html_to_text(str(parsed.feed.get("title", "")))
-        self._board.set_detail(url, feed_title=feed_title, entries_in_feed=len(parsed.entries))
-        baseline = not state.polled_ok and not state.seen and self._first_poll is FirstPoll.BASELINE
+        self._board.set_detail(url, feed_title=outcome["feed_title"], entries_in_feed=outcome["entries_in_feed"])
         state.polled_ok = True
-        fresh: list[tuple[str, Any]] = []
-        fresh_ids: set[str] = set()
-        for entry in parsed.entries:
-            eid = entry_id(entry)
-            if eid not in state.seen and eid not in fresh_ids:
-                fresh_ids.add(eid)
-                fresh.append((eid, entry))
-        if baseline:
-            state.remember(eid for eid, _ in reversed(fresh))
-            self._board.ok(url)
-            return 0
-        # Feeds list newest first: keep the newest few, send them oldest first.
         sent = 0
-        for eid, entry in reversed(fresh[: self._max_entries]):
-            link = str(entry.get("link", "") or url)
-            payload = {
-                "entry_id": eid,
-                "feed": url,
-                "feed_title": feed_title,
-                "link": str(entry.get("link", "")),
-                "published": str(entry.get("published") or entry.get("updated") or ""),
-                "author": str(entry.get("author", "")),
-                "tags": [str(t.get("term", "")) for t in entry.get("tags", []) or [] if t.get("term")],
-            }
-            self._sink(RawChange(
-                key=f"feed:{url}#{eid}", kind="feed", source=url, uri=link, change="new",
-                title=_plain(entry.get("title_detail"), str(entry.get("title", ""))) or link,
-                content=entry_text(entry, feed_title), payload=payload,
-            ))
+        for fields in outcome["changes"]:
+            self._sink(RawChange(**fields))
             sent += 1
-        state.remember(eid for eid, _ in reversed(fresh))  # all of them: skipped ones stay skipped
+        state.remember(reversed(outcome["fresh"]))  # all of them: skipped ones stay skipped
+        self._note_skipped(url, outcome["skipped"])
         self._board.add(url, "entries_seen", sent)
         self._board.ok(url)
         return sent
+
+    def _note_skipped(self, url: str, skipped: list[dict[str, str]]) -> None:
+        """Count and name the entries skipped by this poll (newest last) in the status."""
+        if not skipped:
+            return
+        for item in skipped:
+            log.warning("feed %s: skipped entry %s: %s", url, item["entry_id"], item["reason"])
+        previous = self._board.detail(url).get("skipped", [])
+        self._board.set_detail(url, skipped=[*previous, *skipped][-_KEEP_SKIPPED:])
+        self._board.add(url, "entries_skipped", len(skipped))
 
     def _report(self, url: str, reason: str, message: str) -> None:
         if self._board.error(url, message):

@@ -12,6 +12,7 @@ import http.client
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import urllib.error
@@ -20,7 +21,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import CoreError
 
@@ -97,32 +98,102 @@ def fetch_bytes(
 
 def _fetch_local(path: Path, max_bytes: int, validators: Validators | None) -> FetchResult:
     try:
-        st = path.stat()
+        # Non-blocking, then checked on the open file: a FIFO put in the feed's place must never
+        # hold the thread waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         raise FetchError("missing", f"file not found: {path}") from None
     except OSError as exc:
-        raise FetchError("network", f"cannot stat {path}: {exc.strerror or exc}") from None
-    # A local file's "ETag" is its mtime and size: unchanged → not modified, no read, no parse.
-    tag = Validators(etag=f'"{st.st_mtime_ns:x}-{st.st_size:x}"')
-    if validators is not None and validators.etag == tag.etag:
-        return FetchResult(None, tag, status=304)
-    if st.st_size > max_bytes:
-        raise FetchError("too_large", f"{path} is {st.st_size} bytes (limit {max_bytes})")
+        raise FetchError("network", f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        with path.open("rb") as fh:
-            body = fh.read(max_bytes + 1)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, device or socket)"
+            raise FetchError("unsupported", f"{path} is {what}, not a feed file")
+        # A local file's "ETag" is its mtime and size: unchanged → not modified, no read, no parse.
+        tag = Validators(etag=f'"{st.st_mtime_ns:x}-{st.st_size:x}"')
+        if validators is not None and validators.etag == tag.etag:
+            return FetchResult(None, tag, status=304)
+        if st.st_size > max_bytes:
+            raise FetchError("too_large", f"{path} is {st.st_size} bytes (limit {max_bytes})")
+        body = _read_fd(fd, max_bytes + 1)
     except OSError as exc:
         raise FetchError("network", f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(body) > max_bytes:  # grew between stat and read
         raise FetchError("too_large", f"{path} is over {max_bytes} bytes")
     return FetchResult(body, tag)
 
 
-def _opener(url: str) -> urllib.request.OpenerDirector:
+def _read_fd(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit and (chunk := os.read(fd, min(_CHUNK, limit - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+class _Watchdog:
+    """Shuts down every socket of one fetch at its deadline, so that nothing on the wire — a
+    server trickling its TLS handshake, its headers or its body a byte at a time, each within
+    the socket timeout — can hold the fetch past it. ``fired`` says it did."""
+
+    def __init__(self, deadline: float) -> None:
+        self.fired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._socks.append(sock)
+            if self.fired:
+                _shut(sock)
+        return sock
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _watched(watchdog: _Watchdog, handler: type[urllib.request.AbstractHTTPHandler]) -> urllib.request.BaseHandler:
+    """An instance of ``handler`` (urllib's HTTP or HTTPS handler) whose connections' sockets are
+    handed to ``watchdog``."""
+
+    class Watched(handler):  # type: ignore[valid-type, misc]
+        def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+            def connection(*args: Any, **kw: Any) -> Any:
+                conn = http_class(*args, **kw)
+                conn._create_connection = lambda *a, **k: watchdog.watch(socket.create_connection(*a, **k))
+                return conn
+
+            return super().do_open(connection, req, **kwargs)
+
+    return Watched()
+
+
+def _opener(url: str, watchdog: _Watchdog) -> urllib.request.OpenerDirector:
+    handlers = [_watched(watchdog, urllib.request.HTTPHandler), _watched(watchdog, urllib.request.HTTPSHandler)]
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     if host in _LOOPBACK:  # a proxy from the environment must never see loopback traffic
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return urllib.request.build_opener()
+        handlers.append(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener(*handlers)
 
 
 def _read_body(resp: http.client.HTTPResponse, url: str, max_bytes: int, timeout_s: float, deadline: float) -> bytes:
@@ -156,9 +227,12 @@ def _fetch_http(url: str, max_bytes: int, timeout_s: float, validators: Validato
     request = urllib.request.Request(url, headers=headers)
     sent = tuple(sorted(headers.items()))
     deadline = time.monotonic() + timeout_s
+    watchdog = _Watchdog(deadline)
     try:
-        with _opener(url).open(request, timeout=timeout_s) as resp:
+        with _opener(url, watchdog).open(request, timeout=timeout_s) as resp:
             body = _read_body(resp, url, max_bytes, timeout_s, deadline)
+            if watchdog.fired:  # the body may look complete: the deadline cut it
+                raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s")
             got = Validators(resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
             return FetchResult(body, got, resp.status, resp.headers.get("Content-Type", ""), sent)
     except urllib.error.HTTPError as exc:
@@ -167,14 +241,22 @@ def _fetch_http(url: str, max_bytes: int, timeout_s: float, validators: Validato
             got = Validators(exc.headers.get("ETag") or kept.etag, exc.headers.get("Last-Modified") or kept.last_modified)
             return FetchResult(None, got, 304, "", sent)
         raise FetchError("http", f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except (TimeoutError, socket.timeout):
-        raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-            raise FetchError("timeout", f"{url} took longer than {timeout_s:g} s") from None
-        raise FetchError("network", f"{url}: {exc.reason}") from None
-    except OSError as exc:
-        raise FetchError("network", f"{url}: {exc}") from None
+    except FetchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every other failure of the fetch is one FetchError
+        raise _failure(exc, url, timeout_s, watchdog.fired) from None
+    finally:
+        watchdog.cancel()
+
+
+def _failure(exc: Exception, url: str, timeout_s: float, expired: bool) -> FetchError:
+    """The ``FetchError`` for a fetch that raised ``exc`` (``expired``: the deadline had passed)."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if expired or isinstance(reason, (TimeoutError, socket.timeout)):
+        return FetchError("timeout", f"{url} took longer than {timeout_s:g} s")
+    if isinstance(exc, http.client.HTTPException):
+        return FetchError("network", f"{url}: the server broke off the response ({type(exc).__name__})")
+    return FetchError("network", f"{url}: {reason}")
 
 
 class PollingThreads:

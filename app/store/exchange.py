@@ -2,10 +2,13 @@
 
 ``export_session`` returns a JSON-ready ``ContextDocument`` dict with a deterministic key order
 and record order, so ``json.dumps(doc, indent=2, ensure_ascii=False)`` of export → import →
-export is byte-identical. PCM-specific data (title, graph, env events, memory) lives in ``pcm``.
+export is byte-identical (``docfile.document_text`` writes it: strict JSON, ``allow_nan=False``).
+PCM-specific data (title, graph, env events, memory) lives in ``pcm``.
 
-``import_session`` validates with the committed JSON Schema, then the pydantic model, then the
-cross-field rules (evidence keys equal their ids; refs and evidence ids point into ``evidences``;
+``import_session`` validates the values first (``app.store.docfile.check_values``: no nesting
+deeper than 64 levels, no NaN or infinity, no integer outside 64 bits, no lone surrogate; a document
+file is read and parsed strictly by ``docfile.read_document_file``), then with the committed JSON
+Schema, then the pydantic model, then the cross-field rules (evidence keys equal their ids; refs and evidence ids point into ``evidences``;
 edges join known nodes; ids are unique). Any failure raises ``ExchangeError`` naming the offending
 path (``session.messages[2].role: 'robot' is not one of [...]``); the import is one transaction,
 so nothing is written on failure, and an existing session is never overwritten.
@@ -14,7 +17,6 @@ so nothing is written on failure, and an existing session is never overwritten.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,7 +26,6 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
-from app.core.errors import CoreError
 from app.core.types import (
     SCHEMA_VERSION,
     ContextDocument,
@@ -38,6 +39,7 @@ from app.core.types import (
     TodoList,
     ToolState,
 )
+from app.store.docfile import ExchangeError, check_values, format_path
 from app.store.sqlite import SqliteStore, StoreError
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -49,11 +51,6 @@ SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "resources" / "schemas"
 # Containers whose unknown keys are kept across an import (path → model in the document).
 _EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_list",
                 "session.tool_state", "pcm", "pcm.graph")
-_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\-]+$")
-
-
-class ExchangeError(CoreError):
-    """A document could not be exported or imported; ``str(err)`` names the path and the reason."""
 
 
 # ---------------------------------------------------------------------------- schema
@@ -112,19 +109,6 @@ def load_schema(path: Path | None = None) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- validation
-
-
-def format_path(parts: Iterable[Any]) -> str:
-    """Render a path like ``session.messages[2].role`` (``document`` for the root)."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _SIMPLE_KEY.match(str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
-    return out or "document"
 
 
 def _dangling(path: list[Any], ids: Sequence[str], evidence_ids: set[str]) -> Iterable[str]:
@@ -210,9 +194,11 @@ def _duplicate_problems(doc: ContextDocument) -> Iterable[str]:
 
 
 def validate_document(data: Any, schema: dict[str, Any] | None = None) -> ContextDocument:
-    """Validate ``data`` (schema, model, cross-field rules); return the model or raise."""
+    """Validate ``data`` (the values a store can hold — ``docfile.check_values`` — then schema,
+    model, cross-field rules); return the model or raise."""
     if not isinstance(data, dict):
         raise ExchangeError(f"document: expected a JSON object, got {type(data).__name__}")
+    check_values(data)
     validator = Draft202012Validator(schema or load_schema())
     error = best_match(validator.iter_errors(data))
     if error is not None:

@@ -119,7 +119,7 @@ async def _self_test(window: MainWindow, session_id: str | None, text: str) -> i
     started = time.perf_counter()
     c = window.controller
     if not await c.load(session_id):
-        print("self-test: the models did not load", file=sys.stderr)
+        print(f"self-test: the models did not load: {c.load_error or 'no reason given'}", file=sys.stderr)
         return 1
     loaded = time.perf_counter() - started
     finished: list[Any] = []
@@ -131,7 +131,9 @@ async def _self_test(window: MainWindow, session_id: str | None, text: str) -> i
         await asyncio.sleep(0.02)
     record = finished[0]
     if isinstance(record, str) or not record.output:
-        print(f"self-test: no answer ({record if isinstance(record, str) else record.finish_reason})", file=sys.stderr)
+        why = record if isinstance(record, str) else (
+            " ".join(str(record.usage.get("error") or "").split()) or record.finish_reason)
+        print(f"self-test: no answer ({why})", file=sys.stderr)
         return 1
     print(f"self-test: models loaded in {loaded:.1f} s; turn {record.turn_id[:8]} answered "
           f"({len(record.output.split())} words, first token {record.timing.first_token_ms or 0:.0f} ms) "

@@ -78,6 +78,7 @@ class EngineController(QObject):
         self.state: SessionState | None = None
         self.ready = False
         self.closed = False
+        self.load_error: str | None = None  # why the last load failed, in one line
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
         self.statuses: dict[str, str] = {}  # turn id → stored status, of the open session
         self.handles: dict[str, Any] = {}  # stream id → the scheduler's StreamHandle, until finished
@@ -140,11 +141,12 @@ class EngineController(QObject):
             await self.open_session(session_id)
         except Exception as exc:  # noqa: BLE001 - shown to the user, who can pick another model
             report(exc, "loading")
-            message = user_line(exc)
+            message = self.load_error = user_line(exc)
             self.status_changed.emit(f"Could not load: {message}")
             self.ready_changed.emit(False, f"Models did not load: {message}. Choose another in Settings (Ctrl+,).")
             return False
         self.ready = True
+        self.load_error = None
         took = time.perf_counter() - started
         log.info("ready in %.1f s: chat model %s, session %s", took,
                  engine.model_name or self.settings.chat_model, self.session_id)
@@ -411,6 +413,10 @@ class EngineController(QObject):
             else:
                 state = f"ok {str(st.last_ok or '')[11:19]}" if st.last_ok else ("watching" if st.running else "stopped")
             counts = ", ".join(f"{v} {k}" for k, v in st.counts.items() if v)
+            skipped = st.detail.get("skipped") or []
+            if skipped:  # a feed entry left out, and why (the latest)
+                last = skipped[-1]
+                state += f"; skipped {last.get('title') or last.get('entry_id')}: {last.get('reason')}"
             lines.append(f"{st.sensor} {st.source}: {state}" + (f" ({counts})" if counts else ""))
         if self.intake is not None:
             stats = self.intake.stats()

@@ -10,10 +10,9 @@ reading and writing the document file happen off the UI thread. A problem the us
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QWidget
 
@@ -27,24 +26,13 @@ from app.ui.services import Services
 from app.ui.theme import apply_theme
 
 
-def read_document(path: Path) -> Any:
-    """The JSON value in ``path``; a ``CoreError`` naming the file when it cannot be read or parsed."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CoreError(f"{path.name}: no such file") from None
-    except OSError as err:
-        raise CoreError(f"{path.name} cannot be read ({err.strerror or err})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CoreError(f"{path.name} is not a JSON document ({err})") from None
-
-
-def write_document(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as UTF-8 JSON atomically (a crash never leaves half a file); a
-    ``CoreError`` naming the file when it cannot be written."""
+def write_document(path: Path, text: str) -> None:
+    """Write ``text`` (a document as strict JSON, ``Services.document_text``) as UTF-8
+    atomically (a crash never leaves half a file); a ``CoreError`` naming the file when it
+    cannot be written."""
     tmp = path.with_name(path.name + ".part")
     try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as err:
         raise CoreError(f"{path} cannot be written ({err.strerror or err})") from None
@@ -90,7 +78,8 @@ class FileActions:
     async def export_to(self, path: Path) -> Path:
         """Write the open session as a structured context model document."""
         doc = await self.controller.export_session()
-        await asyncio.get_running_loop().run_in_executor(None, write_document, path, doc)
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: write_document(path, self.services.document_text(doc)))
         self.statusBar().showMessage(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
         return path
 
@@ -98,7 +87,7 @@ class FileActions:
         """Validate and import a document as a new session and open it; errors are shown, nothing written."""
         c = self.controller
         try:
-            data = await asyncio.get_running_loop().run_in_executor(None, read_document, path)
+            data = await asyncio.get_running_loop().run_in_executor(None, self.services.read_document, path)
             session_id = await c.import_session(data)
         except Exception as exc:  # noqa: BLE001 - shown to the user; a bug is also logged
             report(exc, f"importing {path.name}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
@@ -41,6 +42,11 @@ class Services:
     import_session: Callable[[Any, dict[str, Any]], str]
     #: Sessions of the store: dicts with session_id, title, created_at, turn_count (store thread).
     list_sessions: Callable[[Any], list[dict[str, Any]]]
+    #: The JSON value of an exported document file, read and parsed strictly; a ``CoreError``
+    #: naming the file, and the JSON path of a bad value (nesting, NaN, huge integer, surrogate).
+    read_document: Callable[[Path], Any]
+    #: A document as strict JSON text (no NaN or Infinity); a ``CoreError`` naming a bad value.
+    document_text: Callable[[dict[str, Any]], str]
     #: The environment sensors configured in ``settings`` feeding ``sink`` (a thread-safe
     #: ``RawChange -> bool``), not started; the list is the session's stored env events, which
     #: feeds (entries already stored) and API sources (last value) resume from. Returns an

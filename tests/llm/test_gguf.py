@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import struct
 import time
 import zipfile
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from app.core.errors import ModelError
 from app.llm import gguf
 from app.llm.gguf import probe_gguf, read_gguf_header, validate_gguf
-from tests.llm.gguf_util import gguf_bytes, write_gguf
+from tests.llm.gguf_util import gguf_bytes, nested_array, write_gguf
 
 
 def _error(path: Path) -> str:
@@ -173,3 +174,47 @@ def test_chat_model_rejects_bad_file_before_llama(tmp_path: Path) -> None:
     path.write_bytes(b"PK\x03\x04" + b"\0" * 64)
     with pytest.raises(ModelError, match="bad.gguf is a zip archive"):
         LlamaChatModel(path)
+
+
+# --------------------------------------------------------------------------- hostile headers and paths
+
+
+def test_arrays_nested_20000_deep_are_malformed_not_a_recursion_error(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "nested.gguf", metadata={"pcm.nested": nested_array(20_000)})
+    message = _error(path)
+    assert "malformed GGUF header" in message and "key 'pcm.nested' holds arrays nested more than 16 deep" in message
+
+
+def test_arrays_nested_a_few_deep_are_read(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "nested3.gguf", metadata={"a": nested_array(3), "b": nested_array(16), "c": 7})
+    info = validate_gguf(path)
+    assert info.metadata["c"] == 7 and "a" not in info.metadata
+
+
+def test_an_array_of_arrays_claiming_more_children_than_bytes_is_truncated(tmp_path: Path) -> None:
+    claim = struct.pack("<IIQ", 9, 9, 1 << 40)  # an array of 2^40 arrays in a tiny file
+    path = write_gguf(tmp_path / "claims.gguf", metadata={"x": claim})
+    assert "truncated" in _error(path)
+
+
+def test_a_long_hostile_key_is_shortened_in_the_message(tmp_path: Path) -> None:
+    key = "k\n" * 500
+    path = write_gguf(tmp_path / "key.gguf", metadata={key: nested_array(40)})
+    message = _error(path)
+    assert "\\nk\\n" in message and len(message) < 400
+
+
+def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    assert "a.gguf is a symbolic link loop" in _error(a)
+    assert gguf.display_path(a).endswith("a.gguf")  # no RuntimeError from resolving the loop
+    with pytest.raises(ModelError, match="a.gguf is a symbolic link loop"):
+        probe_gguf(a)
+
+
+def test_a_dangling_symlink_says_where_it_points(tmp_path: Path) -> None:
+    link = tmp_path / "gone.gguf"
+    link.symlink_to(tmp_path / "deleted.gguf")
+    assert "gone.gguf is a symbolic link to" in _error(link) and "deleted.gguf, which does not exist" in _error(link)

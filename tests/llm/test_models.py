@@ -243,3 +243,31 @@ def test_resolve_embed_model(tmp_path: Path) -> None:
         resolve_embed_model("file.bin", tmp_path, entries)
     with pytest.raises(ModelError, match="no embedding model 'ghost'"):
         resolve_embed_model("ghost", tmp_path, entries)
+
+
+def test_local_files_and_links_are_listed_and_verified_by_their_header(tmp_path: Path) -> None:
+    entries = _entries()
+    (tmp_path / "good.gguf").write_bytes(CHAT_BYTES)
+    (tmp_path / "html.gguf").write_text("<!doctype html><p>not found</p>")
+    (tmp_path / "loop.gguf").symlink_to(tmp_path / "loop.gguf")
+    (tmp_path / "gone.gguf").symlink_to(tmp_path / "nowhere.gguf")
+    (tmp_path / "tiny.gguf").symlink_to(tmp_path / "tiny.gguf")  # the manifest's own file, a loop
+    listed = list_models(tmp_path, entries)
+    assert [e.name for e in listed] == ["tiny-chat", "tiny-embed", "gone.gguf", "good.gguf", "html.gguf", "loop.gguf"]
+    statuses = {s.entry.name: (s.status, s.detail) for s in verify_models(listed, tmp_path)}
+    assert statuses["good.gguf"][0] == "ok"
+    assert statuses["html.gguf"] == ("invalid", statuses["html.gguf"][1]) and "is an HTML page" in statuses["html.gguf"][1]
+    assert statuses["loop.gguf"][0] == "invalid" and "loop.gguf is a symbolic link loop" in statuses["loop.gguf"][1]
+    assert "gone.gguf is a symbolic link to" in statuses["gone.gguf"][1]
+    assert statuses["tiny-chat"][0] == "invalid" and "symbolic link loop" in statuses["tiny-chat"][1]
+
+
+def test_resolving_a_symlink_loop_says_so(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.gguf"
+    loop.symlink_to(loop)
+    for value in ("loop.gguf", "loop", str(loop)):
+        with pytest.raises(ModelError, match="loop.gguf is a symbolic link loop"):
+            resolve_chat_model(value, tmp_path, _entries())
+    (tmp_path / "embed-loop").symlink_to(tmp_path / "embed-loop")
+    with pytest.raises(ModelError, match="embed-loop is a symbolic link loop"):
+        resolve_embed_model("embed-loop", tmp_path, _entries())

@@ -10,7 +10,8 @@ from typing import Any
 
 from app.core.runtime.intake import RawChange
 from app.sensors.base import FeedSpec
-from app.sensors.feeds import FeedSensor, FirstPoll, entry_id
+from app.sensors.feedparse import entry_id
+from app.sensors.feeds import FeedSensor, FirstPoll
 from app.sensors.text import html_to_text
 from tests.sensors.conftest import FeedServer, rss
 

@@ -315,6 +315,24 @@ def test_the_env_panel_shows_refused_links_and_events_that_could_not_be_stored(q
     _close(again, aloop)
 
 
+def test_a_skipped_feed_entry_and_its_reason_show_in_the_env_panel(qtbot, aloop, tmp_path: Path) -> None:
+    from app.config import FeedSource
+    from tests.sensors.conftest import rss
+
+    feed = tmp_path / "feed.xml"
+    feed.write_bytes(rss(("a", "Fine", "x"), ("b", "BADTITLE", "y")).replace(b"BADTITLE", b"bad &#xD800; title"))
+    settings = Settings.load(tmp_path / "data").model_copy(update={"feeds": [FeedSource(url=str(feed), interval_s=60)]})
+    window = _open(qtbot, settings, fake_services(["Noted."]))
+    drive(aloop, window.controller.load())
+    drive(aloop, until(lambda: any(r.title == "Fine" for r in window.env.rows), 30, "the good entry in the panel"))
+    drive(aloop, until(lambda: "entries_skipped" in window.env.status.text(), 10, "the skipped entry in the status"))
+    line = next(x for x in window.env.status.text().splitlines() if "entries_skipped" in x)
+    assert "skipped bad \ufffd title: its title has a character reference to an invalid code point (&#xD800;)" in line
+    assert "1 entries_skipped" in line and "error" not in line
+    assert not any("bad" in r.title for r in window.env.rows)
+    _close(window, aloop)
+
+
 def test_raising_a_waiting_input_in_the_streams_panel_runs_it_sooner(qtbot, aloop, settings: Settings) -> None:
     settings = settings.model_copy(update={"max_concurrent_streams": 1})
     window = _open(qtbot, settings, fake_services([" ".join(f"w{i}" for i in range(60))], delay=0.01))

@@ -81,6 +81,26 @@ def test_importing_a_file_that_is_not_json_says_so_in_one_line(qtbot, aloop, set
     _close(window, aloop)
 
 
+@pytest.mark.parametrize(("body", "expected"), [
+    ('{"schema_version": "1.0", "x": ' + "[" * 5000 + "]" * 5000 + "}",
+     "deep.json: x[0][0][0][0][0][0][0]…[0][0]: nested deeper than 64 levels"),
+    ('{"schema_version": "1.0", "session": {"summary": NaN}}', "deep.json: session.summary: NaN is not a JSON number"),
+])
+def test_importing_a_hostile_document_names_the_json_path_in_one_line(qtbot, aloop, settings: Settings,
+                                                                     tmp_path: Path, body: str, expected: str) -> None:
+    window = _window(qtbot, settings)
+    assert drive(aloop, window.controller.load())
+    path = tmp_path / "deep.json"
+    path.write_text(body, encoding="utf-8")
+    before = drive(aloop, window.controller.sessions())
+    assert drive(aloop, window.import_from(path)) is None
+    message = window.statusBar().currentMessage()
+    assert message.startswith(f"Could not import deep.json: {expected}")
+    assert "something went wrong" not in message
+    assert drive(aloop, window.controller.sessions()) == before
+    _close(window, aloop)
+
+
 @pytest.mark.usefixtures("qapp")
 def test_the_loop_runs_blocking_work_on_its_own_named_executor() -> None:
     seen: list[threading.Thread] = []

@@ -1,0 +1,315 @@
+"""Parsing a fetched feed in a child process, bounded in time and memory, one entry at a time.
+
+``feedparser`` has no time bound of its own (40,000 attributes in 0.43 MB took 34–47 s), raises out
+of the whole document on a character reference to a lone surrogate (``&#xD800;``) or past U+10FFFF,
+and reads HTML pages, empty bodies and JSON as feeds with no entries. So the parent hands the bytes
+to a child Python process (:func:`parse_in_child`), which is killed when it runs past
+its time cap and whose address space is capped (it imports this module, and so the very code of the
+parent: its folder goes first on ``PYTHONPATH``); the child:
+
+* replaces character references to invalid code points by a marker, so that only the entries that
+  hold one are refused, not the document;
+* tells a feed from what is not one (:func:`not_a_feed`: an empty body, an HTML page, JSON, other
+  XML, text);
+* de-duplicates entries against the ids seen so far and turns each new one into the fields of a
+  ``RawChange``, each in isolation: an entry that fails or holds something it may not (an invalid
+  character, a field far longer than any real one) is skipped with its reason.
+
+The result is a JSON object (see :func:`parse_feed`); the parent turns it into changes and status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.sensors.text import html_to_text
+
+PARSE_TIMEOUT_S = 10.0
+PARSE_MEMORY_BYTES = 768 << 20
+MAX_ENTRY_CHARS = 20_000
+# Longer than any real one: an entry with such a field is refused, not cut.
+FIELD_LIMITS = {"id": 2_000, "title": 2_000, "link": 8_000, "author": 1_000, "published": 200}
+_MARKER = "\U0010fffd"  # stands for a character reference to an invalid code point
+_CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,16})|([0-9]{1,24}));")
+_APP_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the ``app`` package
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def entry_id(entry: Mapping[str, Any]) -> str:
+    """The entry's id, else its link, else a hash of its title and date."""
+    for key in ("id", "link"):
+        value = entry.get(key)
+        if value:
+            return str(value)
+    basis = f"{entry.get('title', '')}\x1f{entry.get('published', entry.get('updated', ''))}"
+    return "sha1:" + hashlib.sha1(basis.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def plain(detail: Mapping[str, Any] | None, value: str) -> str:
+    """A feed text field as plain text (HTML stripped unless it is declared text/plain)."""
+    kind = str((detail or {}).get("type", "text/html"))
+    return value.strip() if kind == "text/plain" else html_to_text(value)
+
+
+def entry_text(entry: Mapping[str, Any], feed_title: str = "", *, max_chars: int = MAX_ENTRY_CHARS) -> str:
+    """Labelled plain text of an entry: Title/Feed/Published/Link/Author lines, a blank line, and
+    the longest of its content and summary with the HTML stripped."""
+    title = plain(entry.get("title_detail"), str(entry.get("title", "")))
+    body = ""
+    candidates: list[tuple[Mapping[str, Any] | None, str]] = [
+        (c, str(c.get("value", ""))) for c in entry.get("content", []) or []
+    ]
+    if entry.get("summary"):
+        candidates.append((entry.get("summary_detail"), str(entry["summary"])))
+    if candidates:
+        detail, value = max(candidates, key=lambda c: len(c[1]))
+        body = plain(detail, value)
+    labels = [
+        ("Title", title),
+        ("Feed", feed_title),
+        ("Published", str(entry.get("published") or entry.get("updated") or "")),
+        ("Link", str(entry.get("link", ""))),
+        ("Author", str(entry.get("author", ""))),
+    ]
+    head = "\n".join(f"{k}: {v}" for k, v in labels if v)
+    text = f"{head}\n\n{body}" if body else head
+    return text[:max_chars]
+
+
+class BadEntry(Exception):
+    """An entry that is skipped; ``str()`` is the reason."""
+
+
+def _check_text(field: str, value: str, refs: Sequence[str]) -> None:
+    if _MARKER in value:
+        shown = ", ".join(refs[:3]) or "an invalid one"
+        raise BadEntry(f"its {field} has a character reference to an invalid code point ({shown})")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise BadEntry(f"its {field} holds a lone surrogate (U+{ord(value[err.start]):04X})") from None
+
+
+def _check_entry(entry: Mapping[str, Any], refs: Sequence[str]) -> None:
+    """``BadEntry`` when a field is absurdly long or holds an invalid character."""
+    dates = {"published": str(entry.get("published") or entry.get("updated") or "")}
+    fields = {key: str(entry.get(key) or "") for key in ("id", "title", "link", "author")} | dates
+    for key, value in fields.items():
+        if len(value) > FIELD_LIMITS[key]:
+            raise BadEntry(f"its {key} is {len(value):,} characters (limit {FIELD_LIMITS[key]:,})")
+        _check_text(key, value, refs)
+    for i, content in enumerate(entry.get("content", []) or []):
+        _check_text(f"content #{i + 1}", str(content.get("value", "")), refs)
+    _check_text("summary", str(entry.get("summary", "")), refs)
+    for tag in entry.get("tags", []) or []:
+        _check_text("tag", str(tag.get("term", "")), refs)
+
+
+def change_fields(url: str, eid: str, entry: Mapping[str, Any], feed_title: str,
+                  refs: Sequence[str] = ()) -> dict[str, Any]:
+    """The fields of the ``RawChange`` for a new entry; ``BadEntry`` when it must be skipped."""
+    _check_entry(entry, refs)
+    link = str(entry.get("link", ""))
+    payload = {
+        "entry_id": eid,
+        "feed": url,
+        "feed_title": feed_title,
+        "link": link,
+        "published": str(entry.get("published") or entry.get("updated") or ""),
+        "author": str(entry.get("author", "")),
+        "tags": [str(t.get("term", "")) for t in entry.get("tags", []) or [] if t.get("term")],
+    }
+    return {
+        "key": f"feed:{url}#{eid}", "kind": "feed", "source": url, "uri": link or url, "change": "new",
+        "title": plain(entry.get("title_detail"), str(entry.get("title", ""))) or link or url,
+        "content": entry_text(entry, feed_title), "payload": payload,
+    }
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def mark_invalid_references(body: bytes) -> tuple[bytes, list[str]]:
+    """``body`` with every numeric character reference to a code point that is not a Unicode
+    scalar value (a surrogate, or past U+10FFFF) replaced by a reference to the marker; the
+    replaced references, in order."""
+    found: list[str] = []
+
+    def swap(match: re.Match[bytes]) -> bytes:
+        hex_digits, decimal = match.groups()
+        code = int(hex_digits, 16) if hex_digits else int(decimal)
+        if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+            found.append(match.group().decode("ascii"))
+            return b"&#x10FFFD;"
+        return match.group()
+
+    return _CHARREF.sub(swap, body), found
+
+
+def not_a_feed(body: bytes, parsed: Mapping[str, Any]) -> str | None:
+    """What ``body`` is when feedparser found no feed in it ("an empty response", "an HTML
+    page", ...), else None. A document feedparser recognises (RSS, Atom, RDF, CDF) is a feed, even
+    with no entries; one it does not is no feed, even if its loose parser found "entries" in it."""
+    if parsed.get("version"):  # feedparser names every format it recognises ("rss", "atom", ...)
+        return None
+    head = body.lstrip(b"\xef\xbb\xbf \t\r\n")[:512].lower()
+    if not head:
+        return "an empty response"
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head or b"<body" in head:
+        return "an HTML page"
+    if head[:1] in (b"{", b"["):
+        return "JSON (JSON Feed is not read; use the site's RSS or Atom feed)"
+    if head.startswith(b"<"):
+        return "XML without an RSS, Atom or RDF feed in it"
+    return "text that is not XML"
+
+
+def _benign(exc: object) -> bool:
+    import feedparser
+
+    return isinstance(exc, (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType))
+
+
+def parse_feed(body: bytes, *, url: str, content_type: str = "", seen: Sequence[str] = (), emit: bool = True,
+               max_entries: int = 100) -> dict[str, Any]:
+    """Parse ``body`` (in the child): ``{"kind": "not_a_feed" | "malformed", "message"}`` or
+    ``{"kind": "ok", "feed_title", "entries_in_feed", "fresh" (new ids, newest first), "changes"
+    (the fields of a RawChange per emitted entry, oldest first), "skipped" ([{entry_id, title,
+    reason}])}``. With ``emit`` false nothing is emitted (a baseline poll)."""
+    import feedparser
+
+    marked, refs = mark_invalid_references(body)
+    headers = {"content-type": content_type} if content_type else None
+    # A stream, never the bytes themselves: given bytes, feedparser first tries them as a file
+    # name, so a server answering "/etc/passwd" would make it read a local file.
+    parsed = feedparser.parse(io.BytesIO(marked), response_headers=headers)
+    what = not_a_feed(body, parsed)
+    if what is not None:
+        return {"kind": "not_a_feed", "message": f"not a feed: {url} answered with {what}"}
+    if parsed.get("bozo") and not _benign(parsed.get("bozo_exception")):
+        return {"kind": "malformed", "message": f"malformed feed: {parsed.get('bozo_exception') or 'unknown parse error'}"}
+    feed_title = html_to_text(str(parsed.feed.get("title", "")))
+    if _MARKER in feed_title or len(feed_title) > FIELD_LIMITS["title"]:
+        feed_title = ""
+    known = set(seen)
+    fresh: list[tuple[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for number, entry in enumerate(parsed.entries, 1):
+        try:
+            eid = entry_id(entry)
+        except Exception as exc:  # noqa: BLE001 - one entry never blocks the feed
+            skipped.append({"entry_id": f"#{number}", "title": "", "reason": f"no usable id ({type(exc).__name__})"})
+            continue
+        if eid not in known:
+            known.add(eid)
+            fresh.append((eid, entry))
+    changes: list[dict[str, Any]] = []
+    for eid, entry in reversed(fresh[:max_entries] if emit else []):  # feeds list newest first
+        try:
+            changes.append(change_fields(url, eid, entry, feed_title, refs))
+        except BadEntry as bad:
+            title = str(entry.get("title", ""))[:80].replace(_MARKER, "\ufffd")
+            skipped.append({"entry_id": eid[:200], "title": title, "reason": str(bad)})
+        except Exception as exc:  # noqa: BLE001 - one entry never blocks the feed
+            skipped.append({"entry_id": eid[:200], "title": "", "reason": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    return {"kind": "ok", "feed_title": feed_title, "entries_in_feed": len(parsed.entries),
+            "fresh": [eid for eid, _ in fresh], "changes": changes, "skipped": skipped}
+
+
+# --------------------------------------------------------------------------- the child process
+
+
+def parse_in_child(body: bytes, *, url: str, content_type: str = "", seen: Sequence[str] = (), emit: bool = True,
+                   max_entries: int = 100, timeout_s: float = PARSE_TIMEOUT_S,
+                   memory_bytes: int = PARSE_MEMORY_BYTES) -> dict[str, Any]:
+    """:func:`parse_feed` in a child process that is killed after ``timeout_s`` seconds, with its
+    address space capped at ``memory_bytes``. Adds ``{"kind": "timeout" | "memory" | "crashed",
+    "message"}`` to the outcomes; never raises."""
+    request = {"url": url, "content_type": content_type, "seen": list(seen), "emit": emit,
+               "max_entries": max_entries, "memory_bytes": memory_bytes, "alarm_s": int(timeout_s) + 2}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_APP_ROOT), os.environ.get("PYTHONPATH")]))}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-P", "-c", "import sys; from app.sensors.feedparse import main; sys.exit(main())"],
+            input=json.dumps(request).encode("ascii") + b"\n" + body,
+            capture_output=True, timeout=timeout_s, env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return {"kind": "timeout", "message": f"parsing {url} took longer than {timeout_s:g} s; stopped "
+                                              "(a pathological document?)"}
+    except OSError as exc:
+        return {"kind": "crashed", "message": f"could not start a process to parse {url} ({exc})"}
+    try:
+        outcome: dict[str, Any] = json.loads(proc.stdout.decode("utf-8").strip().splitlines()[-1])
+        return outcome
+    except (ValueError, IndexError):
+        pass
+    tail = " ".join(proc.stderr.decode("utf-8", "replace").split())[-200:]
+    return {"kind": "crashed", "message": f"the process parsing {url} ended with status {proc.returncode}"
+                                          + (f" ({tail})" if tail else "")}
+
+
+def _limit_memory(limit: int) -> None:
+    try:
+        import resource
+    except ImportError:  # Windows: the time cap still applies
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass
+
+
+def _alarm(seconds: int) -> None:
+    """SIGALRM at its default action: the kernel ends this process a little after the parent's
+    cap even inside C code, should the parent be gone before it could kill it. POSIX only."""
+    import signal
+
+    if seconds > 0 and hasattr(signal, "alarm"):
+        signal.alarm(seconds)
+
+
+def main() -> int:
+    """The child: a JSON request line then the body on stdin; one JSON line on stdout."""
+    data = sys.stdin.buffer.read()
+    head, _, body = data.partition(b"\n")
+    request = json.loads(head)
+    _limit_memory(int(request["memory_bytes"]))
+    _alarm(int(request.get("alarm_s", 0)))
+    try:
+        outcome = parse_feed(body, url=request["url"], content_type=request["content_type"], seen=request["seen"],
+                             emit=request["emit"], max_entries=request["max_entries"])
+    except MemoryError:
+        outcome = {"kind": "memory", "message": f"parsing {request['url']} needed more than "
+                                                f"{int(request['memory_bytes']) >> 20} MB; stopped"}
+    except Exception as exc:  # noqa: BLE001 - reported as the feed's error
+        outcome = {"kind": "malformed", "message": f"malformed feed: {type(exc).__name__}: {str(exc)[:200]}"}
+    outcome["peak_mb"] = _peak_mb()
+    sys.stdout.write(json.dumps(outcome) + "\n")
+    return 0
+
+
+def _peak_mb() -> int:
+    """This process's peak address space in MB (what the memory cap limits); 0 where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) >> 10
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
