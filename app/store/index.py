@@ -179,7 +179,10 @@ class SearchIndex:
 
     # ------------------------------------------------------------------ reading
 
-    def _where(self, session_id: str | None, kinds: Sequence[str] | None) -> str | None:
+    def _where(self, session_id: str | None, kinds: Sequence[str] | None,
+               since: str | None = None, until: str | None = None) -> str | None:
+        """The SQL filter of a search: the session, the kinds, and ``since <= at < until`` (ISO
+        strings compare in time order; pushed into LanceDB, so the top k are taken in the range)."""
         clauses = []
         if session_id is not None:
             clauses.append(f"session_id = {quote(session_id)}")
@@ -190,12 +193,18 @@ class SearchIndex:
             if not kinds:
                 return "FALSE"
             clauses.append(f"kind IN ({', '.join(quote(k) for k in kinds)})")
+        if since:
+            clauses.append(f"at >= {quote(since)}")
+        if until:
+            clauses.append(f"at < {quote(until)}")
         return " AND ".join(clauses) or None
 
     def search_vector(self, query: str | Sequence[float] | np.ndarray, k: int = 10, *,
                       session_id: str | None = None,
-                      kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """Return up to ``k`` (id, cosine similarity) pairs, best first."""
+                      kinds: Sequence[str] | None = None, since: str | None = None,
+                      until: str | None = None) -> list[tuple[str, float]]:
+        """Return up to ``k`` (id, cosine similarity) pairs, best first (``since``/``until``:
+        only rows with ``since <= at < until``)."""
         if k <= 0:
             return []
         if isinstance(query, str):
@@ -207,19 +216,21 @@ class SearchIndex:
                              f"expected ({self.embedder.dim},)")
         search = (self._table.search(vector, vector_column_name="vector")
                   .distance_type("cosine").select(["id", "_distance"]).limit(k))
-        where = self._where(session_id, kinds)
+        where = self._where(session_id, kinds, since, until)
         if where is not None:
             search = search.where(where, prefilter=True)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in search.to_list()]
 
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
-                    kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first."""
+                    kinds: Sequence[str] | None = None, since: str | None = None,
+                    until: str | None = None) -> list[tuple[str, float]]:
+        """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first
+        (``since``/``until`` as in ``search_vector``)."""
         if k <= 0 or not query.strip():
             return []
         search = (self._table.search(query, query_type="fts", fts_columns="text")
                   .select(["id", "_score"]).limit(k))
-        where = self._where(session_id, kinds)
+        where = self._where(session_id, kinds, since, until)
         if where is not None:
             search = search.where(where, prefilter=True)
         return [(row["id"], float(row["_score"])) for row in search.to_list()]
