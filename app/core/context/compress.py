@@ -40,6 +40,21 @@ class Compressed(BaseModel):
     matched: bool = True  # False when no unit held a query word (the beginning was kept)
 
 
+class Compression(BaseModel):
+    """One evidence that entered compressed: what it carries and what was left out (the trace)."""
+
+    evidence_id: str
+    selector: str
+    omitted: list[str]
+    units: int
+    kept_units: int
+
+    @classmethod
+    def of(cls, evidence_id: str, cut: Compressed) -> Compression:
+        return cls(evidence_id=evidence_id, selector=cut.selector, omitted=cut.omitted, units=cut.units,
+                   kept_units=cut.kept_units)
+
+
 @dataclass(frozen=True, slots=True)
 class _Unit:
     start: int  # line number (1-based) or char offset

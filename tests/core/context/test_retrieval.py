@@ -29,10 +29,13 @@ def _run(req: RecallRequest) -> list[str]:
     return [i for i, _ in run.hits]
 
 
-def test_structured_filters_by_speaker_kind_and_time_window() -> None:
+def test_structured_filters_by_speaker_kind_and_date_range() -> None:
     base = dict(query="q", channel_sizes={"structured": 10}, now="2024-01-05T12:00:00")
+    day = dict(since="2024-01-04T12:00:00", until="2024-01-05T12:00:01", date_mode="filter")
     assert _run(RecallRequest(**base, speakers=["ana"])) == ["m2", "m0"]
-    assert _run(RecallRequest(**base, speakers=["Ana"], time_window="recent")) == ["m2"]
+    assert _run(RecallRequest(**base, speakers=["Ana"], **day)) == ["m2"]
     assert _run(RecallRequest(**base, kinds=["file"])) == ["f1"]
-    assert _run(RecallRequest(**base, speakers=["Ben"], kinds=["file"], time_window="recent")) == ["m1", "f1"]
+    assert _run(RecallRequest(**base, speakers=["Ben"], kinds=["file"], **day)) == ["m1", "f1"]
+    # "prefer" mode excludes nothing
+    assert _run(RecallRequest(**base, speakers=["Ana"], **{**day, "date_mode": "prefer"})) == ["m2", "m0"]
     assert _run(RecallRequest(**{**base, "channel_sizes": {"structured": 1}}, speakers=["Ana"])) == ["m2"]
