@@ -13,10 +13,14 @@ budget with whatever was nearest. The grader here needs no model of its own:
 - ``grade`` = rel × support for an item judged on its own merit.
 
 Branch isolation: an item's *relation* to the anchor decides what it must pass. Turns on the
-anchor's branch (same root) that the branch's recent window or the graph (merged and linked
-turns) brought in pass as the conversation being continued (grade 1.0); every other item, on
-this branch or another, enters only on its own merit (grade ≥ the plan's threshold, which the
-confidence band sets). Pure functions over ids, texts and scores.
+anchor's branch that the branch's recent window or the graph (merged and linked turns) brought
+in pass as the conversation being continued (grade 1.0); older turns of the same branch tree
+("tree") and every item when the input starts something new are judged on their own merit
+(grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
+while the input continues one ("other" with an anchor), must be about the input by meaning and
+by words at once (support is the lesser of the two, against stricter levels): neighbouring
+conversations share a vocabulary and a register, and similarity alone lets them leak in.
+Pure functions over ids, texts and scores.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from app.core.context.ranking import terms
 
-Relation = Literal["branch", "linked", "other"]
+Relation = Literal["branch", "linked", "tree", "other"]
 BELOW = "below relevance threshold"
 
 
@@ -41,6 +45,9 @@ class GatePolicy(BaseModel):
     sem_full: float = 0.3  # from this cosine up, full semantic support
     lex_full: float = 0.5  # this share of the query's weighted words is full lexical support
     cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
+    strict_other: bool = False  # the input continues a branch: other branches need both signals
+    other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
+    other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
 
 
 class Grade(BaseModel):
@@ -85,11 +92,14 @@ def coverage(word_weights: Mapping[str, float], text: str) -> float:
     return sum(w for word, w in word_weights.items() if word in have) / total
 
 
-def support(sem: float | None, lex: float, policy: GatePolicy) -> float:
-    """How clearly the item is about the query, by meaning or by words, in [0, 1]."""
-    by_sem = 0.0 if sem is None else (sem - policy.sem_floor) / max(1e-9, policy.sem_full - policy.sem_floor)
-    by_lex = lex / max(1e-9, policy.lex_full)
-    return max(0.0, min(1.0, max(by_sem, by_lex)))
+def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool = False) -> float:
+    """How clearly the item is about the query, in [0, 1]: by meaning or by words; ``strict``,
+    by meaning (against ``other_sem_full``) and by words at once."""
+    full = policy.other_sem_full if strict else policy.sem_full
+    by_sem = 0.0 if sem is None else (sem - policy.sem_floor) / max(1e-9, full - policy.sem_floor)
+    by_lex = lex / max(1e-9, policy.other_lex_full if strict else policy.lex_full)
+    value = min(by_sem, by_lex) if strict else max(by_sem, by_lex)
+    return max(0.0, min(1.0, value))
 
 
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
@@ -102,7 +112,8 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         kind = relation.get(item, "other")
         s = sem.get(item)
         lx = lex.get(item, 0.0)
-        value = 1.0 if kind in ("branch", "linked") else rel * support(s, lx, policy)
+        strict = policy.strict_other and kind == "other"
+        value = 1.0 if kind in ("branch", "linked") else rel * support(s, lx, policy, strict=strict)
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
                           lex=round(lx, 6), relation=kind, passed=value >= policy.threshold)
     return out

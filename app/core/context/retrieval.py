@@ -225,18 +225,20 @@ class _Pool:
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
     def relation(self, item: str, anchor_root: str | None) -> Relation:
-        """How ``item`` stands to the anchor: linked by the graph, on its branch's recent window, or other."""
+        """How ``item`` stands to the anchor: linked by the graph, in its branch's recent window,
+        elsewhere on its branch tree, or other (another branch, a note, or no anchor)."""
         cand = self.candidates.get(item)
         channels = cand.channels if cand is not None else {}
         if "graph" in channels:
             return "linked"
-        if anchor_root is not None and "recent" in channels and root_of_message(self.state, item) == anchor_root:
-            return "branch"
-        return "other"
+        if anchor_root is None or root_of_message(self.state, item) != anchor_root:
+            return "other"
+        return "branch" if "recent" in channels else "tree"
 
     def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float]) -> GateSummary:
         """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
-        policy = GatePolicy(threshold=req.relevance_threshold)
+        anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
+        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None)
         texts = {i: _text(self.state, i) for i in fused}
         w = gate.weights(req.query, texts.values())
         sem = dict(known_sem)
@@ -244,7 +246,6 @@ class _Pool:
             hit = cand.channels.get("vector") or cand.channels.get("memory")
             if hit is not None:
                 sem[item] = hit.score
-        anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
         root = self.state.graph.root_of(anchor) if anchor else None
         grades = gate.grade(fused, sem=sem, lex={i: gate.coverage(w, t) for i, t in texts.items()},
                             relation={i: self.relation(i, root) for i in fused}, policy=policy)
