@@ -80,7 +80,28 @@ def summary(record: TurnRecord) -> str:
         f"build {record.timing.build_ms:.0f} ms"
     )
     lines.extend(input_lines(record))
+    lines.extend(precision_lines(record))
     return "\n".join(lines)
+
+
+def precision_lines(record: TurnRecord) -> list[str]:
+    """What the relevance gate let through, what entered compressed (and what of it was left
+    out), and the plan's required information the context misses."""
+    b = record.build
+    lines = []
+    gate = b.recall.gate
+    if gate is not None:
+        lines.append(f"relevance gate {gate.threshold:.2f}: {gate.passed} of {gate.graded} candidates passed"
+                     + ("; evidence insufficient" if gate.insufficient else "")
+                     + (f"; not covered: {' | '.join(gate.uncovered)}" if gate.uncovered else ""))
+    for cut in b.compressed:
+        left = ", ".join(cut.omitted[:4]) + (" …" if len(cut.omitted) > 4 else "")
+        lines.append(f"  compressed {cut.evidence_id}: kept {cut.selector} ({cut.kept_units} of {cut.units}); "
+                     f"left out {left}")
+    missing = [c.name for c in b.required if not c.met]
+    if missing:
+        lines.append("required but missing: " + ", ".join(missing))
+    return lines
 
 
 def input_lines(record: TurnRecord) -> list[str]:
