@@ -47,9 +47,10 @@ def type_rank(priority: Sequence[str], kind: str) -> int:
     return priority.index(kind) if kind in priority else len(priority)
 
 
-def _fit(text: str, query: str, cap: int, counter: TokenCounter) -> tuple[str, Compressed | None]:
-    """``text`` as it enters: whole when it fits ``cap``, else compressed to what ``query`` needs."""
-    cut = compress(text, query, cap, counter.count) if cap > 0 else None
+def _fit(text: str, query: str, cap: int, counter: TokenCounter, tokens: int) -> tuple[str, Compressed | None]:
+    """``text`` as it enters: whole when it fits ``cap`` (``tokens`` is its known count, or that
+    of a longer rendering), else compressed to what ``query`` needs."""
+    cut = compress(text, query, cap, counter.count) if 0 < cap < tokens else None
     return (text, None) if cut is None else (cut.text, cut)
 
 
@@ -69,7 +70,7 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
         rank = type_rank(priority, evidence_type(state, cand.id))
         if cand.id in state.messages:
             view = state.messages[cand.id]
-            text, cut = _fit(view.text, query, cap, counter)
+            text, cut = _fit(view.text, query, cap, counter, counter.count(view.render()))  # a cached count
             line = f"{view.speaker}: {text}"
             items.append(Item(cand.id, BlockType.EVIDENCE, f"{tag} {line}", Priority.MEDIUM, score=cand.fused,
                               group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,), rank=rank,
@@ -78,7 +79,7 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
                               selector=cut.selector if cut else ""))
         else:
             note = state.notes[cand.id]
-            text, cut = _fit(note.render(), query, cap, counter)
+            text, cut = _fit(note.render(), query, cap, counter, counter.count(note.render()))
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
             items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused,
                               order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
