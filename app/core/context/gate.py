@@ -17,9 +17,10 @@ anchor's branch that the branch's recent window or the graph (merged and linked 
 in pass as the conversation being continued (grade 1.0); older turns of the same branch tree
 ("tree") and every item when the input starts something new are judged on their own merit
 (grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
-while the input continues one ("other" with an anchor), must be about the input by meaning and
-by words at once (support is the lesser of the two, against stricter levels): neighbouring
-conversations share a vocabulary and a register, and similarity alone lets them leak in.
+while the input continues one — or when the session holds several conversations, among which
+the input starts a new one — must be about the input by meaning and by words at once (support
+is the lesser of the two, against stricter levels): neighbouring conversations share a
+vocabulary and a register, and similarity alone lets them leak in.
 Pure functions over ids, texts and scores.
 """
 
@@ -45,7 +46,7 @@ class GatePolicy(BaseModel):
     sem_full: float = 0.3  # from this cosine up, full semantic support
     lex_full: float = 0.5  # this share of the query's weighted words is full lexical support
     cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
-    strict_other: bool = False  # the input continues a branch: other branches need both signals
+    strict_other: bool = False  # a branch is continued, or there are several: other branches need both signals
     other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
     other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
 

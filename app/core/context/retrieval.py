@@ -238,7 +238,10 @@ class _Pool:
     def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float]) -> GateSummary:
         """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
         anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
-        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None)
+        # Other branches must be about the input by meaning and words at once while it continues a
+        # branch, or when the session holds several conversations (a new one among them).
+        several = len({self.state.graph.root_of(n) for n in self.state.graph.frontiers()}) > 1
+        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several)
         texts = {i: _text(self.state, i) for i in fused}
         w = gate.weights(req.query, texts.values())
         sem = dict(known_sem)

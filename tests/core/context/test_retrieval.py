@@ -105,3 +105,19 @@ def test_the_recent_window_is_the_anchors_branch() -> None:
 
     assert recent(nodes[2]) == ["m2", "m0"]  # newest first, only the branch tree of the anchor
     assert recent(None) == ["m2", "m1", "m0"]  # no anchor: the whole session
+
+
+def test_other_branches_need_meaning_and_words_once_the_session_has_several() -> None:
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import GraphNode, NodeKind
+
+    state = _state()
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m2", 0.7), ("m0", 0.65), ("m1", 0.1)])]
+    req = RecallRequest(query="zebra crossing", channel_sizes={}, top_k=5, relevance_threshold=0.3)
+    assert _fused(req, runs, state).kept_ids() == ["m2", "m0"]  # one conversation: similarity suffices
+    for i in range(2):  # two separate roots: each turn its own conversation
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+    result = _fused(req, runs, state)
+    assert result.kept_ids() == [] and result.gate is not None and result.gate.insufficient
