@@ -104,7 +104,28 @@ def summary(record: TurnRecord) -> str:
         f"build {record.timing.build_ms:.0f} ms"
     )
     lines.extend(input_lines(record))
+    lines.extend(precision_lines(record))
     return "\n".join(lines)
+
+
+def precision_lines(record: TurnRecord) -> list[str]:
+    """What the relevance gate let through, what entered compressed (and what of it was left
+    out), and the plan's required information the context misses."""
+    b = record.build
+    lines = []
+    gate = b.recall.gate
+    if gate is not None:
+        lines.append(f"relevance gate {gate.threshold:.2f}: {gate.passed} of {gate.graded} candidates passed"
+                     + ("; evidence insufficient" if gate.insufficient else "")
+                     + (f"; not covered: {' | '.join(gate.uncovered)}" if gate.uncovered else ""))
+    for cut in b.compressed:
+        left = ", ".join(cut.omitted[:4]) + (" …" if len(cut.omitted) > 4 else "")
+        lines.append(f"  compressed {cut.evidence_id}: kept {cut.selector} ({cut.kept_units} of {cut.units}); "
+                     f"left out {left}")
+    missing = [c.name for c in b.required if not c.met]
+    if missing:
+        lines.append("required but missing: " + ", ".join(missing))
+    return lines
 
 
 def input_lines(record: TurnRecord) -> list[str]:
@@ -251,10 +272,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(format_route_report(report))
         return 0
 
+    from app.eval.purity import format_purity_report, run_purity_eval
     from app.eval.recall import format_recall_report, run_recall_eval
 
-    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
-    if not (data_dir / "questions.jsonl").is_file():
+    default = "256,512,1024" if args.kind == "purity" else "512,1024,2048,4096"
+    try:
+        budgets = [int(b) for b in (args.budgets or default).split(",") if b.strip()]
+    except ValueError:
+        _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
+        return 2
+    if args.kind == "recall" and not (data_dir / "questions.jsonl").is_file():
         _err(f"pcm: error: {data_dir}/questions.jsonl not found")
         return 2
     settings = Settings.load(args.data_dir)
@@ -264,13 +291,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         settings = Settings.load(tempfile.mkdtemp(prefix="pcm-eval-"))
 
     async def work(engine: Engine) -> int:
-        report = await run_recall_eval(engine, data_dir, budgets, out, baselines=not args.no_baselines, progress=_err)
-        print(format_recall_report(report))
+        if args.kind == "purity":
+            report = await run_purity_eval(engine, data_dir, budgets, out, progress=_err)
+            print(format_purity_report(report))
+        else:
+            report = await run_recall_eval(engine, data_dir, budgets, out, baselines=not args.no_baselines,
+                                           progress=_err)
+            print(format_recall_report(report))
         if args.report:
             Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
         return 0
 
-    return _with_engine(args, work, settings=settings, chat=False, counter=args.counter)
+    counter = args.counter or ("words" if args.kind == "purity" else "model")
+    return _with_engine(args, work, settings=settings, chat=False, counter=counter)
 
 
 def cmd_bench_streams(args: argparse.Namespace) -> int:
@@ -337,12 +370,14 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route"])
+    p.add_argument("kind", choices=["recall", "route", "purity"])
     p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
     p.add_argument("--out", required=True, metavar="PRED.jsonl")
-    p.add_argument("--budgets", default="512,1024,2048,4096", help="recall: comma-separated token budgets")
-    p.add_argument("--counter", choices=["model", "words"], default="model",
-                   help="recall: count tokens with the chat model's tokenizer or as ceil(1.3 × words)")
+    p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
+                                     "(default 512,1024,2048,4096 / 256,512,1024)")
+    p.add_argument("--counter", choices=["model", "words"],
+                   help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
+                        "(default model / words)")
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.set_defaults(func=cmd_eval)

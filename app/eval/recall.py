@@ -8,7 +8,11 @@ the context (no generation) and one line is written per (question, budget):
 token counter: most recent turns that fit, last-N turns, top-k vector, BM25, hybrid RRF.
 
 Scoring follows ../shared/tools/recall_bench.py: a gold turn counts when a block lists its id
-AND the block's content holds at least half of that turn's words.
+AND the block's content holds at least half of that turn's words. Also reported per budget:
+context precision (the share of the dataset turns a context cites that are gold, averaged over
+questions whose context cites any), the mean prompt tokens of the product (context, input and
+chat template), and how often the context says the evidence is insufficient — for the
+adversarial questions (about things that never happened) and for the others.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 from app.core.context.ranking import ranked, rrf
 from app.core.engine.facade import Engine
+from app.core.pipeline.evidence import INSUFFICIENT
 from app.core.ports import TokenCounter
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
@@ -52,6 +57,17 @@ def recalled(blocks: Sequence[dict[str, Any]], gold: Iterable[str], turns: dict[
             if words and sum(min(c, have[w]) for w, c in words.items()) >= 0.5 * sum(words.values()):
                 got.add(sid)
     return len(set(gold) & got) / len(gold) if gold else 0.0
+
+
+def precision(blocks: Sequence[dict[str, Any]], gold: Iterable[str], turns: dict[str, str]) -> float | None:
+    """Share of the dataset turns the blocks cite that are gold (None when they cite none)."""
+    cited = {sid for block in blocks for sid in block.get("source_ids", []) if sid in turns}
+    return len(cited & set(gold)) / len(cited) if cited else None
+
+
+def insufficient(blocks: Sequence[dict[str, Any]]) -> bool:
+    """True when the context says the evidence is insufficient (the relevance gate's note)."""
+    return any(INSUFFICIENT in block.get("content", "") for block in blocks)
 
 
 def summarize(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
@@ -131,6 +147,9 @@ async def run_recall_eval(
             progress(f"ingested {conv}: {len(rows)} turns")
     ingest_s = time.perf_counter() - started
     scores: dict[str, dict[int, list[tuple[str, float]]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    precise: dict[str, dict[int, list[tuple[str, float]]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    prompt_tokens: dict[int, list[int]] = collections.defaultdict(list)
+    flagged: dict[int, list[tuple[str, float]]] = collections.defaultdict(list)
     build_ms: list[float] = []
     over = 0
     with out_path.open("w", encoding="utf-8") as out:
@@ -149,12 +168,17 @@ async def run_recall_eval(
                 line = {"qid": q["qid"], "budget": budget, "tokens": record.context.tokens, "build_ms": round(timing.build_ms, 2), "blocks": blocks}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 scores["pcm"][budget].append((q["category"], recalled(blocks, q["gold"], turns)))
+                _precision(precise["pcm"][budget], q, blocks, turns)
+                charge = record.input
+                prompt_tokens[budget].append(record.context.tokens + (charge.tokens + charge.template if charge else 0))
+                flagged[budget].append((q["category"], 1.0 if insufficient(blocks) else 0.0))
                 if baselines:
                     base = {"recent": _recent(state, engine.counter, budget)}
                     for name, order in orders.items():
                         base[name] = _packed(order, state, engine.counter, budget)
                     for name, blocks_b in base.items():
                         scores[name][budget].append((q["category"], recalled(blocks_b, q["gold"], turns)))
+                        _precision(precise[name][budget], q, blocks_b, turns)
             if progress and n % 50 == 0:
                 progress(f"{n}/{len(questions)} questions")
     build_ms.sort()
@@ -168,7 +192,23 @@ async def run_recall_eval(
         "build_ms_p95": round(build_ms[int(len(build_ms) * 0.95)], 2) if build_ms else None,
         "over_budget": over,
         "methods": {name: {str(b): summarize(rows) for b, rows in per.items()} for name, per in scores.items()},
+        "precision": {name: {str(b): summarize(rows) for b, rows in per.items()} for name, per in precise.items()},
+        "prompt_tokens": {str(b): round(sum(v) / len(v), 1) for b, v in prompt_tokens.items() if v},
+        "insufficient": {str(b): {"adversarial": _share(rows, adversarial=True), "others": _share(rows, adversarial=False)}
+                         for b, rows in flagged.items()},
     }
+
+
+def _precision(rows: list[tuple[str, float]], q: dict[str, Any], blocks: Sequence[dict[str, Any]],
+               turns: dict[str, str]) -> None:
+    value = precision(blocks, q["gold"], turns)
+    if value is not None:
+        rows.append((q["category"], value))
+
+
+def _share(rows: Sequence[tuple[str, float]], *, adversarial: bool) -> float:
+    vals = [v for c, v in rows if (c == "adversarial") == adversarial]
+    return round(sum(vals) / len(vals), 4) if vals else float("nan")
 
 
 def format_recall_report(report: dict[str, Any]) -> str:
@@ -186,6 +226,20 @@ def format_recall_report(report: dict[str, Any]) -> str:
         lines.append("pcm by category:")
         for cat in cats:
             lines.append(f"  {cat:<12} " + " ".join(f"{report['methods']['pcm'][b].get(cat, float('nan')):7.3f}" for b in budgets))
+    if report.get("precision"):
+        lines.append("context precision (share of cited turns that are gold):")
+        for name in ["pcm", *BASELINES]:
+            if name in report["precision"]:
+                row = report["precision"][name]
+                lines.append(f"  {name:<10} " + " ".join(f"{row[b]['overall']:7.3f}" if b in row else "    nan"
+                                                         for b in budgets))
+    if report.get("prompt_tokens"):
+        lines.append("pcm mean prompt tokens:    " + " ".join(f"{report['prompt_tokens'].get(b, float('nan')):7.1f}"
+                                                             for b in budgets))
+    if report.get("insufficient"):
+        rows = report["insufficient"]
+        lines.append("pcm flagged insufficient:  adversarial " + " ".join(f"{rows[b]['adversarial']:.3f}" for b in budgets)
+                     + "; others " + " ".join(f"{rows[b]['others']:.3f}" for b in budgets))
     lines.append(
         f"{report['questions']} questions over {report['turns']} turns; ingest {report['ingest_s']} s; "
         f"build p50 {report['build_ms_p50']} ms, p95 {report['build_ms_p95']} ms; over budget: {report['over_budget']}"

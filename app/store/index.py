@@ -295,7 +295,10 @@ class SearchIndex:
 
     # ------------------------------------------------------------------ reading
 
-    def _where(self, session_id: str | None, kinds: Sequence[str] | None) -> str | None:
+    def _where(self, session_id: str | None, kinds: Sequence[str] | None,
+               since: str | None = None, until: str | None = None) -> str | None:
+        """The SQL filter of a search: the session, the kinds, and ``since <= at < until`` (ISO
+        strings compare in time order; pushed into LanceDB, so the top k are taken in the range)."""
         clauses = []
         if session_id is not None:
             clauses.append(f"session_id = {quote(session_id)}")
@@ -306,12 +309,18 @@ class SearchIndex:
             if not kinds:
                 return "FALSE"
             clauses.append(f"kind IN ({', '.join(quote(k) for k in kinds)})")
+        if since:
+            clauses.append(f"at >= {quote(since)}")
+        if until:
+            clauses.append(f"at < {quote(until)}")
         return " AND ".join(clauses) or None
 
     def search_vector(self, query: str | Sequence[float] | np.ndarray, k: int = 10, *,
                       session_id: str | None = None,
-                      kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """Return up to ``k`` (id, cosine similarity) pairs, best first."""
+                      kinds: Sequence[str] | None = None, since: str | None = None,
+                      until: str | None = None) -> list[tuple[str, float]]:
+        """Return up to ``k`` (id, cosine similarity) pairs, best first (``since``/``until``:
+        only rows with ``since <= at < until``)."""
         if k <= 0:
             return []
         if isinstance(query, str):
@@ -321,7 +330,7 @@ class SearchIndex:
         if vector.shape != (self.embedder.dim,):
             raise ValueError(f"query vector has shape {vector.shape}, "
                              f"expected ({self.embedder.dim},)")
-        where = self._where(session_id, kinds)
+        where = self._where(session_id, kinds, since, until)
 
         def read() -> list[dict[str, Any]]:
             search = (self._table.search(vector, vector_column_name="vector")
@@ -331,11 +340,13 @@ class SearchIndex:
         return [(row["id"], 1.0 - float(row["_distance"])) for row in self._fresh(read)]
 
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
-                    kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first."""
+                    kinds: Sequence[str] | None = None, since: str | None = None,
+                    until: str | None = None) -> list[tuple[str, float]]:
+        """Return up to ``k`` (id, BM25 score) pairs from the full-text index, best first
+        (``since``/``until`` as in ``search_vector``)."""
         if k <= 0 or not query.strip():
             return []
-        where = self._where(session_id, kinds)
+        where = self._where(session_id, kinds, since, until)
 
         def read() -> list[dict[str, Any]]:
             search = (self._table.search(query, query_type="fts", fts_columns="text")

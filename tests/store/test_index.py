@@ -164,3 +164,14 @@ def test_live_rows_match_rebuilt_rows(store: SqliteStore, index: SearchIndex) ->
     assert index.search_text("live", k=1)[0][0] == message.message_id
     with pytest.raises(ValueError, match="unknown kind"):
         index.add([SearchRow("x", sid, "bogus", "t", "a")])  # type: ignore[arg-type]
+
+
+def test_a_date_range_is_pushed_into_the_index_query(index: SearchIndex) -> None:
+    days = {"d1": "2026-03-01T09:00:00Z", "d2": "2026-03-02T09:00:00.123456Z", "d3": "2026-03-03T09:00:00Z"}
+    index.add([SearchRow(i, "s1", "message", f"budget meeting notes {i}", at) for i, at in days.items()])
+    # Prefiltered: the k best are taken among the rows in [since, until), not cut from the top k.
+    assert {i for i, _ in index.search_text("budget", k=1, since="2026-03-02T00:00:00",
+                                            until="2026-03-03T00:00:00")} == {"d2"}
+    assert {i for i, _ in index.search_vector("budget meeting", k=5, since="2026-03-02T00:00:00")} == {"d2", "d3"}
+    assert {i for i, _ in index.search_vector("budget meeting", k=5, until="2026-03-02T00:00:00")} == {"d1"}
+    assert index.search_text("budget", k=5, since="2026-04-01T00:00:00") == []

@@ -3,7 +3,7 @@ Engine (SQLite + LanceDB) with the scripted chat model and the hash embedder.
 
 The last turn's record has everything the tabs show: an LLM intent signal that answered, a plan
 with rejected candidates, kept and not-kept recall candidates, a conflict (two deadlines), an
-evidence line dropped by the budget, and an answer citing [1], [2], the dropped [4] and a
+evidence line dropped by the budget, and an answer citing [1], [2], the dropped [3] and a
 non-existent [9]. Expected values are read from the record or from the store, never hard-coded.
 """
 
@@ -37,7 +37,7 @@ INPUTS = [
     "What is the deadline and which theme for the website?",
 ]
 LLM_INTENT = '{"mode": "qa", "task_type": "retrieval", "goal": "recall the deadline and the theme"}'
-ANSWER = "The deadline moved from Friday [1] to Monday [2]; the garden [4] is unrelated. See also [9]."
+ANSWER = "The deadline moved from Friday [1] to Monday [2]; the garden [3] is unrelated. See also [9]."
 
 
 @dataclass
@@ -53,7 +53,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     for _ in INPUTS:
         replies += [LLM_INTENT, "Noted."]
     replies[-1] = ANSWER
-    engine = engine_in(tmp, replies, budget=160, llm_intent="auto")  # module scope: no make_engine
+    engine = engine_in(tmp, replies, budget=140, llm_intent="auto")  # module scope: no make_engine
     engine.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
 
     async def main() -> Session:
@@ -306,9 +306,9 @@ def test_citation_numbers_map_to_the_evidence_lines_of_the_prompt(session: Sessi
     for text in ("my deadline is Friday for the website launch", "my deadline is Monday now"):
         n = _prompt_number(record, text)
         assert citations[n].evidence_id == session.message_ids[text] and citations[n].in_prompt
-    assert 4 in citations and not citations[4].in_prompt  # cited, but dropped by the budget
+    assert 3 in citations and not citations[3].in_prompt  # cited, but dropped by the budget
     dropped = {d.item_id: d.reason for d in record.build.context.dropped}
-    assert citations[4].evidence_id in dropped and dropped[citations[4].evidence_id] in citations[4].note
+    assert citations[3].evidence_id in dropped and dropped[citations[3].evidence_id] in citations[3].note
     assert 9 not in citations
     lines = {line.text: line for line in context_lines(record)}
     monday = _prompt_number(record, "my deadline is Monday now")
@@ -386,7 +386,7 @@ def test_hovering_a_recall_candidate_row_emits_its_id(qtbot, panel: InspectorPan
 
 def test_cited_evidence_flags_dropped_and_unknown_numbers(panel: InspectorPanel, session: Session) -> None:
     cited = [panel.turn.cited.item(r).text() for r in range(panel.turn.cited.count())]
-    assert [t.split(" ", 1)[0] for t in cited] == ["[1]", "[2]", "[4]", "[9]"]
+    assert [t.split(" ", 1)[0] for t in cited] == ["[1]", "[2]", "[3]", "[9]"]
     assert "not in the prompt" in cited[2]
     assert "no such evidence number" in cited[3]
     assert "user: my deadline is Monday now" in cited[_prompt_number(session.record, "my deadline is Monday now") - 1]
@@ -430,18 +430,18 @@ def test_a_theme_switch_recolours_the_shown_record_and_keeps_a_streamed_answer(
     style, palette, sheet = qapp.style().name(), qapp.palette(), qapp.styleSheet()
     try:
         theme.apply_theme(qapp, False)
-        qtbot.waitUntil(lambda: theme.LIGHT.warn in panel.turn.answer.toHtml(), timeout=2000)  # the dropped [4]
+        qtbot.waitUntil(lambda: theme.LIGHT.warn in panel.turn.answer.toHtml(), timeout=2000)  # the dropped [3]
         theme.apply_theme(qapp, True)
         qtbot.waitUntil(lambda: theme.DARK.warn in panel.turn.answer.toHtml(), timeout=2000)
         assert theme.LIGHT.warn not in panel.turn.answer.toHtml()
         qtbot.waitUntil(lambda: theme.DARK.muted in panel.title.styleSheet(), timeout=2000)
         partial = session.record.model_copy(update={"output": "", "finish_reason": "", "usage": {}})
         panel.show_record(partial)
-        panel.set_streaming_text("Still arriving [4]", partial.turn_id)
+        panel.set_streaming_text("Still arriving [3]", partial.turn_id)
         theme.apply_theme(qapp, False)
         qtbot.waitUntil(lambda: theme.LIGHT.warn in panel.turn.answer.toHtml(), timeout=2000)
-        assert panel.turn.answer.toPlainText() == "Still arriving [4]"
-        assert panel.turn.streaming_text() == "Still arriving [4]"
+        assert panel.turn.answer.toPlainText() == "Still arriving [3]"
+        assert panel.turn.streaming_text() == "Still arriving [3]"
     finally:
         qapp.setStyle(style)
         qapp.setPalette(palette)

@@ -6,9 +6,16 @@ acceptance, the evidence available, the tools available — each section a ``Con
 type, a priority, its token count by the active counter and refs to the evidence it carries.
 
 Budgeting: ``must`` blocks first; then each segment up to its quota from the plan; then whatever
-is left of the total goes to the best remaining items in priority order. The final context is
+is left of the total goes to the best remaining items in priority order (within a priority, by
+the plan's evidence priority, then score). Only the items given are packed: budget the items do
+not need stays unused (the relevance gate decided what may enter). The final context is
 re-counted as one string and trimmed from the lowest priority until it fits, so it is never over
 budget as counted by the active tokenizer. Every dropped item is recorded with its reason.
+
+Order (seed 001 §1.3, "lost in the middle"): the salient parts sit at the edges. The
+instruction, goal and state open the context; the evidence closes it, right before the input,
+its groups arranged by their best score from the edges inwards (the best group last, the
+runner-up first, the weakest in the middle); conversation lines stay in time order.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ SEGMENT_ORDER: tuple[BlockType, ...] = (
     BlockType.PLAN,
     BlockType.STATE,
     BlockType.CONVERSATION,
-    BlockType.EVIDENCE,
     BlockType.MEMORY,
+    BlockType.EVIDENCE,
 )
 PRIORITY_RANK = {Priority.MUST: 0, Priority.HIGH: 1, Priority.MEDIUM: 2, Priority.LOW: 3}
 
@@ -47,6 +54,7 @@ class Item:
     evidence_ids: tuple[str, ...] = ()
     tokens: int | None = None  # a known count of ``text`` (else the compiler counts it)
     selector: str = ""  # which part of its evidence the line carries (e.g. "chars:0-812")
+    rank: int = 0  # position of its evidence type in the plan's evidence priority (lower first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +236,8 @@ class ContextCompiler:
     def _pack(packing: _Packing, items: Sequence[Item], budget: int, quotas: dict[str, int]) -> None:
         by_priority = sorted(
             items,
-            key=lambda it: (PRIORITY_RANK[it.priority], SEGMENT_ORDER.index(it.segment), -it.score, it.order, it.item_id),
+            key=lambda it: (PRIORITY_RANK[it.priority], SEGMENT_ORDER.index(it.segment), it.rank, -it.score, it.order,
+                            it.item_id),
         )
         # 1. must items, whatever the quotas say (they are small by construction)
         rest: list[Item] = []
@@ -277,6 +286,7 @@ class ContextCompiler:
         for it in chosen:
             sections.setdefault((it.segment, it.group), []).append(it)
         keys = sorted(sections, key=lambda k: (SEGMENT_ORDER.index(k[0]), min(i.order for i in sections[k]), k[1]))
+        keys = edge_order(keys, sections)
         blocks: list[ContextBlock] = []
         headed: set[BlockType] = set()
         for segment, group in keys:
@@ -305,6 +315,20 @@ class ContextCompiler:
                 )
             )
         return blocks
+
+
+def edge_order(keys: list[tuple[BlockType, str]], sections: dict[tuple[BlockType, str], list[Item]]
+               ) -> list[tuple[BlockType, str]]:
+    """``keys`` with the evidence groups rearranged from the edges inwards by their best score:
+    the best last (next to the input), the second first, the weakest in the middle."""
+    groups = [k for k in keys if k[0] == BlockType.EVIDENCE]
+    if len(groups) < 2:
+        return keys
+    best = sorted(groups, key=lambda k: (-max(it.score for it in sections[k]), keys.index(k)))
+    front = best[1::2]
+    back = best[0::2][::-1]
+    arranged = iter(front + back)
+    return [next(arranged) if k[0] == BlockType.EVIDENCE else k for k in keys]
 
 
 _FACT = re.compile(

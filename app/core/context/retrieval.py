@@ -10,8 +10,19 @@ Channels (each bounded by the plan's recall size):
   memory      memory notes, and environment events when the input asks about files, feeds or
               API values (vector search restricted to those kinds)
 
-Every candidate keeps its per-channel rank and score and the reason it was kept or dropped, so
-the evidence panel and replay can show exactly why something reached the context.
+The plan bounds what it names: a date range read from the input restricts the structured,
+vector and full-text channels (pushed into the index query) or, for long and vague spans, marks
+the items inside it; ``candidate_pool`` bounds the distinct candidates taken from the channel
+lists (best ranks first, channel by channel); ``timeout_ms`` bounds each channel (one past it is
+skipped and recorded); the relevance gate (``app.core.context.gate``) drops weak candidates
+before the crop; ``per_channel_cap`` bounds the kept items that only one channel found.
+
+The recent window is the anchor's branch: the latest turns of the tree the anchor belongs to
+(without an anchor, of the whole session). Turns of other branches enter only through the
+gate, on their own merit.
+
+Every candidate keeps its per-channel rank and score, its grade and the reason it was kept or
+dropped, so the evidence panel and replay can show exactly why something reached the context.
 """
 
 from __future__ import annotations
@@ -19,187 +30,56 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
-from pydantic import BaseModel, Field
 
-from app.core.context import ranking
+from app.core.context import gate, ranking
+from app.core.context.channels import graph as _graph
+from app.core.context.channels import memory_kinds as _memory_kinds
+from app.core.context.channels import ranking_items, root_of_message
+from app.core.context.channels import recent as _recent
+from app.core.context.channels import structured as _structured
+from app.core.context.gate import GatePolicy, GateSummary, Relation
 from app.core.context.ranking import FusionMethod
+from app.core.context.recall_model import (
+    CHANNELS,
+    HYBRID_RRF,
+    INDEX_CHANNELS,
+    PCM_FUSION,
+    STRATEGIES,
+    Candidate,
+    ChannelHit,
+    ChannelRun,
+    RecallRequest,
+    RecallResult,
+    RecallStrategy,
+    SearchPort,
+)
 from app.core.session.state import SessionState
-from app.core.types import EdgeKind
 
-CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory")
-#: Channels that query the index: observations of the outside, replayed as recorded.
-INDEX_CHANNELS = ("vector", "fulltext", "memory")
-
-
-class SearchPort(Protocol):
-    """The search index (``app.store.index.SearchIndex`` implements it). Blocking."""
-
-    def search_vector(
-        self, query: Sequence[float], k: int = 10, *, session_id: str | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> list[tuple[str, float]]: ...
-
-    def search_text(
-        self, query: str, k: int = 10, *, session_id: str | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> list[tuple[str, float]]: ...
+__all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES", "Candidate", "ChannelHit",
+           "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "fuse", "recall",
+           "ranking_items"]
 
 
-class RecallStrategy(BaseModel):
-    """How channel lists become one ranking. Strategies are data; presets below."""
-
-    name: str
-    fusion: FusionMethod = FusionMethod.RELATIVE
-    weights: dict[str, float]
-    neighbour_alpha: float = 0.0  # share of the best neighbour's score a turn inherits
-    rrf_k: int = 60
-
-
-PCM_FUSION = RecallStrategy(
-    name="pcm",
-    fusion=FusionMethod.RELATIVE,
-    weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5},
-    neighbour_alpha=0.3,
-)
-HYBRID_RRF = RecallStrategy(
-    name="hybrid_rrf", fusion=FusionMethod.RRF, weights={"vector": 1.0, "fulltext": 1.0}
-)
-STRATEGIES = {s.name: s for s in (PCM_FUSION, HYBRID_RRF)}
-
-
-class RecallRequest(BaseModel):
-    """What the plan asks recall for (sizes per channel, filters, crop settings)."""
-
-    query: str
-    channel_sizes: dict[str, int]
-    speakers: list[str] = Field(default_factory=list)
-    anchor_node: str | None = None
-    chain_turns: int = 6
-    top_k: int = 40
-    dedup_threshold: float = 0.9
-    mmr_lambda: float = 1.0
-    exclude_ids: list[str] = Field(default_factory=list)
-    strategy: str = PCM_FUSION.name
-    kinds: list[str] = Field(default_factory=list)  # plan filter kinds: file | feed | api | memory | task
-    time_window: str = "all"  # all | session | recent (the last RECENT_HOURS before ``now``)
-    now: str = ""
-
-
-RECENT_HOURS = 24
-_NOTE_KINDS = {"file": "env", "feed": "env", "api": "env", "memory": "memory"}
-
-
-def _cutoff(now: str, hours: int) -> str:
-    """The ISO timestamp ``hours`` before ``now`` (same format), or "" when ``now`` is unknown."""
-    from datetime import datetime, timedelta
-
-    try:
-        moment = datetime.fromisoformat(now.rstrip("Z"))
-    except ValueError:
-        return ""
-    return (moment - timedelta(hours=hours)).isoformat()
-
-
-class ChannelHit(BaseModel):
-    rank: int
-    score: float
-
-
-class ChannelRun(BaseModel):
-    channel: str
-    size: int
-    hits: list[tuple[str, float]] = Field(default_factory=list)
-    elapsed_ms: float = 0.0
-    error: str = ""
-
-
-class Candidate(BaseModel):
-    id: str
-    kind: str  # message | memory | env
-    channels: dict[str, ChannelHit] = Field(default_factory=dict)
-    fused: float = 0.0
-    rank: int = 0
-    kept: bool = False
-    reason: str = ""
-
-
-class RecallResult(BaseModel):
-    channels: list[ChannelRun]
-    candidates: list[Candidate]  # every candidate seen, best first; ``kept`` marks the selection
-    strategy: str
-
-    def kept_ids(self) -> list[str]:
-        return [c.id for c in self.candidates if c.kept]
-
-
-def _structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
-    """The metadata filter: messages of the speakers the input names, notes of the kinds it
-    names (files, feeds, API values, memory), within the time window; most recent first."""
-    since = _cutoff(req.now, RECENT_HOURS) if req.time_window == "recent" else ""
-    hits: list[tuple[str, str]] = []  # (at, id)
-    for name in req.speakers:
-        hits.extend((state.messages[m].at, m) for m in state.by_speaker(name))
-    wanted = {_NOTE_KINDS[k] for k in req.kinds if k in _NOTE_KINDS}
-    hits.extend((n.at, n.note_id) for n in state.notes.values() if n.kind in wanted)
-    if since:
-        hits = [h for h in hits if h[0] >= since]
-    ordered = sorted(set(hits), key=lambda h: (h[0], h[1]), reverse=True)
-    return [(item, 1.0) for _, item in ordered[:size]]
-
-
-def _graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
-    """Messages along the main chain back from the anchor (closer = higher), then those of turns
-    merged into a chain node (scored like that node: injected results are chain members), then
-    the anchor's neighbours."""
-    if req.anchor_node is None or req.anchor_node not in state.graph:
-        return []
-    out: dict[str, float] = {}
-    chain = state.main_chain(req.anchor_node, req.chain_turns)
-    for distance, node in enumerate(chain):
-        for mid in state.turn_messages(node):
-            out.setdefault(mid, 1.0 / (1 + distance))
-    for distance, node in enumerate(chain):
-        for edge in state.graph.out_edges(node, EdgeKind.MERGES):
-            for mid in state.turn_messages(edge.dst):
-                out.setdefault(mid, 1.0 / (1 + distance))
-    for node in state.graph.neighbours(req.anchor_node):
-        for mid in state.turn_messages(node):
-            out.setdefault(mid, 0.25)
-    return ranking_items(out)[:size]
-
-
-def _recent(state: SessionState, size: int) -> list[tuple[str, float]]:
-    ids = state.recent(size)
-    n = len(ids)
-    return [(m, (i + 1) / n) for i, m in enumerate(ids)][::-1]
-
-
-def ranking_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
-    return [(i, scores[i]) for i in ranking.ranked(scores)]
-
-
-async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
-    """Run one channel and time it; its failure is recorded on the run."""
+async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tuple[str, float]]]],
+                 timeout_ms: int = 0) -> ChannelRun:
+    """Run one channel and time it; its failure is recorded on the run, and so is a channel past
+    ``timeout_ms`` (its hits are not waited for: it is skipped)."""
     started = time.perf_counter()
     run = ChannelRun(channel=channel, size=size)
     try:
-        run.hits = await work()
+        if timeout_ms > 0:
+            run.hits = await asyncio.wait_for(work(), timeout_ms / 1000)
+        else:
+            run.hits = await work()
+    except asyncio.TimeoutError:
+        run.skipped = True
+        run.error = f"skipped: past its time limit of {timeout_ms} ms"
     except Exception as exc:  # a failing channel degrades recall, never the turn
         run.error = f"{type(exc).__name__}: {exc}"
     run.elapsed_ms = (time.perf_counter() - started) * 1000
     return run
-
-
-def _memory_kinds(state: SessionState, req: RecallRequest) -> list[str]:
-    """Note kinds the memory channel searches: memory notes always; environment events too when
-    the input asks about files, feeds or API values (elsewhere the vector channel's env hits are
-    enough, and an unasked-for event would otherwise top this channel's list just for being the
-    nearest one)."""
-    wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
-    return sorted(wanted & {n.kind for n in state.notes.values()})
 
 
 async def recall(
@@ -210,31 +90,36 @@ async def recall(
     search: SearchPort | None,
     run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
     recorded: Mapping[str, ChannelRun] | None = None,
+    known_sem: Mapping[str, float] | None = None,
 ) -> RecallResult:
-    """Run the channels concurrently, fuse, propagate to neighbours, dedup, diversify.
+    """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
 
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor).
     ``recorded`` channel runs are used as observed instead of running those channels.
+    ``known_sem``: query cosines the caller already has (recent turns), for the gate.
     """
     strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     sid = state.session_id
+    dated = req.index_range()
 
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
-        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=sid, kinds=["message", "env"])
+        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=sid,
+                                  kinds=["message", "env"], **dated)
 
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
             return []
-        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid)
+        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid, **dated)
 
     async def memory() -> list[tuple[str, float]]:
         kinds = _memory_kinds(state, req)
         if search is None or query_vector is None or not sizes["memory"] or not kinds:
             return []
-        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=kinds)
+        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=kinds,
+                                  **dated)
 
     async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
         return fn()
@@ -242,17 +127,17 @@ async def recall(
     async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
         if recorded and channel in recorded:
             return recorded[channel]
-        return await _timed(channel, sizes[channel], work)
+        return await _timed(channel, sizes[channel], work, req.timeout_ms if channel in INDEX_CHANNELS else 0)
 
     runs = await asyncio.gather(
         given("vector", vector),
         given("fulltext", fulltext),
         given("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
         given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
-        given("recent", lambda: local(lambda: _recent(state, sizes["recent"]))),
+        given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
     )
-    return fuse(state, req, strategy, list(runs))
+    return fuse(state, req, strategy, list(runs), known_sem=known_sem)
 
 
 class _Pool:
@@ -263,10 +148,27 @@ class _Pool:
         self.excluded = set(exclude_ids)
         self.per_channel: dict[str, dict[str, float]] = {}
         self.candidates: dict[str, Candidate] = {}
+        self.admitted: set[str] | None = None  # None: every known id
+        self.left_out = 0
+
+    def bound(self, runs: Sequence[ChannelRun], pool: int) -> None:
+        """Admit at most ``pool`` distinct ids: rank 1 of every channel, then rank 2, and so on."""
+        lists = [[i for i, _ in run.hits if self.known(i)] for run in runs if not run.skipped]
+        distinct = {i for hits in lists for i in hits}
+        if pool <= 0 or len(distinct) <= pool:
+            return
+        admitted: dict[str, None] = {}
+        for rank in range(max(len(h) for h in lists)):
+            for hits in lists:
+                if rank < len(hits) and len(admitted) < pool:
+                    admitted.setdefault(hits[rank], None)
+        self.admitted = set(admitted)
+        self.left_out = len(distinct) - len(admitted)
 
     def known(self, item: str) -> bool:
-        """A message or note of the session that the request does not exclude."""
-        return (item in self.state.messages or item in self.state.notes) and item not in self.excluded
+        """A message or note of the session that the request does not exclude (and the pool admits)."""
+        return ((item in self.state.messages or item in self.state.notes) and item not in self.excluded
+                and (self.admitted is None or item in self.admitted))
 
     def candidate(self, item: str) -> Candidate:
         if item not in self.candidates:
@@ -277,7 +179,7 @@ class _Pool:
     def add_run(self, run: ChannelRun) -> None:
         """A channel's hits (unknown and repeated ids skipped), each noted on its candidate."""
         scores: dict[str, float] = {}
-        for rank, (item, score) in enumerate(run.hits, start=1):
+        for rank, (item, score) in enumerate([] if run.skipped else run.hits, start=1):
             if not self.known(item) or item in scores:
                 continue
             scores[item] = score
@@ -311,54 +213,137 @@ class _Pool:
                     self.candidate(item).reason = "neighbour of a hit"
         return fused
 
+    def mark_dates(self, req: RecallRequest) -> None:
+        """In "prefer" mode the structured channel marks the candidates inside the date range."""
+        if req.date_mode != "prefer":
+            return
+        marks = self.per_channel.setdefault("structured", {})
+        for item, cand in self.candidates.items():
+            at = self.state.messages[item].at if item in self.state.messages else self.state.notes[item].at
+            if req.in_range(at) and item not in marks:
+                marks[item] = 1.0
+                cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
-def _select(state: SessionState, req: RecallRequest, fused: Mapping[str, float]) -> tuple[list[str], dict[str, str]]:
-    """The top_k kept after near-duplicates are dropped and diversity is applied (MMR), and the
-    near-duplicates (item → the item it repeats)."""
+    def relation(self, item: str, anchor_root: str | None) -> Relation:
+        """How ``item`` stands to the anchor: linked by the graph, in its branch's recent window,
+        elsewhere on its branch tree, or other (another branch, a note, or no anchor)."""
+        cand = self.candidates.get(item)
+        channels = cand.channels if cand is not None else {}
+        if "graph" in channels:
+            return "linked"
+        if anchor_root is None or root_of_message(self.state, item) != anchor_root:
+            return "other"
+        return "branch" if "recent" in channels else "tree"
+
+    def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float]) -> GateSummary:
+        """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
+        anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
+        # Other branches must be about the input by meaning and words at once while it continues a
+        # branch, or when the session holds several conversations (a new one among them).
+        several = len({self.state.graph.root_of(n) for n in self.state.graph.frontiers()}) > 1
+        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several)
+        texts = {i: _text(self.state, i) for i in fused}
+        w = gate.weights(req.query, texts.values())
+        sem = dict(known_sem)
+        for item, cand in self.candidates.items():
+            hit = cand.channels.get("vector") or cand.channels.get("memory")
+            if hit is not None:
+                sem[item] = hit.score
+        root = self.state.graph.root_of(anchor) if anchor else None
+        grades = gate.grade(fused, sem=sem, lex={i: gate.coverage(w, t) for i, t in texts.items()},
+                            relation={i: self.relation(i, root) for i in fused}, policy=policy)
+        for item, g in grades.items():
+            cand = self.candidate(item)
+            cand.grade, cand.relation = g.grade, g.relation
+            if not g.passed:
+                cand.reason = gate.reason(g, policy.threshold)
+                del fused[item]
+        summary = GateSummary(threshold=policy.threshold, graded=len(grades), passed=len(fused),
+                              insufficient=not fused)
+        summary.uncovered = gate.uncovered(req.sub_questions, [texts[i] for i in fused], list(texts.values()), policy)
+        return summary
+
+
+def _capped(order: Sequence[str], candidates: Mapping[str, Candidate], cap: int) -> tuple[list[str], set[str]]:
+    """``order`` without the items beyond ``cap`` per channel among those only that channel found."""
+    if cap <= 0:
+        return list(order), set()
+    count: dict[str, int] = {}
+    out: list[str] = []
+    over: set[str] = set()
+    for item in order:
+        channels = list(candidates[item].channels) if item in candidates else []
+        if len(channels) == 1:
+            count[channels[0]] = count.get(channels[0], 0) + 1
+            if count[channels[0]] > cap:
+                over.add(item)
+                continue
+        out.append(item)
+    return out, over
+
+
+def _select(state: SessionState, req: RecallRequest, fused: Mapping[str, float],
+            candidates: Mapping[str, Candidate]) -> tuple[list[str], dict[str, str]]:
+    """The top_k kept after near-duplicates are dropped, the per-channel cap applied and diversity
+    kept (MMR), and the items left out with why (near-duplicate of …, over the per-channel cap)."""
     order = [i for i in ranking.ranked(fused) if fused[i] > 0]
     # Crop before the quadratic-ish steps: beyond a few times top_k nothing can be selected.
     pool = order[: max(2 * req.top_k, 30)]
     texts = {i: _text(state, i) for i in pool}
     sim = ranking.jaccard_matrix([texts[i] for i in pool])
     dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold, sim=sim)
-    keep_rows = [n for n, i in enumerate(pool) if i not in dupes]
-    unique = [pool[n] for n in keep_rows]
+    unique, over = _capped([i for i in pool if i not in dupes], candidates, req.per_channel_cap)
+    row = {i: n for n, i in enumerate(pool)}
+    keep_rows = [row[i] for i in unique]
     chosen = ranking.mmr(unique, fused, texts, lam=req.mmr_lambda, k=req.top_k,
                          sim=sim[np.ix_(keep_rows, keep_rows)] if keep_rows else None)
-    return chosen, dupes
+    why = {i: f"near-duplicate of {d}" for i, d in dupes.items()}
+    why.update({i: f"over the per-channel cap of {req.per_channel_cap} (found only by "
+                   f"{next(iter(candidates[i].channels))})" for i in over})
+    return chosen, why
 
 
 def _explain(candidates: Mapping[str, Candidate], fused: Mapping[str, float], chosen: Sequence[str],
-             dupes: Mapping[str, str], top_k: int) -> None:
-    """Each candidate's fused score, rank if kept, and why it was kept or dropped."""
+             why: Mapping[str, str], top_k: int) -> None:
+    """Each candidate's fused score, rank if kept, and why it was kept or dropped (a gate drop
+    keeps the reason the gate gave)."""
     position = {item: n for n, item in enumerate(chosen, start=1)}
     for item, cand in candidates.items():
-        cand.fused = round(fused.get(item, 0.0), 6)
+        if item in fused:
+            cand.fused = round(fused[item], 6)
         if item in position:
             cand.kept, cand.rank = True, position[item]
-            cand.reason = cand.reason or "kept"
-        elif item in dupes:
-            cand.reason = f"near-duplicate of {dupes[item]}"
+            cand.reason = "kept" if cand.reason.startswith(gate.BELOW) else (cand.reason or "kept")
+        elif item in why:
+            cand.reason = why[item]
+        elif cand.reason.startswith(gate.BELOW):
+            continue
         elif item in fused and fused[item] > 0:
             cand.reason = f"below top {top_k} after diversity"
         else:
             cand.reason = "no weight in this strategy"
 
 
-def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs: list[ChannelRun]) -> RecallResult:
-    """The pure half of recall: channel lists in, one ranked and cropped candidate list out.
+def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs: list[ChannelRun], *,
+         known_sem: Mapping[str, float] | None = None) -> RecallResult:
+    """The pure half of recall: channel lists in, one graded, ranked and cropped candidate list out.
 
     Replay calls this with the recorded channel lists of a turn.
     """
     pool = _Pool(state, req.exclude_ids)
+    pool.bound(runs, req.candidate_pool)
     for run in runs:
         pool.add_run(run)
     pool.mark_speakers(req.speakers)
+    pool.mark_dates(req)
     fused = pool.fused(strategy)
-    chosen, dupes = _select(state, req, fused)
-    _explain(pool.candidates, fused, chosen, dupes, req.top_k)
+    scores = dict(fused)
+    summary = pool.gate(req, fused, known_sem or {}) if req.relevance_threshold > 0 else None
+    chosen, why = _select(state, req, fused, pool.candidates)
+    _explain(pool.candidates, scores, chosen, why, req.top_k)
     ordered = sorted(pool.candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
-    return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name)
+    return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name, gate=summary,
+                        pool_left_out=pool.left_out)
 
 
 def _text(state: SessionState, item: str) -> str:

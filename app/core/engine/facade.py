@@ -22,7 +22,7 @@ anything else happens with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -176,9 +176,10 @@ class Engine:
         """Stored sessions (id, title, times) as the store lists them."""
         return await self.ctx.on_store(self.ctx.store.list_sessions)
 
-    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True) -> int:
-        """Store messages as history turns, linked along ``continues``, and index them."""
-        return await self.sessions.ingest(session_id, messages, chain=chain)
+    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
+                     parents: Mapping[str, str | None] | None = None) -> int:
+        """Store messages as history turns, linked along ``continues`` (or to ``parents``), and index them."""
+        return await self.sessions.ingest(session_id, messages, chain=chain, parents=parents)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
         return self.sessions.facts(state)

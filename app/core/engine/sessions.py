@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app.core.context.compiler import Fact, extract_facts
 from app.core.engine.context import EngineContext
@@ -113,13 +113,20 @@ class SessionService:
 
     # ------------------------------------------------------------------ ingest (history, no generation)
 
-    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True) -> int:
-        """Store messages as history turns (one turn each), link them along ``continues``, index them."""
+    async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
+                     parents: Mapping[str, str | None] | None = None) -> int:
+        """Store messages as history turns (one turn each), link them along ``continues``, index them.
+
+        ``chain``: each message continues the previous one. ``parents`` (message id → the id of the
+        earlier message it continues, None for a new root) links the given ones instead — a
+        conversation with branches, such as a routed chat stream.
+        """
         state = await self.open(session_id)
         async with self.ctx.lock(session_id):
-            return await self._ingest(state, messages, chain)
+            return await self._ingest(state, messages, chain, parents or {})
 
-    async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool) -> int:
+    async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
+                      parents: Mapping[str, str | None]) -> int:
         ctx, session_id = self.ctx, state.session_id
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
@@ -131,6 +138,10 @@ class SessionService:
             node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
             state.add_node(node)
             nodes.append(node)
+            if m.message_id in parents:
+                parent = parents[m.message_id]
+                view = state.messages.get(parent) if parent is not None else None
+                previous = state.node_of(view.turn_id) if view is not None and view.turn_id else None
             if previous is not None:
                 edge = GraphEdge(src=node.node_id, dst=previous, kind=EdgeKind.CONTINUES, created_at=m.at)
                 state.add_edge(edge)

@@ -26,6 +26,7 @@ from app.core.context.compiler import (
     extract_facts,
     resolve_conflicts,
 )
+from app.core.context.compress import Compression
 from app.core.context.retrieval import (
     CHANNELS,
     PCM_FUSION,
@@ -40,6 +41,8 @@ from app.core.context.retrieval import (
 from app.core.intent.engine import IntentEngine
 from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
 from app.core.intent.profile import UserProfile
+from app.core.pipeline.candidates import anchor_candidates
+from app.core.pipeline.evidence import check_required, gate_items, recalled_items
 from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
 from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
@@ -49,12 +52,8 @@ from app.core.ports import TokenCounter
 from app.core.routing.anchor import (
     AnchorCandidate,
     AnchorRouter,
-    Feature,
     RoutingDecision,
-    cosine,
-    keyword_overlap,
     mention,
-    recency_by_time,
 )
 from app.core.session.state import SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_items, popped
@@ -104,20 +103,6 @@ class BuildInputs:
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
 #: ``ToolService.setup`` provides it, feeding recorded outcomes back on replay.
 ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[ToolRound]]
-
-
-def _iso_seconds(at: str) -> float:
-    """Seconds since the epoch of an ISO 8601 timestamp ('Z' or naive = UTC)."""
-    from datetime import datetime, timezone
-
-    text = at.rstrip("Z")
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return 0.0
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
 
 
 def profile_items(profile: UserProfile) -> list[Item]:
@@ -213,63 +198,16 @@ class ContextBuilder:
 
     def anchor_candidates(
         self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
-        intent_entities: Sequence[str] = (),
+        intent_entities: Sequence[str] = (), intent_target: str | None = None,
     ) -> list[AnchorCandidate]:
         """Branch frontiers plus the most recent turns, with their routing features."""
-        nodes: dict[str, None] = {}
-        for node_id in state.graph.frontiers()[-self.candidate_turns:]:
-            nodes.setdefault(node_id, None)
-        for turn_id in state.turn_order[-self.candidate_turns:]:
-            node = state.turns[turn_id].node_id
-            if node is not None:
-                nodes.setdefault(node, None)
-        now = _iso_seconds(inp.at)
-        frontier = set(state.graph.frontiers())
-        out: list[AnchorCandidate] = []
-        q = inp.query_vector
-        speakers = {name.lower() for name in state.speakers()}
-        said = inp.text.lower()
-        # Entities the input itself names (not inherited from earlier turns), minus people's names.
-        topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
-        for node_id in nodes:
-            mids = state.turn_messages(node_id)
-            if not mids:
-                continue
-            sem = 0.0
-            if q is not None:
-                sims = [cosine(q, vectors[m]) for m in mids if m in vectors]
-                sem = max(sims) if sims else 0.0
-            last = state.messages[mids[-1]]
-            age = max(0.0, now - _iso_seconds(last.at))
-            override = 0.0
-            if inp.overrides:
-                # An earlier correction counts for inputs like the one corrected, on that branch.
-                chain = set(state.graph.chain_back(node_id, limit=50))
-                override = max((keyword_overlap(inp.text, said) for said, target in inp.overrides if target in chain),
-                               default=0.0)
-            entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
-            task = len(entity_hits) / len(topical) if topical else 0.0
-            addressed = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
-            out.append(
-                AnchorCandidate(
-                    node_id=node_id,
-                    group=state.graph.root_of(node_id),
-                    features={
-                        Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
-                        Feature.TASK: round(task, 6),
-                        Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
-                        Feature.FOCUS: 1.0 if inp.focus_chosen and node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
-                        Feature.OVERRIDE: round(override, 6),
-                        Feature.ADDRESS: addressed if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
-                    },
-                )
-            )
-        return out
+        return anchor_candidates(state, inp, vectors, intent_entities, intent_target, self.candidate_turns)
 
     def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                        anchor: str | None) -> RecallRequest:
-        named = {e.lower() for e in intent.entities}
+        named = {e.lower() for e in intent.entities} | {a.lower() for a in plan.retrieval.filters.authors}
         speakers = [s for s in state.speakers() if s.lower() in named or mention(inp.text, s)]
+        dates = plan.retrieval.date_range
         return RecallRequest(
             query=inp.text,
             channel_sizes=dict(plan.retrieval.channels),
@@ -282,16 +220,24 @@ class ContextBuilder:
             exclude_ids=list(inp.exclude_ids),
             strategy=PCM_FUSION.name,
             kinds=list(plan.retrieval.filters.kinds),
-            time_window=plan.retrieval.time_window,
             now=inp.at,
+            since=dates.start if dates else "",
+            until=dates.end if dates else "",
+            date_mode=dates.mode if dates else "",
+            candidate_pool=plan.retrieval.candidate_pool,
+            per_channel_cap=plan.rerank.per_channel_cap,
+            timeout_ms=plan.budget.timeouts_ms.get("recall", 0),
+            relevance_threshold=plan.rerank.relevance_threshold,
+            sub_questions=list(plan.sub_questions),
         )
 
     def items(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
-        recalled: RecallResult,
+        recalled: RecallResult, compressions: list[Compression],
     ) -> tuple[list[Item], list[Fact]]:
         """The candidate lines of every section of the template, bound to evidence, and the
-        keyed facts stated so far (the input's included)."""
+        keyed facts stated so far (the input's included). A long recalled text enters compressed
+        to what the input asks (``compressions`` lists what was left out)."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
         facts: list[Fact] = list(inp.facts)
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
@@ -299,8 +245,16 @@ class ContextBuilder:
         items.extend(goal_items(intent, plan))
         conversation = self.conversation_items(state, inp, plan, anchor)
         items.extend(conversation)
-        items.extend(self.recalled_items(state, recalled, {it.item_id for it in conversation}))
+        items.extend(recalled_items(state, recalled, {it.item_id for it in conversation}, counter=self.counter,
+                                    query=inp.text, cap=self.item_cap(plan), priority=plan.rerank.evidence_priority,
+                                    compressions=compressions))
         return items, facts
+
+    @staticmethod
+    def item_cap(plan: ContextPlan) -> int:
+        """The most one recalled or tool evidence may take before it is compressed: half the
+        evidence quota (at least 64 tokens)."""
+        return max(64, plan.budget.segments.get("evidence", 0) // 2)
 
     def conversation_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None) -> list[Item]:
         """The anchor's main chain, nearest turn first in priority (its messages, minus excluded ones)."""
@@ -317,30 +271,6 @@ class ContextBuilder:
                     Item(mid, BlockType.CONVERSATION, state.render_message(view), Priority.HIGH if distance == 0 else Priority.MEDIUM,
                          score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
                 )
-        return items
-
-    def recalled_items(self, state: SessionState, recalled: RecallResult, in_conversation: set[str]) -> list[Item]:
-        """The kept recall candidates not already in the conversation, numbered [n] in rank order."""
-        items: list[Item] = []
-        number = 0
-        for cand in recalled.candidates:
-            if not cand.kept or cand.id in in_conversation:
-                continue
-            number += 1
-            if cand.id in state.messages:
-                view = state.messages[cand.id]
-                tag = f"[{number}]"
-                items.append(
-                    Item(cand.id, BlockType.EVIDENCE, f"{tag} {state.render_message(view)}", Priority.MEDIUM, score=cand.fused,
-                         group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,),
-                         # both parts are cached counts; the joined context is re-counted exactly
-                         tokens=self.counter.count(tag) + self.counter.count(state.render_message(view)))
-                )
-            else:
-                note = state.notes[cand.id]
-                segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
-                items.append(Item(cand.id, segment, f"[{number}] {note.render()}", Priority.MEDIUM, score=cand.fused,
-                                  order=len(state.order) + number, evidence_ids=(cand.id,)))
         return items
 
     # ------------------------------------------------------------------ the build
@@ -373,7 +303,7 @@ class ContextBuilder:
             intent,
             PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
                         answer_reserve=answer_reserve, context_size=context_size,
-                        running_tasks=[t.name for t in inp.tasks.running()]),
+                        running_tasks=[t.name for t in inp.tasks.running()], now=inp.at),
         )
         plan = result.plan
         t2 = time.perf_counter()
@@ -381,14 +311,18 @@ class ContextBuilder:
         t3 = time.perf_counter()
         req = self.recall_request(state, inp, intent, plan, anchor)
         recalled, tool_round = await self.recall_and_tools(
-            state, inp, intent, plan, req, timing, search=search, run_blocking=run_blocking,
+            state, inp, intent, plan, req, timing, search=search, vectors=vectors, run_blocking=run_blocking,
             recorded_channels=recorded_channels, tool_step=tool_step)
         t4 = time.perf_counter()
-        items, conflicts = self.context_items(state, inp, intent, plan, anchor, recalled, stack, tool_round)
+        compressions: list[Compression] = []
+        items, conflicts = self.context_items(state, inp, intent, plan, anchor, recalled, stack, tool_round,
+                                              compressions)
         fitted = self.fitter.fit(items, text=inp.text, input_id=inp.input_id,
                                  budget=min(inp.budget, max(0, context_size - answer_reserve)),
                                  limit=max(0, context_size - answer_reserve),
                                  quotas=dict(plan.budget.segments), conflicts=conflicts)
+        required = check_required(plan.required, items, fitted.compiled, tool_round,
+                                  {n.note_id: n.kind for n in state.notes.values()})
         t5 = time.perf_counter()
         timing.intent_ms = (t1 - t0) * 1000
         timing.plan_ms = (t2 - t1) * 1000
@@ -396,7 +330,10 @@ class ContextBuilder:
         timing.recall_ms = (t4 - t3) * 1000
         timing.compile_ms = (t5 - t4) * 1000
         timing.build_ms = (t5 - t0) * 1000
-        return self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack), timing
+        record = self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack)
+        record.compressed = compressions
+        record.required = required
+        return record, timing
 
     @staticmethod
     def record(inp: BuildInputs, intent: Intent, result: PlanResult, decision: RoutingDecision, anchor: str | None,
@@ -428,7 +365,7 @@ class ContextBuilder:
               vectors: Mapping[str, Sequence[float] | np.ndarray]) -> tuple[RoutingDecision, str | None, StackDecision, BuildInputs]:
         """The anchor (the router's, or the user's override), the task-stack frame, and the
         inputs with the answers of popped subtasks excluded from recall."""
-        candidates = self.anchor_candidates(state, inp, vectors, intent.entities)
+        candidates = self.anchor_candidates(state, inp, vectors, intent.entities, intent.hint("target_task"))
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:
@@ -443,19 +380,20 @@ class ContextBuilder:
 
     async def recall_and_tools(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
-        timing: StageTiming, *, search: SearchPort | None,
+        timing: StageTiming, *, search: SearchPort | None, vectors: Mapping[str, Sequence[float] | np.ndarray],
         run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
         recorded_channels: Sequence[ChannelRun] | None, tool_step: ToolStep | None,
     ) -> tuple[RecallResult, ToolRound | None]:
         """Recall and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
         recorded = {run.channel: run for run in recorded_channels or ()}
+        known_sem = query_cosines(inp.query_vector, vectors)
 
         async def run_recall() -> RecallResult:
             if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
-                return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()))
+                return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()), known_sem=known_sem)
             # channels not given are run (a re-anchor reuses only the index channels)
             return await recall(state, req, query_vector=inp.query_vector, search=search,
-                                run_blocking=run_blocking, recorded=recorded)
+                                run_blocking=run_blocking, recorded=recorded, known_sem=known_sem)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()
@@ -471,20 +409,37 @@ class ContextBuilder:
     def context_items(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
         recalled: RecallResult, stack: StackDecision, tool_round: ToolRound | None,
+        compressions: list[Compression],
     ) -> tuple[list[Item], list[Conflict]]:
         """Every candidate line of the context (sections, task frame, pinned items, tool results,
-        conflicts) and the conflicts among the facts."""
-        items, facts = self.items(state, inp, intent, plan, anchor, recalled)
+        the gate's notes, conflicts — stated as must items when the plan surfaces conflicts) and
+        the conflicts among the facts."""
+        items, facts = self.items(state, inp, intent, plan, anchor, recalled, compressions)
         items.extend(decision_items(inp.tasks, stack))
         items.extend(inp.pinned)
         if tool_round is not None:
             numbered = sum(1 for it in items if it.evidence_ids and it.segment in (BlockType.EVIDENCE, BlockType.MEMORY))
             items.extend(tool_items(tool_round, start=numbered + 1, order=len(state.order) + 10_000,
                                     max_tokens=max(64, plan.budget.segments.get("evidence", 0) * 2 // 3),
-                                    counter=self.counter))
+                                    counter=self.counter, query=inp.text, compressed=compressions))
+        grounded = any(it.evidence_ids for it in items if it.segment in (BlockType.CONVERSATION, BlockType.EVIDENCE))
+        items.extend(gate_items(recalled, has_other_evidence=grounded or bool(inp.pinned)))
         conflicts, _ = resolve_conflicts(facts)
-        items.extend(conflict_items(conflicts))
+        priority = Priority.MUST if plan.surface_conflicts else Priority.HIGH
+        items.extend(replace(it, priority=priority) for it in conflict_items(conflicts))
         return items, conflicts
+
+
+def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:
+    """Cosine of the query and each stored vector (the recent turns'), for the relevance gate."""
+    if query is None or not vectors:
+        return {}
+    ids = sorted(vectors)
+    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    sims = np.divide(matrix @ q, norms, out=np.zeros(len(ids)), where=norms > 0)
+    return {i: round(float(x), 6) for i, x in zip(ids, sims)}
 
 
 def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -11,8 +11,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import CompiledContext
+from app.core.context.compress import Compression
 from app.core.context.input_fit import InputCharge
 from app.core.context.retrieval import RecallResult
+from app.core.pipeline.evidence import RequiredCheck
 from app.core.plan.tools import ToolSpec
 from app.core.tools.model import ToolRound
 
@@ -57,6 +59,10 @@ class BuildRecord(BaseModel):
     # and the frame it worked in (``StackDecision``); both empty when the session has no tasks.
     tasks: dict[str, Any] = Field(default_factory=dict)
     task: dict[str, Any] = Field(default_factory=dict)
+    # Evidence that entered compressed (kept selector, omitted ranges) and the plan's required
+    # information checked against the compiled context.
+    compressed: list[Compression] = Field(default_factory=list)
+    required: list[RequiredCheck] = Field(default_factory=list)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -49,6 +48,7 @@ from app.core.plan.model import (
     default_presets,
 )
 from app.core.plan.policies import concurrency_policy, dedup_stripped, history_policy, retrieval_filters
+from app.core.plan.timespan import date_range
 from app.core.plan.tools import (
     ToolSpec,
     clarification_question,
@@ -133,6 +133,7 @@ class PlanContext(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     profile: UserProfile = Field(default_factory=UserProfile)
     running_tasks: list[str] = Field(default_factory=list)  # names, for "which task?" questions
+    now: str = ""  # the input's time (ISO): time expressions are read relative to it
 
 
 # --------------------------------------------------------------------------- configuration
@@ -151,9 +152,7 @@ class PlanConfig(BaseModel):
     segment_minimums: dict[str, int] = Field(
         default_factory=lambda: {"instruction": 48, "state": 32, "conversation": 48})
     channel_factors: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(CHANNEL_FACTORS))
-    stage_timeouts_ms: dict[str, int] = Field(default_factory=lambda: {
-        "intent_llm": 4000, "route": 300, "recall": 1500, "rerank": 400, "compile": 300,
-        "first_token": 15000, "answer": 120000})
+    stage_timeouts_ms: dict[str, int] = Field(default_factory=lambda: {"recall": 1500})
     max_tool_calls: int = 4
     min_answer_reserve: int = 64
     candidate_pool_cap: int = 2000
@@ -375,8 +374,10 @@ class PlanBuilder:
         capacity = budget.total_tokens // max(1, self.config.tokens_per_item)  # every segment's leftovers
         scale = max(1.0, capacity / preset.top_k)
         priority_key = "push" if intent.mode == Mode.PUSH else intent.task_type.value
-        rerank = RerankPolicy(top_k=_round_int(preset.top_k * scale), per_channel_cap=preset.per_channel_cap,
+        rerank = RerankPolicy(top_k=_round_int(preset.top_k * scale),
+                              per_channel_cap=_round_int(preset.per_channel_cap * scale),
                               dedup_threshold=preset.dedup_threshold, mmr_lambda=preset.mmr_lambda,
+                              relevance_threshold=preset.relevance_threshold,
                               evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
         # tools: relevance here; prohibitions, permissions and hold-back are the checker's job
         allowed = [t.name for t in ctx.tools if tool_relevance(t, intent)[0] > 0]
@@ -394,7 +395,7 @@ class PlanBuilder:
             prohibitions=dedup_stripped(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
             preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
             history=history_policy(intent, preset, strategy, clarify), budget=budget,
-            retrieval=self._retrieval(intent, preset, scale), rerank=rerank,
+            retrieval=self._retrieval(intent, preset, scale, ctx.now), rerank=rerank,
             concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=ToolPolicy(allowed=allowed),
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
         )
@@ -402,37 +403,25 @@ class PlanBuilder:
     def _budget(self, intent: Intent, ctx: PlanContext, preset: RecallPreset, clarify: bool) -> BudgetPolicy:
         """Return the budget: the preset's share of the total split over segments, stage timeouts, tool calls.
 
-        Recall and rerank time scale with the preset; an urgent intent halves the intent LLM's time.
+        The recall time limit scales with the preset; an urgent intent halves it.
         """
         cfg = self.config
         total = math.floor(ctx.total_budget * _frac(preset.budget_fraction))
         timeouts = {}
         for stage in STAGES:
-            ms = cfg.stage_timeouts_ms.get(stage, 0)
-            if stage in ("recall", "rerank"):
-                ms = _round_int(ms * preset.time_scale)
-            if stage == "intent_llm" and intent.urgency.value == "high":
+            ms = _round_int(cfg.stage_timeouts_ms.get(stage, 0) * preset.time_scale)
+            if intent.urgency.value == "high":
                 ms = _round_int(ms * 0.5)
             timeouts[stage] = ms
         return BudgetPolicy(total_tokens=total, answer_reserve=ctx.answer_reserve, context_size=ctx.context_size,
                             segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
                             tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
 
-    def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float) -> RetrievalPolicy:
-        """Return the recall policy: channel sizes (scaled), time window and hints, soft filters.
-
-        An interruption looks within the session; "recent" time words without "past" ones narrow
-        to recent items.
-        """
+    def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float, now: str) -> RetrievalPolicy:
+        """Return the recall policy: channel sizes (scaled), the pool they are fused from, the date
+        range the input's time expression names (``app.core.plan.timespan``), the filters."""
         channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
                     for c, n in channel_sizes(intent, preset, self.config).items()}
-        hints = " ".join(intent.plan_hints)
-        window: Literal["all", "recent", "session"] = "all"
-        if intent.mode == Mode.INTERRUPT:
-            window = "session"
-        elif "time:recent" in hints and "time:past" not in hints:
-            window = "recent"
-        return RetrievalPolicy(
-            channels=channels, candidate_pool=sum(channels.values()), time_window=window,
-            time_hints=[h for h in intent.plan_hints if h.startswith("time:")], filters=retrieval_filters(intent))
+        return RetrievalPolicy(channels=channels, candidate_pool=sum(channels.values()),
+                               date_range=date_range(intent.text, now), filters=retrieval_filters(intent))
 

@@ -14,10 +14,14 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from app.core.intent.model import IntentConfidence, Mode, TaskType
+from app.core.plan.timespan import DateRange
 
 SEGMENTS: tuple[str, ...] = ("instruction", "state", "plan", "conversation", "evidence", "memory")
 CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory")
-STAGES: tuple[str, ...] = ("intent_llm", "route", "recall", "rerank", "compile", "first_token", "answer")
+#: Stages the plan can bound: each index channel of recall runs under ``timeouts_ms["recall"]`` and
+#: is skipped (and recorded) past it. The pure stages (route, rerank, compile) cannot be stopped
+#: midway and the intent LLM runs before the plan exists, so the plan holds no limit for them.
+STAGES: tuple[str, ...] = ("recall",)
 Band = Literal["tight", "balanced", "wide"]
 BANDS: tuple[Band, ...] = ("tight", "balanced", "wide")
 
@@ -44,10 +48,10 @@ class IntentSummary(BaseModel):
 
 
 class HistoryPolicy(BaseModel):
+    """How much of the anchor's branch the context carries: its main chain, nearest turn first.
+    (The branch's recent window is the recall channel ``recent``.)"""
+
     main_chain_turns: int = 6
-    window: str = "last_6_turns"
-    include_branch_history: bool = False
-    include_summary: bool = True
 
 
 class BudgetPolicy(BaseModel):
@@ -60,26 +64,31 @@ class BudgetPolicy(BaseModel):
 
 
 class RetrievalFilters(BaseModel):
-    """Soft filters (boosts, not exclusions) drawn from the intent's entities."""
+    """What the structured channel looks for: the authors the input cites ("Anna said") and the
+    kinds of item it names (file, feed, api, memory, task)."""
 
     authors: list[str] = Field(default_factory=list)
     kinds: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
 
 
 class RetrievalPolicy(BaseModel):
+    """Recall: items per channel, the distinct candidates fused at most, the input's date range."""
+
     channels: dict[str, int]
     candidate_pool: int
-    time_window: Literal["all", "recent", "session"] = "all"
-    time_hints: list[str] = Field(default_factory=list)
+    date_range: DateRange | None = None
     filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
 
 
 class RerankPolicy(BaseModel):
+    """Rerank and crop: kept items, the relevance gate's threshold, the kept items one channel
+    alone may bring, near-duplicates, diversity, and the order of evidence types in the context."""
+
     top_k: int
     per_channel_cap: int
     dedup_threshold: float
     mmr_lambda: float
+    relevance_threshold: float = 0.3
     evidence_priority: list[str] = Field(default_factory=list)
 
 
@@ -101,11 +110,17 @@ class ToolPolicy(BaseModel):
 
 
 class RecallPreset(BaseModel):
-    """One recall intensity: how much to fetch, how hard to rerank, how much budget to spend."""
+    """One recall intensity: how much to fetch, how hard to rerank, how much budget to spend.
+
+    ``relevance_threshold``: high confidence crops harder; low confidence lets weaker items in.
+    ``per_channel_cap`` is per ``top_k`` items (scaled with it): low confidence wants support
+    from more than one channel.
+    """
 
     channels: dict[str, int]
     top_k: int
     per_channel_cap: int
+    relevance_threshold: float
     dedup_threshold: float
     mmr_lambda: float
     budget_fraction: float
@@ -121,13 +136,14 @@ def default_presets() -> dict[str, RecallPreset]:
         return dict(zip(CHANNELS, sizes, strict=True))
 
     return {
-        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6), top_k=8, per_channel_cap=6,
+        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
                               dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
                               main_chain_turns=4, tool_calls=1, time_scale=0.75),
         "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10), top_k=12, per_channel_cap=5,
+                                 relevance_threshold=0.3,
                                  dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
                                  main_chain_turns=6, tool_calls=2, time_scale=1.0),
-        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20), top_k=16, per_channel_cap=4,
+        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
                              dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
                              main_chain_turns=10, tool_calls=3, time_scale=1.5),
     }

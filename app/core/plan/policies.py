@@ -50,10 +50,9 @@ def history_policy(intent: Intent, preset: RecallPreset, strategy: Band, clarify
         turns = min(turns, 2)  # a standalone lookup is answered by evidence, not by the branch
     if intent.mode == Mode.INTERRUPT:
         turns = min(turns, 4)
-    return HistoryPolicy(main_chain_turns=turns, window=f"last_{turns}_turns",
-                         include_branch_history=strategy == "wide" or follow_up
-                         or intent.task_type == TaskType.PLANNING,
-                         include_summary=True)
+    if strategy == "wide" or intent.task_type == TaskType.PLANNING:
+        turns += 2  # low confidence or a plan: more of the branch
+    return HistoryPolicy(main_chain_turns=turns)
 
 
 def concurrency_policy(intent: Intent, tasks_running: bool) -> ConcurrencyPolicy:
@@ -77,12 +76,11 @@ def concurrency_policy(intent: Intent, tasks_running: bool) -> ConcurrencyPolicy
 
 
 def retrieval_filters(intent: Intent) -> RetrievalFilters:
-    """Return the soft filters of recall: authors the text cites ("Anna said", "from Bob") that are
-    also entities, kinds of item its words name (file, feed, api, task, memory), and its entities."""
+    """Return the filters of the structured channel: authors the text cites ("Anna said", "from
+    Bob") that are also entities, and kinds of item its words name (file, feed, api, task, memory)."""
     authors = [a for m in _AUTHOR_RE.finditer(intent.text) for a in m.groups() if a and a in intent.entities]
     words = set(content_stems(intent.text)) | {stem(e.rsplit(".", 1)[-1]) for e in intent.entities if "." in e}
     kinds = [k for k, ws in _KIND_WORDS.items() if words & ws]
     if any("/" in e or "." in e for e in intent.entities) and "file" not in kinds:
         kinds.insert(0, "file")
-    return RetrievalFilters(authors=dedup_stripped(authors), kinds=[k for k in _KIND_WORDS if k in kinds],
-                            entities=list(intent.entities))
+    return RetrievalFilters(authors=dedup_stripped(authors), kinds=[k for k in _KIND_WORDS if k in kinds])

@@ -9,6 +9,7 @@ one question that resolves the intent's most important uncertainty. Pure and det
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
@@ -38,6 +39,16 @@ _TOOL_WORDS: dict[str, frozenset[str]] = {
         "interrupt": "task cancel stop pause resume status",
     }.items()
 }
+
+
+#: A file name the input mentions ("notes/plan.md", "sales_q3.csv"): an extension starts with a letter.
+_FILE_RE = re.compile(r"(?<![\w@])(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
+_READS_FILES = frozenset({stem("read"), stem("file")})
+
+
+def names_file(intent: Intent) -> bool:
+    """True when the input itself names a file (reference material to read)."""
+    return bool(_FILE_RE.search(intent.text))
 
 
 # --------------------------------------------------------------------------- relevance and filtering
@@ -76,6 +87,9 @@ def tool_relevance(tool: ToolSpec, intent: Intent) -> tuple[float, list[str]]:
     if hits:
         score += min(3, len(hits))
         reasons.append(f"{key} ~ {', '.join(hits)}")
+    if _READS_FILES <= words and names_file(intent):
+        score += 2.0  # named reference material is read by rule, whatever the task type
+        reasons.append("the input names a file")
     goal_words = set(content_stems(intent.goal + " " + " ".join(intent.entities)))
     goal_hits = sorted(goal_words & (words | set(content_stems(tool.description))))
     if goal_hits:

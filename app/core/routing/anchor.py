@@ -395,6 +395,21 @@ def rescale(x: float, low: float, high: float) -> float:
     return unit((x - low) / (high - low))
 
 
+def conflict(addressed: Iterable[str], speakers: Iterable[str], target_task: str | None = None,
+             tasks: Iterable[str] = ()) -> float:
+    """The ``conflict`` feature of a candidate: 1.0 when continuing it contradicts what the input
+    says, else 0.0. The input opens by addressing someone (``addressed``, normalised names) none
+    of whom speaks in the candidate (``speakers``); or it is about one task (``target_task``) and
+    the candidate's branch belongs to other tasks only (``tasks``: the tasks on its chain)."""
+    named = {normalize_name(a) for a in addressed}
+    if named and not named & {normalize_name(s) for s in speakers}:
+        return 1.0
+    on_branch = set(tasks)
+    if target_task is not None and on_branch and target_task not in on_branch:
+        return 1.0
+    return 0.0
+
+
 def features_of(values: Mapping[Feature | str, float]) -> dict[str, float]:
     """Return a features dict keyed by plain strings, each value clipped into [0, 1]."""
     return {Feature(k).value: unit(float(v)) for k, v in values.items()}

@@ -236,8 +236,17 @@ class SessionState:
         notes, lines that instruct the model) stays quoted and no copied marker forges a fence."""
         if view.role != Role.ASSISTANT:
             return view.render()
-        text = history_text(view.text, self.outside_lines())
-        # A quotation starts on a line of its own, so its header is never the speaker's line.
+        return self.speaker_line(view, self.quoted_text(view))
+
+    def quoted_text(self, view: MessageView) -> str:
+        """The message's text as a context may carry it: an assistant's answer through
+        ``history_text`` (see ``render_message``), anything else as it is."""
+        return history_text(view.text, self.outside_lines()) if view.role == Role.ASSISTANT else view.text
+
+    @staticmethod
+    def speaker_line(view: MessageView, text: str) -> str:
+        """``Speaker: text``; a quotation starts on a line of its own, so its header is never the
+        speaker's line."""
         return f"{view.speaker}:{chr(10) if text.startswith('[' + QUOTED_HEADER) else ' '}{text}"
 
     def _append_view(self, view: MessageView) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
+from app.core.context.compress import Compression, compress
 from app.core.errors import CoreError, NoRecordError
 from app.core.ports import TokenCounter
 from app.core.text import FENCE_CLOSE, fence, quote_label
@@ -116,9 +117,12 @@ def clip(text: str, max_tokens: int, counter: TokenCounter) -> str:
     return text[:keep] + tail
 
 
-def tool_items(round_: ToolRound, *, start: int, order: int, max_tokens: int, counter: TokenCounter) -> list[Item]:
-    """The context items of a round: each result evidence as a numbered evidence line (cut to
-    ``max_tokens``), each call that produced nothing as a state line saying why."""
+def tool_items(round_: ToolRound, *, start: int, order: int, max_tokens: int, counter: TokenCounter,
+               query: str = "", compressed: list[Compression] | None = None) -> list[Item]:
+    """The context items of a round: each result evidence as a numbered evidence line, each call
+    that produced nothing as a state line saying why. A result over ``max_tokens`` enters as the
+    lines ``query`` needs (``app.core.context.compress``; its selector on the item, what was left
+    out appended to ``compressed``); without a query it is cut to its head."""
     items: list[Item] = []
     number = start
     for n, outcome in enumerate(round_.calls):
@@ -127,8 +131,12 @@ def tool_items(round_: ToolRound, *, start: int, order: int, max_tokens: int, co
                               Priority.HIGH, order=300 + n))
             continue
         for evidence in outcome.evidences:
-            text = f"[{number}] " + clip(evidence.content, max_tokens, counter)
-            items.append(Item(evidence.evidence_id, BlockType.EVIDENCE, text, Priority.HIGH, score=1.0,
-                              order=order + number, evidence_ids=(evidence.evidence_id,)))
+            cut = compress(evidence.content, query, max_tokens, counter.count) if query else None
+            body = cut.text if cut is not None else clip(evidence.content, max_tokens, counter)
+            if cut is not None and compressed is not None:
+                compressed.append(Compression.of(evidence.evidence_id, cut))
+            items.append(Item(evidence.evidence_id, BlockType.EVIDENCE, f"[{number}] {body}", Priority.HIGH, score=1.0,
+                              order=order + number, evidence_ids=(evidence.evidence_id,),
+                              selector=cut.selector if cut is not None else ""))
             number += 1
     return items

@@ -31,7 +31,7 @@ from app.ui.panels.widgets import (
     short_id,
 )
 
-CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Kind", *CHANNELS, "Fused", "Kept", "Reason")
+CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Kind", *CHANNELS, "Fused", "Grade", "Relation", "Kept", "Reason")
 MISSING = 10**9  # sort key of "not found by this channel": after every real rank
 
 
@@ -73,9 +73,13 @@ class EvidenceTabWidget(ScrollTab):
             return
         recall = record.build.recall
         kept = sum(1 for c in recall.candidates if c.kept)
+        gate = recall.gate
+        gated = (f"; relevance gate {gate.threshold:.2f}: {gate.passed} of {gate.graded} passed"
+                 + (" — <b>evidence insufficient</b>" if gate.insufficient else "")
+                 + (f"; not covered: {'; '.join(gate.uncovered)}" if gate.uncovered else "")) if gate else ""
         self.summary.setText(
             f"{len(recall.candidates)} candidates, {kept} kept — strategy <b>{recall.strategy}</b>, "
-            f"query “{record.build.recall_request.get('query', '')}”"
+            f"query “{record.build.recall_request.get('query', '')}”{gated}"
         )
         self._fill_candidates(record)
         self._fill_channels(record)
@@ -121,6 +125,9 @@ class EvidenceTabWidget(ScrollTab):
                     cell.setToolTip(f"{channel}: rank {hit.rank}, score {hit.score}")
                     row.append(cell)
             row.append(SortableItem(f"{cand.fused:.4f}", cand.fused))
+            row.append(SortableItem("" if cand.grade is None else f"{cand.grade:.2f}",
+                                    -1.0 if cand.grade is None else cand.grade))
+            row.append(cand.relation)
             mark = SortableItem("✓" if cand.kept else "✗", 0 if cand.kept else 1)
             mark.setForeground(QColor(colors.ok if cand.kept else colors.error))
             row.append(mark)
@@ -134,7 +141,7 @@ class EvidenceTabWidget(ScrollTab):
         rows = []
         for run in record.build.recall.channels:
             error = SortableItem(run.error or "")
-            if run.error:
+            if run.error:  # a failure, or a channel skipped past the plan's time limit
                 error.setForeground(QColor(colors.error))
             rows.append([run.channel, SortableItem(str(run.size), run.size), SortableItem(str(len(run.hits)), len(run.hits)),
                          SortableItem(f"{run.elapsed_ms:.2f} ms", run.elapsed_ms), error])

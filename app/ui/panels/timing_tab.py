@@ -28,12 +28,12 @@ STAGES: tuple[tuple[str, str, str, str], ...] = (
     ("embed query", "embed_ms", "build", ""),
     ("intent", "intent_ms", "build", ""),
     ("plan", "plan_ms", "build", ""),
-    ("route", "route_ms", "build", "route"),
-    ("recall", "recall_ms", "build", "recall"),
-    ("compile", "compile_ms", "build", "compile"),
+    ("route", "route_ms", "build", ""),
+    ("recall", "recall_ms", "build", "recall"),  # the plan's limit bounds each index channel
+    ("compile", "compile_ms", "build", ""),
     ("build (total)", "build_ms", "build", ""),
-    ("first token", "first_token_ms", "answer", "first_token"),
-    ("answer", "answer_ms", "answer", "answer"),
+    ("first token", "first_token_ms", "answer", ""),
+    ("answer", "answer_ms", "answer", ""),
 )
 
 

@@ -105,3 +105,29 @@ def test_conflicts_are_stated_in_the_context_with_both_sources() -> None:
     text = out.text()
     assert "Conflict on deadline: using 'Monday' [m2] (more recent)" in text and "'Friday' [m1]" in text
     assert {"m1", "m2"} <= set(out.source_ids())
+
+
+def test_evidence_sits_at_the_end_best_group_last_and_budget_is_not_padded() -> None:
+    items = [Item("i", BlockType.INSTRUCTION, "Answer.", Priority.MUST),
+             Item("c", BlockType.CONVERSATION, "user: hi", Priority.HIGH, order=1, evidence_ids=("c",))]
+    for n, (day, score) in enumerate([("d1:", 0.2), ("d2:", 1.0), ("d3:", 0.5), ("d4:", 0.9)]):
+        items.append(Item(f"e{n}", BlockType.EVIDENCE, f"[{n}] fact {n}", Priority.MEDIUM, score=score, group=day,
+                          order=10 + n, evidence_ids=(f"e{n}",)))
+    out = ContextCompiler(COUNTER).compile(items, budget=400, quotas={"evidence": 200, "conversation": 50})
+    kinds = [b.block_type for b in out.blocks]
+    assert kinds == [BlockType.INSTRUCTION, BlockType.CONVERSATION] + [BlockType.EVIDENCE] * 4
+    days = [next(line for line in b.content.split("\n") if line.startswith("d")) for b in out.blocks[2:]]
+    # best (d2) last next to the input, runner-up (d4) first, the weakest (d1) inside
+    assert days == ["d4:", "d1:", "d3:", "d2:"]
+    assert out.blocks[2].content.startswith("Evidence:")
+    assert out.tokens < 400 / 2  # what the items do not need stays unused
+
+
+def test_evidence_priority_orders_packing_within_a_priority() -> None:
+    items = [Item("model", BlockType.EVIDENCE, "[1] assistant: a long guess " * 3, Priority.MEDIUM, score=0.9, rank=5,
+                  evidence_ids=("model",)),
+             Item("user", BlockType.EVIDENCE, "[2] user: what they said " * 3, Priority.MEDIUM, score=0.5, rank=0,
+                  evidence_ids=("user",))]
+    budget = COUNTER.count("Evidence:") + COUNTER.count(items[1].text) + 2
+    out = ContextCompiler(COUNTER).compile(items, budget=budget, quotas={"evidence": budget})
+    assert out.source_ids() == ["user"]  # the user's own words before the model's output

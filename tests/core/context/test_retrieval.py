@@ -29,10 +29,95 @@ def _run(req: RecallRequest) -> list[str]:
     return [i for i, _ in run.hits]
 
 
-def test_structured_filters_by_speaker_kind_and_time_window() -> None:
+def test_structured_filters_by_speaker_kind_and_date_range() -> None:
     base = dict(query="q", channel_sizes={"structured": 10}, now="2024-01-05T12:00:00")
+    day = dict(since="2024-01-04T12:00:00", until="2024-01-05T12:00:01", date_mode="filter")
     assert _run(RecallRequest(**base, speakers=["ana"])) == ["m2", "m0"]
-    assert _run(RecallRequest(**base, speakers=["Ana"], time_window="recent")) == ["m2"]
+    assert _run(RecallRequest(**base, speakers=["Ana"], **day)) == ["m2"]
     assert _run(RecallRequest(**base, kinds=["file"])) == ["f1"]
-    assert _run(RecallRequest(**base, speakers=["Ben"], kinds=["file"], time_window="recent")) == ["m1", "f1"]
+    assert _run(RecallRequest(**base, speakers=["Ben"], kinds=["file"], **day)) == ["m1", "f1"]
+    # "prefer" mode excludes nothing
+    assert _run(RecallRequest(**base, speakers=["Ana"], **{**day, "date_mode": "prefer"})) == ["m2", "m0"]
     assert _run(RecallRequest(**{**base, "channel_sizes": {"structured": 1}}, speakers=["Ana"])) == ["m2"]
+
+
+def _fused(req: RecallRequest, runs: list, state: SessionState | None = None):
+    from app.core.context.retrieval import PCM_FUSION, fuse
+
+    return fuse(state or _state(), req, PCM_FUSION, runs)
+
+
+def test_plan_bounds_act_on_fusion() -> None:
+    from app.core.context.retrieval import ChannelRun
+
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m0", 0.9), ("m1", 0.8), ("m2", 0.7)]),
+            ChannelRun(channel="fulltext", size=1, hits=[("m2", 3.0)])]
+    base = dict(query="plan", channel_sizes={}, top_k=5)
+    full = _fused(RecallRequest(**base), runs)
+    assert set(full.kept_ids()) == {"m0", "m1", "m2"} and full.pool_left_out == 0
+    # candidate_pool: rank 1 of every channel first, then rank 2: m0, m2, then m1 is left out
+    pooled = _fused(RecallRequest(**base, candidate_pool=2), runs)
+    assert set(pooled.kept_ids()) == {"m0", "m2"} and pooled.pool_left_out == 1
+    # per_channel_cap: only one item found by the vector channel alone may stay
+    capped = _fused(RecallRequest(**base, per_channel_cap=1), runs)
+    assert set(capped.kept_ids()) == {"m0", "m2"}
+    m1 = next(c for c in capped.candidates if c.id == "m1")
+    assert m1.reason.startswith("over the per-channel cap of 1 (found only by vector)")
+    # a channel past its time limit is recorded as skipped and contributes nothing
+    skipped = ChannelRun(channel="vector", size=3, hits=[("m0", 0.9)], skipped=True, error="skipped: past its time limit")
+    assert _fused(RecallRequest(**base), [skipped, runs[1]]).kept_ids() == ["m2"]
+
+
+def test_the_gate_drops_weak_candidates_and_says_why() -> None:
+    from app.core.context.gate import BELOW
+    from app.core.context.retrieval import ChannelRun
+
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m2", 0.62), ("m0", 0.55), ("m1", 0.04)])]
+    result = _fused(RecallRequest(query="the new plan", channel_sizes={}, top_k=5, relevance_threshold=0.3), runs)
+    assert result.kept_ids() == ["m2", "m0"]
+    m1 = next(c for c in result.candidates if c.id == "m1")
+    assert not m1.kept and m1.reason.startswith(BELOW) and m1.grade is not None and m1.grade < 0.3
+    assert result.gate is not None and result.gate.passed == 2 and not result.gate.insufficient
+    nothing = _fused(RecallRequest(query="zebras", channel_sizes={}, top_k=5, relevance_threshold=0.3),
+                     [ChannelRun(channel="vector", size=1, hits=[("m1", 0.02)])])
+    assert nothing.kept_ids() == [] and nothing.gate is not None and nothing.gate.insufficient
+
+
+def test_the_recent_window_is_the_anchors_branch() -> None:
+    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+    state = _state()
+    nodes = {}
+    for i in range(3):
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        nodes[i] = node.node_id
+        state.turns[f"t{i}"].node_id = node.node_id
+    state.add_edge(GraphEdge(src=nodes[2], dst=nodes[0], kind=EdgeKind.CONTINUES))  # t1 is another root
+
+    async def no_index(*_a, **_k):  # pragma: no cover
+        return []
+
+    def recent(anchor: str | None) -> list[str]:
+        req = RecallRequest(query="q", channel_sizes={"recent": 5}, anchor_node=anchor)
+        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
+        return [i for i, _ in next(r for r in result.channels if r.channel == "recent").hits]
+
+    assert recent(nodes[2]) == ["m2", "m0"]  # newest first, only the branch tree of the anchor
+    assert recent(None) == ["m2", "m1", "m0"]  # no anchor: the whole session
+
+
+def test_other_branches_need_meaning_and_words_once_the_session_has_several() -> None:
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import GraphNode, NodeKind
+
+    state = _state()
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m2", 0.7), ("m0", 0.65), ("m1", 0.1)])]
+    req = RecallRequest(query="zebra crossing", channel_sizes={}, top_k=5, relevance_threshold=0.3)
+    assert _fused(req, runs, state).kept_ids() == ["m2", "m0"]  # one conversation: similarity suffices
+    for i in range(2):  # two separate roots: each turn its own conversation
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+    result = _fused(req, runs, state)
+    assert result.kept_ids() == [] and result.gate is not None and result.gate.insufficient

@@ -303,7 +303,7 @@ def test_interrupt_policies() -> None:
     run = [RunningTask(task_id="t1", name="Write the quarterly report")]
     stop = _plan("stop", IntentContext(running_tasks=run), running_tasks=["Write the quarterly report"])
     assert stop.concurrency.merge_rule == MergeRule.CONTROL and stop.concurrency.target_task == "t1"
-    assert not stop.concurrency.allow_concurrent and stop.retrieval.time_window == "session"
+    assert not stop.concurrency.allow_concurrent and stop.retrieval.date_range is None
     assert "task_state" in stop.required and stop.history.main_chain_turns <= 4
     amend = _plan("While you're at it, add a section on costs", IntentContext(running_tasks=run))
     assert amend.concurrency.merge_rule == MergeRule.FOLD_INTO_TASK
@@ -321,14 +321,18 @@ def test_push_and_follow_up_policies() -> None:
     assert push.rerank.evidence_priority[0] == "env_event" and not push.concurrency.allow_interrupt
     follow = _plan("what about Berlin?", IntentContext(recent_turns=[RecentTurn(text="What is the population "
                                                                                  "of Paris?", mode="qa")]))
-    assert follow.history.include_branch_history and "branch_history" in follow.required
+    assert follow.history.main_chain_turns > push.history.main_chain_turns and "branch_history" in follow.required
 
 
-def test_retrieval_filters_and_time_window() -> None:
-    plan = _plan("What did Caroline say about the trip to Paris today?")
+def test_retrieval_filters_and_date_range() -> None:
+    plan = _plan("What did Caroline say about the trip to Paris today?", now="2024-03-20T15:00:00Z")
     assert plan.retrieval.filters.authors == ["Caroline"]
-    assert plan.retrieval.filters.entities == ["Caroline", "Paris"]
-    assert plan.retrieval.time_window == "recent"
+    dates = plan.retrieval.date_range
+    assert dates is not None and (dates.start, dates.end, dates.mode) == ("2024-03-20T00:00:00", "2024-03-20T15:00:01",
+                                                                          "filter")
+    assert _plan("What did Caroline say about Paris?", now="2024-03-20T15:00:00Z").retrieval.date_range is None
+    march = _plan("What did we plan in March?", now="2024-03-20T15:00:00Z").retrieval.date_range
+    assert march is not None and march.mode == "prefer" and march.start == "2024-03-01T00:00:00"
     files = _plan("Summarize notes.md and the todo list")
     assert files.retrieval.filters.kinds[:1] == ["file"] and "task" in files.retrieval.filters.kinds
 

@@ -1,0 +1,92 @@
+"""The local recall channels: structured filter, graph chain, the branch's recent window.
+
+Pure functions of the session state and the request; the index channels (vector, full text,
+memory) run in ``app.core.context.retrieval``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.core.context import ranking
+from app.core.context.recall_model import RecallRequest
+from app.core.session.state import SessionState
+from app.core.types import EdgeKind
+
+_NOTE_KINDS = {"file": "env", "feed": "env", "api": "env", "memory": "memory"}
+
+
+def structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
+    """The metadata filter: messages of the speakers the input names, notes of the kinds it
+    names (files, feeds, API values, memory), and in "prefer" mode nothing else; all within the
+    date range when it filters; most recent first."""
+    hits: list[tuple[str, str]] = []  # (at, id)
+    for name in req.speakers:
+        hits.extend((state.messages[m].at, m) for m in state.by_speaker(name))
+    wanted = {_NOTE_KINDS[k] for k in req.kinds if k in _NOTE_KINDS}
+    hits.extend((n.at, n.note_id) for n in state.notes.values() if n.kind in wanted)
+    if req.date_mode == "filter":
+        hits = [h for h in hits if req.in_range(h[0])]
+    ordered = sorted(set(hits), key=lambda h: (h[0], h[1]), reverse=True)
+    return [(item, 1.0) for _, item in ordered[:size]]
+
+
+def graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
+    """Messages along the main chain back from the anchor (closer = higher), then those of turns
+    merged into a chain node (scored like that node: injected results are chain members), then
+    the anchor's neighbours."""
+    if req.anchor_node is None or req.anchor_node not in state.graph:
+        return []
+    out: dict[str, float] = {}
+    chain = state.main_chain(req.anchor_node, req.chain_turns)
+    for distance, node in enumerate(chain):
+        for mid in state.turn_messages(node):
+            out.setdefault(mid, 1.0 / (1 + distance))
+    for distance, node in enumerate(chain):
+        for edge in state.graph.out_edges(node, EdgeKind.MERGES):
+            for mid in state.turn_messages(edge.dst):
+                out.setdefault(mid, 1.0 / (1 + distance))
+    for node in state.graph.neighbours(req.anchor_node):
+        for mid in state.turn_messages(node):
+            out.setdefault(mid, 0.25)
+    return ranking_items(out)[:size]
+
+
+def root_of_message(state: SessionState, message_id: str) -> str | None:
+    """The root of the branch tree the message's turn is on (None when it has no node)."""
+    view = state.messages.get(message_id)
+    turn = state.turns.get(view.turn_id) if view is not None and view.turn_id else None
+    if turn is None or turn.node_id is None or turn.node_id not in state.graph:
+        return None
+    return state.graph.root_of(turn.node_id)
+
+
+def recent(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
+    """The latest messages of the anchor's branch tree (of the session without an anchor),
+    within the date range when it filters; newest first, scored by position."""
+    root = state.graph.root_of(req.anchor_node) if req.anchor_node and req.anchor_node in state.graph else None
+    ids: list[str] = []
+    scan = state.order[-max(size * 50, 500):] if root is not None else state.order
+    for mid in reversed(scan):
+        if len(ids) >= size:
+            break
+        if root is not None and root_of_message(state, mid) != root:
+            continue
+        if req.date_mode == "filter" and not req.in_range(state.messages[mid].at):
+            continue
+        ids.append(mid)
+    n = len(ids)
+    return [(m, (n - i) / n) for i, m in enumerate(ids)]
+
+
+def ranking_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    return [(i, scores[i]) for i in ranking.ranked(scores)]
+
+
+def memory_kinds(state: SessionState, req: RecallRequest) -> list[str]:
+    """Note kinds the memory channel searches: memory notes always; environment events too when
+    the input asks about files, feeds or API values (elsewhere the vector channel's env hits are
+    enough, and an unasked-for event would otherwise top this channel's list just for being the
+    nearest one)."""
+    wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
+    return sorted(wanted & {n.kind for n in state.notes.values()})

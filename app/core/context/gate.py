@@ -1,0 +1,140 @@
+"""The relevance gate: every recall candidate graded against the query and the anchor's branch.
+
+After CRAG's retrieval evaluator (seed 001 §1.2, §2.3.4): a light grader scores each retrieved
+item for the query; what falls below the threshold is dropped ("below relevance threshold"),
+and when nothing passes the context says the evidence is insufficient instead of padding the
+budget with whatever was nearest. The grader here needs no model of its own:
+
+- ``sem``: cosine of the query and the item (the vector channel's score, or from the stored
+  vectors of recent turns); ``lex``: share of the query's content words the item holds, each
+  word weighted by its rarity in the candidate pool (a word every candidate has says nothing);
+- ``support`` = how far either of them reaches its "clearly about it" level, clipped to [0, 1];
+- ``rel`` = the item's fused recall score relative to the best one (how it stands in this list);
+- ``grade`` = rel × support for an item judged on its own merit.
+
+Branch isolation: an item's *relation* to the anchor decides what it must pass. Turns on the
+anchor's branch that the branch's recent window or the graph (merged and linked turns) brought
+in pass as the conversation being continued (grade 1.0); older turns of the same branch tree
+("tree") and every item when the input starts something new are judged on their own merit
+(grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
+while the input continues one — or when the session holds several conversations, among which
+the input starts a new one — must be about the input by meaning and by words at once (support
+is the lesser of the two, against stricter levels): neighbouring conversations share a
+vocabulary and a register, and similarity alone lets them leak in.
+Pure functions over ids, texts and scores.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.core.context.ranking import terms
+
+Relation = Literal["branch", "linked", "tree", "other"]
+BELOW = "below relevance threshold"
+
+
+class GatePolicy(BaseModel):
+    """How candidates are graded; ``threshold`` comes from the plan (``rerank.relevance_threshold``)."""
+
+    threshold: float = 0.3
+    sem_floor: float = 0.1  # a cosine at or below this is no semantic support at all
+    sem_full: float = 0.3  # from this cosine up, full semantic support
+    lex_full: float = 0.5  # this share of the query's weighted words is full lexical support
+    cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
+    strict_other: bool = False  # a branch is continued, or there are several: other branches need both signals
+    other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
+    other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
+
+
+class Grade(BaseModel):
+    """One candidate's grade and what it was made of (``sem`` None: no cosine known)."""
+
+    grade: float
+    rel: float
+    sem: float | None = None
+    lex: float = 0.0
+    relation: Relation = "other"
+    passed: bool = False
+
+
+class GateSummary(BaseModel):
+    """What the gate decided for one build: the threshold, how many passed, whether the evidence
+    is insufficient, and the sub-questions no passing item covers."""
+
+    threshold: float
+    graded: int = 0
+    passed: int = 0
+    insufficient: bool = False
+    uncovered: list[str] = Field(default_factory=list)
+
+
+def weights(query: str, texts: Iterable[str]) -> dict[str, float]:
+    """The query's content words, each weighted by log(1 + N / (1 + df)) over ``texts``."""
+    bags = [terms(t) for t in texts]
+    n = len(bags)
+    out: dict[str, float] = {}
+    for word in sorted(terms(query)):
+        df = sum(1 for bag in bags if word in bag)
+        out[word] = math.log(1.0 + (n + 1) / (1.0 + df))
+    return out
+
+
+def coverage(word_weights: Mapping[str, float], text: str) -> float:
+    """Share of the weighted words of ``word_weights`` that ``text`` holds, in [0, 1]."""
+    total = sum(word_weights.values())
+    if total <= 0:
+        return 0.0
+    have = terms(text)
+    return sum(w for word, w in word_weights.items() if word in have) / total
+
+
+def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool = False) -> float:
+    """How clearly the item is about the query, in [0, 1]: by meaning or by words; ``strict``,
+    by meaning (against ``other_sem_full``) and by words at once."""
+    full = policy.other_sem_full if strict else policy.sem_full
+    by_sem = 0.0 if sem is None else (sem - policy.sem_floor) / max(1e-9, full - policy.sem_floor)
+    by_lex = lex / max(1e-9, policy.other_lex_full if strict else policy.lex_full)
+    value = min(by_sem, by_lex) if strict else max(by_sem, by_lex)
+    return max(0.0, min(1.0, value))
+
+
+def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
+          relation: Mapping[str, Relation], policy: GatePolicy) -> dict[str, Grade]:
+    """The grade of every item of ``fused`` (ids with a fused score); see the module doc."""
+    top = max(fused.values(), default=0.0)
+    out: dict[str, Grade] = {}
+    for item in sorted(fused):
+        rel = fused[item] / top if top > 0 else 0.0
+        kind = relation.get(item, "other")
+        s = sem.get(item)
+        lx = lex.get(item, 0.0)
+        strict = policy.strict_other and kind == "other"
+        value = 1.0 if kind in ("branch", "linked") else rel * support(s, lx, policy, strict=strict)
+        out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
+                          lex=round(lx, 6), relation=kind, passed=value >= policy.threshold)
+    return out
+
+
+def uncovered(sub_questions: Sequence[str], passed_texts: Sequence[str], pool_texts: Sequence[str],
+              policy: GatePolicy) -> list[str]:
+    """The sub-questions (of a question with several) that no passing item covers by words."""
+    if len(sub_questions) < 2:
+        return []
+    out = []
+    for question in sub_questions:
+        w = weights(question, pool_texts)
+        if w and not any(coverage(w, text) >= policy.cover for text in passed_texts):
+            out.append(question)
+    return out
+
+
+def reason(g: Grade, threshold: float) -> str:
+    """The drop reason shown in the evidence panel."""
+    how = f"grade {g.grade:.2f} < {threshold:.2f}: rank {g.rel:.2f} of the best"
+    how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
+    return f"{BELOW} ({how}, words {g.lex:.2f})"

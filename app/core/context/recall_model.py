@@ -1,0 +1,130 @@
+"""The data of recall: channel names, strategies, the request, channel runs and candidates.
+
+Shared by the channels (``app.core.context.channels``), recall and fusion
+(``app.core.context.retrieval``), the per-turn record and the evidence panel. Pure data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from app.core.context.gate import GateSummary
+from app.core.context.ranking import FusionMethod
+
+CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory")
+#: Channels that query the index: observations of the outside, replayed as recorded.
+INDEX_CHANNELS = ("vector", "fulltext", "memory")
+
+
+class SearchPort(Protocol):
+    """The search index (``app.store.index.SearchIndex`` implements it). Blocking."""
+
+    def search_vector(
+        self, query: Sequence[float], k: int = 10, *, session_id: str | None = None,
+        kinds: Sequence[str] | None = None, since: str | None = None, until: str | None = None,
+    ) -> list[tuple[str, float]]: ...
+
+    def search_text(
+        self, query: str, k: int = 10, *, session_id: str | None = None,
+        kinds: Sequence[str] | None = None, since: str | None = None, until: str | None = None,
+    ) -> list[tuple[str, float]]: ...
+
+
+class RecallStrategy(BaseModel):
+    """How channel lists become one ranking. Strategies are data; presets below."""
+
+    name: str
+    fusion: FusionMethod = FusionMethod.RELATIVE
+    weights: dict[str, float]
+    neighbour_alpha: float = 0.0  # share of the best neighbour's score a turn inherits
+    rrf_k: int = 60
+
+
+PCM_FUSION = RecallStrategy(
+    name="pcm",
+    fusion=FusionMethod.RELATIVE,
+    weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5},
+    neighbour_alpha=0.3,
+)
+HYBRID_RRF = RecallStrategy(
+    name="hybrid_rrf", fusion=FusionMethod.RRF, weights={"vector": 1.0, "fulltext": 1.0}
+)
+STRATEGIES = {s.name: s for s in (PCM_FUSION, HYBRID_RRF)}
+
+
+class RecallRequest(BaseModel):
+    """What the plan asks recall for (sizes per channel, filters, crop settings)."""
+
+    query: str
+    channel_sizes: dict[str, int]
+    speakers: list[str] = Field(default_factory=list)
+    anchor_node: str | None = None
+    chain_turns: int = 6
+    top_k: int = 40
+    dedup_threshold: float = 0.9
+    mmr_lambda: float = 1.0
+    exclude_ids: list[str] = Field(default_factory=list)
+    strategy: str = PCM_FUSION.name
+    kinds: list[str] = Field(default_factory=list)  # plan filter kinds: file | feed | api | memory | task
+    now: str = ""
+    # The plan's date range: "filter" keeps only items with since <= at < until, "prefer" marks them.
+    since: str = ""
+    until: str = ""
+    date_mode: str = ""  # "" (no range) | "filter" | "prefer"
+    candidate_pool: int = 0  # distinct candidates taken from the channel lists (0: no bound)
+    per_channel_cap: int = 0  # kept items found by one channel alone, per channel (0: no bound)
+    timeout_ms: int = 0  # each channel's time limit (0: none)
+    relevance_threshold: float = 0.0  # the gate's threshold (0: every candidate passes)
+    sub_questions: list[str] = Field(default_factory=list)
+
+    def in_range(self, at: str) -> bool:
+        """True when ``at`` falls in the date range (always, without one)."""
+        return (not self.since or at >= self.since) and (not self.until or at < self.until)
+
+    def index_range(self) -> dict[str, str | None]:
+        """The range the index queries are restricted to (only in "filter" mode)."""
+        if self.date_mode != "filter":
+            return {}
+        return {"since": self.since or None, "until": self.until or None}
+
+
+
+
+class ChannelHit(BaseModel):
+    rank: int
+    score: float
+
+
+class ChannelRun(BaseModel):
+    channel: str
+    size: int
+    hits: list[tuple[str, float]] = Field(default_factory=list)
+    elapsed_ms: float = 0.0
+    error: str = ""
+    skipped: bool = False  # past the plan's time limit: its hits are not used
+
+
+class Candidate(BaseModel):
+    id: str
+    kind: str  # message | memory | env
+    channels: dict[str, ChannelHit] = Field(default_factory=dict)
+    fused: float = 0.0
+    rank: int = 0
+    kept: bool = False
+    reason: str = ""
+    grade: float | None = None  # the relevance gate's grade (None: not graded)
+    relation: str = ""  # to the anchor: branch | linked | other
+
+
+class RecallResult(BaseModel):
+    channels: list[ChannelRun]
+    candidates: list[Candidate]  # every candidate seen, best first; ``kept`` marks the selection
+    strategy: str
+    gate: GateSummary | None = None
+    pool_left_out: int = 0  # distinct ids beyond the candidate pool
+
+    def kept_ids(self) -> list[str]:
+        return [c.id for c in self.candidates if c.kept]

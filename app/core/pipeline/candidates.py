@@ -1,0 +1,133 @@
+"""Anchor routing's candidates for one build: branch frontiers and recent turns with their features.
+
+``anchor_candidates`` computes, for every candidate node, the features ``AnchorRouter`` fuses
+(``app.core.routing.anchor.Feature``): meaning, task entities, time recency, focus, the user's
+earlier overrides, addressing, and the conflict feature (the input addresses someone absent from
+the candidate, or names a task the candidate's branch does not belong to). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from app.core.routing.anchor import (
+    AnchorCandidate,
+    Feature,
+    Mention,
+    conflict,
+    cosine,
+    keyword_overlap,
+    mention,
+    mentioned_names,
+    recency_by_time,
+)
+from app.core.session.state import SessionState
+from app.core.tasks.stack import TaskInputs
+from app.core.types import NodeKind
+
+
+class BuildInputs(Protocol):
+    """What routing reads of a build's inputs (``app.core.pipeline.builder.BuildInputs``)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def at(self) -> str: ...
+    @property
+    def query_vector(self) -> Sequence[float] | None: ...
+    @property
+    def focus_node(self) -> str | None: ...
+    @property
+    def focus_chosen(self) -> bool: ...
+    @property
+    def overrides(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def tasks(self) -> TaskInputs: ...
+
+
+def _iso_seconds(at: str) -> float:
+    """Seconds since the epoch of an ISO 8601 timestamp ('Z' or naive = UTC)."""
+    from datetime import datetime, timezone
+
+    text = at.rstrip("Z")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _branch_features(state: SessionState, node_id: str, inp: BuildInputs,
+                     task_of_turn: Mapping[str, str]) -> tuple[float, list[str]]:
+    """The override feature of ``node_id`` (an earlier correction counts for inputs like the one
+    corrected, on that branch) and the tasks on its chain (when the input targets a task)."""
+    if not inp.overrides and not task_of_turn:
+        return 0.0, []
+    chain = list(state.graph.chain_back(node_id, limit=50))
+    override = max((keyword_overlap(inp.text, said) for said, target in inp.overrides if target in set(chain)),
+                   default=0.0)
+    refs = (state.graph.node(n).ref_id for n in chain)
+    return override, [task_of_turn[ref] for ref in refs if ref is not None and ref in task_of_turn]
+
+
+def anchor_candidates(
+    state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
+    intent_entities: Sequence[str] = (), intent_target: str | None = None, candidate_turns: int = 12,
+) -> list[AnchorCandidate]:
+    """Branch frontiers plus the most recent turns, with their routing features (the
+    conflict feature: ``routing.anchor.conflict``, with the input's target task)."""
+    nodes: dict[str, None] = {}
+    for node_id in state.graph.frontiers()[-candidate_turns:]:
+        nodes.setdefault(node_id, None)
+    for turn_id in state.turn_order[-candidate_turns:]:
+        node = state.turns[turn_id].node_id
+        if node is not None:
+            nodes.setdefault(node, None)
+    now = _iso_seconds(inp.at)
+    frontier = set(state.graph.frontiers())
+    out: list[AnchorCandidate] = []
+    q = inp.query_vector
+    speakers = {name.lower() for name in state.speakers()}
+    said = inp.text.lower()
+    addressed = [n for n, how in mentioned_names(inp.text, state.speakers()).items() if how == Mention.ADDRESS]
+    target = intent_target
+    task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
+    # Entities the input itself names (not inherited from earlier turns), minus people's names.
+    topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
+    for node_id in nodes:
+        mids = state.turn_messages(node_id)
+        if not mids:
+            continue
+        sem = 0.0
+        if q is not None:
+            sims = [cosine(q, vectors[m]) for m in mids if m in vectors]
+            sem = max(sims) if sims else 0.0
+        last = state.messages[mids[-1]]
+        age = max(0.0, now - _iso_seconds(last.at))
+        override, chain_tasks = _branch_features(state, node_id, inp, task_of_turn)
+        entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
+        task = len(entity_hits) / len(topical) if topical else 0.0
+        address = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
+        clash = conflict(addressed, [state.messages[m].speaker for m in mids], target, chain_tasks)
+        out.append(
+            AnchorCandidate(
+                node_id=node_id,
+                group=state.graph.root_of(node_id),
+                features={
+                    Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
+                    Feature.TASK: round(task, 6),
+                    Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
+                    Feature.FOCUS: 1.0 if inp.focus_chosen and node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
+                    Feature.OVERRIDE: round(override, 6),
+                    Feature.ADDRESS: address if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
+                    Feature.CONFLICT: clash,
+                },
+            )
+        )
+    return out
+

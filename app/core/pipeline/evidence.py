@@ -1,0 +1,145 @@
+"""The evidence lines of a build: recalled items (compressed to what the query needs, ordered by
+the plan's evidence priority), the gate's "insufficient evidence" notes, and the check of the
+plan's required information against what was compiled.
+
+Used by ``ContextBuilder``; pure functions of the session state, the recall result, the tool
+round and the compiled context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from app.core.context.compiler import CompiledContext, Item
+from app.core.context.compress import Compressed, Compression, compress
+from app.core.context.retrieval import RecallResult
+from app.core.ports import TokenCounter
+from app.core.session.state import SessionState
+from app.core.tools.model import ToolRound
+from app.core.types import BlockType, Priority, Role
+
+#: The line the context carries when nothing stored passed the relevance gate.
+INSUFFICIENT = ("Evidence: nothing stored passed the relevance check for this question — the evidence "
+                "is insufficient; say so instead of guessing.")
+
+
+class RequiredCheck(BaseModel):
+    """One item of the plan's required information and how the compiled context meets it."""
+
+    name: str
+    met: bool
+    by: str  # what meets it, or why it is missing
+
+
+def evidence_type(state: SessionState, item_id: str) -> str:
+    """The evidence type of a recalled id, in the plan's ``evidence_priority`` vocabulary."""
+    view = state.messages.get(item_id)
+    if view is not None:
+        return "llm_output" if view.role == Role.ASSISTANT else "user_input"
+    note = state.notes.get(item_id)
+    return "memory" if note is not None and note.kind == "memory" else "env_event"
+
+
+def type_rank(priority: Sequence[str], kind: str) -> int:
+    """Position of ``kind`` in the plan's evidence priority (unknown kinds last)."""
+    return priority.index(kind) if kind in priority else len(priority)
+
+
+def _fit(text: str, query: str, cap: int, counter: TokenCounter, tokens: int) -> tuple[str, Compressed | None]:
+    """``text`` as it enters: whole when it fits ``cap`` (``tokens`` is its known count, or that
+    of a longer rendering), else compressed to what ``query`` needs."""
+    cut = compress(text, query, cap, counter.count) if 0 < cap < tokens else None
+    return (text, None) if cut is None else (cut.text, cut)
+
+
+def recalled_items(state: SessionState, recalled: RecallResult, in_conversation: set[str], *,
+                   counter: TokenCounter, query: str, cap: int, priority: Sequence[str],
+                   compressions: list[Compression]) -> list[Item]:
+    """The kept recall candidates not already in the conversation, numbered [n] in rank order;
+    a text over ``cap`` tokens enters compressed (its selector on the item, the rest listed in
+    ``compressions``)."""
+    items: list[Item] = []
+    number = 0
+    for cand in recalled.candidates:
+        if not cand.kept or cand.id in in_conversation:
+            continue
+        number += 1
+        tag = f"[{number}]"
+        rank = type_rank(priority, evidence_type(state, cand.id))
+        if cand.id in state.messages:
+            view = state.messages[cand.id]
+            whole = state.render_message(view)  # an answer's copied outside text stays quoted
+            text, cut = _fit(state.quoted_text(view), query, cap, counter, counter.count(whole))  # a cached count
+            line = whole if cut is None else state.speaker_line(view, text)
+            items.append(Item(cand.id, BlockType.EVIDENCE, f"{tag} {line}", Priority.MEDIUM, score=cand.fused,
+                              group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,), rank=rank,
+                              # both parts are cached counts; the joined context is re-counted exactly
+                              tokens=None if cut else counter.count(tag) + counter.count(whole),
+                              selector=cut.selector if cut else ""))
+        else:
+            note = state.notes[cand.id]
+            text, cut = _fit(note.render(), query, cap, counter, counter.count(note.render()))
+            segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
+            items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused,
+                              order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
+                              selector=cut.selector if cut else ""))
+        if cut is not None:
+            compressions.append(Compression.of(cand.id, cut))
+    return items
+
+
+def gate_items(recalled: RecallResult, *, has_other_evidence: bool) -> list[Item]:
+    """The gate's notes: "insufficient evidence" when nothing passed for the question (and no
+    conversation or tool result stands for it), and one line per sub-question nothing covers."""
+    gate = recalled.gate
+    if gate is None:
+        return []
+    items: list[Item] = []
+    if gate.insufficient and not has_other_evidence:
+        items.append(Item("gate:insufficient", BlockType.EVIDENCE, INSUFFICIENT, Priority.MUST, order=-1))
+    for n, question in enumerate(gate.uncovered):
+        items.append(Item(f"gate:uncovered:{n}", BlockType.EVIDENCE,
+                          f"Evidence: nothing stored covers the sub-question \"{question}\" (insufficient).",
+                          Priority.HIGH, order=-1))
+    return items
+
+
+def _included(items: Sequence[Item], compiled: CompiledContext) -> list[Item]:
+    dropped = {d.item_id for d in compiled.dropped}
+    return [it for it in items if it.item_id not in dropped]
+
+
+def check_required(required: Sequence[str], items: Sequence[Item], compiled: CompiledContext,
+                   tool_round: ToolRound | None, notes: Mapping[str, str]) -> list[RequiredCheck]:
+    """Each required item of the plan against the compiled context (``notes``: note id → kind)."""
+    kept = _included(items, compiled)
+    ids = [it.item_id for it in kept]
+
+    def first(pred: str, found: list[str]) -> RequiredCheck:
+        return RequiredCheck(name=pred, met=bool(found), by=found[0] if found else "")
+
+    checks: list[RequiredCheck] = []
+    for name in required:
+        if name == "user_profile":
+            check = first(name, [i for i in ids if i.startswith("profile:")])
+        elif name == "current_goal":
+            goal = [i for i in ids if i.startswith("plan:") or i.startswith("task:")]
+            check = RequiredCheck(name=name, met=True, by=goal[0] if goal else "the input itself")
+        elif name == "task_state":
+            check = first(name, [i for i in ids if i.startswith(("task:", "running:"))])
+        elif name == "branch_history":
+            check = first(name, [it.item_id for it in kept if it.segment == BlockType.CONVERSATION])
+        elif name == "evidence":
+            check = first(name, [it.item_id for it in kept if it.evidence_ids and it.segment in
+                                 (BlockType.EVIDENCE, BlockType.MEMORY, BlockType.CONVERSATION)])
+        elif name == "env_state":
+            check = first(name, [i for i in ids if notes.get(i) == "env"])
+        else:  # tools
+            offered = tool_round.offered if tool_round is not None else []
+            check = RequiredCheck(name=name, met=bool(offered), by=", ".join(offered))
+        if not check.met:
+            check.by = f"missing: no {name.replace('_', ' ')} in the compiled context"
+        checks.append(check)
+    return checks

@@ -1,0 +1,45 @@
+"""The relevance gate's grading: pure functions over scores and texts."""
+
+from __future__ import annotations
+
+from app.core.context.gate import BELOW, GatePolicy, coverage, grade, reason, support, uncovered, weights
+
+
+def test_weights_favour_rare_words_and_coverage_counts_them() -> None:
+    pool = ["python error in the parser", "kyoto temple visit", "kyoto train", "kyoto hotel"]
+    w = weights("kyoto python error", pool)
+    assert w["python"] > w["kyoto"]  # a word every Kyoto turn has says less
+    assert coverage(w, "the python error again") > coverage(w, "kyoto again")
+    assert coverage({}, "anything") == 0.0
+
+
+def test_support_by_meaning_or_words_and_strict_needs_both() -> None:
+    policy = GatePolicy()
+    assert support(0.35, 0.0, policy) == 1.0  # clearly similar
+    assert support(0.05, 0.0, policy) == 0.0  # unrelated
+    assert support(None, 0.5, policy) == 1.0  # no cosine known, the words carry it
+    assert support(0.7, 0.0, policy, strict=True) == 0.0  # another branch: meaning alone is not enough
+    assert support(0.7, 0.8, policy, strict=True) == 1.0
+
+
+def test_grade_passes_the_branch_and_judges_the_rest_on_merit() -> None:
+    fused = {"chain": 0.1, "near": 1.0, "weak": 0.2, "unrelated": 0.9, "other": 0.95}
+    sem = {"near": 0.6, "weak": 0.6, "unrelated": 0.02, "other": 0.7}
+    relation = {"chain": "branch", "near": "tree", "weak": "tree", "unrelated": "tree", "other": "other"}
+    loose = grade(fused, sem=sem, lex={}, relation=relation, policy=GatePolicy(threshold=0.3))
+    assert loose["chain"].passed and loose["chain"].grade == 1.0  # the conversation being continued
+    assert loose["near"].passed
+    assert not loose["weak"].passed  # relevant, but far below the best of this list
+    assert not loose["unrelated"].passed  # high in the list, about something else
+    assert loose["other"].passed  # starting something new: similarity suffices
+    strict = grade(fused, sem=sem, lex={}, relation=relation, policy=GatePolicy(threshold=0.3, strict_other=True))
+    assert not strict["other"].passed  # continuing a branch: another branch needs words too
+    assert reason(loose["weak"], 0.3).startswith(BELOW)
+
+
+def test_uncovered_sub_questions() -> None:
+    pool = ["the hotel in Kyoto costs 90 euros", "the train leaves at nine", "lunch was ramen"]
+    missing = uncovered(["How much is the Kyoto hotel?", "What is the museum's address?"], pool[:1], pool,
+                        GatePolicy())
+    assert missing == ["What is the museum's address?"]
+    assert uncovered(["one question only"], [], pool, GatePolicy()) == []
