@@ -136,7 +136,7 @@ def test_a_burst_with_non_utf8_names_through_the_real_embedder(tmp_path: Path, m
     folder.mkdir()
     outside.mkdir()
     engine = make_engine(data_dir=tmp_path / "data", embedder=SentenceEmbedder(model_dir))
-    result = asyncio.run(_run_burst(engine, folder, outside, 150, timeout_s=120))
+    result = asyncio.run(_run_burst(engine, folder, outside, 100, timeout_s=120))
     _check(result)
     assert result["failures"] == []
 

@@ -239,3 +239,13 @@ def test_a_folder_swapped_for_a_symlink_while_reading_never_returns_outside_cont
         stop.set()
         thread.join(5)
     assert seen["outside"] == 0 and seen["inside"] > 0, seen
+
+
+def test_a_name_that_is_not_utf8_is_read_by_its_escaped_form(tree: tuple[Path, Path]) -> None:
+    watched, _ = tree
+    with open(os.path.join(os.fsencode(watched), b"caf\xe9-\xff.md"), "wb") as fh:
+        fh.write(b"odd name, plain text")
+    files = ConfinedFolders([watched])
+    assert files.find(["caf\\xe9-\\xff.md"], 100) == {"caf\\xe9-\\xff.md": "caf\\xe9-\\xff.md"}
+    got = files.read_text("caf\\xe9-\\xff.md", 100)  # how the tool shows it, and how a model would repeat it
+    assert got.text == "odd name, plain text" and got.label == "caf\\xe9-\\xff.md" and got.label.encode("utf-8")

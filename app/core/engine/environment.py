@@ -42,6 +42,7 @@ from app.core.routing.environment import (
     Route,
     RouteIndex,
     env_evidence,
+    env_header,
     env_label,
     env_title,
     index_text,
@@ -433,10 +434,14 @@ class EnvironmentService:
             return None
 
     async def _push(self, state: SessionState, task: Task, event: EnvEvent, node: GraphNode) -> PushNotice:
-        """Compile the push context for ``task`` with ``event`` as must evidence; log ``env.pushed``."""
+        """Compile the push context for ``task`` with ``event`` as must evidence; log ``env.pushed``.
+
+        The build's input is the app's own words and the task's name only: the event's label is
+        outside text, so it reaches the context fenced (the pinned evidence) and the query vector
+        (embedded with the label), never the input line of the prompt."""
         ctx, budget = self.ctx, self.config.push_budget
-        text = f"{env_title(event)} (for the active task: {task.name})"
-        vecs = await ctx.embed([text])
+        text = f"{env_header(event)} for the active task: {task.name}"
+        vecs = await ctx.embed([f"{text}\n{env_title(event)}"])
         pinned_text = clip(note_text(event), max(48, budget // 3), ctx.counter)
         pinned = (
             Item(f"task:{task.task_id}", BlockType.STATE,
