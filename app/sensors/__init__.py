@@ -5,18 +5,14 @@ Sensors run on their own threads and only call a sink (``EnvIntake.put``) with
 loop. Build the whole set from plain arguments with :meth:`SensorSet.build`, and give the intake
 :func:`make_preparer` so file text is read once per coalesced event, off the loop.
 
-Feeds are parsed without feedparser's HTML sanitizer: it removes what hides an element (the
+Feeds are parsed without feedparser's HTML sanitizer (``app.sensors.feedparse``): it removes what hides an element (the
 ``visibility``/``opacity`` styles, ``aria-hidden``, ``<template>``, ``<style>`` rules) but keeps
 the element's text, which would turn hidden content into ordinary text. Nothing here renders
 HTML; :mod:`app.sensors.text` turns the page as written into its visible text, dropping scripts,
 styles and hidden elements itself.
 """
 
-import feedparser
-
-feedparser.SANITIZE_HTML = False  # see above: app.sensors.text does the stripping
-
-from app.sensors.api import ApiSensor  # noqa: E402
+from app.sensors.api import ApiSensor
 from app.sensors.base import ApiSpec, FeedSpec, Sensor, Sink, SourceStatus
 from app.sensors.feeds import FeedSensor, FirstPoll
 from app.sensors.files import FilePreview, FolderSensor, make_preparer, prepare_file_change, read_text_preview

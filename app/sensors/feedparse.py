@@ -194,7 +194,8 @@ def parse_feed(body: bytes, *, url: str, content_type: str = "", seen: Sequence[
     headers = {"content-type": content_type} if content_type else None
     # A stream, never the bytes themselves: given bytes, feedparser first tries them as a file
     # name, so a server answering "/etc/passwd" would make it read a local file.
-    parsed = feedparser.parse(io.BytesIO(marked), response_headers=headers)
+    # No sanitizer: it keeps hidden elements' text (see app.sensors); app.sensors.text strips.
+    parsed = feedparser.parse(io.BytesIO(marked), response_headers=headers, sanitize_html=False)
     what = not_a_feed(body, parsed)
     if what is not None:
         return {"kind": "not_a_feed", "message": f"not a feed: {url} answered with {what}"}

@@ -53,6 +53,7 @@ from app.core.types import (
 )
 from app.store import records as R
 from app.store.connection import NotFoundError, StoreError, StoreThreadError
+from app.store.lookup import IdLookup
 from app.store.migrations import MIGRATIONS
 from app.store.recovery import UNFINISHED, TurnRecovery
 from app.store.search_rows import SearchRow, env_row, memory_row, message_row
@@ -62,7 +63,7 @@ __all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreErr
 _TURN_FIELDS = frozenset({"anchor_node_id", "status", "record", "answer_message_id"})
 
 
-class SqliteStore(TurnRecovery):
+class SqliteStore(IdLookup, TurnRecovery):
     """The system of record: sessions, turns, messages, evidence, graph and the event log."""
 
     # ------------------------------------------------------------------ sessions
@@ -237,29 +238,6 @@ class SqliteStore(TurnRecovery):
         rows = self._db().execute("SELECT * FROM turns WHERE session_id = ? ORDER BY seq",
                                   (session_id,))
         return [self._turn_dict(row) for row in rows]
-
-    def match_ids(self, kind: str, prefix: str, *, limit: int = 2) -> list[str]:
-        """Ids of ``kind`` ("turn" or "session") that start with ``prefix`` (as typed, any case),
-        at most ``limit``: what a short id the window shows resolves to."""
-        table, column = {"turn": ("turns", "turn_id"), "session": ("sessions", "session_id")}[kind]
-        if not prefix.replace("-", "").isalnum():  # ids are hex: nothing else can match (no LIKE wildcards)
-            return []
-        rows = self._db().execute(f"SELECT {column} FROM {table} WHERE {column} LIKE ? ORDER BY rowid LIMIT ?",
-                                  (prefix + "%", limit))
-        return [row[0] for row in rows]
-
-    def latest_turn_id(self, session_id: str | None = None) -> str | None:
-        """The most recently recorded turn (of ``session_id``, or of any session), or None."""
-        where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
-        row = self._one(f"SELECT turn_id FROM turns {where} ORDER BY rowid DESC LIMIT 1", params)
-        return None if row is None else row[0]
-
-    def last_used_session_id(self) -> str | None:
-        """The session of the latest turn; without turns, the latest session created; or None."""
-        row = self._one("SELECT session_id FROM turns ORDER BY rowid DESC LIMIT 1", ())
-        if row is None:
-            row = self._one("SELECT session_id FROM sessions ORDER BY rowid DESC LIMIT 1", ())
-        return None if row is None else row[0]
 
     def _save_turn_json(self, table: str, turn_id: str, data: dict[str, Any]) -> None:
         turn = self._require_turn(turn_id)

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engine.context import EngineConfig
+from app.core.plan.builder import PlanBuilder, PlanConfig
+from app.core.plan.model import default_presets
 from app.core.runtime.intake import EnvIntake, raw_uri, to_event
 from app.core.types import EnvEvent
 from app.llm.fakes import ScriptedChatModel
@@ -291,11 +293,19 @@ def _prompt_texts(result: dict[str, Any]) -> list[str]:
     return texts
 
 
+def _gate_open() -> PlanConfig:
+    """Plans whose relevance gate lets every candidate through: each case's outside text must
+    reach a prompt for its fence to be checked (what the gate drops cannot escape anyway)."""
+    presets = {name: p.model_copy(update={"relevance_threshold": 0.0}) for name, p in default_presets().items()}
+    return PlanConfig(presets=presets)
+
+
 def test_no_outside_text_escapes_its_fence_in_any_compiled_prompt(tmp_path: Path, make_engine: EngineFactory) -> None:
     corpus = Corpus()
     config = EngineConfig(default_budget=1200, context_size=16384, llm_intent="off")
     engine = make_engine(chat=ScriptedChatModel(["OK."], context_size=16384), config=config,
                          data_dir=tmp_path / "data")
+    engine.ctx.builder.planner = PlanBuilder(_gate_open())  # this test is about fences, not relevance
 
     async def main() -> dict[str, Any]:
         try:
@@ -338,6 +348,7 @@ def test_no_outside_text_escapes_its_fence_in_any_compiled_prompt(tmp_path: Path
     async def replay() -> list[list[str]]:
         again = make_engine(chat=ScriptedChatModel(["OK."], context_size=16384), config=config,
                             data_dir=tmp_path / "data")
+        again.ctx.builder.planner = PlanBuilder(_gate_open())
         await again.start()
         try:
             return [await again.replay(r.turn_id) for r in result["records"]]

@@ -53,7 +53,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     for _ in INPUTS:
         replies += [LLM_INTENT, "Noted."]
     replies[-1] = ANSWER
-    engine = engine_in(tmp, replies, budget=140, llm_intent="auto")  # module scope: no make_engine
+    engine = engine_in(tmp, replies, budget=150, llm_intent="auto")  # module scope: no make_engine
     engine.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
 
     async def main() -> Session:
