@@ -177,12 +177,14 @@ class ChatTemplates:
         self._finalizer = weakref.finalize(self, _kill, child.proc)
         try:
             ready = child.reply(self.start_timeout_s)
-        except queue.Empty:
+        except (queue.Empty, ValueError):
             ready = None
         if not ready or not ready.get("ready"):
+            code = child.proc.poll()
             self._stop()
-            raise ModelError(f"the process that renders chat templates did not start within "
-                             f"{self.start_timeout_s:g} s (checking {self.shown}); check the installation")
+            why = f"it ended with status {code}" if code is not None else f"not within {self.start_timeout_s:g} s"
+            raise ModelError(f"the process that renders chat templates did not start ({why}; checking "
+                             f"{self.shown}); check the installation")
         reply = self._ask(child, {"op": "compile", "templates": self.templates}, "")
         if not reply.get("ok"):
             self._stop()

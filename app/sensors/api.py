@@ -2,7 +2,11 @@
 
 Each source is fetched with the same capped, conditional fetch as feeds; ``path`` picks the value
 (dotted, list indices allowed: ``items.0.price``; empty: the whole document). Values are compared
-by their canonical JSON (sorted keys), so a reordered object is not a change.
+by their canonical JSON (sorted keys), so a reordered object is not a change. The document is
+parsed strictly (``parse_json``): NaN, Infinity, numbers that overflow, integers outside 64 bits,
+lone surrogates and nesting too deep for the parser are reported as "not JSON", in one line, so
+every value the session keeps can be exported as strict JSON; a value nested deeper than 32
+levels is kept in the payload as its JSON text.
 
 First poll (decided here): with no ``baseline`` for the source, the first successful poll records
 the value and sends one ``initial`` change carrying it — the session learns the current value and
@@ -52,13 +56,70 @@ def pick(document: Any, path: str) -> Any:
     return value
 
 
+_MAX_DEPTH = 32  # nesting kept as a value in the payload; deeper values are kept as text
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:40]} is out of range for a number")
+    return value
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON document in ``body``, strictly: ``ValueError`` (one line) for what is not JSON
+    (NaN, Infinity, a number that overflows, bad UTF-8, nesting too deep for the parser) or what
+    the session cannot keep (a lone surrogate, an integer outside 64 bits)."""
+    try:
+        value = json.loads(body.decode("utf-8-sig"), parse_constant=_refuse_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    stack = [value]
+    while stack:  # without recursion: the document may be deep
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            stack.extend(item.keys())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("a string holds a lone surrogate") from None
+        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
+            raise ValueError("an integer does not fit in 64 bits")
+    return value
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def canonical(value: Any) -> str:
     """Canonical JSON of a value: sorted keys, no spaces, non-ASCII kept."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _payload_value(value: Any, text: str) -> Any:
-    return value if len(text) <= _MAX_PAYLOAD else {"truncated_json": text[:_MAX_PAYLOAD]}
+    """The value as the payload keeps it: itself, or its (cut) JSON text when it is long or
+    nested deeper than ``_MAX_DEPTH`` (an export refuses deeper documents)."""
+    if len(text) <= _MAX_PAYLOAD and _depth(value) <= _MAX_DEPTH:
+        return value
+    return {"truncated_json": text[:_MAX_PAYLOAD]}
 
 
 def _shown(text: str) -> str:
@@ -150,8 +211,8 @@ class ApiSensor(PolledSensor):
             self._board.ok(name)
             return False
         try:
-            value = pick(json.loads(result.body or b""), source.path)
-        except (ValueError, UnicodeDecodeError) as exc:
+            value = pick(parse_json(result.body or b""), source.path)
+        except ValueError as exc:
             self._report(source, "malformed", f"not JSON: {exc}")
             return False
         except PathError as exc:

@@ -47,11 +47,15 @@ _APP_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the ``app`
 
 
 def entry_id(entry: Mapping[str, Any]) -> str:
-    """The entry's id, else its link, else a hash of its title and date."""
+    """The entry's id, else its link, else a hash of its title and date. An id or link longer than
+    its field limit is replaced by its hash: ids are kept (``seen``), and must stay small."""
     for key in ("id", "link"):
         value = entry.get(key)
         if value:
-            return str(value)
+            text = str(value)
+            if len(text) > FIELD_LIMITS[key]:
+                return "sha1:" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+            return text
     basis = f"{entry.get('title', '')}\x1f{entry.get('published', entry.get('updated', ''))}"
     return "sha1:" + hashlib.sha1(basis.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 

@@ -3,7 +3,6 @@ as one-line errors within the time cap instead of hanging, recursing or eating m
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -57,22 +56,10 @@ def chatml() -> Iterator[ChatTemplates]:
     templates.close()
 
 
-def _workers() -> int:
-    """Template worker processes of this test process still alive."""
-    me = str(os.getpid())
-    count = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                ppid = fh.read().rsplit(")", 1)[1].split()[1]
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except OSError:
-            continue
-        count += ppid == me and b"template_worker.py" in cmdline
-    return count
+def _worker(templates: ChatTemplates) -> Any:
+    """The worker process of ``templates`` (None when there is none)."""
+    child = templates._child
+    return None if child is None else child.proc
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -97,15 +84,19 @@ def test_a_template_that_loops_only_on_some_input_is_stopped_at_render_time() ->
     templates = _templates(LOOP_ON_LONG_INPUT)
     try:
         templates.check()  # the sample conversation passes
+        first = _worker(templates)
         started = time.perf_counter()
         with pytest.raises(ModelError, match="did not finish within 2 s"):
             templates.render(DEFAULT_TEMPLATE, [{"role": "user", "content": "a long question " * 4}])
         assert time.perf_counter() - started < TEMPLATE_TIMEOUT_S + 1
-        # The worker was killed and a fresh one serves the next request.
+        assert first.poll() is not None and _worker(templates) is None  # killed
+        # A fresh worker serves the next request.
         assert templates.render(DEFAULT_TEMPLATE, [{"role": "user", "content": "short"}]) == "user: short\n"
+        second = _worker(templates)
+        assert second is not None and second.pid != first.pid
     finally:
         templates.close()
-    assert _workers() == 0
+    assert second.poll() is not None
 
 
 def test_a_template_that_raises_on_the_sample_passes_the_check_and_rejects_at_render_time() -> None:
@@ -141,9 +132,10 @@ def test_render_is_fast_and_close_ends_the_worker(chatml: ChatTemplates) -> None
     per_render = (time.perf_counter() - started) / 50
     assert prompt.endswith("<|im_start|>assistant\n") and "And a checkpoint?" in prompt
     assert per_render < 0.05
-    assert _workers() == 1
+    worker = _worker(chatml)
+    assert worker is not None and worker.poll() is None
     chatml.close()
-    assert _workers() == 0
+    assert worker.poll() is not None and _worker(chatml) is None
 
 
 def test_text_survives_the_round_trip(chatml: ChatTemplates) -> None:

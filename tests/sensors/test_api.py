@@ -78,3 +78,33 @@ def test_unreachable_endpoint_and_silent_first_poll(feed_server: FeedServer) -> 
     _serve(feed_server, [1, 2])
     quiet = ApiSensor([ApiSpec(feed_server.url("/api"), 60)], sink, emit_initial=False)
     assert quiet.poll_once(0) is False and quiet.values() == {feed_server.url("/api"): [1, 2]}
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b'{"v": NaN}', "not JSON: NaN is not a JSON number"),
+    (b'{"v": -Infinity}', "not JSON: -Infinity is not a JSON number"),
+    (b'{"v": 1e999}', "not JSON: 1e999 is out of range for a number"),
+    (b'{"v": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not JSON: nested too deeply"),
+    (b'{"v": "\\ud800"}', "not JSON: a string holds a lone surrogate"),
+    (b'{"v": ' + b"9" * 30 + b"}", "not JSON: an integer does not fit in 64 bits"),
+    (b'{"v": "\xff"}', "not JSON: not UTF-8 (invalid start byte at byte 7)"),
+])
+def test_what_the_session_cannot_keep_is_reported_in_one_line(feed_server: FeedServer, body: bytes, reason: str) -> None:
+    feed_server.routes["/api"] = {"body": body, "content_type": "application/json"}
+    sink = Collect()
+    sensor = ApiSensor([ApiSpec(feed_server.url("/api"), 60, "v")], sink)
+    assert sensor.poll_once(0) is False
+    assert sensor.status()[0].last_error == reason
+    assert [c.payload["error"] for c in sink.changes] == ["malformed"]
+
+
+def test_a_deep_value_is_kept_as_text_in_the_payload(feed_server: FeedServer) -> None:
+    deep: object = 1
+    for _ in range(40):
+        deep = [deep]
+    _serve(feed_server, {"v": deep})
+    sink = Collect()
+    sensor = ApiSensor([ApiSpec(feed_server.url("/api"), 60, "v")], sink)
+    assert sensor.poll_once(0) is True
+    kept = sink.changes[0].payload["new"]
+    assert kept == {"truncated_json": "[" * 40 + "1" + "]" * 40}

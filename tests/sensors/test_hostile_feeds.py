@@ -189,6 +189,8 @@ def test_huge_fields_skip_their_entry_and_long_content_is_cut(feed_server: FeedS
     assert landed.title == "Fine" and len(landed.content) == 20_000
     reasons = sorted(s["reason"] for s in sensor.status()[0].detail["skipped"])
     assert reasons == ["its id is 5,000 characters (limit 2,000)", "its title is 100,000 characters (limit 2,000)"]
+    seen = sensor.seen_ids(feed_server.url("/huge"))
+    assert len(seen) == 3 and max(len(i) for i in seen) <= 45  # an overlong id is kept as its hash
 
 
 def test_bad_dates_never_block_an_entry(feed_server: FeedServer) -> None:
