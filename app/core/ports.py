@@ -10,7 +10,7 @@ on their own single-worker executor (see ``app.core.runtime.executors``); the en
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -225,8 +225,9 @@ class SessionStore(Protocol):
                        answer: Message | None = None) -> bool: ...
     def sweep_runs(self) -> int: ...
     def turn_statuses(self, session_id: str) -> dict[str, str]: ...
-    # what the search index should hold (rows the index understands; opaque to the engine)
-    def list_searchable(self) -> Sequence[Any]: ...
+    # what the search index should hold (rows the index understands, each with an ``id``)
+    def list_searchable(self, ids: Collection[str] | None = None) -> Sequence[Any]: ...
+    def searchable_ids(self) -> set[str]: ...
 
 
 Hits = list[tuple[str, float]]

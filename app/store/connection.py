@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -69,18 +70,25 @@ class RunLease:
     def acquire(self) -> None:
         if self._lock is not None:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(self.folder / f"{self.run_id}.tmp")
-        if not lock.try_acquire():  # a fresh random name: nobody else can hold it
-            raise StoreError(f"could not lock {lock.path}")
-        os.replace(lock.path, self.path(self.run_id))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if sys.platform == "win32":  # an open file cannot be renamed or removed there: no race
+                lock = FileLock(self.path(self.run_id), timeout=5.0, what="taking the run lease")
+                lock.acquire()
+            else:
+                lock = FileLock(self.folder / f"{self.run_id}.tmp")
+                if not lock.try_acquire():  # a fresh random name: nobody else can hold it
+                    raise StoreError(f"could not lock {lock.path}")
+                os.replace(lock.path, self.path(self.run_id))
+        except OSError as err:
+            raise StoreError(f"cannot write in {self.folder}: {err.strerror or err}") from err
         self._lock = lock
 
     def release(self) -> None:
         """Remove the lease file and unlock it (a clean close)."""
         lock, self._lock = self._lock, None
         if lock is not None:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (Windows: removed by the next sweep instead)
                 self.path(self.run_id).unlink()
             lock.release()
 
@@ -108,15 +116,10 @@ class RunLease:
                 continue
             if ext != ".lock":
                 continue
-            probe = FileLock(path)
-            try:
-                if probe.try_acquire(create=False):  # dead: unlinked while we hold it
+            if not self.alive(run_id):  # a dead run stays dead (run ids are never reused)
+                with contextlib.suppress(OSError):  # gone meanwhile, or (Windows) open somewhere
                     path.unlink()
                     removed += 1
-            except FileNotFoundError:
-                pass
-            finally:
-                probe.release()
         return removed
 
 

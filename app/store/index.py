@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -61,6 +62,9 @@ REBUILD_MARKER = "REBUILDING"
 WRITE_RETRIES = 8  # a commit lost to another process's is tried again, with a growing pause
 LOCK_WAIT_S = 600.0  # how long to wait for another process's rebuild of the index
 T = TypeVar("T")
+
+
+_LANCE_ERRORS = (OSError, RuntimeError, ValueError)  # what LanceDB raises for missing or broken files
 
 
 def _gone(err: BaseException) -> bool:
@@ -134,21 +138,33 @@ class SearchIndex:
             table.create_index("text", config=FTS(), replace=True)
 
     def _open_or_create(self) -> Any:
-        """Open the table, creating what is missing (called under ``.create.lock``)."""
+        """Open the table, creating what is missing (called under ``.create.lock``). A table of
+        another embedder, or one that cannot be opened, is started over, marked incomplete until
+        every row is embedded again (the index is rebuildable: nothing is lost)."""
+        table, reason = self._try_open()
+        if table is not None:
+            return table
+        with self._rebuild_lock:
+            table, reason = self._try_open()  # another process may have just rebuilt it
+            if table is not None:
+                return table
+            self._write_marker(reason)
+            return self._recreate()
+
+    def _try_open(self) -> tuple[Any | None, str]:
+        """The table (created if missing), or None and why it cannot be used."""
         if not self._table_exists():
-            return self._create()
-        table = self._db.open_table(TABLE_NAME)
-        metadata = table.schema.metadata or {}
-        size = table.schema.field("vector").type.list_size
-        if size != self.embedder.dim or metadata.get(b"embedder") != self.embedder.name.encode():
-            # Vectors of another model are meaningless for this one: start over, marked
-            # incomplete until every row is embedded again.
-            with self._rebuild_lock:
-                self._write_marker("the embedder changed")
-                self._db.drop_table(TABLE_NAME)
-                return self._create()
-        self._ensure_fts(table)
-        return table
+            return self._create(), ""
+        try:
+            table = self._db.open_table(TABLE_NAME)
+            metadata = table.schema.metadata or {}
+            size = table.schema.field("vector").type.list_size
+            if size != self.embedder.dim or metadata.get(b"embedder") != self.embedder.name.encode():
+                return None, "the embedder changed"  # vectors of another model mean nothing to this one
+            self._ensure_fts(table)
+        except _LANCE_ERRORS as err:
+            return None, f"the table could not be opened: {str(err)[:200]}"
+        return table, ""
 
     def _write_marker(self, reason: str) -> None:
         """Write the rebuild marker durably before the table is dropped."""
@@ -161,14 +177,33 @@ class SearchIndex:
         with contextlib.suppress(FileNotFoundError):
             self._marker.unlink()
 
-    def _reset(self) -> None:
-        if self._table_exists():
-            self._db.drop_table(TABLE_NAME)
-        self._table = self._create()
+    def _recreate(self) -> Any:
+        """Drop the table — also one a killed drop left half deleted — and create it empty."""
+        try:
+            if self._table_exists():
+                self._db.drop_table(TABLE_NAME)
+        except _LANCE_ERRORS:
+            pass
+        shutil.rmtree(self.index_dir / f"{TABLE_NAME}.lance", ignore_errors=True)
+        return self._create()
 
-    def _reopen(self) -> None:
-        """Open the table again (another process may have replaced it by a rebuild)."""
-        self._table = self._db.open_table(TABLE_NAME) if self._table_exists() else self._create()
+    def _reset(self) -> None:
+        self._table = self._recreate()
+
+    def _reopen(self, *, verify: bool = False) -> None:
+        """Open the table again (another process may have replaced it by a rebuild). With
+        ``verify`` (a rebuild is pending: a process killed while it dropped the table may have
+        left it half deleted) every row and the full-text index are read, and a table that cannot
+        be read is made anew."""
+        try:
+            self._table = self._db.open_table(TABLE_NAME) if self._table_exists() else self._create()
+            if verify:
+                self._table.search().select(["id"]).limit(None).to_arrow()
+                self._table.search("probe", query_type="fts", fts_columns="text").limit(1).to_list()
+        except _LANCE_ERRORS:
+            if not verify:
+                raise
+            self._table = self._recreate()
 
     @contextlib.contextmanager
     def _rebuilding(self) -> Iterator[bool]:
@@ -178,7 +213,7 @@ class SearchIndex:
             yield False
             return
         with self._rebuild_lock:
-            self._reopen()
+            self._reopen(verify=True)
             yield self.needs_rebuild
 
     def _retry(self, write: Callable[[], T]) -> T:
@@ -188,7 +223,7 @@ class SearchIndex:
         for attempt in range(WRITE_RETRIES):
             try:
                 return write()
-            except (OSError, RuntimeError, ValueError) as err:
+            except _LANCE_ERRORS as err:
                 text = str(err).lower()
                 conflict = any(w in text for w in ("conflict", "retry", "concurrent"))
                 if attempt == WRITE_RETRIES - 1 or not (conflict or _gone(err)):
@@ -205,7 +240,7 @@ class SearchIndex:
         open it again and read once more."""
         try:
             return read()
-        except (OSError, RuntimeError, ValueError) as err:
+        except _LANCE_ERRORS as err:
             if not _gone(err):
                 raise
         self._reopen()

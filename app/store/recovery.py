@@ -1,4 +1,4 @@
-"""Unfinished turns: the answer checkpointed as it streams, and turns interrupted by a crash.
+"""What a crash can leave behind: unfinished turns, and rows the search index lacks.
 
 A turn is unfinished while its status is one of ``UNFINISHED``: "recorded" (the input is
 committed), "building" (its context is built and stored; no answer yet) or "streaming" (the
@@ -7,21 +7,33 @@ turn it starts ("answered", "failed"); one that is killed leaves them unfinished
 (``app.store.connection.RunLease``) is gone then, which is how ``interrupted_turns`` tells its
 turns from those another live process is answering right now. ``interrupt_turn`` marks such a
 turn ``INTERRUPTED``, keeping what is known: the build record and the partial answer the user
-already saw. The engine decides what that answer looks like (``TurnService.recover``).
+already saw. The engine decides what that answer looks like (``app.core.engine.recovery``).
+
+The search index is written after SQLite commits, so a crash in between, or an import (which
+never indexes), leaves rows the index lacks: ``searchable_ids`` lets the index catch-up compare
+ids cheaply, and ``list_searchable(ids)`` reads only the rows it needs.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from app.core.types import Message, utc_now
 from app.store import records as R
 from app.store.connection import NotFoundError, StoreBase
+from app.store.search_rows import SearchRow, env_row, memory_row, message_row
 
 UNFINISHED = ("recorded", "building", "streaming")
 INTERRUPTED = "interrupted"
 _UNFINISHED_SQL = ", ".join(f"'{s}'" for s in UNFINISHED)
+_SEARCHABLE: tuple[tuple[str, str, str, Any, Any], ...] = (  # table, key, condition, record spec, row maker
+    ("messages", "message_id", "1", R.MESSAGES, message_row),
+    ("memory_fragments", "fragment_id", "valid_to IS NULL", R.MEMORY, memory_row),
+    ("env_events", "event_id", "1", R.ENV_EVENTS, env_row),
+)
+_CHUNK = 500  # ids per IN (...) list
 
 
 class TurnRecovery(StoreBase):
@@ -111,3 +123,31 @@ class TurnRecovery(StoreBase):
     def sweep_runs(self) -> int:
         """Remove the lease files of runs that are gone; return how many were removed."""
         return self.lease.sweep()
+
+    # ------------------------------------------------------------------ what the index should hold
+
+    def list_searchable(self, ids: Collection[str] | None = None) -> list[SearchRow]:
+        """Every record the search index should hold — messages, valid memory, env events, each
+        in insertion order — or only those among ``ids``."""
+        rows: list[SearchRow] = []
+        wanted = None if ids is None else sorted(set(ids))
+        for table, key, condition, spec, make in _SEARCHABLE:
+            if wanted is None:
+                found = self._db().execute(f"SELECT * FROM {table} WHERE {condition} ORDER BY rowid").fetchall()
+            else:
+                found = []
+                for start in range(0, len(wanted), _CHUNK):
+                    chunk = wanted[start:start + _CHUNK]
+                    found += self._db().execute(
+                        f"SELECT rowid AS _rowid, * FROM {table} WHERE {condition} AND {key} IN "
+                        f"({', '.join('?' for _ in chunk)})", chunk).fetchall()
+                found.sort(key=lambda r: r["_rowid"])
+            rows += [make(r["session_id"], spec.from_row(r)) for r in found]
+        return rows
+
+    def searchable_ids(self) -> set[str]:
+        """The ids of ``list_searchable()``, read without the records."""
+        ids: set[str] = set()
+        for table, key, condition, _spec, _make in _SEARCHABLE:
+            ids.update(r[0] for r in self._db().execute(f"SELECT {key} FROM {table} WHERE {condition}"))
+        return ids

@@ -56,7 +56,6 @@ from app.store.connection import NotFoundError, StoreError, StoreThreadError
 from app.store.lookup import IdLookup
 from app.store.migrations import MIGRATIONS
 from app.store.recovery import UNFINISHED, TurnRecovery
-from app.store.search_rows import SearchRow, env_row, memory_row, message_row
 
 __all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreError", "StoreThreadError"]
 
@@ -463,17 +462,6 @@ class SqliteStore(IdLookup, TurnRecovery):
         row = self._one("SELECT * FROM event_log WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
                         (session_id, type))
         return None if row is None else {**dict(row), "payload": json.loads(row["payload"])}
-
-    def list_searchable(self) -> list[SearchRow]:
-        """Return every record the search index should hold: messages, valid memory, env events."""
-        db = self._db()
-        rows = [message_row(r["session_id"], R.MESSAGES.from_row(r))
-                for r in db.execute("SELECT * FROM messages ORDER BY rowid")]
-        rows += [memory_row(r["session_id"], R.MEMORY.from_row(r)) for r in db.execute(
-            "SELECT * FROM memory_fragments WHERE valid_to IS NULL ORDER BY rowid")]
-        rows += [env_row(r["session_id"], R.ENV_EVENTS.from_row(r))
-                 for r in db.execute("SELECT * FROM env_events ORDER BY rowid")]
-        return rows
 
     def count_rows(self, table: str) -> int:
         """Return the number of rows of a store table (diagnostics and tests)."""

@@ -8,6 +8,7 @@ processes.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -242,3 +243,36 @@ def test_an_open_index_keeps_working_after_another_process_rebuilt_it(store: Sql
     _, message = store.record_user_input(sid, "written after the rebuild")
     assert live.index_messages(sid, [message]) == 1
     assert live.ids() == {row.id for row in store.list_searchable()}
+
+
+def test_a_rebuild_killed_while_it_dropped_the_table_is_finished_from_scratch(store: SqliteStore,
+                                                                             tmp_path: Path) -> None:
+    populate(store)
+    path = tmp_path / "idx"
+    SearchIndex(path, HashEmbedder(dim=32)).rebuild_from(store)
+    (path / REBUILD_MARKER).write_text("{}")  # the rebuild started, and was killed in drop_table:
+    shutil.rmtree(path / f"{TABLE_NAME}.lance" / "data")  # the manifests still name deleted files
+    reopened = SearchIndex(path, HashEmbedder(dim=32))
+    assert reopened.needs_rebuild
+    assert reopened.finish_rebuild(store.list_searchable()) == 9
+    assert reopened.ids() == {row.id for row in store.list_searchable()} and not reopened.needs_rebuild
+    assert reopened.search_text("renew subscription", k=2)
+
+
+def test_an_index_that_cannot_be_opened_is_started_over(store: SqliteStore, tmp_path: Path) -> None:
+    populate(store)
+    path = tmp_path / "idx"
+    SearchIndex(path, HashEmbedder(dim=32)).rebuild_from(store)
+    shutil.rmtree(path / f"{TABLE_NAME}.lance" / "_versions")  # no manifest left: not a table
+    reopened = SearchIndex(path, HashEmbedder(dim=32))
+    assert reopened.needs_rebuild and reopened.count() == 0  # rebuildable from SQLite: nothing lost
+    assert reopened.reconcile(store) == 9 and not reopened.needs_rebuild
+
+
+def test_the_searchable_ids_and_rows_by_id_match_the_full_list(store: SqliteStore) -> None:
+    populate(store)
+    every = store.list_searchable()
+    assert store.searchable_ids() == {row.id for row in every}
+    some = [every[-1].id, every[0].id, every[3].id, "no-such-id"]
+    assert store.list_searchable(some) == [row for row in every if row.id in some]  # kept in order
+    assert store.list_searchable([]) == []

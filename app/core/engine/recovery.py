@@ -173,12 +173,12 @@ class RecoveryService:
             return 0
         if index.needs_rebuild:
             return await self._finish_rebuild(what)
-        have = await ctx.on_index(index.ids)  # before the rows: see SearchIndex.reconcile_rows
-        rows = await ctx.on_store(ctx.store.list_searchable)
-        stale = have - {row.id for row in rows}
+        have = await ctx.on_index(index.ids)  # before the store's: see SearchIndex.reconcile_rows
+        wanted = await ctx.on_store(ctx.store.searchable_ids)
+        stale = have - wanted
         if stale:
             await ctx.ex.run("embed", index.remove, stale)
-        missing = [row for row in rows if row.id not in have]
+        missing = await ctx.on_store(ctx.store.list_searchable, wanted - have) if wanted - have else []
         done = 0
         for start in range(0, len(missing), CATCH_UP_BATCH):
             if self._cancel.cancelled:
