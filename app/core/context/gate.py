@@ -9,7 +9,9 @@ budget with whatever was nearest. The grader here needs no model of its own:
   vectors of recent turns); ``lex``: share of the query's content words the item holds, each
   word weighted by its rarity in the candidate pool (a word every candidate has says nothing);
 - ``support`` = how far either of them reaches its "clearly about it" level, clipped to [0, 1];
-- ``rel`` = the item's fused recall score relative to the best one (how it stands in this list);
+- ``rel`` = the item's fused recall score relative to the best few (the ``ref_rank``-th best
+  score, so one outlier at the top — a hit with strong neighbours — does not push every other
+  item down), at most 1: how it stands in this list;
 - ``grade`` = rel × support for an item judged on its own merit.
 
 Branch isolation: an item's *relation* to the anchor decides what it must pass. Turns on the
@@ -46,6 +48,7 @@ class GatePolicy(BaseModel):
     sem_full: float = 0.3  # from this cosine up, full semantic support
     lex_full: float = 0.5  # this share of the query's weighted words is full lexical support
     cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
+    ref_rank: int = 3  # rel is measured against the score at this rank (a third of the list, if shorter)
     strict_other: bool = False  # a branch is continued, or there are several: other branches need both signals
     other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
     other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
@@ -106,10 +109,11 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
           relation: Mapping[str, Relation], policy: GatePolicy) -> dict[str, Grade]:
     """The grade of every item of ``fused`` (ids with a fused score); see the module doc."""
-    top = max(fused.values(), default=0.0)
+    ranked = sorted(fused.values(), reverse=True)
+    top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
     out: dict[str, Grade] = {}
     for item in sorted(fused):
-        rel = fused[item] / top if top > 0 else 0.0
+        rel = min(1.0, fused[item] / top) if top > 0 else 0.0
         kind = relation.get(item, "other")
         s = sem.get(item)
         lx = lex.get(item, 0.0)
@@ -135,6 +139,6 @@ def uncovered(sub_questions: Sequence[str], passed_texts: Sequence[str], pool_te
 
 def reason(g: Grade, threshold: float) -> str:
     """The drop reason shown in the evidence panel."""
-    how = f"grade {g.grade:.2f} < {threshold:.2f}: rank {g.rel:.2f} of the best"
+    how = f"grade {g.grade:.2f} < {threshold:.2f}: score {g.rel:.2f} of the best"
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
     return f"{BELOW} ({how}, words {g.lex:.2f})"

@@ -20,6 +20,11 @@ from app.core.session.state import SessionState
 from app.core.tools.model import ToolRound
 from app.core.types import BlockType, Priority, Role
 
+#: A turn is "long" (and enters compressed) only from this many tokens on, whatever the cap: a
+#: conversation turn of a few sentences is one statement and is kept whole; files, feed items and
+#: tool results are compressed as soon as they exceed the cap.
+LONG_TURN = 160
+
 #: The line the context carries when nothing stored passed the relevance gate.
 INSUFFICIENT = ("Evidence: nothing stored passed the relevance check for this question — the evidence "
                 "is insufficient; say so instead of guessing.")
@@ -58,8 +63,8 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
                    counter: TokenCounter, query: str, cap: int, priority: Sequence[str],
                    compressions: list[Compression]) -> list[Item]:
     """The kept recall candidates not already in the conversation, numbered [n] in rank order;
-    a text over ``cap`` tokens enters compressed (its selector on the item, the rest listed in
-    ``compressions``)."""
+    a note over ``cap`` tokens, or a turn over ``LONG_TURN`` and ``cap``, enters compressed (its
+    selector on the item, the rest listed in ``compressions``)."""
     items: list[Item] = []
     number = 0
     for cand in recalled.candidates:
@@ -71,7 +76,8 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
         if cand.id in state.messages:
             view = state.messages[cand.id]
             whole = state.render_message(view)  # an answer's copied outside text stays quoted
-            text, cut = _fit(state.quoted_text(view), query, cap, counter, counter.count(whole))  # a cached count
+            text, cut = _fit(state.quoted_text(view), query, max(cap, LONG_TURN), counter,
+                             counter.count(whole))  # a cached count
             line = whole if cut is None else state.speaker_line(view, text)
             items.append(Item(cand.id, BlockType.EVIDENCE, f"{tag} {line}", Priority.MEDIUM, score=cand.fused,
                               group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,), rank=rank,

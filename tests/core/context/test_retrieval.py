@@ -121,3 +121,24 @@ def test_other_branches_need_meaning_and_words_once_the_session_has_several() ->
         state.turns[f"t{i}"].node_id = node.node_id
     result = _fused(req, runs, state)
     assert result.kept_ids() == [] and result.gate is not None and result.gate.insufficient
+
+
+def test_an_index_channel_past_the_plans_time_limit_is_skipped_and_recorded() -> None:
+    import time
+
+    class SlowIndex:
+        def search_vector(self, query, k=10, **_kw):  # type: ignore[no-untyped-def]
+            time.sleep(0.5)
+            return [("m0", 0.9)]
+
+        def search_text(self, query, k=10, **_kw):  # type: ignore[no-untyped-def]
+            return [("m2", 2.0)]
+
+    async def run_blocking(fn, *args, **kw):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args, **kw)
+
+    req = RecallRequest(query="new plan", channel_sizes={"vector": 3, "fulltext": 3}, top_k=5, timeout_ms=50)
+    result = asyncio.run(recall(_state(), req, query_vector=[0.1, 0.2], search=SlowIndex(), run_blocking=run_blocking))
+    runs = {r.channel: r for r in result.channels}
+    assert runs["vector"].skipped and "time limit of 50 ms" in runs["vector"].error and not runs["vector"].hits
+    assert not runs["fulltext"].skipped and result.kept_ids() == ["m2"]
