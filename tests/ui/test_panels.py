@@ -215,6 +215,10 @@ def test_evidence_tab_lists_kept_and_dropped_candidates_with_reasons(panel: Insp
     assert table.item(rows[kept.id], reason_col).text() == kept.reason
     assert table.item(rows[not_kept.id], kept_col).text() == "✗"
     assert table.item(rows[not_kept.id], reason_col).text() == not_kept.reason != "kept"
+    gated = next(c for c in recall.candidates if c.reason.startswith("below relevance threshold"))
+    assert table.item(rows[gated.id], reason_col).text() == gated.reason  # the gate's drop reason shows
+    assert table.item(rows[gated.id], _column(table, "Grade")).text() == f"{gated.grade:.2f}"
+    assert "relevance gate" in panel.evidence.summary.text()
     vector = _column(table, "vector")
     hit = kept.channels["vector"]
     assert table.item(rows[kept.id], vector).text() == f"#{hit.rank} · {hit.score:.3f}"

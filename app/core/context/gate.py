@@ -8,6 +8,8 @@ budget with whatever was nearest. The grader here needs no model of its own:
 - ``sem``: cosine of the query and the item (the vector channel's score, or from the stored
   vectors of recent turns); ``lex``: share of the query's content words the item holds, each
   word weighted by its rarity in the candidate pool (a word every candidate has says nothing);
+  ``lex_rank``: the full-text channel's BM25 score relative to its best hit (a list-relative
+  estimate: it counts too, except where an item must prove itself absolutely — below);
 - ``support`` = how far either of them reaches its "clearly about it" level, clipped to [0, 1];
 - ``rel`` = the item's fused recall score relative to the best few (the ``ref_rank``-th best
   score, so one outlier at the top — a hit with strong neighbours — does not push every other
@@ -21,7 +23,7 @@ in pass as the conversation being continued (grade 1.0); older turns of the same
 (grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
 while the input continues one — or when the session holds several conversations, among which
 the input starts a new one — must be about the input by meaning and by words at once (support
-is the lesser of the two, against stricter levels): neighbouring conversations share a
+is the lesser of the two, against stricter levels, and words by their absolute share only): neighbouring conversations share a
 vocabulary and a register, and similarity alone lets them leak in.
 Pure functions over ids, texts and scores.
 """
@@ -61,6 +63,7 @@ class Grade(BaseModel):
     rel: float
     sem: float | None = None
     lex: float = 0.0
+    lex_rank: float = 0.0
     relation: Relation = "other"
     passed: bool = False
 
@@ -107,7 +110,8 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 
 
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
-          relation: Mapping[str, Relation], policy: GatePolicy) -> dict[str, Grade]:
+          relation: Mapping[str, Relation], policy: GatePolicy,
+          lex_rank: Mapping[str, float] | None = None) -> dict[str, Grade]:
     """The grade of every item of ``fused`` (ids with a fused score); see the module doc."""
     ranked = sorted(fused.values(), reverse=True)
     top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
@@ -117,10 +121,12 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         kind = relation.get(item, "other")
         s = sem.get(item)
         lx = lex.get(item, 0.0)
+        lr = (lex_rank or {}).get(item, 0.0)
         strict = policy.strict_other and kind == "other"
-        value = 1.0 if kind in ("branch", "linked") else rel * support(s, lx, policy, strict=strict)
+        words = lx if strict else max(lx, lr)
+        value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict)
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
-                          lex=round(lx, 6), relation=kind, passed=value >= policy.threshold)
+                          lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, passed=value >= policy.threshold)
     return out
 
 
@@ -141,4 +147,4 @@ def reason(g: Grade, threshold: float) -> str:
     """The drop reason shown in the evidence panel."""
     how = f"grade {g.grade:.2f} < {threshold:.2f}: score {g.rel:.2f} of the best"
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
-    return f"{BELOW} ({how}, words {g.lex:.2f})"
+    return f"{BELOW} ({how}, words {g.lex:.2f}, full-text {g.lex_rank:.2f})"

@@ -250,7 +250,13 @@ class _Pool:
             if hit is not None:
                 sem[item] = hit.score
         root = self.state.graph.root_of(anchor) if anchor else None
-        grades = gate.grade(fused, sem=sem, lex={i: gate.coverage(w, t) for i, t in texts.items()},
+        # The full-text channel's own BM25 score relative to its best hit: a second, list-relative
+        # lexical estimate (the gate uses it where relative standing is enough).
+        bm25 = self.per_channel.get("fulltext", {})
+        best = max(bm25.values(), default=0.0)
+        lex_rank = {item: score / best for item, score in bm25.items()} if best > 0 else {}
+        lex = {i: gate.coverage(w, t) for i, t in texts.items()}
+        grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank,
                             relation={i: self.relation(i, root) for i in fused}, policy=policy)
         for item, g in grades.items():
             cand = self.candidate(item)

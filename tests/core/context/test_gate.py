@@ -43,3 +43,15 @@ def test_uncovered_sub_questions() -> None:
                         GatePolicy())
     assert missing == ["What is the museum's address?"]
     assert uncovered(["one question only"], [], pool, GatePolicy()) == []
+
+
+def test_bm25_standing_counts_except_for_another_conversation() -> None:
+    fused = {"a": 1.0, "b": 0.9, "c": 0.8}
+    relation = {"a": "other", "b": "other", "c": "other"}
+    sem = {"a": 0.05, "b": 0.05, "c": 0.05}
+    lex_rank = {"a": 1.0, "b": 0.9, "c": 0.8}  # strong full-text hits without the query's words counted
+    loose = grade(fused, sem=sem, lex={}, lex_rank=lex_rank, relation=relation, policy=GatePolicy(threshold=0.3))
+    assert all(g.passed for g in loose.values())
+    strict = grade(fused, sem=sem, lex={}, lex_rank=lex_rank, relation=relation,
+                   policy=GatePolicy(threshold=0.3, strict_other=True))
+    assert not any(g.passed for g in strict.values())
