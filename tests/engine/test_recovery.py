@@ -192,6 +192,8 @@ def test_an_interrupted_rebuild_is_finished_before_start_returns(make_engine: En
         await first.start()
         state = await first.open_session(None)
         await first.ingest(state.session_id, [Message(role=Role.USER, content=f"history {i}") for i in range(90)])
+        assert first.recovery.catch_up_task is not None
+        await first.recovery.catch_up_task  # (it may index some of those rows itself meanwhile)
         rows = await first.ctx.on_store(first.store.list_searchable)
         cancel = CancelToken()
         index: Any = first.index
