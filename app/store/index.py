@@ -16,7 +16,9 @@ Crashes and other processes (several may share one data folder):
 - A rebuild writes the marker file ``REBUILDING`` before it drops the table and removes it once
   every row is back, all under ``.rebuild.lock``. While the marker exists the index is incomplete
   (``needs_rebuild``): ``reconcile``/``finish_rebuild`` complete it (embedding only what is
-  missing) and remove the marker; a process that finds another one rebuilding waits for it.
+  missing) and remove the marker; a process that finds another one rebuilding waits for it. A
+  table a rebuild killed in ``drop_table`` left half deleted is read in full first and made anew
+  when it cannot be; a table that cannot be opened at all is started over (marked) at the open.
 - ``reconcile`` reads the index's ids before the store's rows: a row another process commits
   and indexes meanwhile is never mistaken for a stale one.
 - Writes that lose a commit race with another process are retried (``WRITE_RETRIES``); a handle

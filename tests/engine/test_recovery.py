@@ -10,6 +10,7 @@ killed process's locks (``tests/store/test_crash_drill.py`` kills real ``pcm`` p
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,6 +97,31 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
     asyncio.run(main())
 
 
+def test_a_turn_killed_after_its_build_before_its_first_token_keeps_its_record(make_engine: EngineFactory) -> None:
+    async def main() -> None:
+        crashed = make_engine(chat=SilentModel(), config=_config())  # no token until it is stopped
+        await crashed.start()
+        state = await crashed.open_session(None)
+        run = await crashed.submit(state.session_id, "a question answered too late")
+        assert (await _turn(crashed, run.turn_id))["status"] == "building"
+        await _crash(crashed)
+        run.stop()
+        engine = make_engine(config=_config())
+        report = await engine.start()
+        assert report.interrupted == [run.turn_id] and report.partial_chars == {run.turn_id: 0}
+        row = await _turn(engine, run.turn_id)
+        record = await engine.turn_record(run.turn_id)
+        assert row["status"] == "interrupted" and row["answer_message_id"] is None
+        assert record.finish_reason == "interrupted" and record.output == ""
+        assert record.usage["error"] == "the app stopped before its answer started"
+        assert record.build.text == "a question answered too late"
+        await engine.open_session(state.session_id)
+        assert await engine.replay(run.turn_id) == []
+        await engine.close()
+
+    asyncio.run(main())
+
+
 def test_a_turn_killed_before_its_build_is_marked_and_gets_a_node(make_engine: EngineFactory) -> None:
     async def main() -> None:
         crashed = make_engine(config=_config())
@@ -171,6 +197,8 @@ def test_an_interrupted_rebuild_is_finished_before_start_returns(make_engine: En
         await first.start()
         state = await first.open_session(None)
         await first.ingest(state.session_id, [Message(role=Role.USER, content=f"history {i}") for i in range(90)])
+        assert first.recovery.catch_up_task is not None
+        await first.recovery.catch_up_task  # (it may index some of those rows itself meanwhile)
         rows = await first.ctx.on_store(first.store.list_searchable)
         cancel = CancelToken()
         index: Any = first.index
@@ -189,6 +217,16 @@ def test_an_interrupted_rebuild_is_finished_before_start_returns(make_engine: En
         await engine.close()
 
     asyncio.run(main())
+
+
+class SilentModel(ScriptedChatModel):
+    """Says nothing until it is stopped (a model still reading its prompt)."""
+
+    def chat(self, messages: Sequence[ChatMessage], **kw: Any) -> ChatResult:
+        cancel = kw.get("cancel")
+        while cancel is not None and not cancel.cancelled:
+            time.sleep(0.01)
+        return super().chat(messages, **{**kw, "on_token": None})
 
 
 class FailingModel(ScriptedChatModel):
