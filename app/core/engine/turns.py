@@ -257,6 +257,11 @@ class TurnService:
             )
         except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
             await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
+            # It is part of the session like any input: in the live state (as a reopened one has
+            # it) and in the index (as later builds and their replay must both see it).
+            state.add_message(message)
+            if ctx.index is not None:
+                await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
             raise
         state.add_message(message)
         if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
