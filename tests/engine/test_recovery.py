@@ -10,6 +10,7 @@ killed process's locks (``tests/store/test_crash_drill.py`` kills real ``pcm`` p
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -77,7 +78,7 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
         record = await engine.turn_record(run.turn_id)
         assert row["status"] == "interrupted" and record.finish_reason == "interrupted"
         partial = record.output
-        assert partial and shown.startswith(partial) and LONG.startswith(partial)
+        assert shown and partial.startswith(shown) and LONG.startswith(partial)  # all the user saw
         assert report.partial_chars[run.turn_id] == len(partial)
         answer = await engine.ctx.on_store(engine.store.get_message, row["answer_message_id"])
         assert answer.content == partial and answer.role == Role.ASSISTANT
@@ -92,6 +93,36 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
         assert answer.message_id in await engine.ctx.on_index(engine.index.ids)
         assert await engine.turn_statuses(state.session_id) == {
             first.turn_id: "answered", run.turn_id: "interrupted", later.turn_id: "answered"}
+        await engine.close()
+
+    asyncio.run(main())
+
+
+def test_every_piece_is_in_the_store_before_it_is_shown(make_engine: EngineFactory) -> None:
+    """Write-ahead: when a piece reaches ``on_token``, a committed checkpoint (read through a
+    connection of its own, as another process would) already holds it; the pieces still come
+    in order and whole, and the stored answer is the streamed text."""
+    async def main() -> None:
+        engine = make_engine(["The blue theme.", LONG], delay=0.002, config=_config(0.02))
+        await engine.start()
+        state = await engine.open_session(None, title="t")
+        await (await engine.submit(state.session_id, "I prefer the blue theme")).done
+        reader = sqlite3.connect(engine.ctx.store.db_path)
+        shown: list[str] = []
+        behind: list[tuple[int, int]] = []  # (chars shown, chars committed) when shown ran ahead
+
+        def on_token(piece: str) -> None:
+            shown.append(piece)
+            rows = reader.execute("SELECT text FROM answer_checkpoints").fetchall()  # this turn's only
+            committed = rows[0][0] if len(rows) == 1 else ""
+            if not committed.startswith("".join(shown)):
+                behind.append((len("".join(shown)), len(committed)))
+
+        run = await engine.submit(state.session_id, "Which theme do I prefer?", on_token=on_token)
+        record = await run.done
+        reader.close()
+        assert behind == [] and "".join(shown) == record.output and LONG.startswith(record.output)
+        assert 1 < len(shown) and (await _turn(engine, run.turn_id))["status"] == "answered"
         await engine.close()
 
     asyncio.run(main())

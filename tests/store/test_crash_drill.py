@@ -49,4 +49,4 @@ def test_sigkills_at_random_points_lose_nothing(tmp_path: Path) -> None:
     assert report.failures() == 0, summary
     assert summary["committed_turns_lost"] == summary["turns_left_unfinished"] == 0
     assert summary["integrity_failures"] == summary["index_mismatches"] == summary["replay_differences"] == 0
-    assert summary["seen_text_lost_beyond_granularity"] == 0 and summary["tracebacks"] == 0
+    assert summary["seen_text_lost"] == 0 and summary["tracebacks"] == 0

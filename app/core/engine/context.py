@@ -40,9 +40,10 @@ class EngineConfig:
     generation: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=256))
     routing: RoutingWeights = SESSION_DEFAULT
     max_streams: int = 2  # concurrent streams per session (Settings.max_concurrent_streams)
-    # A streaming answer is checkpointed to the store this often (seconds; 0 turns it off): after
-    # a crash, at most this much of what the user saw is missing from the partial answer kept.
-    checkpoint_s: float = 0.25
+    # A streaming answer is written to the store before each piece is shown, at most this often
+    # (seconds; below 0 turns it off): nothing the user saw is lost in a crash; a larger value
+    # means fewer writes and a choppier stream.
+    checkpoint_s: float = 0.05
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """After a crash: answers checkpointed as they stream, interrupted turns marked, the index caught up.
 
-- ``AnswerCheckpointer``: while an answer streams, its text so far is written to the store every
-  ``EngineConfig.checkpoint_s`` seconds (the first piece at once), on the store executor, at most
-  one write in flight and never awaited by the stream: a crash loses at most the text of the last
-  interval (plus one write) of what the user already saw.
+- ``AnswerCheckpointer``: while an answer streams, its text so far is written to the store (at
+  most one write in flight, at least ``EngineConfig.checkpoint_s`` seconds apart, on the store
+  executor) and each piece is shown only once a write holding it has committed: a crash never
+  loses answer text the user saw.
 - ``RecoveryService.start`` (from ``Engine.start``, before any session is opened): every unfinished
   turn of a run that is gone is marked "interrupted" with what is known — its build record, the
   checkpointed text as its partial answer, a canvas node if it never got one — and the search
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,36 +35,91 @@ CATCH_UP_BATCH = 64  # rows embedded per call on the embed executor
 
 
 class AnswerCheckpointer:
-    """Keeps the streamed text of one answer and writes it to the store as it grows."""
+    """Writes the streamed text of one answer to the store before it is shown (write-ahead).
 
-    def __init__(self, ctx: EngineContext, turn_id: str, interval_s: float) -> None:
-        self.ctx, self.turn_id, self.interval_s = ctx, turn_id, interval_s
+    ``add`` takes each streamed piece; a write of the text so far starts at once when none is in
+    flight and the last began at least ``interval_s`` ago (else when that time is up), and only
+    when it has committed are its pieces handed to ``show``. A crash therefore never loses text
+    the user saw; what it can lose is text still held back, at most one write plus ``interval_s``.
+    ``finish`` writes and shows the rest. ``interval_s < 0`` turns checkpoints off (pieces are shown
+    at once). A write that fails is logged (once) and tried again with what has streamed by then;
+    ``finish`` shows the whole answer even if the store keeps failing (its final write reports it).
+    """
+
+    def __init__(self, ctx: EngineContext, turn_id: str, interval_s: float,
+                 show: Callable[[str], None] | None = None) -> None:
+        self.ctx, self.turn_id, self.interval_s, self.show = ctx, turn_id, interval_s, show
         self.pieces: list[str] = []
-        self.writes = 0  # checkpoints written (diagnostics, tests)
+        self.shown = 0  # pieces handed to ``show``
+        self.writes = self.failures = 0  # checkpoint writes done and failed (diagnostics, tests)
         self._last = float("-inf")
         self._inflight: asyncio.Task[bool] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
     def text(self) -> str:
         return "".join(self.pieces)
 
     def add(self, piece: str) -> None:
-        """Take one streamed piece; start a checkpoint write when one is due and none runs."""
+        """Take one streamed piece: shown once a checkpoint holding it has committed."""
         self.pieces.append(piece)
-        now = time.monotonic()
-        if self.interval_s <= 0 or self._inflight is not None or now - self._last < self.interval_s:
-            return
-        self._last = now
-        store = self.ctx.store
-        task = spawn(self.ctx.on_store(store.save_answer_checkpoint, self.turn_id, self.text, len(self.pieces)),
-                     name=f"checkpoint {self.turn_id}")
-        self._inflight = task
-        task.add_done_callback(self._written)
+        if self.interval_s < 0:
+            self._release(len(self.pieces))
+        else:
+            self._pump()
 
-    def _written(self, task: asyncio.Task[bool]) -> None:
+    async def finish(self) -> None:
+        """Write what is not written yet and show it (the stream has ended, or failed)."""
+        await self._settle()
+        if self.interval_s >= 0 and self.shown < len(self.pieces):
+            self._last = float("-inf")  # the last write is due now, not after the interval
+            self._pump()
+            await self._settle()
+        self._release(len(self.pieces))
+
+    async def _settle(self) -> None:
+        """Wait for the writes in flight (each may start the next), then drop a pending one."""
+        while self._inflight is not None:
+            await asyncio.wait([self._inflight])
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _pump(self) -> None:
+        if self._inflight is not None or self._timer is not None or self.shown == len(self.pieces):
+            return
+        wait = self._last + self.interval_s - time.monotonic()
+        if wait > 0:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._due)
+            return
+        self._last = time.monotonic()
+        count = len(self.pieces)
+        task = spawn(self.ctx.on_store(self.ctx.store.save_answer_checkpoint, self.turn_id,
+                                       "".join(self.pieces[:count]), count), name=f"checkpoint {self.turn_id}")
+        self._inflight = task
+        task.add_done_callback(lambda done: self._written(done, count))
+
+    def _due(self) -> None:
+        self._timer = None
+        self._pump()
+
+    def _written(self, task: asyncio.Task[bool], count: int) -> None:
         self._inflight = None
-        if not task.cancelled() and task.exception() is None:
+        if task.cancelled() or task.exception() is not None:
+            if not self.failures:
+                log.warning("answer checkpoint of %s failed: %s", self.turn_id,
+                            "cancelled" if task.cancelled() else task.exception())
+            self.failures += 1
+        else:
             self.writes += 1
+            self._release(count)
+        self._pump()
+
+    def _release(self, count: int) -> None:
+        pieces, self.shown = self.pieces[self.shown:count], max(self.shown, count)
+        if self.show is not None:
+            for piece in pieces:
+                self.show(piece)
 
 
 @dataclass

@@ -322,13 +322,13 @@ class TurnService:
         """Stream the answer, record it with its usage, index it, and resolve ``run.done``. When
         the model fails mid-answer the turn is recorded as failed, with what streamed before."""
         ctx = self.ctx
-        saver = AnswerCheckpointer(ctx, run.turn_id, ctx.config.checkpoint_s)
+        saver = AnswerCheckpointer(ctx, run.turn_id, ctx.config.checkpoint_s, on_token)
         try:
             state = ctx.sessions[run.session_id]
             failure: Exception | None = None
             answer: Message | None
             try:
-                answer = await self._answer(run, record, on_token, saver)
+                answer = await self._answer(run, record, saver)
             except Exception as exc:  # noqa: BLE001 - recorded below, then reported on the future
                 failure, answer = exc, self._failed(run, record, saver.text, exc)
             # Stored, indexed and added between builds, under the session lock: the store's message
@@ -355,16 +355,16 @@ class TurnService:
         finally:
             self.running.pop(run.turn_id, None)
 
-    async def _answer(self, run: TurnRun, record: TurnRecord, on_token: Callable[[str], None] | None,
-                      saver: AnswerCheckpointer) -> Message:
-        """Stream the answer into ``record`` (text, finish, usage, timings), checkpointing it as it
-        streams (``saver``); return its message."""
+    async def _answer(self, run: TurnRun, record: TurnRecord, saver: AnswerCheckpointer) -> Message:
+        """Stream the answer into ``record`` (text, finish, usage, timings) through ``saver``, which
+        checkpoints each piece before it is shown; return its message."""
         answer_text, finish = "", "no model"
         if run.stream is not None:
-            async for piece in run.stream:
-                if on_token is not None:
-                    on_token(piece)
-                saver.add(piece)
+            try:
+                async for piece in run.stream:
+                    saver.add(piece)
+            finally:
+                await saver.finish()
             result = run.stream.result
             assert result is not None
             answer_text, finish = result.text, result.finish_reason
