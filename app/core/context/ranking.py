@@ -100,12 +100,6 @@ def propagate(
     return out
 
 
-def jaccard(a: set[str], b: set[str]) -> float:
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
-
-
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
     """Pairwise word-set Jaccard similarity of ``texts`` (n × n, float32), by one matrix product."""
     bags = [set(words(t)) for t in texts]

@@ -3,7 +3,7 @@
 ``EnvironmentService`` runs on the engine's context. ``ingest_env(session_id, events)`` takes one
 coalesced batch from the sensors' intake and, per event: stores the event and its evidence (one
 transaction for the batch), indexes its text (so search and recall find it), adds an ENV node to
-the graph and routes the event like an input (``env_routing.route_event``): a ``references`` edge
+the graph and routes the event like an input (``env_routing.RouteIndex``): a ``references`` edge
 to the task or turn that names the file / feed / endpoint, or to the most similar one; otherwise
 no edge (the environment lane). Each decision is logged as ``env.routed``. An event that reaches
 an ACTIVE task is pushed: ``env_pushed`` emits a ``PushNotice`` with a context compiled for that

@@ -440,7 +440,3 @@ def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     sims = np.divide(matrix @ q, norms, out=np.zeros(len(ids)), where=norms > 0)
     return {i: round(float(x), 6) for i, x in zip(ids, sims)}
-
-
-def vector_of(vectors: Mapping[str, np.ndarray], ids: Sequence[str]) -> dict[str, np.ndarray]:
-    return {i: vectors[i] for i in ids if i in vectors}

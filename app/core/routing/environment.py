@@ -2,9 +2,10 @@
 
 An env event (a file edited, a feed item, a polled value) becomes an ``Evidence`` (same id as
 the event, its text labelled and fenced like every outside text), a recall note, and an ENV
-graph node. ``route_event`` decides where it belongs: to the task, then the turn, whose own text
-names the file / feed / endpoint (``mention_names``), else to the most similar task or turn by
-embedding when that similarity clears the threshold, else nowhere (the environment lane).
+graph node. ``RouteIndex`` decides where each event of a batch belongs: to the task, then the
+turn, whose own text names the file / feed / endpoint (``mention_names``), else to the most
+similar task or turn by embedding when that similarity clears the threshold, else nowhere (the
+environment lane).
 """
 
 from __future__ import annotations
@@ -196,19 +197,3 @@ class RouteIndex:
         target = self.targets[self._rows[best]]
         where = f"task {target.name!r}" if target.kind == "task" else "this turn"
         return Route(target.kind, target.ref, "similarity", round(score, 4), f"similar to {where} ({score:.2f})")
-
-
-def route_event(
-    event: EnvEvent,
-    tasks: Sequence[Task],
-    turns: Sequence[tuple[str, str]],
-    *,
-    vector: np.ndarray | None = None,
-    task_vectors: Mapping[str, np.ndarray] | None = None,
-    turn_vectors: Mapping[str, np.ndarray] | None = None,
-    threshold: float = 0.55,
-) -> Route:
-    """Route one event (``RouteIndex`` routes a batch). ``turns`` are (turn node id, its text),
-    latest first; active tasks are preferred. Exact names first, then similarity ≥ ``threshold``."""
-    index = RouteIndex(tasks, turns, task_vectors=task_vectors, turn_vectors=turn_vectors, threshold=threshold)
-    return index.route(event, vector)

@@ -79,10 +79,6 @@ class Tool:
     def name(self) -> str:
         return self.spec.name
 
-    def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the tool's arguments (from its pydantic input model)."""
-        return self.input_model.model_json_schema()
-
 
 @dataclass
 class ToolRegistry:
