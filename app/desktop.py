@@ -87,10 +87,6 @@ def import_session(store: Any, data: dict[str, Any]) -> str:
     return import_(store, data)
 
 
-def list_sessions(store: Any) -> list[dict[str, Any]]:
-    return store.list_sessions()
-
-
 def read_document(path: Path) -> Any:
     from app.store.docfile import read_document_file
 
@@ -126,7 +122,6 @@ def services() -> Services:
         embed_models=embed_models,
         export_session=export_session,
         import_session=import_session,
-        list_sessions=list_sessions,
         read_document=read_document,
         document_text=document_text,
         build_sensors=build_sensors,

@@ -1,4 +1,5 @@
-"""Finding records by what a person types: the first characters of an id, or "the latest"."""
+"""Finding records by what a person types: the first characters of an id, or "the latest"
+(the last used session is ``catalog.SessionCatalog.last_used_session_id``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from app.store.connection import StoreBase
 
 
 class IdLookup(StoreBase):
-    """Id prefixes and the latest turn or session (a part of ``SqliteStore``)."""
+    """Id prefixes and the latest turn (a part of ``SqliteStore``)."""
 
     def match_ids(self, kind: str, prefix: str, *, limit: int = 2) -> list[str]:
         """Ids of ``kind`` ("turn" or "session") that start with ``prefix`` (as typed, any case),
@@ -22,11 +23,4 @@ class IdLookup(StoreBase):
         """The most recently recorded turn (of ``session_id``, or of any session), or None."""
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
         row = self._one(f"SELECT turn_id FROM turns {where} ORDER BY rowid DESC LIMIT 1", params)
-        return None if row is None else row[0]
-
-    def last_used_session_id(self) -> str | None:
-        """The session of the latest turn; without turns, the latest session created; or None."""
-        row = self._one("SELECT session_id FROM turns ORDER BY rowid DESC LIMIT 1", ())
-        if row is None:
-            row = self._one("SELECT session_id FROM sessions ORDER BY rowid DESC LIMIT 1", ())
         return None if row is None else row[0]

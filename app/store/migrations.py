@@ -265,10 +265,23 @@ def _m0003_turn_recovery(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0004_session_use(conn: sqlite3.Connection) -> None:
+    """When a session was last opened (the app reopens the last used one) and whether it is
+    archived (hidden from the list, never deleted; archiving is undone by clearing it)."""
+    _run(
+        conn,
+        (
+            "ALTER TABLE sessions ADD COLUMN opened_at TEXT",
+            "ALTER TABLE sessions ADD COLUMN archived_at TEXT",
+        ),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
     ("0003_turn_recovery", _m0003_turn_recovery),
+    ("0004_session_use", _m0004_session_use),
 ]
 
 

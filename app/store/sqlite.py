@@ -52,6 +52,7 @@ from app.core.types import (
     utc_now,
 )
 from app.store import records as R
+from app.store.catalog import SessionCatalog
 from app.store.connection import NotFoundError, StoreError, StoreThreadError
 from app.store.lookup import IdLookup
 from app.store.migrations import MIGRATIONS
@@ -62,7 +63,7 @@ __all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreErr
 _TURN_FIELDS = frozenset({"anchor_node_id", "status", "record", "answer_message_id"})
 
 
-class SqliteStore(IdLookup, TurnRecovery):
+class SqliteStore(SessionCatalog, IdLookup, TurnRecovery):
     """The system of record: sessions, turns, messages, evidence, graph and the event log."""
 
     # ------------------------------------------------------------------ sessions
@@ -116,16 +117,6 @@ class SqliteStore(IdLookup, TurnRecovery):
             else Summary.model_validate(json.loads(row["summary"])),
             "doc_extras": json.loads(row["doc_extras"]),
         }
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        """Return every session (id, title, times, message and turn counts) in creation order."""
-        rows = self._db().execute(
-            "SELECT s.session_id, s.title, s.created_at, s.updated_at, "
-            "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) "
-            "AS message_count, "
-            "(SELECT COUNT(*) FROM turns t WHERE t.session_id = s.session_id) AS turn_count "
-            "FROM sessions s ORDER BY s.rowid")
-        return [dict(row) for row in rows]
 
     # ------------------------------------------------------------------ turns and messages
 

@@ -135,9 +135,8 @@ class EngineController(QObject):
             await engine.start()
             engine.env_pushed.connect(self.env_pushed.emit)
             engine.env_failed.connect(self._on_env_failed)
-            if session_id is None:
-                sessions = await engine.with_store(self.services.list_sessions)
-                session_id = sessions[-1]["session_id"] if sessions else None
+            if session_id is None:  # the session used last (a new one on the first start)
+                session_id = await engine.last_used_session()
             await self.open_session(session_id)
         except Exception as exc:  # noqa: BLE001 - shown to the user, who can pick another model
             report(exc, "loading")
@@ -196,8 +195,17 @@ class EngineController(QObject):
             self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")
         return self.state
 
-    async def sessions(self) -> list[dict[str, Any]]:
-        return await self._engine().with_store(self.services.list_sessions)
+    async def sessions(self, *, archived: bool = False) -> list[dict[str, Any]]:
+        return await self._engine().list_sessions(archived=archived)
+
+    async def search_sessions(self, text: str, *, archived: bool = False) -> list[str]:
+        return await self._engine().search_sessions(text, archived=archived)
+
+    async def rename_session(self, session_id: str, title: str) -> None:
+        await self._engine().rename_session(session_id, title)
+
+    async def archive_session(self, session_id: str, archived: bool) -> None:
+        await self._engine().archive_session(session_id, archived)
 
     async def export_session(self) -> dict[str, Any]:
         """The open session as a structured context model document."""

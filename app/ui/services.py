@@ -40,8 +40,6 @@ class Services:
     export_session: Callable[[Any, str], dict[str, Any]]
     #: Validate a document and write it as a new session; returns its id (store thread).
     import_session: Callable[[Any, dict[str, Any]], str]
-    #: Sessions of the store: dicts with session_id, title, created_at, turn_count (store thread).
-    list_sessions: Callable[[Any], list[dict[str, Any]]]
     #: The JSON value of an exported document file, read and parsed strictly; a ``CoreError``
     #: naming the file, and the JSON path of a bad value (nesting, NaN, huge integer, surrogate).
     read_document: Callable[[Path], Any]

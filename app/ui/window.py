@@ -21,11 +21,8 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QMainWindow,
     QProgressBar,
-    QPushButton,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -46,6 +43,7 @@ from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row
 from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services
+from app.ui.sessions import SessionsPanel
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +92,12 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.inspector.evidence.text_lookup = self._evidence_text
         self.streams = StreamsPanel(self)
         self.env = EnvPanel(self)
-        self.sessions = QListWidget(self)
+        self.sessions = SessionsPanel(self)
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
             "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
             "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.RightDockWidgetArea),
-            "sessions": self._dock("Sessions", self._sessions_widget(), Qt.DockWidgetArea.LeftDockWidgetArea),
+            "sessions": self._dock("Sessions", self.sessions, Qt.DockWidgetArea.LeftDockWidgetArea),
         }
         self.tabifyDockWidget(self.docks["streams"], self.docks["environment"])
         self.docks["streams"].raise_()
@@ -120,17 +118,6 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
-
-    def _sessions_widget(self) -> QWidget:
-        holder = QWidget(self)
-        box = QVBoxLayout(holder)
-        box.setContentsMargins(4, 4, 4, 4)
-        new = QPushButton("New session", holder)
-        new.clicked.connect(self.new_session)
-        box.addWidget(new)
-        box.addWidget(self.sessions, 1)
-        self.sessions.itemActivated.connect(self._on_session_activated)
-        return holder
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -217,6 +204,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     def _connect(self) -> None:
         c = self.controller
+        self._connect_sessions()
         c.status_changed.connect(self._on_status)
         c.ready_changed.connect(self._on_ready_changed)
         c.session_opened.connect(self._on_session_opened)
@@ -331,25 +319,21 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.undo.clear()
         self.banner.hide()
         self.composer.set_anchor(None, "")  # a node pinned in the session left behind is not in this one
-        title = ""
-        self.setWindowTitle(f"PCM Canvas — {title or state.session_id[:8]}")
         self._update_status_labels()
         QTimer.singleShot(0, self.view.fit_all)
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
 
-    async def _refresh_sessions(self) -> None:
-        rows = await self.controller.sessions()
-        self.sessions.clear()
-        for row in reversed(rows):
-            when = str(row.get("created_at", ""))[:16].replace("T", " ")
-            item = QListWidgetItem(f"{row.get('title') or 'Session'} · {row.get('turn_count', 0)} turns\n{when} · {row['session_id'][:8]}")
-            item.setData(Qt.ItemDataRole.UserRole, row["session_id"])
-            self.sessions.addItem(item)
-            if row["session_id"] == self.controller.session_id:
-                item.setSelected(True)
+    def _connect_sessions(self) -> None:
+        self.sessions.bind(self.controller)
+        self.sessions.open_requested.connect(self._open_session)
+        self.sessions.new_requested.connect(self.new_session)
+        self.sessions.title_changed.connect(
+            lambda title: self.setWindowTitle(f"PCM Canvas — {title}" if title else "PCM Canvas"))
 
-    def _on_session_activated(self, item: QListWidgetItem) -> None:
-        session_id = item.data(Qt.ItemDataRole.UserRole)
+    async def _refresh_sessions(self) -> None:
+        await self.sessions.refresh()
+
+    def _open_session(self, session_id: str) -> None:
         if session_id != self.controller.session_id and self.controller.engine is not None:
             self.controller.spawn(self.controller.open_session(session_id), "Opening the session")
 
@@ -357,7 +341,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         if self.controller.engine is None:
             self._on_error("The models are still loading.")
             return
-        self.controller.spawn(self.controller.open_session(None, title="Session"), "Creating a session")
+        self.controller.spawn(self.controller.open_session(None), "Creating a session")  # its first input names it
 
     # ------------------------------------------------------------------ turns
 

@@ -169,12 +169,34 @@ class Engine:
     # ------------------------------------------------------------------ sessions
 
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
-        """The session's state, loaded on first use; a missing (or None) id creates the session."""
-        return await self.sessions.open(session_id, title=title)
+        """The session's state, loaded on first use; a missing (or None) id creates the session.
+        It becomes the last used session (``last_used_session``)."""
+        state = await self.sessions.open(session_id, title=title)
+        await self.ctx.on_store(self.ctx.store.mark_session_opened, state.session_id)
+        return state
 
-    async def list_sessions(self) -> list[dict[str, Any]]:
-        """Stored sessions (id, title, times) as the store lists them."""
-        return await self.ctx.on_store(self.ctx.store.list_sessions)
+    async def list_sessions(self, *, archived: bool = False) -> list[dict[str, Any]]:
+        """Stored sessions (id, title, times, counts) in creation order; ``archived`` lists the
+        archived ones too."""
+        return await self.ctx.on_store(lambda: self.ctx.store.list_sessions(archived=archived))
+
+    async def search_sessions(self, text: str, *, archived: bool = False) -> list[str]:
+        """Ids of the sessions whose title or messages contain ``text`` (any case)."""
+        return await self.ctx.on_store(lambda: self.ctx.store.search_sessions(text, archived=archived))
+
+    async def rename_session(self, session_id: str, title: str) -> str:
+        """Give the session a new title (one line, trimmed); returns the title stored."""
+        title = " ".join(title.split())
+        await self.ctx.on_store(lambda: self.ctx.store.update_session(session_id, title=title))
+        return title
+
+    async def archive_session(self, session_id: str, archived: bool = True) -> None:
+        """Hide the session from the list (``archived=False`` brings it back); nothing is deleted."""
+        await self.ctx.on_store(self.ctx.store.set_session_archived, session_id, archived)
+
+    async def last_used_session(self) -> str | None:
+        """The session opened most recently and not archived (see ``SessionCatalog``), or None."""
+        return await self.ctx.on_store(self.ctx.store.last_used_session_id)
 
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
                      parents: Mapping[str, str | None] | None = None) -> int:

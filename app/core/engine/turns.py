@@ -33,6 +33,7 @@ from app.core.runtime.executors import ChatStream
 from app.core.session.evidence import message_evidence
 from app.core.session.graph import NoNodeError
 from app.core.session.state import SessionState
+from app.core.session.titles import title_from
 from app.core.tasks.stack import TaskInputs
 from app.core.tools.model import ToolRound
 from app.core.types import (
@@ -249,6 +250,8 @@ class TurnService:
             raise NoNodeError("the node to reply from is not in this session: send again to let routing "
                               "choose, or pick a node of this session")
         turn_id, message = await ctx.on_store(ctx.store.record_user_input, session_id, text)
+        if not state.messages:  # the first input names a session that has no title yet
+            await ctx.on_store(ctx.store.title_untitled_session, session_id, title_from(text))
         try:
             build, timing = await self.build(
                 session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,

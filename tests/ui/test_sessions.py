@@ -1,0 +1,101 @@
+"""The Sessions dock on the real engine (real SQLite + LanceDB, scripted model): the first input
+names a session, one click opens one, rename in place, search by title and message, archive
+with Undo (nothing deleted), and the app reopens the session used last, not the newest one."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from app.config import Settings
+from app.ui.sessions import UNTITLED
+from app.ui.window import MainWindow
+from tests.ui.conftest import drive, fake_services, until
+
+
+def _open(qtbot, settings: Settings) -> MainWindow:
+    window = MainWindow(settings, fake_services(["Noted."] * 8))
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def _close(window: MainWindow, loop) -> None:
+    window.close()
+    drive(loop, until(lambda: window._shut, 30, "shutdown"))
+
+
+async def _listed(window: MainWindow, predicate) -> list[str]:
+    """Wait until the listed session ids satisfy ``predicate``; return them."""
+    return await until(lambda: predicate(ids := window.sessions.session_ids()) and ids, 30, "the session list")
+
+
+def _titles(window: MainWindow) -> list[str]:
+    panel = window.sessions
+    return [panel.rows[sid].get("title") or UNTITLED for sid in panel.session_ids()]
+
+
+async def _answer(window: MainWindow, text: str) -> None:
+    c = window.controller
+    before = len(c.state.turn_order)
+    window.composer.edit.setPlainText(text)
+    window.composer.send.click()
+    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
+
+
+def test_sessions_are_named_opened_renamed_searched_archived_and_reopened(qtbot, aloop, settings: Settings) -> None:
+    window = _open(qtbot, settings)
+    c, panel = window.controller, window.sessions
+    assert drive(aloop, c.load())
+    first = c.session_id
+    drive(aloop, _answer(window, "Plan the Kyoto trip for April\nwith temples"))
+    drive(aloop, until(lambda: _titles(window) == ["Plan the Kyoto trip for April"], 30, "the title"))  # its first input
+    assert window.windowTitle() == "PCM Canvas — Plan the Kyoto trip for April"
+
+    panel.new_button.click()
+    drive(aloop, until(lambda: c.session_id not in (None, first), 30, "a new session"))
+    second = c.session_id
+    drive(aloop, until(lambda: _titles(window) == [UNTITLED, "Plan the Kyoto trip for April"], 30, "two sessions"))
+    drive(aloop, _answer(window, "Why does my_list[3] raise IndexError?"))
+
+    # one click opens a session
+    item = panel.list.item(panel.session_ids().index(first))
+    qtbot.mouseClick(panel.list.viewport(), Qt.MouseButton.LeftButton, pos=panel.list.visualItemRect(item).center())
+    drive(aloop, until(lambda: c.session_id == first, 30, "the first session opened"))
+
+    # rename in place: Enter keeps it
+    panel.start_rename(second)
+    assert panel.rename_box.isVisible() and panel.rename_box.text() == "Why does my_list[3] raise IndexError?"
+    panel.rename_box.setText("  Python   error ")
+    qtbot.keyClick(panel.rename_box, Qt.Key.Key_Return)
+    drive(aloop, until(lambda: panel.rows.get(second, {}).get("title") == "Python error", 30, "the new title"))
+    assert not panel.rename_box.isVisible()
+
+    # search: titles and message text, any case
+    panel.search.setText("INDEXERROR")
+    drive(aloop, _listed(window, lambda ids: ids == [second]))
+    panel.search.setText("nothing like this")
+    drive(aloop, until(lambda: panel.session_ids() == [] and panel.empty.isVisible(), 30, "no match"))
+    panel.search.clear()
+    drive(aloop, _listed(window, lambda ids: ids == [second, first]))
+
+    # archive hides it and offers Undo; Undo brings it back; nothing is deleted
+    panel.archive(second)
+    drive(aloop, _listed(window, lambda ids: ids == [first]))
+    assert panel.undo_button.isVisible() and "Python error" in panel.undo_label.text()
+    panel.archived_box.setChecked(True)
+    drive(aloop, _listed(window, lambda ids: ids == [second, first]))
+    assert "archived" in panel.list.item(0).text()
+    panel.archived_box.setChecked(False)
+    drive(aloop, _listed(window, lambda ids: ids == [first]))
+    panel.undo_button.click()
+    drive(aloop, _listed(window, lambda ids: ids == [second, first]))
+    assert not panel.undo_button.isVisible()
+    turns = drive(aloop, c.engine.with_store(lambda store: [(t["turn_id"], t["status"], store.get_message(t["input_message_id"]).content) for t in store.list_turns(second)]))
+    assert len(turns) == 1, turns  # its turn is still there
+
+    # the app reopens the session used last (the first), not the newest one
+    _close(window, aloop)
+    again = _open(qtbot, settings)
+    assert drive(aloop, again.controller.load())
+    assert again.controller.session_id == first
+    _close(again, aloop)
