@@ -384,6 +384,10 @@ class EngineController(QObject):
         self._sensor_timer.start()
         self._on_sensor_tick()
 
+    async def env_events(self) -> list[Any]:
+        """The open session's stored env events (oldest first)."""
+        return [] if self.state is None else await self._engine().env_events(self.state.session_id)
+
     async def _env_history(self) -> list[Any]:
         """The session's stored env events, which feeds and API sources resume from (nothing
         is needed when neither is configured)."""

@@ -39,7 +39,8 @@ from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.file_actions import FileActions
-from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row
+from app.ui.help import add_help_menu
+from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row, history_rows
 from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services
@@ -201,6 +202,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         turn = self.menuBar().addMenu("&Turn")
         self._action(turn, "Focus the &composer", lambda: self.composer.edit.setFocus(), "Ctrl+L")
         self._action(turn, "&Stop all answers", self.controller.stop_all, "Ctrl+.")
+        add_help_menu(self)
 
     def _connect(self) -> None:
         c = self.controller
@@ -322,6 +324,14 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self._update_status_labels()
         QTimer.singleShot(0, self.view.fit_all)
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
+        self.env.clear()
+        self.controller.spawn(self._show_env_history(state), "Reading the environment history")
+
+    async def _show_env_history(self, state: SessionState) -> None:
+        """The Environment dock shows the session's stored events (then new ones as they come)."""
+        events = await self.controller.env_events()
+        if self.controller.state is state:
+            self.env.add_history(history_rows(state.graph, events))
 
     def _connect_sessions(self) -> None:
         self.sessions.bind(self.controller)

@@ -276,10 +276,19 @@ def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(
     _close(window, aloop)
     assert window.controller.sensors is None  # stopped with the app
 
+    again = _open(qtbot, settings, fake_services(["Noted."]))  # the dock keeps its history
+    drive(aloop, again.controller.load())
+    drive(aloop, until(lambda: again.env.rows, 30, "the stored events in the panel"))
+    restored = again.env.rows[0]
+    assert (restored.event_id, restored.node_id, restored.kind, restored.change, restored.routed_to) == (
+        row.event_id, row.node_id, row.kind, row.change, row.routed_to)
+    assert "budget.md" in restored.title and again.env.table.rowCount() == len(again.env.rows)
+    _close(again, aloop)
+
 
 def test_the_env_panel_shows_refused_links_and_events_that_could_not_be_stored(qtbot, aloop, tmp_path: Path) -> None:
     """A symlink out of the folder is listed with its refusal (no content); an event the store
-    refuses is listed as "not stored" with its reason, and again after a restart."""
+    refuses is listed as "not stored" with its reason; both again after a restart."""
     import os
 
     folder, outside = tmp_path / "notes", tmp_path / "outside"
@@ -310,8 +319,10 @@ def test_the_env_panel_shows_refused_links_and_events_that_could_not_be_stored(q
     _close(window, aloop)
     again = _open(qtbot, settings.model_copy(update={"watched_folders": []}), fake_services(["Noted."]))
     drive(aloop, again.controller.load())
-    drive(aloop, until(lambda: again.env.rows, 10, "the recorded failure"))
-    assert [(r.title, r.change) for r in again.env.rows] == [("cursed.md", "not stored")]
+    drive(aloop, until(lambda: len(again.env.rows) >= 2, 10, "the recorded failure and the stored event"))
+    assert sorted((r.title, r.change, r.note) for r in again.env.rows) == [
+        ("cursed.md", "not stored", "OSError: disk full"),
+        ("link.txt", link.change, "refused: link out of the watched folder")]
     _close(again, aloop)
 
 

@@ -9,6 +9,8 @@ overview instead of asking thousands of items to paint themselves.
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import (
     QColor,
@@ -19,7 +21,7 @@ from PySide6.QtGui import (
     QPen,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QGraphicsView, QWidget
+from PySide6.QtWidgets import QGraphicsView, QLabel, QWidget
 
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES, OVERVIEW_SCALE
 from app.ui.canvas.scene import CanvasScene
@@ -28,6 +30,16 @@ MIN_SCALE = 0.004
 MAX_SCALE = 4.0
 PAN_STEP = 80
 _WORLD = QRectF(-4.0e6, -4.0e6, 8.0e6, 8.0e6)  # free panning: the canvas has no edge
+
+
+FIRST_RUN_HINT = (
+    "Nothing here yet. Type a question or a task in the box below and press Enter.\n\n"
+    "Each input becomes a card on this canvas, placed on the branch it belongs to; its answer "
+    "streams into the card. Select a card to see why it was routed there and what evidence the "
+    "answer used (Inspector, right). Right-click a card to reply from it, mark a checkpoint "
+    "or ask again.\n\n"
+    "Help → Keyboard shortcuts lists the keys."
+)
 
 
 class CanvasView(QGraphicsView):
@@ -54,6 +66,28 @@ class CanvasView(QGraphicsView):
         self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setAcceptDrops(True)
+        self.hint = QLabel(FIRST_RUN_HINT, self.viewport())
+        self.hint.setObjectName("canvas-hint")
+        self.hint.setWordWrap(True)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.hint.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.hint.setStyleSheet("color: palette(mid); font-size: 14px;")
+        scene.changed.connect(lambda _rects: self.update_hint())
+
+    def update_hint(self) -> None:
+        """Show the first-run hint, centred, while the canvas has no node."""
+        empty = self._canvas.node_count() == 0
+        if empty:
+            width = min(520, max(200, self.viewport().width() - 40))
+            self.hint.setFixedWidth(width)
+            self.hint.adjustSize()
+            self.hint.move((self.viewport().width() - width) // 2,
+                           max(10, (self.viewport().height() - self.hint.height()) // 2))
+        self.hint.setVisible(empty)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self.update_hint()
 
     # ------------------------------------------------------------------ navigation
 

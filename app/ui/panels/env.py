@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from app.core.text import quote_label
+from app.core.types import EdgeKind, NodeKind
 from app.ui.panels.widgets import make_table
 
 COLUMNS = ("When", "Kind", "What", "Change", "Routed to", "Push")
@@ -64,6 +65,23 @@ def failure_row(entry: dict[str, Any]) -> EnvRow:
                   "", note=str(entry.get("reason", "")))
 
 
+def history_rows(graph: Any, events: list[Any]) -> list[EnvRow]:
+    """The rows of a session's stored env events, oldest first, as they were shown when they
+    arrived: each ENV node of ``graph`` with where its ``references`` edge routed it, and the
+    notes of the stored event (``events``: the session's ``EnvEvent``s)."""
+    payloads = {e.event_id: e.payload for e in events}
+    rows = []
+    for node in graph.nodes(NodeKind.ENV):
+        attrs = node.attrs
+        edges = graph.out_edges(node.node_id, EdgeKind.REFERENCES)
+        target = graph.node(edges[-1].dst) if edges and edges[-1].dst in graph else None
+        rows.append(EnvRow(node.ref_id or "", node.node_id, str(attrs.get("at") or node.created_at or ""),
+                           str(attrs.get("kind", "")), node.label, str(attrs.get("change", "")),
+                           target.label[:40] if target is not None else "",
+                           note=event_note(payloads.get(node.ref_id or "", {}))))
+    return sorted(rows, key=lambda row: row.at)
+
+
 class EnvPanel(QWidget):
     """Newest environment events first, with where each was routed; sensor status on top."""
 
@@ -91,9 +109,16 @@ class EnvPanel(QWidget):
 
     def add_events(self, rows: list[EnvRow]) -> None:
         """Put ``rows`` on top (newest first), keeping at most ``MAX_ROWS``."""
-        if not rows:
-            return
-        self.rows = (list(reversed(rows)) + self.rows)[:MAX_ROWS]
+        if rows:
+            self._show((list(reversed(rows)) + self.rows)[:MAX_ROWS])
+
+    def add_history(self, rows: list[EnvRow]) -> None:
+        """Put ``rows`` (oldest first: stored events of an earlier run) below those shown."""
+        if rows:
+            self._show((self.rows + list(reversed(rows)))[:MAX_ROWS])
+
+    def _show(self, rows: list[EnvRow]) -> None:
+        self.rows = rows
         self.table.setUpdatesEnabled(False)
         self.table.setRowCount(len(self.rows))
         for r, row in enumerate(self.rows):
@@ -105,6 +130,11 @@ class EnvPanel(QWidget):
                 item.setToolTip("\n".join(part for part in (row.title, row.note, row.at) if part))
                 self.table.setItem(r, c, item)
         self.table.setUpdatesEnabled(True)
+
+    def clear(self) -> None:
+        """No rows (another session is shown)."""
+        self.rows = []
+        self.table.setRowCount(0)
 
     def set_sensor_status(self, lines: list[str]) -> None:
         """One line per sensor (e.g. "feed https://…: ok 12:04, 31 items" or its last error)."""
