@@ -200,6 +200,26 @@ def test_plan_tab_groups_fields_by_family_with_budget_per_segment_and_rejected_p
     assert {table.item(r, 0).text(): table.item(r, why).text() for r in range(1, table.rowCount())} == rejected
 
 
+JARGON = ("band", "candidate_pool", "top_k", "tight", "balanced", "relevance_threshold", "mmr", "segment", "qa")
+
+
+def test_plan_and_intent_tabs_say_what_was_decided_in_plain_words_first(panel: InspectorPanel, session: Session) -> None:
+    plan, intent = session.record.build.plan, session.record.build.intent
+    for tab in (panel.plan, panel.intent):
+        words = set(re.findall(r"[a-z_]+", tab.summary.text().lower()))
+        assert tab.summary.text() and not words & set(JARGON), tab.summary.text()
+        assert tab.summary.textFormat() == Qt.TextFormat.PlainText
+        assert tab.details.body.isHidden()  # the fields wait under "Details"
+        tab.details.button.click()
+        assert not tab.details.body.isHidden() and tab.details.button.text() == "Details ▾"
+        tab.details.button.click()
+    said = panel.plan.summary.text()
+    assert f"at most {plan['rerank']['top_k']} pieces of evidence" in said
+    assert f"of {plan['budget']['total_tokens']:,} tokens" in said
+    assert f"{session.record.build.context.tokens:,} of" in said
+    assert panel.intent.summary.text().startswith("The app took this as a question") == (intent["mode"] == "qa")
+
+
 # ---------------------------------------------------------------------- evidence
 
 

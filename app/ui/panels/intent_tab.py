@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QWidget
 
 from app.core.pipeline.record import TurnRecord
 from app.ui import theme
+from app.ui.panels.plain import Details, intent_sentence
 from app.ui.panels.widgets import (
     MeterWidget,
     RawJsonWidget,
@@ -84,13 +86,15 @@ class IntentTabWidget(ScrollTab):
         self.llm_output.setFont(theme.monospace_font())
         self.llm_output.setMaximumHeight(110)
         self.raw = RawJsonWidget("Raw intent JSON")
-        for widget in (
-            self.summary, section_label("Fields"), self.fields, section_label("Uncertainty reasons"), self.reasons,
+        self.details = Details([
+            section_label("Fields"), self.fields, section_label("Uncertainty reasons"), self.reasons,
             section_label("Rules & embeddings vs the LLM signal"), self.llm_status, self.compare,
             section_label("LLM output as received"), self.llm_output,
             section_label("Signal contributions (weight × score per label)"), self.signals, self.raw,
-        ):
-            layout.addWidget(widget)
+        ])
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the user's words
+        layout.addWidget(self.summary)
+        layout.addWidget(self.details)
         layout.addStretch(1)
 
     def show_record(self, record: TurnRecord | None) -> None:
@@ -105,11 +109,7 @@ class IntentTabWidget(ScrollTab):
             self.raw.set_data({})
             return
         intent = record.build.intent
-        self.summary.setText(
-            f"<b>{intent.get('mode', '?')}</b> · {intent.get('task_type', '?')} — "
-            f"goal: {intent.get('goal') or '(none)'}"
-            + (" — <b>needs clarification</b>" if intent.get("needs_clarification") else "")
-        )
+        self.summary.setText(intent_sentence(intent))
         self._fill_fields(intent)
         reasons = list(intent.get("uncertainty_reasons", []))
         self.reasons.setText("\n".join(f"• {r}" for r in reasons) if reasons else "None: no field was in doubt.")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.core.pipeline.record import TurnRecord
+from app.ui.panels.plain import Details, plan_sentence
 from app.ui.panels.widgets import (
     RawJsonWidget,
     ScrollTab,
@@ -63,9 +65,11 @@ class PlanTabWidget(ScrollTab):
         self.candidates = make_table(
             ["Candidate", "Recall", "Asks first", "Chosen", "Violations", "Repaired", "Pruned", "Why"], sortable=True)
         self.raw = RawJsonWidget("Raw plan JSON")
-        for widget in (self.summary, section_label("Chosen plan"), self.tree,
-                       section_label("Candidate plans"), self.candidates, self.raw):
-            layout.addWidget(widget)
+        self.details = Details([section_label("Chosen plan"), self.tree,
+                                section_label("Candidate plans"), self.candidates, self.raw])
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the user's words
+        layout.addWidget(self.summary)
+        layout.addWidget(self.details)
         layout.addStretch(1)
 
     def show_record(self, record: TurnRecord | None) -> None:
@@ -78,11 +82,7 @@ class PlanTabWidget(ScrollTab):
             return
         plan = record.build.plan
         used = {name: usage.used for name, usage in record.build.context.segments.items()}
-        chosen = next((c for c in record.build.plan_candidates if c.get("chosen")), None)
-        self.summary.setText(
-            f"Plan <b>{plan.get('candidate_id', '?')}</b> — {plan.get('strategy', '?')} recall"
-            + (f". {chosen.get('reason', '')}" if chosen else "")
-        )
+        self.summary.setText(plan_sentence(plan, record.build.context.tokens))
         bold = QFont(self.tree.font())
         bold.setBold(True)
         for family, keys in family_of(plan).items():
