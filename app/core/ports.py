@@ -59,6 +59,24 @@ class GenerationParams(BaseModel):
     stop: list[str] = Field(default_factory=list)
 
 
+class SessionGeneration(BaseModel):
+    """A session's own generation settings; None leaves the app's default. ``system_prompt`` is
+    the user's standing instruction, put in every context of the session (recorded per build)."""
+
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=64, le=8192)
+    system_prompt: str = Field(default="", max_length=4000)
+
+    def params(self, base: GenerationParams) -> GenerationParams:
+        """``base`` with this session's temperature and answer length where set."""
+        update: dict[str, Any] = {}
+        if self.temperature is not None:
+            update["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            update["max_tokens"] = self.max_tokens
+        return base.model_copy(update=update) if update else base
+
+
 class ChatResult(BaseModel):
     """What a finished (or stopped) chat call returns."""
 
@@ -186,6 +204,8 @@ class SessionStore(Protocol):
     def set_session_archived(self, session_id: str, archived: bool) -> None: ...
     def title_untitled_session(self, session_id: str, title: str) -> bool: ...
     def mark_session_opened(self, session_id: str) -> None: ...
+    def set_session_generation(self, session_id: str, settings: dict[str, Any]) -> None: ...
+    def session_generation(self, session_id: str) -> dict[str, Any]: ...
     def last_used_session_id(self) -> str | None: ...
     def record_user_input(self, session_id: str, text: str, *, author: Author | None = None,
                           at: str | None = None) -> tuple[str, Message]: ...

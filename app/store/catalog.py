@@ -7,6 +7,7 @@ one opened most recently (older data folders, without it, fall back to the lates
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from app.core.types import utc_now
@@ -64,6 +65,19 @@ class SessionCatalog(StoreBase):
             if cursor.rowcount:
                 self._log(session_id, "session.updated", {"fields": ["title"], "automatic": True})
         return bool(cursor.rowcount)
+
+    def set_session_generation(self, session_id: str, settings: dict[str, Any]) -> None:
+        """Keep the session's own generation settings (a JSON object; {} for the defaults)."""
+        with self.transaction():
+            self._require_session(session_id)
+            self._db().execute("UPDATE sessions SET generation = ? WHERE session_id = ?",
+                               (json.dumps(settings, sort_keys=True), session_id))
+            self._log(session_id, "session.generation_set", settings)
+
+    def session_generation(self, session_id: str) -> dict[str, Any]:
+        """The session's own generation settings ({} when it has none or does not exist)."""
+        row = self._one("SELECT generation FROM sessions WHERE session_id = ?", (session_id,))
+        return json.loads(row[0]) if row is not None and row[0] else {}
 
     def mark_session_opened(self, session_id: str) -> None:
         """Note that the session was opened now (what "the last used session" follows)."""

@@ -277,11 +277,18 @@ def _m0004_session_use(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0005_session_generation(conn: sqlite3.Connection) -> None:
+    """A session's own generation settings (temperature, answer length, standing instruction) as
+    JSON; NULL keeps the app's defaults."""
+    _run(conn, ("ALTER TABLE sessions ADD COLUMN generation TEXT",))
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
     ("0003_turn_recovery", _m0003_turn_recovery),
     ("0004_session_use", _m0004_session_use),
+    ("0005_session_generation", _m0005_session_generation),
 ]
 
 

@@ -1,4 +1,5 @@
-"""What the File menu does: export and import a session, and the settings (with the theme).
+"""What the File menu does: export and import a session, the settings (with the theme) and the
+open session's own settings (temperature, answer length, standing instruction).
 
 ``FileActions`` is mixed into ``MainWindow`` like ``branch_actions.CanvasActions``. Export and
 import reach the store through the controller and the engine facade (``Engine.with_store``);
@@ -18,10 +19,12 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar
 
 from app.config import Settings, remember_data_dir
 from app.core.errors import CoreError, user_line
+from app.core.ports import SessionGeneration
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
 from app.ui.dialogs import SettingsDialog
+from app.ui.generation import GenerationDialog
 from app.ui.services import Services
 from app.ui.theme import apply_theme
 
@@ -114,6 +117,30 @@ class FileActions:
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
         return dialog
+
+    def open_session_settings(self) -> None:
+        """The open session's temperature, answer length and standing instruction."""
+        engine, session_id = self.controller.engine, self.controller.session_id
+        if engine is None or session_id is None:
+            self._on_error("The models are still loading.")
+            return
+
+        async def show() -> None:
+            current = await engine.generation(session_id)
+            rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
+            title = (rows[0].get("title") if rows else "") or "this session"
+            dialog = GenerationDialog(current, engine.config.generation, title, self._window())
+            dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
+                                                                   "Saving the session settings"))
+            dialog.open()
+            self.generation_dialog = dialog  # tests reach the dialog shown
+
+        self.controller.spawn(show(), "Reading the session settings")
+
+    async def _save_generation(self, session_id: str, new: SessionGeneration) -> None:
+        assert self.controller.engine is not None
+        await self.controller.engine.set_generation(session_id, new)
+        self.statusBar().showMessage("Session settings saved: they apply from the next input.", 8000)
 
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings

@@ -180,6 +180,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self._action(file, "&Import session…", self._ask_import, "Ctrl+I")
         file.addSeparator()
         self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
+        self._action(file, "Session se&ttings…", self.open_session_settings, "Ctrl+Shift+,")
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         edit = self.menuBar().addMenu("&Edit")

@@ -99,3 +99,30 @@ def test_sessions_are_named_opened_renamed_searched_archived_and_reopened(qtbot,
     assert drive(aloop, again.controller.load())
     assert again.controller.session_id == first
     _close(again, aloop)
+
+
+def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbot, aloop, settings: Settings) -> None:
+    from app.core.ports import SessionGeneration
+    from app.core.types import BlockType
+
+    window = _open(qtbot, settings)
+    c = window.controller
+    assert drive(aloop, c.load())
+    window.open_session_settings()
+    dialog = drive(aloop, until(lambda: getattr(window, "generation_dialog", None), 10, "the dialog"))
+    assert dialog.isVisible() and dialog.values() == SessionGeneration()  # defaults to start with
+    assert dialog.max_tokens.specialValueText().startswith("Default (")
+    dialog.temperature.setValue(0.9)
+    dialog.max_tokens.setValue(128)
+    dialog.prompt.setPlainText("x" * 4001)
+    assert not dialog.buttons.button(dialog.buttons.StandardButton.Save).isEnabled()  # too long
+    dialog.prompt.setPlainText("  Answer in one sentence.  ")
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    expected = SessionGeneration(temperature=0.9, max_tokens=128, system_prompt="Answer in one sentence.")
+    drive(aloop, until(lambda: c.state.generation == expected, 10, "the settings saved"))
+    drive(aloop, _answer(window, "What is a harbour?"))
+    record = drive(aloop, c.engine.turn_record(c.state.turn_order[-1]))
+    assert record.params["temperature"] == 0.9 and record.params["max_tokens"] == 128
+    assert any("Answer in one sentence." in b.content for b in record.build.context.blocks
+               if b.block_type == BlockType.INSTRUCTION)
+    _close(window, aloop)

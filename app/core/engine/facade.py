@@ -43,7 +43,7 @@ from app.core.intent.profile import UserProfile
 from app.core.pipeline.builder import ContextBuilder
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.plan.builder import PlanBuilder
-from app.core.ports import ChatModel, Embedder, SearchIndex, SessionStore, TokenCounter
+from app.core.ports import ChatModel, Embedder, SearchIndex, SessionGeneration, SessionStore, TokenCounter
 from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
@@ -193,6 +193,18 @@ class Engine:
     async def archive_session(self, session_id: str, archived: bool = True) -> None:
         """Hide the session from the list (``archived=False`` brings it back); nothing is deleted."""
         await self.ctx.on_store(self.ctx.store.set_session_archived, session_id, archived)
+
+    async def set_generation(self, session_id: str, settings: SessionGeneration) -> None:
+        """Give the session its own temperature, answer length and standing instruction (they
+        apply from its next turn; each build records the instruction it used)."""
+        state = await self.sessions.open(session_id)
+        await self.ctx.on_store(self.ctx.store.set_session_generation, session_id,
+                                settings.model_dump(mode="json", exclude_defaults=True))
+        state.generation = settings
+
+    async def generation(self, session_id: str) -> SessionGeneration:
+        """The session's own generation settings (fields left None use the app's defaults)."""
+        return (await self.sessions.open(session_id)).generation
 
     async def last_used_session(self) -> str | None:
         """The session opened most recently and not archived (see ``SessionCatalog``), or None."""

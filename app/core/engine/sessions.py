@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from app.core.context.compiler import Fact, extract_facts
 from app.core.engine.context import EngineContext
 from app.core.intent.profile import UserProfile
+from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
 from app.core.session.state import NoteView, SessionState, override_spans
 from app.core.types import (
@@ -59,6 +60,7 @@ class SessionService:
         messages = await ctx.on_store(ctx.store.list_messages, sid)
         graph = await ctx.on_store(lambda: ctx.store.load_graph(sid, include_superseded=True))
         state = SessionState.load(sid, messages, graph)  # superseded edges: history only
+        state.generation = SessionGeneration.model_validate(await ctx.on_store(ctx.store.session_generation, sid))
         await self._load_notes(state)
         for turn in await ctx.on_store(ctx.store.list_turns, sid):
             if (turn.get("record") or {}).get("build") and turn["turn_id"] in state.turns:

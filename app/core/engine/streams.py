@@ -136,7 +136,7 @@ class EngineStreams:
         decision = StackDecision.model_validate(build.task) if build.task else StackDecision()
         turn_node = record.node_id
         writes: list[Write] = []
-        params = self.ctx.config.generation
+        params = state.generation.params(self.ctx.config.generation)
         urgent = False
         cut_in = self.runtime.config.cut_in
         handle.kind = decision.path

@@ -106,6 +106,7 @@ class Recorded:
     tool_specs: Sequence[ToolSpec] | None
     tools: ToolRound | None
     tasks: TaskInputs
+    system_prompt: str = ""
 
 
 class TurnService:
@@ -144,6 +145,7 @@ class TurnService:
         """
         ctx = self.ctx
         state = state or await self.sessions.open(session_id)
+        limits = limits or self._session_limits(state)
         t0 = time.perf_counter()
         if query_vector is None:
             vecs = await ctx.embed([text])
@@ -151,11 +153,7 @@ class TurnService:
         embed_ms = (time.perf_counter() - t0) * 1000
         turns = state.turn_order[-ctx.builder.candidate_turns * 2:]
         vectors = await ctx.vectors_for([m for tid in turns for m in state.turns[tid].message_ids])
-        if recorded is not None:
-            tasks = recorded.tasks
-        elif tasks is None:  # the session's tasks now (a stream's hooks give theirs)
-            await self.tasks.book(session_id)
-            tasks = self.tasks.inputs(session_id)
+        tasks = await self._tasks_seen(session_id, tasks, recorded)
         qv = None if query_vector is None else [float(x) for x in query_vector]
         llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded)
         specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
@@ -166,6 +164,7 @@ class TurnService:
             anchor_override=anchor_override, profile=self.sessions.profile(state), facts=self.sessions.facts(state),
             overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
             llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
+            system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
@@ -176,6 +175,23 @@ class TurnService:
         timing.embed_ms = embed_ms
         timing.build_ms += embed_ms
         return record, timing
+
+    async def _tasks_seen(self, session_id: str, tasks: TaskInputs | None, recorded: Recorded | None) -> TaskInputs:
+        """The task stack a build sees: as recorded (replay), as given (a stream's hooks), else now."""
+        if recorded is not None:
+            return recorded.tasks
+        if tasks is None:
+            await self.tasks.book(session_id)
+            tasks = self.tasks.inputs(session_id)
+        return tasks
+
+    def _session_limits(self, state: SessionState) -> tuple[int, int] | None:
+        """(context size, answer reserve) when the session sets its own answer length, which its
+        contexts then leave room for (at most half the context); None keeps the builder's."""
+        if not state.generation.max_tokens:
+            return None
+        size = self.ctx.builder.context_size
+        return size, min(state.generation.max_tokens, size // 2)
 
     async def _llm_signal(self, text: str, query_vector: list[float] | None, tasks: TaskInputs,
                           recorded: Recorded | None) -> tuple[Any, str]:
@@ -221,7 +237,7 @@ class TurnService:
             focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
             recorded=Recorded(channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
                               llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
-                              tasks=TaskInputs.model_validate(b.tasks)),
+                              tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt),
         )
 
     # ------------------------------------------------------------------ turns
@@ -284,7 +300,8 @@ class TurnService:
         stream = None
         if ctx.chat is not None:
             stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
-                                params=attached.params if attached and attached.params else ctx.config.generation,
+                                params=attached.params if attached and attached.params
+                                else state.generation.params(ctx.config.generation),
                                 urgent=bool(attached and attached.urgent))
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)

@@ -98,6 +98,7 @@ class BuildInputs:
     # The session's tasks as the build sees them (app.core.tasks.stack): the stack, the running streams'
     # output so far, and the id a task-mode input's new task gets.
     tasks: TaskInputs = field(default_factory=TaskInputs)
+    system_prompt: str = ""  # the user's standing instruction for the session ("" when none)
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
@@ -239,6 +240,8 @@ class ContextBuilder:
         keyed facts stated so far (the input's included). A long recalled text enters compressed
         to what the input asks (``compressions`` lists what was left out)."""
         items: list[Item] = [Item("instruction", BlockType.INSTRUCTION, self.system_instruction, Priority.MUST)]
+        if inp.system_prompt:  # the user's own words: an instruction, not outside text to fence
+            items.append(Item("instruction:session", BlockType.INSTRUCTION, inp.system_prompt, Priority.MUST))
         facts: list[Fact] = list(inp.facts)
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
         items.extend(profile_items(inp.profile))
@@ -359,6 +362,7 @@ class ContextBuilder:
             tools=tool_round,
             tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
             task=stack.model_dump(mode="json") if stack.current is not None else {},
+            system_prompt=inp.system_prompt,
         )
 
     def route(self, state: SessionState, inp: BuildInputs, intent: Intent,

@@ -63,6 +63,7 @@ class BuildRecord(BaseModel):
     # information checked against the compiled context.
     compressed: list[Compression] = Field(default_factory=list)
     required: list[RequiredCheck] = Field(default_factory=list)
+    system_prompt: str = ""  # the session's standing instruction the build used (replayed as recorded)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from app.core.errors import NoRecordError
+from app.core.ports import SessionGeneration
 from app.core.session.graph import SessionGraph, edge_live_at
 from app.core.text import QUOTED_HEADER, fenced_lines, history_text, outside_keys
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
@@ -104,6 +105,7 @@ class SessionState:
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
+        self.generation = SessionGeneration()  # the session's own temperature, answer length, instruction
         for node in self.graph.nodes():
             if node.ref_id:
                 self._node_by_ref[node.ref_id] = node.node_id
