@@ -12,6 +12,7 @@ per branch, and "New branch"), which re-anchors the turn.
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
@@ -177,8 +178,8 @@ class RoutingBanner(QFrame):
         cands = sorted(routing.get("candidates", []), key=lambda c: -float(c.get("score", 0.0)))
         anchor = routing.get("anchor_id")
 
-        def name(node_id: str | None) -> str:
-            return "a new branch" if node_id is None else f"«{labels.get(node_id, node_id[:8])[:32]}»"
+        def name(node_id: str | None) -> str:  # a turn by its text (escaped: it is the user's)
+            return "a new branch" if node_id is None else f"«{html.escape(labels.get(node_id, node_id[:8])[:32])}»"
 
         others = [c for c in cands if c["node_id"] != anchor][:3]
         score = next((c["score"] for c in cands if c["node_id"] == anchor), None)
@@ -186,9 +187,13 @@ class RoutingBanner(QFrame):
         if routing.get("override"):
             head = f"<b>Continues {name(routing['override'])}</b> — your choice"
         runner = ", ".join(f"{name(c['node_id'])} {c['score']:.2f}" for c in others)
-        text = head + (f" · runner-ups: {runner}" if runner else "") + f" · <i>{routing.get('reason', '')}</i>"
+        text = head + (f" · runner-ups: {runner}" if runner else "") + f" · <i>{html.escape(routing.get('reason', ''))}</i>"
         if routing.get("ambiguous"):
-            text += f"<br><b>Not sure:</b> {routing.get('clarification') or 'which branch does this continue?'}"
+            asked = routing.get("clarification") or ""  # names the two rivals by id
+            rivals = sorted((c["node_id"] for c in cands if c["node_id"] and c["node_id"] in asked), key=asked.index)
+            ask = (f"does this continue {name(rivals[0])} or {name(rivals[1])}, or start something new?"
+                   if len(rivals) == 2 else "which branch does this continue?")
+            text += f"<br><b>Not sure:</b> {ask}"
             for cand in [c for c in cands if c["node_id"]][:3]:
                 button = QPushButton(f"{name(cand['node_id'])} {cand['score']:.2f}", self)
                 button.clicked.connect(lambda _=False, n=cand["node_id"]: self._choose(n))
