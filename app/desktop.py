@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="PCM Canvas: the desktop canvas for long, branching work with a local LLM.",
     )
     parser.add_argument("--data-dir", help="data folder (default: $PCM_DATA_DIR, else the user data folder)")
-    parser.add_argument("--session", help="open this session id (default: the most recent one, or a new one)")
+    parser.add_argument("--session", help="open this session id (default: the one used last, or a new one)")
     parser.add_argument("--model", help="chat model for this run: a manifest name, a file in models/ or a path")
     parser.add_argument("--self-test", metavar="TEXT", nargs="?", const="In one sentence: what is a branch?",
                         help="open the window, answer TEXT on the configured models, print one line, quit "
