@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
 from app.config import Settings
 from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
-from app.core.text import quote_label
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
 from app.ui.canvas.scene import CanvasScene
@@ -40,8 +39,9 @@ from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.file_actions import FileActions
 from app.ui.help import add_help_menu
-from app.ui.panels.env import EnvPanel, EnvRow, event_note, failure_row, history_rows
+from app.ui.panels.env import EnvPanel, failure_row, history_rows, routed_rows
 from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
+from app.ui.panels.node_page import node_details
 from app.ui.panels.streams import StreamsPanel
 from app.ui.services import Services
 from app.ui.sessions import SessionsPanel
@@ -423,14 +423,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     # ------------------------------------------------------------------ environment
 
     def _on_env_ingested(self, routed: list[Any]) -> None:
-        labels = self._labels()
-        self.env.add_events([
-            EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, quote_label(r.event.title or r.event.uri),
-                   str(r.event.payload.get("change", "")),
-                   labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None,
-                   note=event_note(r.event.payload))
-            for r in routed
-        ])
+        self.env.add_events(routed_rows(routed, self._labels()))
 
     def _on_env_failed(self, entries: list[dict[str, Any]]) -> None:
         self.env.add_events([failure_row(e) for e in entries])
@@ -457,9 +450,16 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     def _on_node_selected(self, node_id: str) -> None:
         turn_id = self._turn_of(node_id) if node_id else None
-        if turn_id is None:
-            return
-        self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
+        if turn_id is not None:
+            self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
+        elif node_id and self.controller.state is not None and node_id in self.controller.state.graph:
+            self.controller.spawn(self._show_node(node_id), "Reading the node")
+
+    async def _show_node(self, node_id: str) -> None:
+        state, node = self.controller.state, self.controller.state.graph.node(node_id)  # type: ignore[union-attr]
+        events = await self.controller.env_events() if node.kind == NodeKind.ENV else []
+        event, self._selected_turn = next((e for e in events if e.event_id == node.ref_id), None), None
+        self.inspector.show_node(*node_details(state.graph, node_id, event))
 
     async def _show_turn(self, turn_id: str) -> None:
         record = await self.controller.record(turn_id)

@@ -272,6 +272,13 @@ def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(
     state = window.controller.state
     assert state is not None and row.node_id in state.graph
     assert state.graph.node(row.node_id).kind == NodeKind.ENV and window.scene.item(row.node_id) is not None
+    window.scene.node_selected.emit(row.node_id)  # clicking the env node shows the event itself
+    page = window.inspector.node_page
+    drive(aloop, until(lambda: window.inspector.stack.currentWidget() is page, 10, "the env node's page"))
+    assert page.heading.text().startswith("Environment event:") and "budget.md" in page.heading.text()
+    shown = dict(page.lines())
+    assert shown["Kind"] == "file" and shown["Source"] == str(folder) and "budget.md" in shown["Item"]
+    assert shown["Routed to"] and page.content.toPlainText() == "Q3 budget: 40k for hardware"
     drive(aloop, until(lambda: any("files" in line for line in window.env.status.text().splitlines()), 10, "status"))
     _close(window, aloop)
     assert window.controller.sensors is None  # stopped with the app

@@ -65,6 +65,16 @@ def failure_row(entry: dict[str, Any]) -> EnvRow:
                   "", note=str(entry.get("reason", "")))
 
 
+def routed_rows(routed: list[Any], labels: dict[str, str]) -> list[EnvRow]:
+    """The rows of events just stored and routed (the engine's ``EnvRouted``); ``labels`` names
+    the nodes they were routed to."""
+    return [EnvRow(r.event.event_id, r.node_id, r.event.at, r.event.kind, quote_label(r.event.title or r.event.uri),
+                   str(r.event.payload.get("change", "")),
+                   labels.get(r.target_node, "")[:40] if r.target_node else "", r.notice is not None,
+                   note=event_note(r.event.payload))
+            for r in routed]
+
+
 def history_rows(graph: Any, events: list[Any]) -> list[EnvRow]:
     """The rows of a session's stored env events, oldest first, as they were shown when they
     arrived: each ENV node of ``graph`` with where its ``references`` edge routed it, and the

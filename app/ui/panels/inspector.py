@@ -2,7 +2,8 @@
 
 Tabs: Turn (input, answer with citations, context lines), Intent, Plan (CRS), Evidence (recall,
 channels, conflicts, routing), Context (budget, blocks, dropped, exact prompt) and Timing. Every
-tab is filled from the ``TurnRecord`` alone, so a stored turn inspects exactly as it ran.
+tab is filled from the ``TurnRecord`` alone, so a stored turn inspects exactly as it ran. A node
+that is not a turn (env event, task, memory, artifact) gets a page of its own (``node_page``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from app.core.pipeline.record import TurnRecord
 from app.ui.panels.context_tab import ContextTabWidget
 from app.ui.panels.evidence_tab import EvidenceTabWidget
 from app.ui.panels.intent_tab import IntentTabWidget
+from app.ui.panels.node_page import NodePage
 from app.ui.panels.plan_tab import PlanTabWidget
 from app.ui.panels.timing_tab import TimingTabWidget
 from app.ui.panels.turn import TurnPanel
@@ -51,6 +53,8 @@ class InspectorPanel(QWidget):
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(self.tabs)
+        self.node_page = NodePage()
+        self.stack.addWidget(self.node_page)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
@@ -88,6 +92,13 @@ class InspectorPanel(QWidget):
                            f"node {short_id(record.node_id)}")
         self.title.setVisible(True)
         self.stack.setCurrentWidget(self.tabs)
+
+    def show_node(self, title: str, lines: list[tuple[str, str]], content: str) -> None:
+        """Show a node that is not a turn (``node_page.node_details`` says what)."""
+        self._record = None
+        self.title.setVisible(False)
+        self.node_page.show_details(title, lines, content)
+        self.stack.setCurrentWidget(self.node_page)
 
     def show_note(self, text: str) -> None:
         """Say ``text`` where a turn's tabs would be (a turn with no recorded build)."""
