@@ -72,7 +72,10 @@ class CanvasView(QGraphicsView):
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.hint.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.hint.setStyleSheet("color: palette(mid); font-size: 14px;")
-        scene.changed.connect(lambda _rects: self.update_hint())
+        scene.changed.connect(self._on_scene_changed)  # a method: Qt disconnects it with the view
+
+    def _on_scene_changed(self, _rects: Any) -> None:
+        self.update_hint()
 
     def update_hint(self) -> None:
         """Show the first-run hint, centred, while the canvas has no node."""
