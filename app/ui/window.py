@@ -58,6 +58,9 @@ def resident_memory_mb() -> float | None:
         return None
 
 
+CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
+
+
 class MainWindow(CanvasActions, FileActions, QMainWindow):
     """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
 
@@ -91,6 +94,8 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
         self.inspector = InspectorPanel(self)
         self.inspector.evidence.text_lookup = self._evidence_text
+        self.inspector.turn.continue_requested.connect(  # an answer cut at its limit: the rest, on that turn
+            lambda node: self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value()))
         self.streams = StreamsPanel(self)
         self.env = EnvPanel(self)
         self.sessions = SessionsPanel(self)

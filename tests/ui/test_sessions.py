@@ -126,3 +126,31 @@ def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbo
     assert any("Answer in one sentence." in b.content for b in record.build.context.blocks
                if b.block_type == BlockType.INSTRUCTION)
     _close(window, aloop)
+
+
+def test_an_answer_cut_at_its_length_offers_continue_which_asks_on_that_turn(qtbot, aloop, settings: Settings) -> None:
+    from app.core.ports import SessionGeneration
+    from app.ui.window import CONTINUE_TEXT
+
+    long = " ".join(f"w{i}" for i in range(200))
+    window = MainWindow(settings, fake_services([long, "the rest."]))
+    qtbot.addWidget(window)
+    window.show()
+    c = window.controller
+    assert drive(aloop, c.load())
+    drive(aloop, c.engine.set_generation(c.session_id, SessionGeneration(max_tokens=64)))
+    drive(aloop, _answer(window, "Tell me <b>everything</b> about harbours"))
+    first = c.state.turn_order[-1]
+    record = drive(aloop, c.engine.turn_record(first))
+    assert record.finish_reason == "length" and len(record.output.split()) == 64
+    window._select_turn(first, record)
+    turn = window.inspector.turn
+    assert not turn.continue_button.isHidden()
+    assert turn.input.text() == "Tell me <b>everything</b> about harbours"  # shown as typed
+    turn.continue_button.click()
+    drive(aloop, until(lambda: len(c.state.turn_order) == 2 and not c.busy(), 30, "the continuation"))
+    again = drive(aloop, c.engine.turn_record(c.state.turn_order[-1]))
+    assert again.build.text == CONTINUE_TEXT and again.build.anchor_node == record.node_id
+    window._select_turn(again.turn_id, again)
+    assert turn.continue_button.isHidden()  # "the rest." ended by itself
+    _close(window, aloop)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPushButton,
     QSplitter,
     QStackedWidget,
     QTextBrowser,
@@ -47,6 +48,7 @@ class TurnPanel(QWidget):
     """Shows one turn's input and answer; citations and context lines report the evidence hovered."""
 
     evidence_hovered = Signal(list)
+    continue_requested = Signal(str)  # node id of a turn whose answer was cut at its length limit
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +66,7 @@ class TurnPanel(QWidget):
         self.header = QLabel()
         self.header.setWordWrap(True)
         self.input = QLabel()
+        self.input.setTextFormat(Qt.TextFormat.PlainText)  # the user's words, never markup
         self.input.setWordWrap(True)
         self.input.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.answer = QTextBrowser()
@@ -83,7 +86,12 @@ class TurnPanel(QWidget):
         top = QWidget()
         top_layout = QVBoxLayout(top)
         top_layout.setContentsMargins(0, 0, 0, 0)
-        for widget in (self.header, section_label("Input"), self.input, section_label("Answer"), self.answer, self.status):
+        self.continue_button = QPushButton("Continue the answer")
+        self.continue_button.setToolTip("The answer reached its length limit: ask for the rest (a new turn on this one)")
+        self.continue_button.clicked.connect(
+            lambda: self._record is not None and self.continue_requested.emit(self._record.node_id or ""))
+        for widget in (self.header, section_label("Input"), self.input, section_label("Answer"), self.answer,
+                       self.status, self.continue_button):
             top_layout.addWidget(widget)
         bottom = QWidget()
         bottom_layout = QVBoxLayout(bottom)
@@ -131,6 +139,7 @@ class TurnPanel(QWidget):
         self._record = record
         self._set_hovered([])
         if record is None:
+            self.continue_button.setVisible(False)
             self._citations, self._texts, self._known = {}, {}, set()
             self._answer, self._streaming = "", False
             self.stack.setCurrentWidget(self.empty)
@@ -151,6 +160,7 @@ class TurnPanel(QWidget):
         self.input.setText(b.text)
         self._fill_lines(record)
         self._render_answer()
+        self.continue_button.setVisible(record.finish_reason == "length" and bool(record.node_id))
 
     def set_streaming_text(self, text: str, turn_id: str | None = None) -> None:
         """Show ``text`` as the answer still arriving (ignored when ``turn_id`` names another turn)."""
