@@ -270,7 +270,7 @@ def _m0004_model_usage_provider(conn: sqlite3.Connection) -> None:
 
     ``provider`` (the provider's id), ``status``, ``first_token_latency_ms``, ``cost`` and
     ``off_machine`` were kept in the ``data`` JSON (or did not exist); as columns the spending
-    limits can sum today's and this month's external cost with an index. Existing rows are
+    limits can sum today's and this month's cost with an index on ``at``. Existing rows are
     moved over: their values leave ``data`` (a row read back dumps as before).
     """
     moved = ("provider", "status", "first_token_latency_ms", "cost", "off_machine")
@@ -290,7 +290,7 @@ def _m0004_model_usage_provider(conn: sqlite3.Connection) -> None:
                 off_machine = COALESCE(json_extract(data, '$.off_machine'), 0)""",
             "UPDATE model_usage SET data = json_remove(data, "
             + ", ".join(f"'$.{name}'" for name in moved) + ")",
-            "CREATE INDEX model_usage_spending ON model_usage(off_machine, at)",
+            "CREATE INDEX model_usage_at ON model_usage(at)",
         ),
     )
 

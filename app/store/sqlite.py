@@ -381,10 +381,10 @@ class SqliteStore(IdLookup, TurnRecovery):
         return self._list(R.MODEL_USAGE, "session_id = ? AND turn_id = ?", (session_id, turn_id))
 
     def spending_since(self, since: str) -> dict[str, float]:
-        """Cost of the calls that left this machine at or after ``since`` (ISO time), by provider
-        id, over every session: what the provider registry's spending limits start from."""
+        """Cost of the priced model calls made at or after ``since`` (ISO time), by provider id,
+        over every session: what the provider registry's spending limits start from."""
         rows = self._db().execute(
-            "SELECT provider, SUM(cost) FROM model_usage WHERE off_machine = 1 AND at >= ? GROUP BY provider",
+            "SELECT provider, SUM(cost) FROM model_usage WHERE cost > 0 AND at >= ? GROUP BY provider",
             (since,),
         ).fetchall()
         return {str(row[0]): float(row[1] or 0.0) for row in rows}
