@@ -9,6 +9,7 @@
     pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json]
     pcm [--data-dir DIR] show turn ID [--json]
     pcm [--data-dir DIR] replay turn ID
+    pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
@@ -278,8 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     from app.cli_pipeline import add_parsers
+    from app.cli_providers import add_parsers as add_provider_parsers
 
     add_parsers(sub)
+    add_provider_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
     p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui"])

@@ -160,10 +160,12 @@ class OpenAICompatibleProvider:
             raise classify(exc, self.config) from None
         try:
             call.consume(stream, on_token, cancel)
+            if not call.ended and call.finish != "cancelled":  # the connection closed before the end
+                raise ConnectionError("the stream ended before the model finished")
         except Exception as exc:  # noqa: BLE001 - before the first piece: the registry may fall back
             if not call.pieces:
                 raise classify(exc, self.config) from None
-            call.error = f"{self.name} stopped mid-answer: {classify(exc, self.config)}"
+            call.error = str(classify(exc, self.config))
             call.finish = "error"
         finally:
             stream.close()
@@ -179,6 +181,7 @@ class _Call:
         self.pieces: list[str] = []
         self.first_ms: float | None = None
         self.finish = "stop"
+        self.ended = False  # a chunk said why the model stopped (a finish reason)
         self.error = ""
         self.reported: Any = None
 
@@ -191,6 +194,7 @@ class _Call:
             choice = chunk.choices[0]
             if choice.finish_reason:
                 self.finish = _FINISH.get(choice.finish_reason, "stop")
+                self.ended = True
             piece = choice.delta.content if choice.delta is not None else None
             if not piece:
                 continue
