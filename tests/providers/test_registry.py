@@ -3,10 +3,20 @@ first token, a clear stop after it, spending limits, and what each call's usage 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.core.ports import ChatProvider, GenerationParams
 from app.llm.fakes import ScriptedProvider
-from app.llm.providers import LocalProvider, ProviderConfig, ProviderRegistry, ProviderSettings, Spending
-from app.llm.providers.settings import LOCAL_ID, local_provider
+from app.llm.providers import (
+    LocalProvider,
+    ProviderConfig,
+    ProviderRegistry,
+    ProviderSettings,
+    Spending,
+    build_registry,
+    refresh_registry,
+)
+from app.llm.providers.settings import LOCAL_ID, add_provider, local_provider
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
@@ -124,3 +134,28 @@ def test_an_unconfirmed_off_machine_provider_is_never_asked() -> None:
     result = registry.chat(MESSAGES)
     assert result.usage.provider == LOCAL_ID and remote.calls == []
     assert "off the machine and was not confirmed" in result.usage.notes[0]
+
+
+def test_a_call_cutting_into_a_served_answer_goes_to_the_next_provider() -> None:
+    remote = ScriptedProvider("lab", ["one two three"])
+    registry, _ = _registry(remote)
+    nested: list[str] = []
+
+    def cut_in(_piece: str) -> None:  # what UrgentLane does from a token callback
+        if not nested:
+            with registry.suspend():
+                nested.append(registry.chat(MESSAGES).usage.provider)
+
+    result = registry.chat(MESSAGES, on_token=cut_in)
+    assert result.usage.provider == "lab" and result.text == "one two three"
+    assert nested == [LOCAL_ID]  # lab (one slot, perhaps) is busy with the suspended answer
+
+
+def test_refreshed_settings_apply_to_a_running_registry(tmp_path: Path) -> None:
+    local = ScriptedProvider("inner", ["local answer"])
+    registry = build_registry(tmp_path, local)
+    assert [p.id for p in registry.providers] == [LOCAL_ID]
+    add_provider(tmp_path, {"id": "box", "provider": "ollama", "model": "llama3.2"}, set_as_default=True)
+    refresh_registry(registry, tmp_path)
+    assert [p.id for p in registry.providers] == ["box", LOCAL_ID]
+    assert registry.count_tokens("a b") == local.count_tokens("a b")

@@ -26,6 +26,7 @@ from app.llm.providers.settings import (
 __all__ = [
     "LOCAL_ID", "LocalProvider", "OpenAICompatibleProvider", "ProviderConfig", "ProviderRegistry",
     "ProviderSettings", "Spending", "add_provider", "build_registry", "day_and_month", "make_provider",
+    "refresh_registry",
 ]
 
 
@@ -48,3 +49,13 @@ def build_registry(data_dir: str | os.PathLike[str], local: ChatModel, *,
     spending.seed(spent_today or {}, spent_this_month or {})
     counter = next(p for p, _ in pairs if p.id == LOCAL_ID)
     return ProviderRegistry(pairs, settings, counter=counter, spending=spending)
+
+
+def refresh_registry(registry: ProviderRegistry, data_dir: str | os.PathLike[str]) -> ProviderSettings:
+    """Apply ``data_dir``'s provider settings to a running registry (after ``add_provider`` and
+    friends) from its next call on; return them. The in-process model is the registry's own."""
+    settings = load_providers(data_dir)
+    local = registry.get(LOCAL_ID)
+    model = local.model if isinstance(local, LocalProvider) else registry._counting
+    registry.replace([(make_provider(config, model), config) for config in settings.ordered()], settings)
+    return settings

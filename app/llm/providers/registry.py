@@ -112,6 +112,21 @@ class ProviderRegistry:
         self.context_size = self._counting.context_size
         self._sleep, self._clock = sleep, clock
         self._active: ChatProvider | None = None
+        self._busy: set[str] = set()  # providers with a call open on this thread (a cut-in is nested)
+
+    def replace(self, providers: Sequence[tuple[ChatProvider, ProviderConfig]], settings: ProviderSettings) -> None:
+        """Use these providers and settings from the next call on (settings changed while the
+        app runs); spending and token counting stay. A provider kept (same id) keeps its state."""
+        if not providers:
+            raise ValueError("a provider registry needs at least one provider")
+        old = {e.config.id: e for e in self._entries}
+        entries = []
+        for provider, config in providers:
+            entry = _Entry(provider, config)
+            if config.id in old and old[config.id].config == config:
+                entry.down_until, entry.checked_at = old[config.id].down_until, old[config.id].checked_at
+            entries.append(entry)
+        self._entries, self.settings = entries, settings
 
     @property
     def providers(self) -> list[ChatProvider]:
@@ -147,14 +162,18 @@ class ProviderRegistry:
     def _skip_reason(self, entry: _Entry, messages: Sequence[ChatMessage], params: GenerationParams) -> str:
         """Why ``entry`` is not asked for this call ("" when it is)."""
         config, provider = entry.config, entry.provider
+        if provider.type != "local" and config.id in self._busy:  # a cut-in: one slot may be all it has
+            return f"{config.label} is streaming another answer"
         if config.off_machine and not config.off_machine_confirmed:
             return f"{config.label} is off the machine and was not confirmed (pcm providers add --yes-send-off-machine)"
         now = self._clock()
         if now < entry.down_until:
             return f"{config.label} failed {self.settings.down_for_s - (entry.down_until - now):.0f} s ago"
-        reason = self._over_limit(entry, provider.estimate_cost(self.count_chat_tokens(messages), params.max_tokens))
-        if reason:
-            return reason
+        if provider.estimate_cost(1000, 1000) > 0:  # priced: would this call pass a limit?
+            estimate = provider.estimate_cost(self.count_chat_tokens(messages), params.max_tokens)
+            reason = self._over_limit(entry, estimate)
+            if reason:
+                return reason
         if provider.type != "local" and now - entry.checked_at > self.settings.check_every_s:
             if not provider.is_available():
                 entry.down_until = now + self.settings.down_for_s
@@ -179,7 +198,8 @@ class ProviderRegistry:
         params = params or GenerationParams()
         started = time.perf_counter()
         notes: list[str] = []
-        for index, entry in enumerate(self._entries):
+        entries = self._entries  # a replace() meanwhile applies from the next call
+        for index, entry in enumerate(entries):
             if cancel is not None and cancel.cancelled:
                 break
             skip = self._skip_reason(entry, messages, params)
@@ -196,7 +216,7 @@ class ProviderRegistry:
                 continue
             entry.checked_at = self._clock()
             if result.finish_reason == "error" and result.text:
-                self._failed_mid_answer(entry, index, result)
+                self._failed_mid_answer(entries, index, result)
             return self._finished(entry, result, notes, waited)
         return self._none_answered(stage, notes, started, cancel)
 
@@ -207,6 +227,7 @@ class ProviderRegistry:
         attempt = 0
         while True:
             previous, self._active = self._active, entry.provider
+            self._busy.add(entry.config.id)
             try:
                 return entry.provider.chat(messages, params=params, stage=stage, json_schema=json_schema,
                                            on_token=on_token, cancel=cancel)
@@ -219,10 +240,12 @@ class ProviderRegistry:
                 self._sleep(wait)
             finally:
                 self._active = previous
+                self._busy.discard(entry.config.id)
 
-    def _failed_mid_answer(self, entry: _Entry, index: int, result: ChatResult) -> None:
+    def _failed_mid_answer(self, entries: list[_Entry], index: int, result: ChatResult) -> None:
+        entry = entries[index]
         entry.down_until = self._clock() + self.settings.down_for_s
-        following = next((e.config.label for e in self._entries[index + 1:]), None)
+        following = next((e.config.label for e in entries[index + 1:]), None)
         then = f"; the next request goes to {following}" if following else ""
         reason = result.usage.error or "the stream broke"
         result.usage.error = f"{entry.config.label} failed mid-answer, the answer stops here ({reason}){then}"
