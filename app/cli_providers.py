@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from app.config import Settings
@@ -45,17 +44,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _spending(settings: Settings) -> tuple[dict[str, float], dict[str, float]]:
     """Today's and this month's cost by provider, from the store (empty without one)."""
-    if not settings.db_path.is_file():
-        return {}, {}
-    from app import main as wiring
     from app.llm.providers import day_and_month
+    from app.store.sqlite import read_spending
 
     day, month = day_and_month()
-    store = wiring.open_store(settings)
-    try:
-        return store.spending_since(day), store.spending_since(month)
-    finally:
-        store.close()
+    return read_spending(settings.db_path, day), read_spending(settings.db_path, month)
 
 
 def _limit(value: float | None) -> str:
@@ -116,43 +109,21 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     """Check a provider answers: availability, then a short reply with its latency and cost."""
     from app import main as wiring
-    from app.core.errors import ProviderError
-    from app.core.ports import GenerationParams
-    from app.llm.providers import LOCAL_ID, make_provider
+    from app.llm.providers import LOCAL_ID
+    from app.llm.providers.check import check_provider
     from app.llm.providers.settings import load_providers
 
     settings = _settings(args)
     providers = load_providers(settings.data_dir)
-    config = providers.get(args.id or providers.default) or (providers.ordered()[-1] if not args.id else None)
+    config = providers.get(args.id or providers.default)
+    if config is None and (args.id or LOCAL_ID) == LOCAL_ID:
+        config = providers.ordered()[-1]
     if config is None:
         raise CoreError(f"no provider {args.id!r} (see pcm providers list)")
-    local = wiring.load_chat_model(settings) if config.kind == LOCAL_ID else _WordCounter()
-    provider = make_provider(config, local)  # type: ignore[arg-type]
-    started = time.perf_counter()
-    if not provider.is_available():
-        print(f"{config.id}: not reachable at {config.base_url}")
-        return 1
-    print(f"{config.id}: reachable ({(time.perf_counter() - started) * 1000:.0f} ms)")
-    try:
-        result = provider.chat([{"role": "user", "content": "Reply with the word OK."}],
-                               params=GenerationParams(max_tokens=8), stage="test")
-    except ProviderError as exc:
-        print(f"{config.id}: {exc}")
-        return 1
-    u = result.usage
-    print(f"{config.id}: answered {result.text.strip()[:60]!r}; first token {u.first_token_latency_ms or 0:.0f} ms, "
-          f"{u.prompt_tokens}+{u.completion_tokens} tokens, cost {u.cost:.6f}" + (f"; {u.error}" if u.error else ""))
-    return 0 if result.finish_reason != "error" else 1
-
-
-class _WordCounter:
-    """Token counting for testing an HTTP provider without loading the local model."""
-
-    name = "words"
-    context_size = 0
-
-    def count_tokens(self, text: str) -> int:
-        return -(-len(text.split()) * 13 // 10)
+    local = wiring.load_chat_model(settings) if config.kind == LOCAL_ID else None
+    ok, line = check_provider(config, local)
+    print(line)
+    return 0 if ok else 1
 
 
 def cmd_default(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from app.core.types import (
@@ -478,3 +479,19 @@ class SqliteStore(IdLookup, TurnRecovery):
             raise ValueError(f"not a table name: {table!r}")
         row = self._one(f"SELECT COUNT(*) FROM {table}")
         return int(row[0]) if row else 0
+
+
+def read_spending(db_path: Path, since: str) -> dict[str, float]:
+    """``SqliteStore.spending_since`` over a read-only connection of its own (no run lease, no
+    migrations): what a settings view shows while the app may be writing. {} without a store."""
+    if not Path(db_path).is_file():
+        return {}
+    conn = sqlite3.connect(f"file:{Path(db_path).as_posix()}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT provider, SUM(cost) FROM model_usage WHERE cost > 0 AND at >= ? "
+                            "GROUP BY provider", (since,)).fetchall()
+    except sqlite3.OperationalError:  # a store from before migration 0004 has no cost column
+        return {}
+    finally:
+        conn.close()
+    return {str(row[0]): float(row[1] or 0.0) for row in rows}

@@ -110,10 +110,20 @@ class FileActions:
             embed_models=self.services.embed_models(self.settings),
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
             parent=self._window(),
+            providers=self._providers_tab(),
         )
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
         return dialog
+
+    def _providers_tab(self) -> QWidget | None:
+        access = self.services.providers
+        if access is None:
+            return None
+        from app.ui.providers_settings import ProvidersSettingsWidget
+
+        c = self.controller
+        return ProvidersSettingsWidget(access, self.settings.data_dir, lambda: c.engine)
 
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings
