@@ -54,3 +54,40 @@ def test_an_answer_from_this_machine_says_so_and_notes_the_fallback(qtbot: Any, 
     cells = _cells(widget)
     assert "on this machine" in cells and "skipped lab: lab is not reachable at http://127.0.0.1:9/v1" in cells
     assert "off the machine" not in finish_line(record, record.output)
+
+
+def test_the_card_of_a_turn_answered_off_the_machine_is_marked(qtbot: Any, aloop: Any, settings: Any) -> None:
+    from dataclasses import replace
+
+    from app.ui.window import MainWindow
+    from tests.conftest import engine_in
+    from tests.ui.conftest import drive, fake_services, until
+
+    def build(settings: Any, progress: Any) -> Any:
+        progress("opening the store")
+        cloud = ScriptedProvider("cloud", ["From afar."])
+        config = ProviderConfig(id="cloud", kind="openai", base_url="https://api.example.com/v1", model="big",
+                                off_machine_confirmed=True)
+        local = LocalProvider(ScriptedProvider("inner", ["Here."]))
+        registry = ProviderRegistry([(cloud, config), (local, local_provider())], ProviderSettings())
+        return engine_in(settings.data_dir, chat=registry, budget=settings.default_budget)
+
+    window = MainWindow(settings, replace(fake_services(), build_engine=build))
+    qtbot.addWidget(window)
+    window.show()
+    drive(aloop, window.controller.load())
+    window.composer.edit.setPlainText("What is on the agenda?")
+    window.composer.send.click()
+    marked = drive(aloop, until(lambda: [i for i in window.scene._items.values() if i.off_machine], 60, "the mark"))
+    assert len(marked) == 1
+    window.close()
+    drive(aloop, until(lambda: window._shut, 30, "shutdown"))
+    # reopened, the stored usage marks the same card again
+    again = MainWindow(settings, replace(fake_services(), build_engine=build))
+    qtbot.addWidget(again)
+    again.show()
+    drive(aloop, again.controller.load())
+    node = marked[0].node_id
+    drive(aloop, until(lambda: node in again.scene._items and again.scene._items[node].off_machine, 60, "reopened"))
+    again.close()
+    drive(aloop, until(lambda: again._shut, 30, "shutdown"))

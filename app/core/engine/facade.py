@@ -204,6 +204,10 @@ class Engine:
         """turn id → stored status ("answered", "failed", "interrupted", ...) of the session's turns."""
         return await self.ctx.on_store(self.ctx.store.turn_statuses, session_id)
 
+    async def off_machine_turns(self, session_id: str) -> list[str]:
+        """Ids of the session's turns answered by a provider off this machine (their cards say so)."""
+        return await self.ctx.on_store(self.ctx.store.off_machine_turns, session_id)
+
     async def turn_record(self, turn_id: str) -> TurnRecord:
         """The turn's stored record; ``NoRecordError`` if there is none."""
         return await self.turns.record(turn_id)
