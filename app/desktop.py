@@ -144,7 +144,7 @@ def provider_access() -> ProviderAccess:
         config = ps.load_providers(data_dir).get(provider_id)
         return check_provider(config)[1] if config is not None else f"no provider {provider_id!r}"
 
-    def apply(engine: Any, data_dir: Path) -> None:
+    def apply(engine: Any, data_dir: Path) -> None:  # the engine's own data folder: reload() reads it
         chat = getattr(engine, "chat", None)
         if isinstance(chat, ProviderRegistry):
             refresh_registry(chat, data_dir)

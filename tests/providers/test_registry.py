@@ -4,6 +4,7 @@ first token, a clear stop after it, spending limits, and what each call's usage 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from app.core.ports import ChatProvider, GenerationParams
 from app.llm.fakes import ScriptedProvider
@@ -159,3 +160,15 @@ def test_refreshed_settings_apply_to_a_running_registry(tmp_path: Path) -> None:
     refresh_registry(registry, tmp_path)
     assert [p.id for p in registry.providers] == ["box", LOCAL_ID]
     assert registry.count_tokens("a b") == local.count_tokens("a b")
+
+
+def test_the_engine_reloads_providers_changed_while_it_runs(tmp_path: Path, make_engine: Any) -> None:
+    registry = build_registry(tmp_path, ScriptedProvider("inner", ["local answer"]))
+
+    async def body(engine: Any) -> list[str]:
+        add_provider(tmp_path, {"id": "box", "provider": "ollama", "model": "llama3.2"}, set_as_default=True)
+        assert await engine.reload_providers() is True
+        return [p.id for p in registry.providers]
+
+    assert make_engine.run(body, chat=registry) == ["box", LOCAL_ID]
+    assert make_engine.run(lambda engine: engine.reload_providers()) is False  # a bare chat model

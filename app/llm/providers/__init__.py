@@ -48,7 +48,9 @@ def build_registry(data_dir: str | os.PathLike[str], local: ChatModel, *,
     spending = Spending()
     spending.seed(spent_today or {}, spent_this_month or {})
     counter = next(p for p, _ in pairs if p.id == LOCAL_ID)
-    return ProviderRegistry(pairs, settings, counter=counter, spending=spending)
+    registry = ProviderRegistry(pairs, settings, counter=counter, spending=spending)
+    registry.reloader = lambda: refresh_registry(registry, data_dir)
+    return registry
 
 
 def refresh_registry(registry: ProviderRegistry, data_dir: str | os.PathLike[str]) -> ProviderSettings:

@@ -113,6 +113,15 @@ class ProviderRegistry:
         self._sleep, self._clock = sleep, clock
         self._active: ChatProvider | None = None
         self._busy: set[str] = set()  # providers with a call open on this thread (a cut-in is nested)
+        self.reloader: Callable[[], Any] | None = None  # set by build_registry: re-reads the settings file
+
+    def reload(self) -> bool:
+        """Re-read the provider settings this registry was built from (after ``add_provider`` and
+        friends); False when it was not built from a settings file."""
+        if self.reloader is None:
+            return False
+        self.reloader()
+        return True
 
     def replace(self, providers: Sequence[tuple[ChatProvider, ProviderConfig]], settings: ProviderSettings) -> None:
         """Use these providers and settings from the next call on (settings changed while the
