@@ -9,6 +9,7 @@
     pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json]
     pcm [--data-dir DIR] show turn ID [--json]
     pcm [--data-dir DIR] replay turn ID
+    pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
@@ -16,6 +17,7 @@
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
     pcm bench sensors [--files 10000]
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
+    pcm bench providers [--runs N]
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -232,6 +234,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     settings = _settings(args)
     entries = wiring.manifest(settings)
     chat = resolve_chat_model(settings.chat_model, settings.models_dir, entries)
+    if args.target == "providers":
+        from app.llm.providers import bench
+
+        local = wiring.load_chat_model(settings)
+        report = bench.bench_providers(chat, local, runs=args.runs, say=lambda line: print(line, file=sys.stderr))
+        print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
+        return 0
     embed = resolve_embed_model(settings.embed_model, settings.models_dir, entries)
     report = bench_models(chat, embed, runs=args.runs)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
@@ -278,11 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     from app.cli_pipeline import add_parsers
+    from app.cli_providers import add_parsers as add_provider_parsers
 
     add_parsers(sub)
+    add_provider_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers"])
     p.add_argument("--runs", type=int, default=5, help="models: repetitions; ui: streamed answers")
     p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")

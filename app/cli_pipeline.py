@@ -156,7 +156,22 @@ def answer_failure(record: TurnRecord) -> str | None:
     if record.finish_reason != "error" and record.usage.get("status") != "error":
         return None
     reason = " ".join(str(record.usage.get("error") or "").split()) or "the model reported an error"
+    if record.output:  # a provider failed mid-answer: what streamed is kept, the rest never came
+        return f"pcm: error: turn {record.turn_id}: the answer stopped: {reason}"
     return f"pcm: error: turn {record.turn_id} got no answer: {reason}"
+
+
+def provider_lines(record: TurnRecord) -> list[str]:
+    """Who answered (and whether off the machine, at what cost), and what the provider registry
+    did on the way (a fallback, a retry, a refused spending limit)."""
+    usage = record.usage
+    provider = usage.get("provider")
+    if not provider:
+        return []
+    where = ", off the machine" if usage.get("off_machine") else ""
+    cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
+    return [f"answered by {provider} ({usage.get('model', '')}{where}{cost})",
+            *(f"  {note}" for note in usage.get("notes") or [])]
 
 
 def _stored(data_dir: Any, fn: Callable[[Any], Any]) -> Any:
@@ -218,6 +233,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             _err(failed)
             return 1
         if not args.json:
+            for line in provider_lines(record):
+                _err(line)
             _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
         return 0
 

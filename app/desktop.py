@@ -14,7 +14,7 @@ from typing import Any
 
 from app import main as wiring
 from app.config import Settings
-from app.ui.services import Progress, Services
+from app.ui.services import Progress, ProviderAccess, Services
 
 
 def limit_malloc_arenas(arenas: int = 2) -> bool:
@@ -114,8 +114,51 @@ def file_preparer(settings: Settings) -> Any:
     return make_preparer(settings.max_file_bytes)
 
 
+def provider_listing(data_dir: Path) -> dict[str, Any]:
+    """The providers of ``data_dir`` in the order they are tried, with what they cost so far."""
+    from app.llm.providers import day_and_month
+    from app.llm.providers.settings import load_providers
+    from app.store.sqlite import read_spending
+
+    providers = load_providers(data_dir)
+    db = Settings(data_dir=data_dir).db_path
+    day, month = day_and_month()
+    today, this_month = read_spending(db, day), read_spending(db, month)
+    rows = [{**p.model_dump(mode="json"), "off_machine": p.off_machine, "default": p.id == providers.default,
+             "spent_today": today.get(p.id, 0.0), "spent_this_month": this_month.get(p.id, 0.0)}
+            for p in providers.ordered()]
+    return {"providers": rows, "daily_limit": providers.daily_limit, "monthly_limit": providers.monthly_limit}
+
+
+def provider_access() -> ProviderAccess:
+    """Settings → Providers over ``app.llm.providers`` (the settings file; the running registry)."""
+    from app.llm.providers import ProviderRegistry, refresh_registry
+    from app.llm.providers import settings as ps
+    from app.llm.providers.check import check_provider
+
+    def test(data_dir: Path, provider_id: str) -> str:
+        config = ps.load_providers(data_dir).get(provider_id)
+        return check_provider(config)[1] if config is not None else f"no provider {provider_id!r}"
+
+    def apply(engine: Any, data_dir: Path) -> None:  # the engine's own data folder: reload() reads it
+        chat = getattr(engine, "chat", None)
+        if isinstance(chat, ProviderRegistry):
+            refresh_registry(chat, data_dir)
+
+    return ProviderAccess(
+        listing=provider_listing,
+        add=lambda data_dir, config, default, allow: ps.add_provider(data_dir, config, default,
+                                                                     allow_off_machine=allow),
+        remove=ps.remove_provider, set_default=ps.set_default,
+        set_limits=lambda data_dir, daily, monthly, clear: ps.set_limits(data_dir, daily=daily, monthly=monthly,
+                                                                          clear=clear),
+        test=test, is_loopback=ps.is_loopback, apply=apply,
+    )
+
+
 def services() -> Services:
     return Services(
+        providers=provider_access(),
         build_engine=build_engine,
         verify_chat_model=verify_chat_model,
         chat_models=chat_models,

@@ -19,6 +19,7 @@ from app.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from app.core.engine.facade import Engine
+    from app.core.runtime.executors import Executors
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -71,6 +72,17 @@ def load_embedder(settings: Settings) -> Embedder:
     return SentenceEmbedder(path)
 
 
+def chat_providers(settings: Settings, local: ChatModel, store: SqliteStore, executors: "Executors") -> ChatModel:
+    """The provider registry over the data folder's ``providers.json`` (only ``local`` when there
+    is none), its spending limits starting from what the store recorded today and this month."""
+    from app.llm.providers import build_registry, day_and_month
+
+    day, month = day_and_month()
+    spent_today = executors.pool("store").submit(store.spending_since, day).result()
+    spent_month = executors.pool("store").submit(store.spending_since, month).result()
+    return build_registry(settings.data_dir, local, spent_today=spent_today, spent_this_month=spent_month)
+
+
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
     """The LanceDB search index (rebuildable from SQLite at any time)."""
     return SearchIndex(settings.index_dir, embedder)
@@ -110,6 +122,7 @@ def build_engine(
         if chat or counter == "model":
             say(f"loading the chat model {settings.chat_model}")
         model = load_chat_model(settings, prompt_cache=prompt_cache) if (chat or counter == "model") else None
+        answering = chat_providers(settings, model, store, executors) if chat and model is not None else None
     except BaseException:
         if store is not None:  # closed on its own thread; then the pools go
             executors.pool("store").submit(store.close).result()
@@ -121,6 +134,6 @@ def build_engine(
     config = EngineConfig(default_budget=settings.default_budget, context_size=context_size,
                           max_streams=settings.max_concurrent_streams)
     return Engine(
-        store=store, index=index, embedder=embedder, chat=model if chat else None,
+        store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
     )

@@ -23,6 +23,21 @@ class ModelError(CoreError):
     """A model could not be loaded or used. ``str(err)`` is one line meant for the user."""
 
 
+class ProviderError(ModelError):
+    """A chat provider could not answer: raised by ``ChatProvider.chat`` before any token was
+    streamed (a failure after that is returned as ``finish_reason == "error"``).
+
+    ``transient`` says that trying the same provider again soon may work (a refused or timed-out
+    connection, HTTP 408/429/5xx); a wrong key, an unknown model or a refused spending limit are
+    not transient. A provider registry retries a transient error with backoff, then falls back to
+    the next provider.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
 def user_line(exc: BaseException) -> str:
     """The one line a front end shows for ``exc``: a ``CoreError``'s own message, anything else
     as "something went wrong: …" (a bug: the caller logs its traceback)."""

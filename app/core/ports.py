@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -141,6 +141,54 @@ class ChatModel(Protocol):
         ...
 
 
+ProviderType = Literal["local", "external"]
+
+
+class ModelInfo(BaseModel):
+    """What a chat provider says about itself (shown in settings, recorded with its calls)."""
+
+    provider_id: str
+    provider_name: str
+    kind: str  # llama.cpp | openai | ollama | fake
+    type: ProviderType
+    model: str
+    context_size: int
+    endpoint: str = ""  # "" for a model in this process
+    off_machine: bool = False  # the endpoint is not this machine: prompts leave it
+    json_schema: bool = False  # can constrain output by a JSON schema
+    price_in_per_1k: float = 0.0
+    price_out_per_1k: float = 0.0
+
+
+@runtime_checkable
+class ChatProvider(ChatModel, Protocol):
+    """A ``ChatModel`` that can also say who it is, whether it can answer now and what a call costs
+    (seed 004 §4.1). Implementations: the in-process llama.cpp model and OpenAI-compatible HTTP
+    endpoints (``app.llm.providers``). Blocking, like ``ChatModel``.
+
+    ``chat`` raises ``ProviderError`` when the call fails before any token was streamed
+    (``transient`` when trying again may help); a failure after the first token is returned as
+    ``finish_reason == "error"`` with what streamed so far. ``usage.provider`` is ``id``.
+    """
+
+    id: str
+    type: ProviderType
+
+    def is_available(self) -> bool:
+        """Whether the provider can answer now (a loaded model, a reachable endpoint); never raises."""
+        ...
+
+    def max_tokens(self) -> int:
+        """The model's context window in tokens (prompt and answer together)."""
+        ...
+
+    def estimate_cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The price of a call of that size (0 for a local model)."""
+        ...
+
+    def model_info(self) -> ModelInfo: ...
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """A sentence embedder. Blocking; call it on the ``embed`` executor only."""
@@ -251,6 +299,7 @@ class SessionStore(Protocol):
                        answer: Message | None = None) -> bool: ...
     def sweep_runs(self) -> int: ...
     def turn_statuses(self, session_id: str) -> dict[str, str]: ...
+    def off_machine_turns(self, session_id: str) -> list[str]: ...
     # what the search index should hold (rows the index understands, each with an ``id``)
     def list_searchable(self, ids: Collection[str] | None = None) -> Sequence[Any]: ...
     def searchable_ids(self) -> set[str]: ...

@@ -247,6 +247,13 @@ class ModelUsage(_Model):
     status: Literal["success", "error", "cancelled"] = "success"
     error: str = ""
     at: str = Field(default_factory=utc_now)
+    # Which provider answered and what it cost (issue 15): ``provider`` is the provider's id,
+    # ``cost`` its price for this call (0 for a local model), ``off_machine`` whether the prompt
+    # left this machine, ``notes`` what the provider registry did on the way (a fallback, a
+    # retry, a refused spending limit), one line each.
+    cost: float = 0.0
+    off_machine: bool = False
+    notes: list[str] = Field(default_factory=list)
 
 
 class EvidenceSource(_Model):

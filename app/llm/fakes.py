@@ -139,3 +139,86 @@ class HashEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._vector(t) for t in texts]).astype(np.float32)
+
+
+class ScriptedProvider(ScriptedChatModel):
+    """A scripted ``ChatProvider`` for registry tests: replies like ``ScriptedChatModel`` and can
+    be told to be down (``available=False``: every call raises a transient ``ProviderError``),
+    to fail the next ``fail_times`` calls before the first token, or to break after
+    ``break_after`` pieces (``finish_reason == "error"``). Prices make its calls cost."""
+
+    def __init__(self, provider_id: str, replies: Sequence[str] = ("OK.",), *, type: str = "external",
+                 price_in_per_1k: float = 0.0, price_out_per_1k: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(replies, name=kwargs.pop("name", f"{provider_id}-model"), **kwargs)
+        self.id = provider_id
+        self.type = type
+        self.available = True
+        self.fail_times = 0
+        self.transient = True
+        self.break_after: int | None = None
+        self.price_in_per_1k, self.price_out_per_1k = price_in_per_1k, price_out_per_1k
+
+    def is_available(self) -> bool:
+        return self.available
+
+    def max_tokens(self) -> int:
+        return self.context_size
+
+    def estimate_cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.price_in_per_1k + completion_tokens * self.price_out_per_1k) / 1000
+
+    def model_info(self) -> Any:
+        from app.core.ports import ModelInfo
+
+        return ModelInfo(provider_id=self.id, provider_name=self.id, kind="fake", type=self.type,  # type: ignore[arg-type]
+                         model=self.name, context_size=self.context_size, json_schema=True,
+                         price_in_per_1k=self.price_in_per_1k, price_out_per_1k=self.price_out_per_1k)
+
+    def chat(self, messages: Sequence[ChatMessage], *, params: GenerationParams | None = None, stage: str = "answer",
+             json_schema: dict[str, Any] | None = None, on_token: TokenCallback | None = None,
+             cancel: CancelToken | None = None) -> ChatResult:
+        from app.core.errors import ProviderError
+
+        if not self.available:
+            raise ProviderError(f"{self.id} cannot be reached (connection refused)", transient=True)
+        if self.fail_times > 0:
+            self.fail_times -= 1
+            raise ProviderError(f"{self.id} answered HTTP 503", transient=self.transient)
+        if self.break_after is None:
+            result = super().chat(messages, params=params, stage=stage, json_schema=json_schema,
+                                  on_token=on_token, cancel=cancel)
+        else:
+            broken = _Broken(self.break_after)
+            try:
+                super().chat(messages, params=params, stage=stage, json_schema=json_schema,
+                             on_token=broken.wrap(on_token), cancel=cancel)
+            except _Broken.Stop:
+                pass
+            usage = ModelUsage(stage=stage, provider=self.id, model=self.name, completion_tokens=len(broken.pieces),
+                               status="error", error="the connection was reset")
+            result = ChatResult(text="".join(broken.pieces), usage=usage, finish_reason="error")
+        usage = result.usage
+        result.usage = usage.model_copy(update={
+            "provider": self.id, "cost": self.estimate_cost(usage.prompt_tokens, usage.completion_tokens)})
+        return result
+
+
+class _Broken:
+    """Passes ``after`` pieces on, then stops the stream (a connection lost mid-answer)."""
+
+    class Stop(Exception):
+        pass
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.pieces: list[str] = []
+
+    def wrap(self, on_token: TokenCallback | None) -> TokenCallback:
+        def relay(piece: str) -> None:
+            if len(self.pieces) >= self.after:
+                raise _Broken.Stop
+            self.pieces.append(piece)
+            if on_token is not None:
+                on_token(piece)
+
+        return relay

@@ -277,6 +277,36 @@ def _m0004_session_use(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0006_model_usage_provider(conn: sqlite3.Connection) -> None:
+    """Who answered each model call and what it cost, as columns (issue 15: providers).
+
+    ``provider`` (the provider's id), ``status``, ``first_token_latency_ms``, ``cost`` and
+    ``off_machine`` were kept in the ``data`` JSON (or did not exist); as columns the spending
+    limits can sum today's and this month's cost with an index on ``at``. Existing rows are
+    moved over: their values leave ``data`` (a row read back dumps as before).
+    """
+    moved = ("provider", "status", "first_token_latency_ms", "cost", "off_machine")
+    _run(
+        conn,
+        (
+            "ALTER TABLE model_usage ADD COLUMN provider TEXT NOT NULL DEFAULT 'llama.cpp'",
+            "ALTER TABLE model_usage ADD COLUMN status TEXT NOT NULL DEFAULT 'success'",
+            "ALTER TABLE model_usage ADD COLUMN first_token_latency_ms REAL",
+            "ALTER TABLE model_usage ADD COLUMN cost REAL NOT NULL DEFAULT 0",
+            "ALTER TABLE model_usage ADD COLUMN off_machine INTEGER NOT NULL DEFAULT 0",
+            """UPDATE model_usage SET
+                provider = COALESCE(json_extract(data, '$.provider'), provider),
+                status = COALESCE(json_extract(data, '$.status'), status),
+                first_token_latency_ms = json_extract(data, '$.first_token_latency_ms'),
+                cost = COALESCE(json_extract(data, '$.cost'), 0),
+                off_machine = COALESCE(json_extract(data, '$.off_machine'), 0)""",
+            "UPDATE model_usage SET data = json_remove(data, "
+            + ", ".join(f"'$.{name}'" for name in moved) + ")",
+            "CREATE INDEX model_usage_at ON model_usage(at)",
+        ),
+    )
+
+
 def _m0005_session_generation(conn: sqlite3.Connection) -> None:
     """A session's own generation settings (temperature, answer length, standing instruction) as
     JSON; NULL keeps the app's defaults."""
@@ -289,6 +319,7 @@ MIGRATIONS: list[Migration] = [
     ("0003_turn_recovery", _m0003_turn_recovery),
     ("0004_session_use", _m0004_session_use),
     ("0005_session_generation", _m0005_session_generation),
+    ("0006_model_usage_provider", _m0006_model_usage_provider),
 ]
 
 

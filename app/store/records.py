@@ -94,8 +94,8 @@ TOOL_CALLS = RecordSpec(
 )
 MODEL_USAGE = RecordSpec(
     "model_usage", ModelUsage, "model_usage_id",
-    ("model_usage_id", "turn_id", "task_id", "stage", "model", "prompt_tokens",
-     "completion_tokens", "latency_ms", "at"),
+    ("model_usage_id", "turn_id", "task_id", "stage", "provider", "model", "prompt_tokens",
+     "completion_tokens", "first_token_latency_ms", "latency_ms", "status", "cost", "off_machine", "at"),
 )
 ENV_EVENTS = RecordSpec(
     "env_events", EnvEvent, "event_id",

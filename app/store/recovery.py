@@ -120,6 +120,12 @@ class TurnRecovery(StoreBase):
         rows = self._db().execute("SELECT turn_id, status FROM turns WHERE session_id = ?", (session_id,))
         return {row["turn_id"]: row["status"] for row in rows}
 
+    def off_machine_turns(self, session_id: str) -> list[str]:
+        """Ids of the session's turns whose answer came from a provider off this machine."""
+        rows = self._db().execute("SELECT DISTINCT turn_id FROM model_usage WHERE session_id = ? AND stage = 'answer' "
+                                  "AND off_machine = 1 AND turn_id IS NOT NULL", (session_id,))
+        return [row[0] for row in rows]
+
     def sweep_runs(self) -> int:
         """Remove the lease files of runs that are gone; return how many were removed."""
         return self.lease.sweep()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from app.core.types import (
@@ -371,6 +372,15 @@ class SqliteStore(SessionCatalog, IdLookup, TurnRecovery):
             return self._list(R.MODEL_USAGE, "session_id = ?", (session_id,))
         return self._list(R.MODEL_USAGE, "session_id = ? AND turn_id = ?", (session_id, turn_id))
 
+    def spending_since(self, since: str) -> dict[str, float]:
+        """Cost of the priced model calls made at or after ``since`` (ISO time), by provider id,
+        over every session: what the provider registry's spending limits start from."""
+        rows = self._db().execute(
+            "SELECT provider, SUM(cost) FROM model_usage WHERE cost > 0 AND at >= ? GROUP BY provider",
+            (since,),
+        ).fetchall()
+        return {str(row[0]): float(row[1] or 0.0) for row in rows}
+
     def add_env_event(self, session_id: str, event: EnvEvent) -> EnvEvent:
         """Store an environment event; return it."""
         self._add(R.ENV_EVENTS, session_id, event, "env_event.added")
@@ -460,3 +470,19 @@ class SqliteStore(SessionCatalog, IdLookup, TurnRecovery):
             raise ValueError(f"not a table name: {table!r}")
         row = self._one(f"SELECT COUNT(*) FROM {table}")
         return int(row[0]) if row else 0
+
+
+def read_spending(db_path: Path, since: str) -> dict[str, float]:
+    """``SqliteStore.spending_since`` over a read-only connection of its own (no run lease, no
+    migrations): what a settings view shows while the app may be writing. {} without a store."""
+    if not Path(db_path).is_file():
+        return {}
+    conn = sqlite3.connect(f"file:{Path(db_path).as_posix()}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT provider, SUM(cost) FROM model_usage WHERE cost > 0 AND at >= ? "
+                            "GROUP BY provider", (since,)).fetchall()
+    except sqlite3.OperationalError:  # a store from before migration 0004 has no cost column
+        return {}
+    finally:
+        conn.close()
+    return {str(row[0]): float(row[1] or 0.0) for row in rows}

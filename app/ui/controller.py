@@ -68,6 +68,7 @@ class EngineController(QObject):
     env_failed = Signal(object)  # env events that could not be stored or indexed: env_failures() entries
     sensors_status = Signal(list)  # one line per watched source
     turn_statuses = Signal(dict)  # node id → stored status of the open session's turns that did not answer
+    off_machine = Signal(list)  # node ids of turns answered off this machine (marked on their cards)
     error = Signal(str)  # something the user should read (one line)
 
     def __init__(self, settings: Settings, services: Services, parent: QObject | None = None) -> None:
@@ -190,6 +191,8 @@ class EngineController(QObject):
         turns = self.state.turns
         self.turn_statuses.emit({turns[t].node_id: status for t, status in self.statuses.items()
                                  if status in SHOWN_STATUSES and t in turns and turns[t].node_id})
+        far = await engine.off_machine_turns(self.state.session_id)
+        self.off_machine.emit([turns[t].node_id for t in far if t in turns and turns[t].node_id])
         resumed = await engine.resume_inputs(self.state.session_id)
         if resumed:
             self.status_changed.emit(f"Queued again {len(resumed)} input(s) that were waiting when the app stopped")
@@ -277,6 +280,8 @@ class EngineController(QObject):
             self._on_flush()
             self.live.pop(turn_id, None)
         if isinstance(outcome, TurnRecord):
+            if outcome.usage.get("off_machine") and outcome.node_id:
+                self.off_machine.emit([outcome.node_id])
             self.turn_finished.emit(outcome.turn_id, outcome)
             return
         reason = handle.stop_reason

@@ -77,6 +77,7 @@ class SettingsDialog(QDialog):
         verify_chat_model: VerifyModel,
         parent: QWidget | None = None,
         poll_ms: int = 50,
+        providers: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
@@ -140,6 +141,9 @@ class SettingsDialog(QDialog):
         self.tabs = QTabWidget(self)
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self.environment, "Environment")
+        self.providers = providers  # Settings → Providers: its changes are saved as they are made
+        if providers is not None:
+            self.tabs.addTab(providers, "Providers")
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
         layout.addWidget(self.buttons)

@@ -113,6 +113,7 @@ class FileActions:
             embed_models=self.services.embed_models(self.settings),
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
             parent=self._window(),
+            providers=self._providers_tab(),
         )
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
@@ -141,6 +142,15 @@ class FileActions:
         assert self.controller.engine is not None
         await self.controller.engine.set_generation(session_id, new)
         self.statusBar().showMessage("Session settings saved: they apply from the next input.", 8000)
+
+    def _providers_tab(self) -> QWidget | None:
+        access = self.services.providers
+        if access is None:
+            return None
+        from app.ui.providers_settings import ProvidersSettingsWidget
+
+        c = self.controller
+        return ProvidersSettingsWidget(access, self.settings.data_dir, lambda: c.engine)
 
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings

@@ -24,6 +24,26 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class ProviderAccess:
+    """What the Providers tab may do (blocking callables; ``test`` may take seconds)."""
+
+    #: {"providers": [rows as ``pcm providers list --json``], "daily_limit", "monthly_limit"}
+    listing: Callable[[Path], dict[str, Any]]
+    #: (data_dir, config, set_as_default, allow_off_machine) → the saved provider's row
+    add: Callable[[Path, dict[str, Any], bool, bool], Any]
+    remove: Callable[[Path, str], Any]
+    set_default: Callable[[Path, str], Any]
+    #: (data_dir, daily, monthly, clear)
+    set_limits: Callable[[Path, float | None, float | None, bool], Any]
+    #: one line: reachable? a short reply, its first-token latency and cost
+    test: Callable[[Path, str], str]
+    #: whether an endpoint URL is this machine (loopback)
+    is_loopback: Callable[[str], bool]
+    #: (the running engine or None, data_dir): its provider registry follows the file
+    apply: Callable[[Any, Path], Any]
+
+
+@dataclass(frozen=True)
 class Services:
     """Adapter entry points for the window (all blocking; run them on an executor)."""
 
@@ -52,3 +72,5 @@ class Services:
     build_sensors: Callable[[Settings, Callable[[Any], bool], list[Any]], Any] | None = None
     #: Reads a file change's text for the intake (binary/oversized files: recorded, not read).
     file_preparer: Callable[[Settings], Callable[[Any], Any]] | None = None
+    #: Settings → Providers (``app.llm.providers``); None hides the tab.
+    providers: ProviderAccess | None = None

@@ -1,11 +1,10 @@
 """The main window: the canvas in the centre, the composer below it, dockable panels around it.
 
-The window wires widgets to the ``EngineController`` and holds no engine logic: the canvas
-scene mirrors the session graph through the graph's own signals; turn progress arrives as
-controller signals; branch actions from the canvas go back to the engine through the controller
-(``branch_actions.CanvasActions``; re-anchoring and injecting through an undo stack); the File
-menu's export, import and settings are ``file_actions.FileActions``. Startup shows the window at
-once; the models load in the background while the status bar says what is happening.
+The window wires widgets to the ``EngineController`` and holds no engine logic: the scene
+mirrors the session graph through its signals; turn progress arrives as controller signals;
+canvas branch actions go back through the controller (``branch_actions``; re-anchoring and
+injecting undoable); File menu actions are ``file_actions.FileActions``. Startup shows the
+window at once; the models load in the background while the status bar says what is happening.
 """
 
 from __future__ import annotations
@@ -228,6 +227,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         c.env_failed.connect(self._on_env_failed)
         c.sensors_status.connect(self.env.set_sensor_status)
         c.turn_statuses.connect(self.scene.set_node_statuses)
+        c.off_machine.connect(self.scene.mark_off_machine)
         self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
         self.banner.choice_made.connect(self.reanchor)

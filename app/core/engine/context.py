@@ -17,8 +17,17 @@ from typing import Any, TypeVar
 import numpy as np
 
 from app.core.pipeline.builder import ContextBuilder
-from app.core.ports import ChatModel, Embedder, GenerationParams, SearchIndex, SessionStore, TokenCounter
+from app.core.ports import (
+    ChatModel,
+    ChatResult,
+    Embedder,
+    GenerationParams,
+    SearchIndex,
+    SessionStore,
+    TokenCounter,
+)
 from app.core.routing.anchor import SESSION_DEFAULT, RoutingWeights
+from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.session.state import SessionState
 
@@ -69,6 +78,19 @@ class EngineContext:
     async def on_store(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         """``fn(*args, **kw)`` on the store executor (the one SQLite connection)."""
         return await self.ex.run("store", fn, *args, **kw)
+
+    def usage_recorder(self, session_id: str, turn_id: str | None) -> Callable[[ChatResult], None] | None:
+        """What a turn's model call (intent, tool choice) hands ``ChatStream(on_result=...)`` so
+        its usage — provider, tokens, latency, cost — is written to ``model_usage`` when it
+        finishes; None outside a turn (evaluation builds write nothing)."""
+        if turn_id is None:
+            return None
+
+        def record(result: ChatResult) -> None:
+            usage = result.usage.model_copy(update={"turn_id": turn_id})
+            spawn(self.on_store(self.store.add_model_usage, session_id, usage), name=f"usage {usage.stage} {turn_id}")
+
+        return record
 
     async def on_index(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         """``fn(*args, **kw)`` on the index executor (LanceDB queries)."""

@@ -22,6 +22,7 @@ anything else happens with it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -237,6 +238,19 @@ class Engine:
     async def turn_statuses(self, session_id: str) -> dict[str, str]:
         """turn id → stored status ("answered", "failed", "interrupted", ...) of the session's turns."""
         return await self.ctx.on_store(self.ctx.store.turn_statuses, session_id)
+
+    async def reload_providers(self) -> bool:
+        """Re-read the chat providers' settings (changed by ``pcm providers``, the Settings dialog or
+        MCP's configure_llm_provider) from the next model call on; False when the chat model is
+        not a provider registry."""
+        reload = getattr(self.ctx.chat, "reload", None)
+        if not callable(reload):
+            return False
+        return bool(await asyncio.to_thread(reload))
+
+    async def off_machine_turns(self, session_id: str) -> list[str]:
+        """Ids of the session's turns answered by a provider off this machine (their cards say so)."""
+        return await self.ctx.on_store(self.ctx.store.off_machine_turns, session_id)
 
     async def turn_record(self, turn_id: str) -> TurnRecord:
         """The turn's stored record; ``NoRecordError`` if there is none."""

@@ -187,7 +187,7 @@ class ToolService:
         if choices:
             round_.selection = "rules"
         elif self._llm_tools_on() and rules_unsure(inp.text, intent, offered, choices):
-            choice, round_.model = await self._choose_by_model(inp.text, offered_tools)
+            choice, round_.model = await self._choose_by_model(inp.text, offered_tools, (state.session_id, turn_id))
             if choice is not None:
                 choices, round_.selection = [choice], "model"
         for choice in choices[:limit]:
@@ -203,13 +203,16 @@ class ToolService:
                                      session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
                                      reason=choice.reason)
 
-    async def _choose_by_model(self, text: str, offered: Sequence[Any]) -> tuple[ToolChoice | None, dict[str, Any]]:
-        """Ask the chat model to pick one offered tool (or none) within the time limit; never raises."""
+    async def _choose_by_model(self, text: str, offered: Sequence[Any],
+                               turn: tuple[str, str]) -> tuple[ToolChoice | None, dict[str, Any]]:
+        """Ask the chat model to pick one offered tool (or none) within the time limit; never raises.
+        ``turn`` is (session id, turn id): the call is recorded in model_usage."""
         names = choice_names(offered)
         messages = tool_choice_messages(text, [(t.name, t.spec.description, t.primary_arg) for t in offered])
         assert self.ctx.chat is not None
         stream = ChatStream(self.ctx.ex, self.ctx.chat, messages, stage="tool_call",
-                            params=GenerationParams(max_tokens=64, temperature=0.0), json_schema=tool_choice_schema(names))
+                            params=GenerationParams(max_tokens=64, temperature=0.0), json_schema=tool_choice_schema(names),
+                            on_result=self.ctx.usage_recorder(*turn))
         try:
             result = await asyncio.wait_for(stream.wait(), self.config.llm_timeout_s)
         except asyncio.TimeoutError:

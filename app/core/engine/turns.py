@@ -155,7 +155,7 @@ class TurnService:
         vectors = await ctx.vectors_for([m for tid in turns for m in state.turns[tid].message_ids])
         tasks = await self._tasks_seen(session_id, tasks, recorded)
         qv = None if query_vector is None else [float(x) for x in query_vector]
-        llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded)
+        llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded, (session_id, turn_id))
         specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
                                             recorded.tools if recorded else None)
         inputs = BuildInputs(
@@ -194,7 +194,7 @@ class TurnService:
         return size, min(state.generation.max_tokens, size // 2)
 
     async def _llm_signal(self, text: str, query_vector: list[float] | None, tasks: TaskInputs,
-                          recorded: Recorded | None) -> tuple[Any, str]:
+                          recorded: Recorded | None, turn: tuple[str, str | None]) -> tuple[Any, str]:
         """The LLM intent signal: the recorded one, or asked for when the fast path is unsure."""
         ctx = self.ctx
         if recorded is not None:
@@ -206,15 +206,17 @@ class TurnService:
         fast = ctx.builder.intents.infer(text, IntentContext(query_vector=query_vector, running_tasks=running))
         if fast.confidence.mode >= ctx.config.llm_intent_below:
             return None, "skipped"
-        return await self._llm_intent(text)
+        return await self._llm_intent(text, turn)
 
-    async def _llm_intent(self, text: str) -> tuple[Any, str]:
-        """Ask the chat model for intent JSON within the time limit; never raises."""
+    async def _llm_intent(self, text: str, turn: tuple[str, str | None]) -> tuple[Any, str]:
+        """Ask the chat model for intent JSON within the time limit; never raises. ``turn`` is
+        (session id, turn id): a turn's call is recorded in model_usage."""
         ctx = self.ctx
         assert ctx.chat is not None
         # The head of a long paste says what it is for; the whole of it would not fit the model.
         stream = ChatStream(ctx.ex, ctx.chat, intent_messages(text[:LLM_INTENT_CHARS]), stage="intent",
-                            params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA)
+                            params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA,
+                            on_result=ctx.usage_recorder(*turn))
         try:
             result = await asyncio.wait_for(stream.wait(), ctx.config.llm_intent_timeout_s)
         except asyncio.TimeoutError:

@@ -129,7 +129,9 @@ class ChatStream:
     The call runs on the ``llm`` executor; each token crosses to the loop with
     ``call_soon_threadsafe``. ``stop()`` cancels within one token. An ``urgent`` call may also
     run by cutting into the generation in progress (module doc), so it starts within one token
-    of that generation instead of after it; every call lets urgent ones cut in.
+    of that generation instead of after it; every call lets urgent ones cut in. ``on_result``
+    hears the finished call's result on the loop, also when its awaiter gave up waiting (the
+    engine records every call's usage with it).
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class ChatStream:
         stage: str = "answer",
         json_schema: dict[str, Any] | None = None,
         urgent: bool = False,
+        on_result: Callable[[ChatResult], None] | None = None,
     ) -> None:
         self.cancel = CancelToken()
         self.result: ChatResult | None = None
@@ -162,6 +165,8 @@ class ChatStream:
                 self._future.set_exception(error)
             else:
                 self._future.set_result(result)  # type: ignore[arg-type]
+                if on_result is not None and result is not None:
+                    on_result(result)  # on the loop, once, however the awaiting side ended
 
         def work() -> None:
             result: ChatResult | None = None

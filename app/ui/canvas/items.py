@@ -152,6 +152,7 @@ class NodeItem(QGraphicsRectItem):
         self.shape_name = SHAPE_NAMES[self.kind]
         self._style = style
         self.status = ""
+        self.off_machine = False  # the answer came from a provider off this machine
         self.body = ""
         self.streaming = False
         self.highlighted = False
@@ -222,6 +223,11 @@ class NodeItem(QGraphicsRectItem):
     def set_status(self, status: str) -> None:
         if status != self.status:
             self.status = status
+            self.update()
+
+    def set_off_machine(self, on: bool) -> None:
+        if on != self.off_machine:
+            self.off_machine = on
             self.update()
 
     def set_highlighted(self, on: bool) -> None:
@@ -405,6 +411,14 @@ class NodeItem(QGraphicsRectItem):
             painter.drawEllipse(rect)
             painter.setPen(s.white_pen)
             painter.drawText(*self._small_text("ambiguous", "?", rect))
+            x += 20
+        if self.off_machine:  # answered off this machine: an arrow leaving a round plate
+            painter.setPen(s.background_pen)
+            painter.setBrush(s.status_brush_for("off_machine"))
+            rect = QRectF(x, -8, 16, 16)
+            painter.drawEllipse(rect)
+            painter.setPen(s.white_pen)
+            painter.drawText(*self._small_text("off_machine", "↗", rect))
             x += 20
         if self.checkpoint:  # a small flag on a round plate
             painter.setPen(s.background_pen)

@@ -79,6 +79,13 @@ class CanvasScene(GraphMirrorScene):
         if item is not None:
             item.set_status(status)
 
+    def mark_off_machine(self, node_ids: list[str]) -> None:
+        """Mark turn cards whose answer came from a provider off this machine."""
+        for node_id in node_ids:
+            item = self._items.get(node_id)
+            if item is not None:
+                item.set_off_machine(True)
+
     def set_node_statuses(self, statuses: dict[str, str]) -> None:
         """Badge several nodes (node id → status), e.g. the stored ones of a session just opened."""
         for node_id, status in statuses.items():

@@ -1,5 +1,6 @@
 """The Timing tab: milliseconds per stage of the build and of the answer, with bars, the plan's
-time limits beside them, and the answer's token counts and speed (from ``TurnRecord.usage``).
+time limits beside them, the answer's token counts and speed, and who answered it — marked when
+it was answered off the machine (from ``TurnRecord.usage``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ STAGES: tuple[tuple[str, str, str, str], ...] = (
     ("first token", "first_token_ms", "answer", ""),
     ("answer", "answer_ms", "answer", ""),
 )
+
+
+def provider_rows(usage: dict[str, Any]) -> list[list[str]]:
+    """Who answered and where: the provider, "off the machine" when the prompt left it, the cost
+    of a priced call, and what the provider registry skipped or retried on the way."""
+    if not usage.get("provider"):
+        return []
+    rows = [["provider", str(usage["provider"])],
+            ["answered", "OFF THE MACHINE (the prompt was sent out)" if usage.get("off_machine") else "on this machine"]]
+    if usage.get("cost"):
+        rows.append(["cost", f"{float(usage['cost']):.4f}"])
+    rows.extend(["provider note", str(note)] for note in usage.get("notes") or [])
+    return rows
 
 
 def tokens_per_second(usage: dict[str, Any]) -> float | None:
@@ -106,8 +120,9 @@ class TimingTabWidget(QWidget):
             ["completion tokens", str(usage.get("completion_tokens", "—"))],
             ["tokens / s", "—" if rate is None else f"{rate:.1f}"],
         ]
+        answer_rows.extend(provider_rows(usage))
         if usage.get("error"):
             answer_rows.append(["error", str(usage["error"])])
         fill_table(self.answer, answer_rows)
-        fit_height(self.answer, 8)
+        fit_height(self.answer, len(answer_rows) + 1)
         self.raw.set_data({"timing": timing, "usage": usage, "params": record.params})

@@ -41,6 +41,8 @@ def finish_line(record: TurnRecord, answer: str) -> str:
         why = " ".join(str(record.usage.get("error") or "").split())
         kept = f"the {len(answer)} characters above are what had streamed" if answer else "no answer text was kept"
         line = f"{finish}: {why or 'no reason recorded'}; {kept}"
+    if record.usage.get("off_machine"):
+        line += f" · answered off the machine by {record.usage.get('provider', '?')}"
     return line
 
 
