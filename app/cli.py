@@ -18,6 +18,7 @@
     pcm bench sensors [--files 10000]
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
     pcm bench providers [--runs N]
+    pcm bench startup [--runs 5]       (the desktop app: time to window and to ready)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -223,6 +224,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.json:
             cmd.append("--json")
         return subprocess.run(cmd, check=False).returncode
+    if args.target == "startup":
+        from app.bench_startup import bench_startup
+        from app.bench_startup import format_report as startup_report
+
+        report = bench_startup(args.runs, say=lambda line: print(line, file=sys.stderr))  # a throw-away folder
+        print(json.dumps(report, indent=2) if args.json else startup_report(report))
+        return 0
     if args.target in ("build", "streams", "sensors"):
         from app import cli_pipeline
 
@@ -293,8 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_provider_parsers(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers"])
-    p.add_argument("--runs", type=int, default=5, help="models: repetitions; ui: streamed answers")
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup"])
+    p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
     p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")

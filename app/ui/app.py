@@ -20,6 +20,7 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from app.config import RESOURCES_DIR, Settings
+from app.startup import process_age_s
 from app.ui.gc_guard import MainThreadGC
 from app.ui.services import Services
 from app.ui.theme import apply_theme
@@ -98,6 +99,7 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
     apply_theme(app, settings.theme == "dark")
     window = MainWindow(settings, services)
     window.show()
+    window_s = process_age_s()
     status = 0
 
     async def main() -> None:
@@ -107,7 +109,7 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
         if self_test is None:
             window.start(session_id)
         else:
-            status = await _self_test(window, session_id, self_test)
+            status = await _self_test(window, session_id, self_test, window_s)
             window.close()
         await closed.wait()
 
@@ -115,13 +117,13 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
     return status
 
 
-async def _self_test(window: MainWindow, session_id: str | None, text: str) -> int:
+async def _self_test(window: MainWindow, session_id: str | None, text: str, window_s: float) -> int:
     started = time.perf_counter()
     c = window.controller
     if not await c.load(session_id):
         print(f"self-test: the models did not load: {c.load_error or 'no reason given'}", file=sys.stderr)
         return 1
-    loaded = time.perf_counter() - started
+    loaded, ready_s = time.perf_counter() - started, process_age_s()
     finished: list[Any] = []
     c.turn_finished.connect(lambda _turn_id, record: finished.append(record))
     c.turn_failed.connect(lambda _key, message, _text: finished.append(message))
@@ -135,7 +137,8 @@ async def _self_test(window: MainWindow, session_id: str | None, text: str) -> i
             " ".join(str(record.usage.get("error") or "").split()) or record.finish_reason)
         print(f"self-test: no answer ({why})", file=sys.stderr)
         return 1
-    print(f"self-test: models loaded in {loaded:.1f} s; turn {record.turn_id[:8]} answered "
+    print(f"self-test: window in {window_s:.2f} s, ready in {ready_s:.2f} s (models loaded in {loaded:.1f} s); "
+          f"turn {record.turn_id[:8]} answered "
           f"({len(record.output.split())} words, first token {record.timing.first_token_ms or 0:.0f} ms) "
           f"in session {record.session_id[:8]}", flush=True)
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from app.bench_startup import SELF_TEST_TIMES
 from app.config import Settings
 from app.core.types import EdgeKind, NodeKind
 from app.ui.window import MainWindow
@@ -255,7 +256,9 @@ def test_python_m_app_opens_answers_quits_and_reopens_the_session(tmp_path: Path
         found = re.search(r"answered .* in session (\w+)", proc.stdout)
         assert found, proc.stdout
         sessions.append(found.group(1))
-    assert sessions[0] == sessions[1]  # the second start reopened the most recent session
+        times = SELF_TEST_TIMES.search(proc.stdout)  # what `pcm bench startup` reads
+        assert times and 0 < float(times.group(1)) < float(times.group(2)), proc.stdout
+    assert sessions[0] == sessions[1]  # the second start reopened the session used last
 
 
 def test_a_file_edited_in_a_watched_folder_reaches_the_canvas_and_the_env_panel(qtbot, aloop, tmp_path: Path) -> None:
