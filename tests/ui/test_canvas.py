@@ -13,6 +13,7 @@ from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas import PENDING_MIME, CanvasScene, CanvasView
 from app.ui.canvas.edges import EdgeItem, MergeEdgeItem
+from app.ui.canvas.items import NodeItem
 from app.ui.canvas.layout import LaneGeometry
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES
 from app.ui.canvas.style import TURN_MAX_HEIGHT, TURN_MIN_HEIGHT
@@ -277,6 +278,10 @@ def test_candidates_are_scored_dashed_lines_with_the_chosen_one_emphasised(canva
     assert lines[0].pen().widthF() > lines[1].pen().widthF()
     assert lines[0].label.text.startswith("0.81") and lines[1].label.text == "0.42"
     assert all(line.scene() is scene for line in lines)
+    for line in lines:  # no pill covers a card's text: it sits clear of the cards, or under them
+        area = line.label.sceneBoundingRect()
+        over = [it for it in scene.items(area) if isinstance(it, NodeItem)]
+        assert not over or line.label.zValue() < min(it.zValue() for it in over), line.target_id
     scene.clear_candidates()
     assert scene.candidate_items() == [] and all(line.scene() is None for line in lines)
 

@@ -104,7 +104,20 @@ class CanvasScene(GraphMirrorScene):
             line = CandidateItem(source, target, float(score), candidate_id == chosen, self.canvas_style)
             self.addItem(line)
             self.addItem(line.label)
+            self._place_label(line)
             self._candidate_items.append(line)
+
+    def _place_label(self, line: CandidateItem) -> None:
+        """Put the score pill on its line where it covers no card; where the whole line runs over
+        cards, under them (it shows where the line leaves a card, never over a card's text)."""
+        label, path = line.label, line.path()
+        for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.1, 0.9):
+            point = path.pointAtPercent(t)
+            area = label.boundingRect().translated(point)
+            if not any(isinstance(it, NodeItem) for it in self.items(area)):
+                label.setPos(point)
+                return
+        label.setZValue(0.7)  # above the lines, below the cards
 
     def clear_candidates(self) -> None:
         for line in self._candidate_items:
