@@ -455,6 +455,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     def _on_node_selected(self, node_id: str) -> None:
         turn_id = self._turn_of(node_id) if node_id else None
+        shown = self.inspector.record
+        if turn_id is not None and shown is not None and shown.turn_id == turn_id:
+            return  # already in the inspector (``_select_turn`` selected its card)
         if turn_id is not None:
             self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
         elif node_id and self.controller.state is not None and node_id in self.controller.state.graph:
@@ -471,8 +474,12 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self._select_turn(turn_id, record)
 
     def _select_turn(self, turn_id: str, record: TurnRecord | None) -> None:
+        """Show the turn in the inspector and select its card: the two always show one turn."""
         self._selected_turn = turn_id
         self.inspector.show_record(record)
+        node = self.controller.state.node_of(turn_id) if self.controller.state is not None else None
+        if node and self.scene.selected_ids() != [node]:
+            self.scene.select([node])
         if record is None and self.controller.statuses.get(turn_id) == "interrupted":
             self.inspector.show_note(UNBUILT_NOTE)
         live = self.controller.live.get(turn_id)
@@ -486,14 +493,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     def _on_evidence_hovered(self, evidence_ids: list[str]) -> None:
         state = self.controller.state
-        nodes: set[str] = set()
-        if state is not None:
-            for eid in evidence_ids:
-                view = state.messages.get(eid)
-                node = state.node_of(view.turn_id) if view is not None and view.turn_id else state.node_of(eid)
-                if node:
-                    nodes.add(node)
-        self.scene.highlight(nodes)
+        self.scene.highlight(state.nodes_of_evidence(evidence_ids) if state is not None else set())
 
     def _apply_filter(self) -> None:
         kinds = {k for k, a in self.kind_actions.items() if a.isChecked()}

@@ -144,6 +144,7 @@ def test_an_answer_cut_at_its_length_offers_continue_which_asks_on_that_turn(qtb
     record = drive(aloop, c.engine.turn_record(first))
     assert record.finish_reason == "length" and len(record.output.split()) == 64
     window._select_turn(first, record)
+    assert window.scene.selected_ids() == [record.node_id]  # canvas and inspector show one turn
     turn = window.inspector.turn
     assert not turn.continue_button.isHidden()
     assert turn.input.text() == "Tell me <b>everything</b> about harbours"  # shown as typed
@@ -151,6 +152,9 @@ def test_an_answer_cut_at_its_length_offers_continue_which_asks_on_that_turn(qtb
     drive(aloop, until(lambda: len(c.state.turn_order) == 2 and not c.busy(), 30, "the continuation"))
     again = drive(aloop, c.engine.turn_record(c.state.turn_order[-1]))
     assert again.build.text == CONTINUE_TEXT and again.build.anchor_node == record.node_id
+    assert window.scene.selected_ids() == [again.node_id] and window.inspector.record.turn_id == again.turn_id
+    window.scene.select([record.node_id])  # a click on the first card brings it back to the inspector
+    drive(aloop, until(lambda: window.inspector.record.turn_id == first, 10, "the first turn inspected"))
     window._select_turn(again.turn_id, again)
     assert turn.continue_button.isHidden()  # "the rest." ended by itself
     _close(window, aloop)

@@ -285,6 +285,17 @@ class SessionState:
         """The graph node that stands for a turn (or other record), if any."""
         return self._node_by_ref.get(ref_id)
 
+    def nodes_of_evidence(self, evidence_ids: Iterable[str]) -> set[str]:
+        """The graph nodes these evidence ids stand on: a message's turn node, or the node of the
+        record itself (an env event, a task result)."""
+        nodes: set[str] = set()
+        for eid in evidence_ids:
+            view = self.messages.get(eid)
+            node = self.node_of(view.turn_id) if view is not None and view.turn_id else self.node_of(eid)
+            if node:
+                nodes.add(node)
+        return nodes
+
     def turn_messages(self, node_id: str) -> list[str]:
         """Message ids of the turn a node stands for."""
         ref = self.graph.node(node_id).ref_id
