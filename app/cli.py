@@ -18,6 +18,7 @@
     pcm bench sensors [--files 10000]
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
     pcm bench providers [--runs N]
+    pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench startup [--runs 5]       (the desktop app: time to window and to ready)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub)
     add_provider_parsers(sub)
+    from app.mcp.run import add_parser as add_mcp_parser
+
+    add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
     p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup"])

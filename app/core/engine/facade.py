@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from app.core.context.compiler import Fact
+from app.core.context.ranking import rrf
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
@@ -206,6 +207,22 @@ class Engine:
     async def generation(self, session_id: str) -> SessionGeneration:
         """The session's own generation settings (fields left None use the app's defaults)."""
         return (await self.sessions.open(session_id)).generation
+
+    async def search(self, query: str, k: int = 10, *, kinds: Sequence[str] = ("message",),
+                     since: str | None = None, until: str | None = None) -> list[tuple[str, float]]:
+        """Stored records of every session most relevant to ``query``: the vector and the full-text
+        index fused by reciprocal rank (best first, with the fused score). Read-only; other tools
+        reach the sessions through it (``app.mcp``)."""
+        index = self.ctx.index
+        if index is None or not query.strip():
+            return []
+        pool = max(k * 3, 20)
+        found = {}
+        for name, search in (("vector", index.search_vector), ("fulltext", index.search_text)):
+            hits = await self.ctx.on_index(lambda s=search: s(query, pool, kinds=list(kinds), since=since, until=until))
+            found[name] = [item for item, _ in hits]
+        fused = rrf(found)
+        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
     async def last_used_session(self) -> str | None:
         """The session opened most recently and not archived (see ``SessionCatalog``), or None."""

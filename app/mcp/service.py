@@ -1,0 +1,279 @@
+"""What the MCP tools do, over the engine facade: each returns (text within the token limit,
+structured content with evidence, session and turn ids). Transport-free, so it is tested
+directly as well as through the official MCP client (``tests/mcp``).
+
+- ``snippets``: records of every session relevant to a query (vector + full text fused by the
+  engine, ``Engine.search``), by relevance, recency or both; with ``expand`` each input comes with
+  its answer (and an answer with its input).
+- ``summary``: the context PCM's compiler builds for the query in each conversation (the plan,
+  recall, the relevance gate and the budget all act; nothing is generated): a context summary
+  whose every line names its evidence. ``level`` sets how much of ``max_tokens`` it may use.
+- ``record_event``: an input or observation stored into a session in arrival order by a writer
+  task; the call returns at once with the message id the record will have.
+- ``facts``: keyed statements the user made (``Engine.facts``), each with when it became true and,
+  when a later statement replaced it, until when.
+- ``memory``: stored notes (memory fragments and environment events) relevant to a query.
+- ``sessions``, ``status``, ``configure_provider``.
+Nothing here deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.core.engine.facade import Engine
+from app.core.errors import CoreError
+from app.core.types import Author, AuthorKind, BlockType, Message, Role, new_id, utc_now
+
+log = logging.getLogger(__name__)
+
+Strategy = Literal["relevance", "recency", "mixed"]
+Level = Literal["brief", "standard", "detailed"]
+LEVEL_SHARE = {"brief": 0.35, "standard": 0.7, "detailed": 1.0}  # of max_tokens a summary may use
+EVIDENCE_BLOCKS = (BlockType.EVIDENCE, BlockType.CONVERSATION, BlockType.STATE, BlockType.MEMORY)
+
+
+class ToolArgumentError(CoreError):
+    """A tool argument that cannot be used; the message names the field."""
+
+
+@dataclass
+class Snippet:
+    evidence_id: str
+    session_id: str
+    turn_id: str | None
+    role: str
+    at: str
+    text: str
+    score: float
+
+    def line(self) -> str:
+        return f"[{self.evidence_id[:8]} · session {self.session_id[:8]} · {self.at[:16]} · {self.role}] {self.text}"
+
+
+def _in_range(at: str, since: str | None, until: str | None) -> bool:
+    return (since is None or at >= since) and (until is None or at <= until)
+
+
+@dataclass
+class ContextService:
+    """The tools' logic over one engine (see the module doc)."""
+
+    engine: Engine
+    data_dir: Any = None
+    add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_provider
+    _queue: asyncio.Queue[tuple[str, Message]] | None = None
+    _writer: asyncio.Task[None] | None = None
+    written: list[str] = field(default_factory=list)  # message ids stored by record_event, in order
+
+    # ------------------------------------------------------------------ reading
+
+    def _fit(self, lines: list[str], max_tokens: int) -> tuple[str, int]:
+        """As many whole lines as fit ``max_tokens`` (the engine's counter); the count kept."""
+        counter, kept, used = self.engine.counter, [], 0
+        for line in lines:
+            cost = counter.count(line) + 1
+            if used + cost > max_tokens:
+                break
+            kept.append(line)
+            used += cost
+        return "\n".join(kept), len(kept)
+
+    async def _snippet(self, message_id: str, score: float) -> Snippet | None:
+        def read(store: Any) -> Snippet | None:
+            message = store.get_message(message_id)
+            turn = store.get_turn(message.turn_id) if message is not None and message.turn_id else None
+            if message is None or turn is None:
+                return None
+            return Snippet(message_id, turn["session_id"], message.turn_id, message.role.value, message.at,
+                           " ".join(message.content.split()), score)
+
+        return await self.engine.with_store(read)
+
+    async def _partner(self, snip: Snippet) -> Snippet | None:
+        """The other message of the snippet's turn (the answer of an input, the input of an answer)."""
+        def read(store: Any) -> str | None:
+            turn = store.get_turn(snip.turn_id) if snip.turn_id else None
+            if turn is None:
+                return None
+            other = turn.get("answer_message_id") if snip.evidence_id == turn.get("input_message_id") \
+                else turn.get("input_message_id")
+            return other if other and other != snip.evidence_id else None
+
+        other = await self.engine.with_store(read)
+        return await self._snippet(other, snip.score) if other else None
+
+    async def snippets(self, query: str, max_tokens: int = 1000, strategy: Strategy = "mixed",
+                       expand: bool = True, since: str | None = None,
+                       until: str | None = None) -> tuple[str, dict[str, Any]]:
+        if not query.strip():
+            raise ToolArgumentError("query: give some words to look for")
+        if max_tokens < 16:
+            raise ToolArgumentError("maxTokens: at least 16")
+        hits = await self.engine.search(query, k=24, since=since, until=until)
+        found = [s for s in [await self._snippet(i, score) for i, score in hits] if s is not None]
+        if strategy == "recency":
+            found.sort(key=lambda s: s.at, reverse=True)
+        elif strategy == "mixed":  # by relevance rank, a newer one ahead of a close older one
+            newest = sorted({s.at for s in found})
+            age = {at: n / max(1, len(newest) - 1) for n, at in enumerate(newest)}
+            place = {s.evidence_id: 1 - n / max(1, len(found)) for n, s in enumerate(found)}
+            found.sort(key=lambda s: 0.85 * place[s.evidence_id] + 0.15 * age[s.at], reverse=True)
+        ordered: list[Snippet] = []
+        seen: set[str] = set()
+        for snip in found:
+            for item in ([snip, await self._partner(snip)] if expand else [snip]):
+                if item is not None and item.evidence_id not in seen:
+                    seen.add(item.evidence_id)
+                    ordered.append(item)
+        text, kept = self._fit([s.line() for s in ordered], max_tokens)
+        return text or "Nothing stored matches.", {
+            "query": query, "strategy": strategy, "snippets": [vars(s) for s in ordered[:kept]]}
+
+    async def summary(self, query: str, conversation_ids: list[str] | None = None, since: str | None = None,
+                      until: str | None = None, max_tokens: int = 2000,
+                      level: Level = "standard") -> tuple[str, dict[str, Any]]:
+        if not query.strip():
+            raise ToolArgumentError("query: give some words to summarize for")
+        if max_tokens < 64:
+            raise ToolArgumentError("maxTokens: at least 64")
+        sessions = {r["session_id"]: r for r in await self.engine.list_sessions(archived=True)}
+        wanted = conversation_ids or [sid for sid in [await self.engine.last_used_session()] if sid]
+        unknown = [sid for sid in wanted if sid not in sessions]
+        if unknown:
+            raise ToolArgumentError(f"conversationIds: no session {unknown[0]!r} (list_sessions gives the ids)")
+        budget = max(64, int(max_tokens * LEVEL_SHARE[level]) // max(1, len(wanted)))
+        parts, items = [], []
+        for sid in wanted:
+            record, _ = await self.engine.build(sid, query, budget=budget)
+            times = await self._times([r.evidence_id for b in record.context.blocks for r in b.refs])
+            lines = []
+            for block in record.context.blocks:
+                ids = [r.evidence_id for r in block.refs]
+                if block.block_type not in EVIDENCE_BLOCKS or not block.content.strip():
+                    continue
+                if ids and not any(_in_range(times.get(i, ""), since, until) for i in ids):
+                    continue
+                lines.append(block.content.strip())
+                items.append({"session_id": sid, "block_type": block.block_type.value, "evidence_ids": ids,
+                              "content": block.content})
+            title = sessions[sid].get("title") or sid[:8]
+            parts.append(f"## {title} ({sid[:8]})\n" + ("\n".join(lines) if lines else "(nothing relevant)"))
+        text, _ = self._fit("\n\n".join(parts).splitlines(), max_tokens)
+        return text, {"query": query, "level": level, "sessions": wanted, "blocks": items}
+
+    async def _times(self, evidence_ids: list[str]) -> dict[str, str]:
+        def read(store: Any) -> dict[str, str]:
+            out = {}
+            for eid in evidence_ids:
+                message = store.get_message(eid)
+                if message is not None:
+                    out[eid] = message.at
+            return out
+
+        return await self.engine.with_store(read)
+
+    async def facts(self, query: str = "", session_id: str | None = None) -> tuple[str, dict[str, Any]]:
+        sids = [session_id] if session_id else [r["session_id"] for r in await self.engine.list_sessions()]
+        out = []
+        for sid in sids:
+            state = await self.engine.open_session(sid) if session_id else await self._state(sid)
+            by_key: dict[str, list[Any]] = {}
+            for fact in self.engine.facts(state):
+                by_key.setdefault(fact.key, []).append(fact)
+            for key, versions in by_key.items():
+                versions.sort(key=lambda f: f.at)
+                for n, fact in enumerate(versions):
+                    valid_to = versions[n + 1].at if n + 1 < len(versions) else None
+                    out.append({"key": key, "value": fact.value, "valid_from": fact.at, "valid_to": valid_to,
+                                "evidence_id": fact.evidence_id, "session_id": sid})
+        words = [w for w in query.lower().split() if w]
+        if words:
+            out = [f for f in out if any(w in f"{f['key']} {f['value']}".lower() for w in words)]
+        lines = [f"{f['key']} = {f['value']} (from {f['valid_from'][:16]}"
+                 + (f" until {f['valid_to'][:16]})" if f["valid_to"] else ", still true)") for f in out]
+        return "\n".join(lines) or "No stated facts match.", {"facts": out}
+
+    async def _state(self, session_id: str) -> Any:
+        return await self.engine.open_session(session_id)
+
+    async def memory(self, query: str, limit: int = 10) -> tuple[str, dict[str, Any]]:
+        if not query.strip():
+            raise ToolArgumentError("query: give some words to look for")
+        hits = await self.engine.search(query, k=limit, kinds=("memory", "env"))
+        rows = {r.id: r for r in await self.engine.with_store(lambda store: store.list_searchable([i for i, _ in hits]))}
+        found = [{"evidence_id": i, "kind": rows[i].kind, "session_id": rows[i].session_id, "at": rows[i].at,
+                  "content": rows[i].text, "score": round(score, 6)} for i, score in hits if i in rows]
+        lines = [f"[{f['evidence_id'][:8]} · {f['kind']} · {f['at'][:16]}] {' '.join(f['content'].split())[:300]}"
+                 for f in found]
+        return "\n".join(lines) or "No stored note matches.", {"memories": found}
+
+    async def sessions(self, archived: bool = False) -> tuple[str, dict[str, Any]]:
+        rows = await self.engine.list_sessions(archived=archived)
+        keep = ("session_id", "title", "created_at", "opened_at", "archived_at", "turn_count", "message_count")
+        items = [{k: r.get(k) for k in keep} for r in rows]
+        lines = [f"{r['session_id']}  {r['title'] or '(untitled)'}  · {r['turn_count']} turns" for r in items]
+        return "\n".join(lines) or "No sessions yet.", {"sessions": items}
+
+    async def status(self) -> tuple[str, dict[str, Any]]:
+        rows = await self.engine.list_sessions(archived=True)
+        indexed = len(await self.engine.ctx.on_index(self.engine.index.ids)) if self.engine.index else 0
+        info = {"sessions": len(rows), "turns": sum(int(r.get("turn_count") or 0) for r in rows),
+                "indexed_records": indexed, "chat_model": self.engine.model_name,
+                "token_counter": self.engine.counter.name, "pending_events": self._queue.qsize() if self._queue else 0}
+        return "\n".join(f"{k}: {v}" for k, v in info.items()), info
+
+    # ------------------------------------------------------------------ writing
+
+    async def record_event(self, text: str, session_id: str | None = None, kind: str = "input",
+                           author: str = "") -> tuple[str, dict[str, Any]]:
+        """Queue ``text`` for ``session_id`` (the session used last, or a new one); return at once."""
+        if not text.strip():
+            raise ToolArgumentError("text: nothing to record")
+        if kind not in ("input", "observation"):
+            raise ToolArgumentError("kind: 'input' or 'observation'")
+        if session_id is not None:
+            known = {r["session_id"] for r in await self.engine.list_sessions(archived=True)}
+            if session_id not in known:
+                raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
+        sid = session_id or await self.engine.last_used_session() or (await self.engine.open_session(None)).session_id
+        who = Author(kind=AuthorKind.USER if kind == "input" else AuthorKind.TOOL, id=author or "mcp")
+        message = Message(message_id=new_id(), role=Role.USER if kind == "input" else Role.TOOL,
+                          content=text, author=who, at=utc_now())
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.create_task(self._write(), name="mcp record_event writer")
+        await self._queue.put((sid, message))
+        return f"Queued as {message.message_id} in session {sid}.", {
+            "session_id": sid, "message_id": message.message_id, "evidence_id": message.message_id, "queued": True}
+
+    async def _write(self) -> None:
+        assert self._queue is not None
+        while True:
+            sid, message = await self._queue.get()
+            try:
+                await self.engine.ingest(sid, [message])
+                self.written.append(message.message_id)
+            except Exception:  # noqa: BLE001 - one bad event must not stop the writer
+                log.exception("record_event: could not store %s", message.message_id)
+            finally:
+                self._queue.task_done()
+
+    async def drain(self) -> None:
+        """Wait until every queued event is stored (tests, and before the server stops)."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def configure_provider(self, provider: str, config: dict[str, Any],
+                                 set_as_default: bool = False) -> tuple[str, dict[str, Any]]:
+        if self.add_provider is None:
+            raise ToolArgumentError("provider: this server cannot change providers")
+        added = self.add_provider(self.data_dir, {"provider": provider, **config}, set_as_default)
+        reloaded = await self.engine.reload_providers()
+        data = added.model_dump(mode="json") if hasattr(added, "model_dump") else dict(added)
+        return (f"Provider {data.get('id')} saved" + (" as the default" if set_as_default else "")
+                + ("; in use now." if reloaded else "; used from the next start.")), {"provider": data}

@@ -1,0 +1,169 @@
+"""``pcm mcp`` through the official MCP client: a real server process over stdio and over
+streamable HTTP (bearer token), on a data folder written by the real engine (SQLite, LanceDB, the
+real embedder). The tools answer with text within their limit and structured content bound to
+evidence, session and turn ids; bad arguments are MCP errors naming the field; nothing deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from app import main as wiring
+from app.config import Settings
+from app.core.types import Message, Role
+
+pytestmark = pytest.mark.model  # the real embedder, in this process and in the server's
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {"get_context_summary", "get_relevant_snippets", "configure_llm_provider", "record_event",
+         "search_memory", "search_facts", "list_sessions", "get_status"}
+KYOTO = "We visit the Fushimi Inari shrine in Kyoto on day two of the trip"
+PYTHON = "My script raises KeyError: 'user_id' when the JSON has no user field"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two sessions (a trip, a Python error) and a fact stated twice, by the real engine."""
+    data = tmp_path_factory.mktemp("mcp") / "data"
+    engine = wiring.build_engine(Settings.load(data), chat=False, counter="words")
+
+    async def write() -> dict[str, Any]:
+        await engine.start()
+        trip = await engine.open_session(None, title="Kyoto trip")
+        bug = await engine.open_session(None, title="Python error")
+        kyoto = Message(role=Role.USER, content=KYOTO)
+        await engine.ingest(trip.session_id, [kyoto, Message(role=Role.ASSISTANT, content="Go before 8: it is quiet.")])
+        await engine.ingest(trip.session_id, [Message(role=Role.USER, content="my hotel is the Gion Hatanaka")])
+        await engine.ingest(trip.session_id, [Message(role=Role.USER, content="my hotel is the Ryokan Motonago now")])
+        await engine.ingest(bug.session_id, [Message(role=Role.USER, content=PYTHON)])
+        await engine.close()
+        return {"data": data, "trip": trip.session_id, "bug": bug.session_id, "kyoto": kyoto.message_id}
+
+    return asyncio.run(write())
+
+
+def _env(data: Path) -> dict[str, str]:
+    return {**os.environ, "PCM_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+
+
+async def _until_found(client: Client, query: str, wanted: str, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await client.call_tool("get_relevant_snippets", {"query": query, "expandContext": False})
+        if any(s["evidence_id"] == wanted for s in result.structured_content["snippets"]):
+            return result.structured_content
+        assert time.monotonic() < deadline, f"{wanted} never became searchable"
+        await asyncio.sleep(0.3)
+
+
+def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folder: dict[str, Any]) -> None:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=_env(folder["data"]),
+                                   cwd=str(ROOT))
+
+    async def main() -> None:
+        async with Client(server, read_timeout_seconds=120) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            found = await client.call_tool("get_relevant_snippets", {"query": "Fushimi Inari shrine", "maxTokens": 120})
+            assert not found.is_error
+            first = found.structured_content["snippets"][0]
+            assert (first["evidence_id"], first["session_id"]) == (folder["kyoto"], folder["trip"])
+            assert first["turn_id"] and len(found.content[0].text.split()) <= 120
+            assert any(s["role"] == "assistant" for s in found.structured_content["snippets"])  # expandContext
+            assert not any(s["session_id"] == folder["bug"] for s in found.structured_content["snippets"][:2])
+
+            summary = await client.call_tool("get_context_summary", {
+                "query": "Why does my script raise KeyError?", "conversationIds": [folder["bug"]], "level": "brief"})
+            assert not summary.is_error and "KeyError" in summary.content[0].text
+            assert all(b["session_id"] == folder["bug"] for b in summary.structured_content["blocks"])
+
+            facts = (await client.call_tool("search_facts", {"query": "hotel"})).structured_content["facts"]
+            hotels = sorted((f for f in facts if "hotel" in f["key"]), key=lambda f: f["valid_from"])
+            assert len(hotels) == 2 and "gion" in hotels[0]["value"].lower() and "motonago" in hotels[1]["value"].lower()
+            assert hotels[0]["valid_to"] == hotels[1]["valid_from"] and hotels[-1]["valid_to"] is None  # closed, kept
+
+            queued = await client.call_tool("record_event", {"text": "The tea ceremony is booked for Thursday",
+                                                             "sessionId": folder["trip"]})
+            assert queued.structured_content["queued"] and queued.structured_content["session_id"] == folder["trip"]
+            await _until_found(client, "tea ceremony booked", queued.structured_content["message_id"])
+
+            sessions = (await client.call_tool("list_sessions", {})).structured_content["sessions"]
+            assert {s["session_id"] for s in sessions} == {folder["trip"], folder["bug"]}
+            text = (await client.read_resource(f"pcm://sessions/{folder['trip']}")).contents[0].text
+            assert KYOTO in text and "tea ceremony" in text
+
+            for tool, args, field in [
+                ("get_relevant_snippets", {"query": "x", "strategy": "fastest"}, "strategy"),
+                ("get_relevant_snippets", {"query": "x", "maxTokens": 3}, "maxTokens"),
+                ("get_context_summary", {"query": "x", "conversationIds": ["nope"]}, "conversationIds"),
+                ("get_context_summary", {"query": "x", "level": "everything"}, "level"),
+                ("record_event", {"text": "x", "sessionId": "nope"}, "sessionId"),
+                ("record_event", {}, "text"),
+                ("configure_llm_provider", {"provider": "acme", "config": {}}, "provider"),
+            ]:
+                bad = await client.call_tool(tool, args)
+                assert bad.is_error and field in bad.content[0].text, (tool, bad.content[0].text)
+            local = {"endpoint": "http://127.0.0.1:11434/v1", "model": "qwen2.5:7b", "apiKeyEnv": "OLLAMA_KEY"}
+            added = await client.call_tool("configure_llm_provider", {"provider": "ollama", "config": local})
+            assert not added.is_error and added.structured_content["provider"]["model"] == "qwen2.5:7b"
+            saved = (folder["data"] / "providers.json").read_text(encoding="utf-8")
+            assert "qwen2.5:7b" in saved and "OLLAMA_KEY" in saved
+            away = await client.call_tool("configure_llm_provider", {
+                "provider": "openai", "config": {"endpoint": "https://api.example.com/v1", "model": "m"}})
+            assert away.is_error and "not this machine" in away.content[0].text
+            inline = await client.call_tool("configure_llm_provider", {
+                "provider": "openai", "config": {"endpoint": "http://127.0.0.1:1/v1", "model": "m", "apiKey": "sk-1"}})
+            assert inline.is_error and "apiKey" in inline.content[0].text
+            status = (await client.call_tool("get_status", {})).structured_content
+            assert status["sessions"] == 2 and status["indexed_records"] >= 6
+
+    asyncio.run(main())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_streamable_http_needs_the_bearer_token(folder: dict[str, Any]) -> None:
+    port, token = _free_port(), "test-token-123"
+    env = {**_env(folder["data"]), "PCM_MCP_TOKEN": token}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "mcp", "--http", "--port", str(port)], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=5)
+                break
+            except httpx2.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+                time.sleep(0.3)
+        assert refused.status_code == 401
+        wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer nope"}, timeout=5)
+        assert wrong.status_code == 401
+
+        async def main() -> None:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                found = await client.call_tool("get_relevant_snippets", {"query": "KeyError user_id"})
+                assert found.structured_content["snippets"][0]["session_id"] == folder["bug"]
+
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
