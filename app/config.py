@@ -91,6 +91,9 @@ class Settings(BaseModel):
     n_threads: int = 2
     default_budget: int = 1024
     max_concurrent_streams: int = 2
+    # The desktop app serves its sessions to MCP clients over HTTP on 127.0.0.1 at this port
+    # (bearer token: `pcm mcp --print-token`); 0 leaves it off.
+    mcp_port: int = Field(0, ge=0, le=65535)
     theme: str = "light"
     # Environment sensors (issue 5): watched folders, feeds and JSON endpoints become env events.
     watched_folders: list[Path] = Field(default_factory=list)

@@ -156,9 +156,16 @@ def provider_access() -> ProviderAccess:
     )
 
 
+def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
+    from app.mcp.run import serve_engine
+
+    return serve_engine(engine, data_dir, port)
+
+
 def services() -> Services:
     return Services(
         providers=provider_access(),
+        serve_mcp=serve_mcp,
         build_engine=build_engine,
         verify_chat_model=verify_chat_model,
         chat_models=chat_models,

@@ -55,21 +55,35 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-async def serve(mcp: Any, token: str, port: int, ready: Any = None) -> None:
+async def serve(mcp: Any, token: str, port: int, ready: Any = None, *, embedded: bool = False) -> None:
     """Serve ``mcp`` (an ``MCPServer``) on 127.0.0.1:``port`` until cancelled; ``ready`` (an
-    ``asyncio.Event``) is set once it listens."""
+    ``asyncio.Event``) is set once it listens. ``embedded`` (inside the desktop app): leave the
+    process's signal handlers alone."""
+    import asyncio
+    import contextlib
+
     import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            if embedded:
+                yield
+            else:
+                with super().capture_signals():
+                    yield
 
     app = BearerAuth(mcp.streamable_http_app(host="127.0.0.1"), token)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    if ready is None:
-        await server.serve()
-        return
-    import asyncio
-
-    task = asyncio.create_task(server.serve())
-    while not server.started and not task.done():
-        await asyncio.sleep(0.05)
-    ready.set()
-    await task
+    server = Server(config)
+    task = asyncio.create_task(server.serve(), name="uvicorn")
+    try:
+        while not server.started and not task.done():
+            await asyncio.sleep(0.05)
+        if ready is not None:
+            ready.set()
+        await asyncio.shield(task)
+    except asyncio.CancelledError:  # stop as uvicorn means to: close the listener, end the sessions
+        server.should_exit = True
+        await asyncio.wait([task], timeout=10)
+        raise

@@ -8,10 +8,12 @@ unfinished turns its own (``app/store/locks.py``, ``connection.RunLease``)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from typing import Any
 
 from app.config import Settings
+from app.core.errors import CoreError
 
 
 def _say(line: str) -> None:
@@ -52,6 +54,28 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+async def serve_engine(engine: Any, data_dir: Any, port: int) -> None:
+    """Serve ``engine``'s sessions over HTTP from inside the desktop app until cancelled."""
+    from app.llm.providers.settings import add_provider
+    from app.mcp.http import bearer_token, serve
+    from app.mcp.server import build_server
+    from app.mcp.service import ContextService
+
+    with socket.socket() as probe:  # a port in use: one line, never uvicorn's exit inside the app
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise CoreError(f"cannot serve MCP on 127.0.0.1:{port} ({exc.strerror or exc}); pick another port "
+                            "in Settings") from None
+    service = ContextService(engine, data_dir=data_dir, add_provider=add_provider)
+    try:
+        await serve(build_server(service), bearer_token(data_dir), port, embedded=True)
+    except SystemExit:
+        raise CoreError(f"the MCP server on 127.0.0.1:{port} stopped at start") from None
+    finally:
+        await service.drain()
 
 
 def print_token(settings: Settings) -> int:

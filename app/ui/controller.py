@@ -90,6 +90,7 @@ class EngineController(QObject):
         self._flush.setInterval(FLUSH_MS)
         self._flush.timeout.connect(self._on_flush)
         self.sensors: Any = None
+        self.mcp_task: asyncio.Task[None] | None = None  # the MCP server, when Settings names a port
         self.intake: EnvIntake | None = None
         self._sensor_timer = QTimer(self)
         self._sensor_timer.setInterval(3000)
@@ -153,6 +154,7 @@ class EngineController(QObject):
         self.status_changed.emit(f"Ready in {took:.1f} s{self._repaired()}")
         self.ready_changed.emit(True, "")
         await self.start_sensors()
+        await self.start_mcp()
         return True
 
     def _on_index_progress(self, what: str, done: int, total: int) -> None:
@@ -441,6 +443,29 @@ class EngineController(QObject):
                          + (f", {stats.lost} lost (see the log)" if stats.lost else ""))
         self.sensors_status.emit(lines)
 
+    # ------------------------------------------------------------------ the MCP server
+
+    async def start_mcp(self) -> None:
+        """Serve the sessions to MCP clients when Settings names a port (again when it changes)."""
+        await self.stop_mcp()
+        port, serve = self.settings.mcp_port, self.services.serve_mcp
+        if not port or serve is None or self.engine is None or self.closed:
+            return
+        self.mcp_task = asyncio.create_task(serve(self.engine, self.settings.data_dir, port), name="mcp server")
+        self.mcp_task.add_done_callback(self._mcp_ended)
+        self.status_changed.emit(f"Serving MCP clients on 127.0.0.1:{port}")
+
+    def _mcp_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            report(task.exception(), "the MCP server")  # type: ignore[arg-type]
+            self.error.emit(f"MCP server stopped: {user_line(task.exception())}")  # type: ignore[arg-type]
+
+    async def stop_mcp(self) -> None:
+        task, self.mcp_task = self.mcp_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=10)
+
     # ------------------------------------------------------------------ shutdown
 
     async def close(self) -> None:
@@ -452,6 +477,7 @@ class EngineController(QObject):
         if pending:
             await asyncio.wait(pending, timeout=10)
         self._flush.stop()
+        await self.stop_mcp()
         await self.stop_sensors()
         if self.engine is not None:
             await self.engine.close()

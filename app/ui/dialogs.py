@@ -114,6 +114,10 @@ class SettingsDialog(QDialog):
         self.default_budget = _spin(128, 32768, settings.default_budget, 64, " tokens")
         self.concurrency = _spin(1, 8, settings.max_concurrent_streams)
         self.concurrency.setToolTip("How many answers may stream at the same time")
+        self.mcp_port = _spin(0, 65535, settings.mcp_port)
+        self.mcp_port.setSpecialValueText("Off")
+        self.mcp_port.setToolTip("Serve this app's sessions to MCP clients (coding assistants, agents) over HTTP on "
+                                 "127.0.0.1 at this port, with the token `pcm mcp --print-token` shows")
         self.theme = QComboBox()
         for value, title in THEMES:
             self.theme.addItem(title, value)
@@ -130,6 +134,7 @@ class SettingsDialog(QDialog):
         form.addRow("Context size", self.context_size)
         form.addRow("Default budget", self.default_budget)
         form.addRow("Concurrent answers", self.concurrency)
+        form.addRow("Serve to MCP clients on port", self.mcp_port)
         form.addRow("Theme", self.theme)
         form.addRow("Data location", _row(self.data_dir, self.choose_dir))
         form.addRow("", data_note)
@@ -172,6 +177,7 @@ class SettingsDialog(QDialog):
             "context_size": self.context_size.value(),
             "default_budget": self.default_budget.value(),
             "max_concurrent_streams": self.concurrency.value(),
+            "mcp_port": self.mcp_port.value(),
             "theme": str(self.theme.currentData()),
             "data_dir": Path(self.data_dir.text().strip()).expanduser() if self.data_dir.text().strip()
             else self._settings.data_dir,

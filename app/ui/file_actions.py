@@ -175,6 +175,8 @@ class FileActions:
         sensing = ("watched_folders", "ignore_patterns", "max_file_bytes", "coalesce_ms", "feeds", "apis")
         if any(getattr(new, f) != getattr(old, f) for f in sensing) and self.controller.ready:
             self.controller.spawn(self.controller.start_sensors(), "Restarting the sensors")
+        if new.mcp_port != old.mcp_port and self.controller.ready:
+            self.controller.spawn(self.controller.start_mcp(), "Restarting the MCP server")
         changed = any(getattr(new, f) != getattr(old, f) for f in models)
         if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
             self.controller.spawn(self._reload(), "Reloading the models")

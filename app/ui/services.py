@@ -10,7 +10,7 @@ Every callable here may block for seconds: the ui calls them off the UI thread o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,3 +74,7 @@ class Services:
     file_preparer: Callable[[Settings], Callable[[Any], Any]] | None = None
     #: Settings → Providers (``app.llm.providers``); None hides the tab.
     providers: ProviderAccess | None = None
+    #: Serve the engine's sessions to MCP clients over HTTP on 127.0.0.1 at a port until
+    #: cancelled (``app.mcp.run.serve_engine``: engine, data folder, port); a ``CoreError`` when
+    #: it cannot. None: the app cannot serve MCP.
+    serve_mcp: Callable[[Any, Path, int], Awaitable[None]] | None = None
