@@ -19,6 +19,7 @@
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
     pcm bench providers [--runs N]
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
+    pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
     pcm bench startup [--runs 5]       (the desktop app: time to window and to ready)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
@@ -225,6 +226,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.json:
             cmd.append("--json")
         return subprocess.run(cmd, check=False).returncode
+    if args.target == "mcp":
+        from app.mcp.bench import bench_mcp
+        from app.mcp.bench import format_report as mcp_report
+
+        turns = int(args.turns.split(",")[-1])
+        report = bench_mcp(turns, budget=args.budget, say=lambda line: print(line, file=sys.stderr))
+        print(json.dumps(report, indent=2) if args.json else mcp_report(report))
+        return 0
     if args.target == "startup":
         from app.bench_startup import bench_startup
         from app.bench_startup import format_report as startup_report
@@ -305,9 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup", "mcp"])
     p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
-    p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated")
+    p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated; mcp: the last one")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
     p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")

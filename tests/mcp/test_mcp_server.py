@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app import main as wiring
 from app.config import Settings
-from app.core.types import Message, Role
+from app.core.types import EnvEvent, Message, Role
 
 pytestmark = pytest.mark.model  # the real embedder, in this process and in the server's
 
@@ -31,6 +31,44 @@ TOOLS = {"get_context_summary", "get_relevant_snippets", "configure_llm_provider
          "search_memory", "search_facts", "list_sessions", "get_status"}
 KYOTO = "We visit the Fushimi Inari shrine in Kyoto on day two of the trip"
 PYTHON = "My script raises KeyError: 'user_id' when the JSON has no user field"
+RAIL = "The JR rail pass for seven days costs 50,000 yen; buy it before leaving"
+# seed 004 §6: each tool's parameters with their defaults (None: required or no default)
+SPEC = {
+    "get_context_summary": ({"query": None, "conversationIds": None, "timeRange": None, "maxTokens": 2000,
+                             "level": "standard"}, ["query"]),
+    "get_relevant_snippets": ({"query": None, "maxTokens": 1000, "strategy": "mixed", "expandContext": True},
+                              ["query"]),
+    "configure_llm_provider": ({"provider": None, "config": None, "setAsDefault": False}, ["provider", "config"]),
+}
+ENUMS = {("get_context_summary", "level"): ["brief", "standard", "detailed"],
+         ("get_relevant_snippets", "strategy"): ["relevance", "recency", "mixed"],
+         ("configure_llm_provider", "provider"): ["ollama", "openai", "anthropic", "google"]}
+
+
+def _enum(schema: dict[str, Any]) -> list[str] | None:
+    if "enum" in schema:
+        return list(schema["enum"])
+    for option in schema.get("anyOf", []):
+        if "enum" in option:
+            return list(option["enum"])
+    return None
+
+
+def _check_schemas(tools: list[Any]) -> None:
+    by_name = {t.name: t.input_schema for t in tools}
+    for name, (params, required) in SPEC.items():
+        schema = by_name[name]
+        assert set(schema["properties"]) == set(params), name
+        assert sorted(schema.get("required", [])) == sorted(required), name
+        for param, default in params.items():
+            if default is not None:
+                assert schema["properties"][param].get("default") == default, (name, param)
+    for (name, param), values in ENUMS.items():
+        assert _enum(by_name[name]["properties"][param]) == values, (name, param)
+    config = by_name["configure_llm_provider"]
+    defs = config.get("$defs", {})
+    fields = next(iter(d["properties"] for d in defs.values() if "apiKeyEnv" in d["properties"]))
+    assert set(fields) == {"endpoint", "model", "apiKeyEnv", "maxTokens", "temperature"}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +86,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         await engine.ingest(trip.session_id, [Message(role=Role.USER, content="my hotel is the Gion Hatanaka")])
         await engine.ingest(trip.session_id, [Message(role=Role.USER, content="my hotel is the Ryokan Motonago now")])
         await engine.ingest(bug.session_id, [Message(role=Role.USER, content=PYTHON)])
+        await engine.ingest_env(trip.session_id, [EnvEvent(kind="file", source="/notes", uri="/notes/rail.md",
+                                                           title="rail.md", content=RAIL)])
         await engine.close()
         return {"data": data, "trip": trip.session_id, "bug": bug.session_id, "kyoto": kyoto.message_id}
 
@@ -74,7 +114,9 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
 
     async def main() -> None:
         async with Client(server, read_timeout_seconds=120) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            tools = (await client.list_tools()).tools
+            assert {t.name for t in tools} == TOOLS
+            _check_schemas(tools)
             found = await client.call_tool("get_relevant_snippets", {"query": "Fushimi Inari shrine", "maxTokens": 120})
             assert not found.is_error
             first = found.structured_content["snippets"][0]
@@ -98,6 +140,9 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
             assert queued.structured_content["queued"] and queued.structured_content["session_id"] == folder["trip"]
             await _until_found(client, "tea ceremony booked", queued.structured_content["message_id"])
 
+            notes = (await client.call_tool("search_memory", {"query": "rail pass price"})).structured_content
+            assert notes["memories"][0]["kind"] == "env" and "50,000 yen" in notes["memories"][0]["content"]
+            assert notes["memories"][0]["session_id"] == folder["trip"]
             sessions = (await client.call_tool("list_sessions", {})).structured_content["sessions"]
             assert {s["session_id"] for s in sessions} == {folder["trip"], folder["bug"]}
             text = (await client.read_resource(f"pcm://sessions/{folder['trip']}")).contents[0].text
@@ -126,7 +171,7 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
                 "provider": "openai", "config": {"endpoint": "http://127.0.0.1:1/v1", "model": "m", "apiKey": "sk-1"}})
             assert inline.is_error and "apiKey" in inline.content[0].text
             status = (await client.call_tool("get_status", {})).structured_content
-            assert status["sessions"] == 2 and status["indexed_records"] >= 6
+            assert status["sessions"] == 2 and status["indexed_records"] >= 7
 
     asyncio.run(main())
 
