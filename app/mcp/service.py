@@ -9,7 +9,8 @@ directly as well as through the official MCP client (``tests/mcp``).
   recall, the relevance gate and the budget all act; nothing is generated): a context summary
   whose every line names its evidence. ``level`` sets how much of ``max_tokens`` it may use.
 - ``record_event``: an input or observation stored into a session in arrival order by a writer
-  task; the call returns at once with the message id the record will have.
+  task, on the branch the anchor router picks for it (a build without generation); the call
+  returns at once with the message id the record will have.
 - ``facts``: keyed statements the user made (``Engine.facts``), each with when it became true and,
   when a later statement replaced it, until when.
 - ``memory``: stored notes (memory fragments and environment events) relevant to a query.
@@ -256,12 +257,24 @@ class ContextService:
         while True:
             sid, message = await self._queue.get()
             try:
-                await self.engine.ingest(sid, [message])
+                parent = await self._routed_parent(sid, message.content)
+                await self.engine.ingest(sid, [message], parents={message.message_id: parent})
                 self.written.append(message.message_id)
             except Exception:  # noqa: BLE001 - one bad event must not stop the writer
                 log.exception("record_event: could not store %s", message.message_id)
             finally:
                 self._queue.task_done()
+
+    async def _routed_parent(self, session_id: str, text: str) -> str | None:
+        """Where the anchor router puts ``text`` in the session (a build, nothing recorded): the
+        last message of the turn it continues, or None for a new branch."""
+        record, _ = await self.engine.build(session_id, text)
+        if record.anchor_node is None:
+            return None
+        state = await self.engine.open_session(session_id)
+        turn = state.graph.node(record.anchor_node).ref_id if record.anchor_node in state.graph else None
+        mids = state.turns[turn].message_ids if turn in state.turns else []
+        return mids[-1] if mids else None
 
     async def drain(self) -> None:
         """Wait until every queued event is stored (tests, and before the server stops)."""

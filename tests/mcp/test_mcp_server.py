@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app import main as wiring
 from app.config import Settings
-from app.core.types import EnvEvent, Message, Role
+from app.core.types import EdgeKind, EnvEvent, Message, Role
 
 pytestmark = pytest.mark.model  # the real embedder, in this process and in the server's
 
@@ -212,3 +212,31 @@ def test_streamable_http_needs_the_bearer_token(folder: dict[str, Any]) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_record_event_stores_in_order_on_the_branch_the_router_picks(tmp_path: Path) -> None:
+    from app.mcp.service import ContextService
+
+    engine = wiring.build_engine(Settings.load(tmp_path / "data"), chat=False, counter="words")
+
+    async def main() -> None:
+        await engine.start()
+        state = await engine.open_session(None, title="two topics")
+        trip, bug = Message(role=Role.USER, content=KYOTO), Message(role=Role.USER, content=PYTHON)
+        await engine.ingest(state.session_id, [trip, bug], parents={trip.message_id: None, bug.message_id: None})
+        service = ContextService(engine)
+        texts = ["Why does the KeyError for user_id only happen with some JSON files?",
+                 "Should we see the Fushimi Inari shrine gates at sunrise on the Kyoto trip?"]
+        ids = [(await service.record_event(t, state.session_id))[1]["message_id"] for t in texts]
+        await service.drain()
+        assert service.written == ids  # stored in arrival order
+        graph = state.graph
+        parent_of = {}
+        for mid, root in zip(ids, (bug, trip), strict=True):
+            node = state.node_of(state.messages[mid].turn_id)
+            edges = graph.out_edges(node, EdgeKind.CONTINUES)
+            parent_of[mid] = graph.node(edges[0].dst).ref_id if edges else None
+            assert parent_of[mid] == root.turn_id, (mid, parent_of)
+        await engine.close()
+
+    asyncio.run(main())
