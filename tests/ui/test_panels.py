@@ -238,7 +238,10 @@ def test_evidence_tab_lists_kept_and_dropped_candidates_with_reasons(panel: Insp
     gated = next(c for c in recall.candidates if c.reason.startswith("below relevance threshold"))
     assert table.item(rows[gated.id], reason_col).text() == gated.reason  # the gate's drop reason shows
     assert table.item(rows[gated.id], _column(table, "Grade")).text() == f"{gated.grade:.2f}"
-    assert "relevance gate" in panel.evidence.summary.text()
+    gate = recall.gate
+    said = panel.evidence.summary.text()  # in plain words, the user's query quoted as text
+    assert f"{gate.passed} of {gate.graded} were relevant enough to use (relevance bar {gate.threshold:.2f})" in said
+    assert f"found {len(recall.candidates)} passage" in said and panel.evidence.summary.textFormat() == Qt.TextFormat.PlainText
     vector = _column(table, "vector")
     hit = kept.channels["vector"]
     assert table.item(rows[kept.id], vector).text() == f"#{hit.rank} · {hit.score:.3f}"

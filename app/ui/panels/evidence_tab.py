@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QWidget
 
@@ -17,6 +18,7 @@ from app.core.context.retrieval import CHANNELS
 from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
+from app.ui.panels.plain import evidence_sentence
 from app.ui.panels.widgets import (
     IDS_ROLE,
     HoverTracker,
@@ -54,6 +56,7 @@ class EvidenceTabWidget(ScrollTab):
         self.raw = RawJsonWidget("Raw recall and routing JSON")
         self.candidate_hover = HoverTracker(self.candidates)
         self.conflict_hover = HoverTracker(self.conflicts)
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the user's words
         for widget in (
             self.summary, section_label("Recall candidates (click a header to sort)"), self.candidates,
             section_label("Channels"), self.channels, section_label("Conflicts"), self.no_conflicts, self.conflicts,
@@ -73,14 +76,8 @@ class EvidenceTabWidget(ScrollTab):
             return
         recall = record.build.recall
         kept = sum(1 for c in recall.candidates if c.kept)
-        gate = recall.gate
-        gated = (f"; relevance gate {gate.threshold:.2f}: {gate.passed} of {gate.graded} passed"
-                 + (" — <b>evidence insufficient</b>" if gate.insufficient else "")
-                 + (f"; not covered: {'; '.join(gate.uncovered)}" if gate.uncovered else "")) if gate else ""
-        self.summary.setText(
-            f"{len(recall.candidates)} candidates, {kept} kept — strategy <b>{recall.strategy}</b>, "
-            f"query “{record.build.recall_request.get('query', '')}”{gated}"
-        )
+        self.summary.setText(evidence_sentence(str(record.build.recall_request.get("query", "")),
+                                               len(recall.candidates), kept, recall.gate))
         self._fill_candidates(record)
         self._fill_channels(record)
         self._fill_conflicts(record)

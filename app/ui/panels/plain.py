@@ -75,6 +75,20 @@ def intent_sentence(intent: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def evidence_sentence(query: str, candidates: int, kept: int, gate: Any | None) -> str:
+    """What recall found and kept for the input, and what the relevance gate left out."""
+    parts = [f"The app looked for “{query}” and found {candidates} passage{'s' if candidates != 1 else ''}; "
+             f"{kept} {'was' if kept == 1 else 'were'} kept as evidence."]
+    if gate is not None and gate.graded:
+        parts.append(f"{gate.passed} of {gate.graded} were relevant enough to use (relevance bar "
+                     f"{gate.threshold:.2f}); the others were left out as unrelated.")
+        if gate.insufficient:
+            parts.append("Nothing found answers it, so the context says the evidence is missing.")
+        if gate.uncovered:
+            parts.append(f"Not covered by any evidence: {'; '.join(gate.uncovered)}.")
+    return " ".join(parts)
+
+
 class Details(QWidget):
     """A "Details" button that shows or hides the widgets under it (hidden at first)."""
 
