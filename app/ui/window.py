@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QUndoStack
+from PySide6.QtGui import QAction, QCloseEvent, QUndoStack
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
@@ -37,11 +37,12 @@ from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.file_actions import FileActions
-from app.ui.help import add_help_menu
+from app.ui.menus import build_menus
 from app.ui.panels.env import EnvPanel, failure_row, history_rows, routed_rows
 from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
 from app.ui.panels.node_page import node_details
 from app.ui.panels.streams import StreamsPanel
+from app.ui.panels.transcript import TranscriptPanel
 from app.ui.services import Services
 from app.ui.sessions import SessionsPanel
 
@@ -98,20 +99,24 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.streams = StreamsPanel(self)
         self.env = EnvPanel(self)
         self.sessions = SessionsPanel(self)
+        self.transcript = TranscriptPanel(self)
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
             "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
             "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.RightDockWidgetArea),
             "sessions": self._dock("Sessions", self.sessions, Qt.DockWidgetArea.LeftDockWidgetArea),
+            "conversation": self._dock("Conversation", self.transcript, Qt.DockWidgetArea.RightDockWidgetArea),
         }
         self.tabifyDockWidget(self.docks["streams"], self.docks["environment"])
+        self.tabifyDockWidget(self.docks["inspector"], self.docks["conversation"])
+        self.docks["inspector"].raise_()
         self.docks["streams"].raise_()
         self.resizeDocks([self.docks["inspector"]], [460], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["sessions"]], [200], Qt.Orientation.Horizontal)
 
         self._build_status_bar()
         self._build_toolbar()
-        self._build_menus()
+        build_menus(self)
         self._connect()
         self._restore_layout()
 
@@ -169,49 +174,11 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
             action.triggered.connect(slot)
             bar.addAction(action)
 
-    def _action(self, menu: Any, text: str, slot: Any, shortcut: str | QKeySequence | None = None) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
-
-    def _build_menus(self) -> None:
-        file = self.menuBar().addMenu("&File")
-        self._action(file, "&New session", self.new_session, QKeySequence.StandardKey.New)
-        self._action(file, "&Export session…", self._ask_export, "Ctrl+E")
-        self._action(file, "&Import session…", self._ask_import, "Ctrl+I")
-        file.addSeparator()
-        self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
-        self._action(file, "Session se&ttings…", self.open_session_settings, "Ctrl+Shift+,")
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-        edit = self.menuBar().addMenu("&Edit")
-        undo = self.undo.createUndoAction(self, "&Undo")
-        undo.setShortcut(QKeySequence.StandardKey.Undo)
-        redo = self.undo.createRedoAction(self, "&Redo")
-        redo.setShortcut(QKeySequence.StandardKey.Redo)
-        edit.addAction(undo)
-        edit.addAction(redo)
-        self._action(edit, "&Find nodes", lambda: self.search.setFocus(), QKeySequence.StandardKey.Find)
-        view = self.menuBar().addMenu("&View")
-        self._action(view, "&Fit to view", self.view.fit_all, "Ctrl+0")
-        self._action(view, "Zoom &in", lambda: self.view.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn)
-        self._action(view, "Zoom &out", lambda: self.view.zoom_by(1 / 1.25), QKeySequence.StandardKey.ZoomOut)
-        self._action(view, "Re-layout", self.scene.layout_all, "Ctrl+Shift+L")
-        view.addSeparator()
-        for dock in self.docks.values():
-            view.addAction(dock.toggleViewAction())
-        self._action(view, "Toggle &dark theme", self._toggle_theme, "Ctrl+Shift+T")
-        turn = self.menuBar().addMenu("&Turn")
-        self._action(turn, "Focus the &composer", lambda: self.composer.edit.setFocus(), "Ctrl+L")
-        self._action(turn, "&Stop all answers", self.controller.stop_all, "Ctrl+.")
-        add_help_menu(self)
-
     def _connect(self) -> None:
         c = self.controller
         self._connect_sessions()
+        self.transcript.turn_clicked.connect(  # a turn named in the conversation: select it
+            lambda turn_id: self._turn_of_id(turn_id) and self.controller.spawn(self._show_turn(turn_id), "Reading"))
         c.status_changed.connect(self._on_status)
         c.ready_changed.connect(self._on_ready_changed)
         c.session_opened.connect(self._on_session_opened)
@@ -327,6 +294,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.undo.clear()
         self.banner.hide()
         self.composer.set_anchor(None, "")  # a node pinned in the session left behind is not in this one
+        self.transcript.show_branch(None, None)
         self._update_status_labels()
         QTimer.singleShot(0, self.view.fit_all)
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
@@ -399,6 +367,8 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         status = {"stop": "answered", "length": "answered", "cancelled": "stopped", "error": "failed"}.get(record.finish_reason, "answered")
         self.scene.set_node_body(node_id, record.output, streaming=False)
         self.scene.set_node_status(node_id, status)
+        if self.transcript.node_id is not None:  # its answer may be on the branch read there
+            self.transcript.show_branch(self.controller.state, self.transcript.node_id)
         self.scene.clear_candidates()
         self.streams.finish_stream(turn_id, status)
         if self._selected_turn == turn_id:
@@ -446,6 +416,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     # ------------------------------------------------------------------ selection and inspection
 
+    def _turn_of_id(self, turn_id: str) -> bool:
+        return self.controller.state is not None and turn_id in self.controller.state.turns
+
     def _turn_of(self, node_id: str) -> str | None:
         state = self.controller.state
         if state is None or node_id not in state.graph:
@@ -480,6 +453,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         node = self.controller.state.node_of(turn_id) if self.controller.state is not None else None
         if node and self.scene.selected_ids() != [node]:
             self.scene.select([node])
+        self.transcript.show_branch(self.controller.state, node)
         if record is None and self.controller.statuses.get(turn_id) == "interrupted":
             self.inspector.show_note(UNBUILT_NOTE)
         live = self.controller.live.get(turn_id)

@@ -1,0 +1,91 @@
+"""The Conversation dock: the selected branch read as a conversation, root first.
+
+Each turn of the branch (the selected node's main chain, back along ``continues``) shows the
+input and the answer, rendered as Markdown (code blocks stay code). A citation marker ``[n]`` in
+an answer becomes a link only in prose, never inside code (``my_list = [1, 2, 3]`` stays as it
+is); clicking it, or a turn's heading, emits ``turn_clicked`` so the window selects that turn.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
+
+from app.core.types import NodeKind, Role
+
+# GitHub's Markdown without raw HTML: what the user or the model wrote never becomes markup.
+MARKDOWN = QTextDocument.MarkdownFeature(QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+                                         | QTextDocument.MarkdownFeature.MarkdownNoHTML.value)
+EMPTY = "Select a turn on the canvas to read its branch here as a conversation."
+_CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.S)  # fenced blocks (even unclosed) and inline code
+_CITE = re.compile(r"\[(\d{1,3})\]")
+
+
+def link_citations(markdown: str, turn_id: str) -> str:
+    """``[n]`` outside code becomes a link to the turn (``turn:<id>#n``); code is left as written."""
+    parts = _CODE.split(markdown)
+    for i in range(0, len(parts), 2):  # even parts are prose, odd ones the code the split kept
+        parts[i] = _CITE.sub(lambda m: f"[\\[{m.group(1)}\\]](turn:{turn_id}#{m.group(1)})", parts[i])
+    return "".join(parts)
+
+
+def branch_markdown(state: Any, node_id: str) -> str:
+    """The branch ending at ``node_id`` as one Markdown document, root first."""
+    chain = [n for n in state.graph.chain_back(node_id) if state.graph.node(n).kind == NodeKind.TURN]
+    out = []
+    for node in reversed(chain):
+        turn_id = state.graph.node(node).ref_id
+        view = state.turns.get(turn_id) if turn_id else None
+        if view is None:
+            continue
+        out.append(f"#### [{view.at[:16].replace('T', ' ')}](turn:{turn_id})\n")  # no "---": front matter
+        for mid in view.message_ids:
+            message = state.messages.get(mid)
+            if message is None:
+                continue
+            who = "You" if message.role == Role.USER else message.speaker.capitalize()
+            text = link_citations(message.text, turn_id) if message.role == Role.ASSISTANT else message.text
+            out.append(f"**{who}**\n\n{text}\n")
+    return "\n".join(out)
+
+
+class TranscriptPanel(QWidget):
+    """The branch of the selected turn as a conversation (see the module doc)."""
+
+    turn_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.view = QTextBrowser(self)
+        self.view.setOpenLinks(False)
+        self.view.setOpenExternalLinks(False)
+        self.view.anchorClicked.connect(self._clicked)
+        self.empty = QLabel(EMPTY, self)
+        self.empty.setWordWrap(True)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(4, 4, 4, 4)
+        box.addWidget(self.empty)
+        box.addWidget(self.view, 1)
+        self.node_id: str | None = None
+        self.show_branch(None, None)
+
+    def show_branch(self, state: Any, node_id: str | None) -> None:
+        """Show the branch ending at ``node_id`` (None: the hint)."""
+        self.node_id = node_id
+        shown = state is not None and node_id is not None and node_id in state.graph
+        self.empty.setVisible(not shown)
+        self.view.setVisible(shown)
+        if shown:
+            bar = self.view.verticalScrollBar()
+            at_end = bar.value() >= bar.maximum() - 4
+            self.view.document().setMarkdown(branch_markdown(state, node_id), MARKDOWN)
+            if at_end:
+                bar.setValue(bar.maximum())
+
+    def _clicked(self, url: QUrl) -> None:
+        if url.scheme() == "turn":
+            self.turn_clicked.emit(url.path())
