@@ -2,7 +2,7 @@
 
 The session is made by typing into the composer of the real app on the default models: a trip
 branch, a follow-up, an unrelated question (a new root) and a re-anchored turn; then the window
-and each inspector tab are grabbed, in the light and the dark theme.
+each inspector tab and the Conversation dock are grabbed, in the light and the dark theme.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
             tabs.setCurrentIndex(i)
             await asyncio.sleep(0.1)
             grab(f"03-inspector-{i}-{tabs.tabText(i).lower().replace(' ', '-').replace('/', '')}")
+    if "conversation" in getattr(window, "docks", {}):  # the selected branch as a conversation
+        window.docks["conversation"].raise_()
+        await asyncio.sleep(0.2)
+        grab("03b-conversation")
+        window.docks["inspector"].raise_()
     # A streaming answer, caught mid-way.
     # A task, a file it names edited meanwhile, and a question that interrupts it.
     window.composer.edit.setPlainText("Write a step-by-step plan to migrate the blog to a static site; keep notes in migration.md")
