@@ -177,6 +177,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     def _connect(self) -> None:
         c = self.controller
         self._connect_sessions()
+        self.inspector.turn.edit_requested.connect(self._edit_again)
         self.transcript.turn_clicked.connect(  # a turn named in the conversation: select it
             lambda turn_id: self._turn_of_id(turn_id) and self.controller.spawn(self._show_turn(turn_id), "Reading"))
         c.status_changed.connect(self._on_status)
@@ -415,6 +416,12 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.scene.select([node_id])
 
     # ------------------------------------------------------------------ selection and inspection
+
+    def _edit_again(self, text: str, anchor: str) -> None:
+        """An input back in the composer, on the branch it continued, to be changed and resent."""
+        self.composer.edit.setPlainText(text)
+        self.composer.set_anchor(anchor or None, self._labels().get(anchor, ""))
+        self.composer.edit.setFocus()
 
     def _turn_of_id(self, turn_id: str) -> bool:
         return self.controller.state is not None and turn_id in self.controller.state.turns

@@ -41,5 +41,9 @@ def test_the_branch_reads_as_a_conversation_and_a_turn_can_be_picked_from_it(qtb
     drive(aloop, until(lambda: window.inspector.record is not None and window.inspector.record.turn_id == first,
                        10, "the first turn inspected"))
     assert window.scene.selected_ids() == [c.state.node_of(first)]
+    window._select_turn(second, drive(aloop, c.engine.turn_record(second)))
+    window.inspector.turn.edit_button.click()  # edit and send again: the input back, on its branch
+    assert window.composer.edit.toPlainText() == "Which theme do I prefer for the website?"
+    assert window.composer.anchor == c.state.node_of(first)
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))

@@ -51,6 +51,7 @@ class TurnPanel(QWidget):
 
     evidence_hovered = Signal(list)
     continue_requested = Signal(str)  # node id of a turn whose answer was cut at its length limit
+    edit_requested = Signal(str, str)  # the input's text, the node it continued ("" for a new branch)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -92,8 +93,13 @@ class TurnPanel(QWidget):
         self.continue_button.setToolTip("The answer reached its length limit: ask for the rest (a new turn on this one)")
         self.continue_button.clicked.connect(
             lambda: self._record is not None and self.continue_requested.emit(self._record.node_id or ""))
-        for widget in (self.header, section_label("Input"), self.input, section_label("Answer"), self.answer,
-                       self.status, self.continue_button):
+        self.edit_button = QPushButton("Edit and send again")
+        self.edit_button.setToolTip("Put this input back in the composer, on the same branch, to change and resend it")
+        self.edit_button.clicked.connect(
+            lambda: self._record is not None and self.edit_requested.emit(
+                self._record.build.text, self._record.build.anchor_node or ""))
+        for widget in (self.header, section_label("Input"), self.input, self.edit_button, section_label("Answer"),
+                       self.answer, self.status, self.continue_button):
             top_layout.addWidget(widget)
         bottom = QWidget()
         bottom_layout = QVBoxLayout(bottom)
