@@ -291,6 +291,12 @@ def test_context_tab_shows_blocks_in_order_budget_dropped_and_the_exact_prompt(p
     bar = panel.context.budget_bar
     assert {s.name: (s.quota, s.used) for s in bar.segments} == {k: (v.quota, v.used) for k, v in ctx.segments.items()}
     assert bar.budget == ctx.budget and bar.tokens == ctx.tokens
+    bar.resize(300, bar.height())  # a narrow dock: the legend wraps, every entry inside the bar
+    metrics, right = bar.fontMetrics(), []
+    for seg, (x, _row) in zip(bar.segments, bar.legend_places(metrics), strict=True):
+        right.append(x + 14 + metrics.horizontalAdvance(f"{seg.name} {seg.used}/{seg.quota}"))
+    assert max(right) <= bar.width() and max(row for _, row in bar.legend_places(metrics)) >= 1
+    assert bar.minimumHeight() > 3 * bar.ROW_H + 30  # taller for the second row
     dropped = panel.context.dropped
     assert dropped.rowCount() == len(ctx.dropped)
     shown = {dropped.item(r, 0).toolTip(): dropped.item(r, 3).text() for r in range(dropped.rowCount())}

@@ -7,6 +7,7 @@ Built from ``BuildRecord.context`` (``CompiledContext``) and ``BuildRecord.promp
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
@@ -61,6 +62,7 @@ class BudgetBarWidget(QWidget):
     def set_usage(self, segments: list[SegmentBar], budget: int, tokens: int) -> None:
         """Show ``segments`` against ``budget`` (``tokens`` = the whole context as counted)."""
         self.segments, self.budget, self.tokens = segments, budget, tokens
+        self._fit_height()
         lines = [f"{s.name}: {s.used} used of {s.quota} planned" for s in segments]
         self.setToolTip(f"context {tokens} / {budget} tokens\n" + "\n".join(lines))
         self.update()
@@ -104,17 +106,35 @@ class BudgetBarWidget(QWidget):
             bx = left + self.budget * per_token
             painter.setPen(QPen(text_color, 2, Qt.PenStyle.DashLine))
             painter.drawLine(int(bx), 1, int(bx), int(4 + 2 * self.ROW_H + 8))
-        x, top = 0.0, 4.0 + 2 * (self.ROW_H + 6) + 4
-        for seg in self.segments:
-            text = f"{seg.name} {seg.used}/{seg.quota}"
+        first = 4.0 + 2 * (self.ROW_H + 6) + 4
+        for seg, (x, row) in zip(self.segments, self.legend_places(fm), strict=True):
+            text, top = f"{seg.name} {seg.used}/{seg.quota}", first + row * self.ROW_H
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(theme.segment_color(seg.name))
             painter.drawRect(QRectF(x, top + 4, 10, 10))
             painter.setPen(QColor(colors.warn) if seg.used > seg.quota else text_color)
             painter.drawText(QRectF(x + 14, top, fm.horizontalAdvance(text) + 4, self.ROW_H),
                              int(Qt.AlignmentFlag.AlignVCenter), text)
-            x += fm.horizontalAdvance(text) + 26
         painter.end()
+
+    def legend_places(self, fm: Any) -> list[tuple[float, int]]:
+        """(x, row) of each segment's legend entry: as many per row as the width holds."""
+        places, x, row = [], 0.0, 0
+        for seg in self.segments:
+            width = fm.horizontalAdvance(f"{seg.name} {seg.used}/{seg.quota}") + 26
+            if x > 0 and x + width - 8 > self.width():
+                x, row = 0.0, row + 1
+            places.append((x, row))
+            x += width
+        return places
+
+    def _fit_height(self) -> None:
+        rows = 1 + max((row for _, row in self.legend_places(self.fontMetrics())), default=0)
+        self.setMinimumHeight(int(4 + 2 * (self.ROW_H + 6) + 4 + rows * self.ROW_H + 6))
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_height()
 
 
 class ContextTabWidget(ScrollTab):
