@@ -13,6 +13,7 @@ per branch, and "New branch"), which re-anchors the turn.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
@@ -101,6 +102,22 @@ class ComposerWidget(QWidget):
         self.reason = QLabel(self)
         self.reason.setObjectName("composerReason")
         self.reason.setWordWrap(True)
+        # Why an input was not sent: stays until dismissed or the next send, with a fix to offer.
+        self.notice = QLabel(self)
+        self.notice.setObjectName("composerNotice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextFormat(Qt.TextFormat.PlainText)
+        self.notice_fix = QPushButton(self)
+        self.notice_close = QToolButton(self)
+        self.notice_close.setText("×")
+        self.notice_close.setToolTip("Dismiss")
+        self.notice_close.clicked.connect(self.hide_notice)
+        self._fix: Callable[[], None] | None = None
+        self.notice_fix.clicked.connect(self._apply_fix)
+        notice_row = QHBoxLayout()
+        notice_row.addWidget(self.notice, 1)
+        notice_row.addWidget(self.notice_fix)
+        notice_row.addWidget(self.notice_close)
 
         row = QHBoxLayout()
         row.addWidget(self.chip)
@@ -111,9 +128,11 @@ class ComposerWidget(QWidget):
         row.addWidget(self.send)
         box = QVBoxLayout(self)
         box.setContentsMargins(6, 4, 6, 6)
+        box.addLayout(notice_row)
         box.addWidget(self.edit)
         box.addLayout(row)
         box.addWidget(self.reason)
+        self.hide_notice()
         self.set_anchor(None, "")
         self.set_ready(False, "Loading models…")
 
@@ -132,6 +151,26 @@ class ComposerWidget(QWidget):
             self.chip.setText(f"⇢ next input continues: «{label[:40]}»")
         self.clear_anchor.setVisible(node_id is not None)
 
+    def show_notice(self, text: str, fix_label: str = "", fix: Callable[[], None] | None = None) -> None:
+        """Say ``text`` above the box until dismissed (or the next send); ``fix`` is offered as a button."""
+        self.notice.setText(text)
+        self._fix = fix
+        self.notice_fix.setText(fix_label)
+        for widget in (self.notice, self.notice_close):
+            widget.setVisible(True)
+        self.notice_fix.setVisible(fix is not None)
+
+    def hide_notice(self) -> None:
+        self._fix = None
+        for widget in (self.notice, self.notice_fix, self.notice_close):
+            widget.setVisible(False)
+
+    def _apply_fix(self) -> None:
+        fix = self._fix
+        self.hide_notice()
+        if fix is not None:
+            fix()
+
     def restore(self, text: str) -> None:
         """Put an input that was not sent back into the box (before anything typed since)."""
         typed = self.edit.toPlainText().strip()
@@ -142,6 +181,7 @@ class ComposerWidget(QWidget):
         text = self.edit.toPlainText().strip()
         if not text or not self.send.isEnabled():
             return
+        self.hide_notice()
         self.submitted.emit(text, self.anchor, self.budget.value())
         self.edit.clear()
         self.set_anchor(None, "")

@@ -387,9 +387,14 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
             self.scene.set_node_status(live_node, "failed")
         if text:  # never recorded as a turn: the input goes back to the composer, nothing is lost
             self.composer.restore(text)
-            self._on_error(f"Not sent: {message}. Your text is back in the composer.")
+            self.composer.show_notice(f"Not sent: {message}. Your text is back in the box.",
+                                      "Send again, letting routing choose", self._resend_routed)
             return
         self._on_error(f"A turn failed: {message}")
+
+    def _resend_routed(self) -> None:
+        self.composer.set_anchor(None, "")
+        self.composer.send.click()
 
     def _on_stream_selected(self, turn_id: str) -> None:
         live = self.controller.live.get(turn_id)
