@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,7 +70,8 @@ class ContextService:
     add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_provider
     _queue: asyncio.Queue[tuple[str, Message]] | None = None
     _writer: asyncio.Task[None] | None = None
-    written: list[str] = field(default_factory=list)  # message ids stored by record_event, in order
+    # the latest message ids record_event stored, in order (bounded: the server may run for days)
+    written: deque[str] = field(default_factory=lambda: deque(maxlen=1000))
 
     # ------------------------------------------------------------------ reading
 
@@ -179,10 +181,12 @@ class ContextService:
         return await self.engine.with_store(read)
 
     async def facts(self, query: str = "", session_id: str | None = None) -> tuple[str, dict[str, Any]]:
-        sids = [session_id] if session_id else [r["session_id"] for r in await self.engine.list_sessions()]
+        known = [r["session_id"] for r in await self.engine.list_sessions(archived=session_id is not None)]
+        if session_id is not None and session_id not in known:
+            raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
         out = []
-        for sid in sids:
-            state = await self.engine.open_session(sid) if session_id else await self._state(sid)
+        for sid in [session_id] if session_id else known:
+            state = await self.engine.session_state(sid)  # reading: not the user opening it
             by_key: dict[str, list[Any]] = {}
             for fact in self.engine.facts(state):
                 by_key.setdefault(fact.key, []).append(fact)
@@ -198,9 +202,6 @@ class ContextService:
         lines = [f"{f['key']} = {f['value']} (from {f['valid_from'][:16]}"
                  + (f" until {f['valid_to'][:16]})" if f["valid_to"] else ", still true)") for f in out]
         return "\n".join(lines) or "No stated facts match.", {"facts": out}
-
-    async def _state(self, session_id: str) -> Any:
-        return await self.engine.open_session(session_id)
 
     async def memory(self, query: str, limit: int = 10) -> tuple[str, dict[str, Any]]:
         if not query.strip():
@@ -271,7 +272,7 @@ class ContextService:
         record, _ = await self.engine.build(session_id, text)
         if record.anchor_node is None:
             return None
-        state = await self.engine.open_session(session_id)
+        state = await self.engine.session_state(session_id)
         turn = state.graph.node(record.anchor_node).ref_id if record.anchor_node in state.graph else None
         mids = state.turns[turn].message_ids if turn in state.turns else []
         return mids[-1] if mids else None

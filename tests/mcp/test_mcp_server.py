@@ -155,6 +155,7 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
                 ("get_context_summary", {"query": "x", "level": "everything"}, "level"),
                 ("record_event", {"text": "x", "sessionId": "nope"}, "sessionId"),
                 ("record_event", {}, "text"),
+                ("search_facts", {"sessionId": "nope"}, "sessionId"),
                 ("configure_llm_provider", {"provider": "acme", "config": {}}, "provider"),
             ]:
                 bad = await client.call_tool(tool, args)
@@ -229,7 +230,11 @@ def test_record_event_stores_in_order_on_the_branch_the_router_picks(tmp_path: P
                  "Should we see the Fushimi Inari shrine gates at sunrise on the Kyoto trip?"]
         ids = [(await service.record_event(t, state.session_id))[1]["message_id"] for t in texts]
         await service.drain()
-        assert service.written == ids  # stored in arrival order
+        assert list(service.written) == ids  # stored in arrival order
+        before = await engine.last_used_session()
+        other = await engine.with_store(lambda store: store.create_session("other"))
+        await service.facts("", other)  # reading a session is not opening it
+        assert await engine.last_used_session() == before
         graph = state.graph
         parent_of = {}
         for mid, root in zip(ids, (bug, trip), strict=True):

@@ -40,6 +40,7 @@ from app.core.engine.streams import EngineStreams
 from app.core.engine.tasks import TaskChange, TaskService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
+from app.core.errors import NoRecordError
 from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.builder import ContextBuilder
@@ -176,6 +177,13 @@ class Engine:
         state = await self.sessions.open(session_id, title=title)
         await self.ctx.on_store(self.ctx.store.mark_session_opened, state.session_id)
         return state
+
+    async def session_state(self, session_id: str) -> SessionState:
+        """A stored session's state for reading: loaded on first use, never created, and not
+        counted as the user opening it (``last_used_session`` is unchanged)."""
+        if session_id not in self.ctx.sessions and await self.ctx.on_store(self.ctx.store.get_session, session_id) is None:
+            raise NoRecordError(f"no session {session_id!r}")
+        return await self.sessions.open(session_id)
 
     async def list_sessions(self, *, archived: bool = False) -> list[dict[str, Any]]:
         """Stored sessions (id, title, times, counts) in creation order; ``archived`` lists the
