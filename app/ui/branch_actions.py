@@ -2,8 +2,8 @@
 
 ``CanvasActions`` is mixed into ``MainWindow``: a dropped turn is re-anchored, a dropped pending
 input takes the target as its anchor, a moved node keeps its place, and the node menu's actions
-(checkpoint, focus, inject, collapse, undo re-anchor, ask again) go to the engine through the
-controller. Re-anchoring and injecting are ``QUndoCommand``s on the window's undo stack (Ctrl+Z).
+(checkpoint, focus, inject, collapse, undo re-anchor, answer again as a new version) go to the
+engine through the controller; the turn panel's ‹ › shows another version of a turn. Re-anchoring and injecting are ``QUndoCommand``s on the window's undo stack (Ctrl+Z).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import QStatusBar
 
+from app.core.session import versions
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
@@ -82,6 +83,7 @@ class CanvasActions:
         def _labels(self) -> dict[str, str]: ...
         def _turn_of(self, node_id: str) -> str | None: ...
         def _on_error(self, message: str) -> None: ...
+        async def _show_turn(self, turn_id: str) -> None: ...
 
     def reanchor(self, turn_id: str, target: str | None) -> None:
         """Re-anchor ``turn_id`` onto ``target`` (None: a new branch) as an undoable command."""
@@ -149,10 +151,32 @@ class CanvasActions:
         self.undo.push(InjectCommand(self.controller, sid, sources, node_id, f"inject {len(sources)} into {label}"))
 
     def _ask_again(self, node_id: str) -> None:
-        """Submit the turn's input again, anchored where the turn was."""
+        """Answer the turn's input again: a new version of the turn, shown in its place."""
         turn_id = self._turn_of(node_id)
         state = self.controller.state
         if turn_id and state is not None and turn_id in state.turns:
             first = state.turns[turn_id].message_ids[0]
-            parent = state.graph.parent(node_id)
-            self.controller.submit(state.messages[first].text, anchor=parent, budget=self.composer.budget.value())
+            if self.controller.submit(state.messages[first].text, version_of=node_id,
+                                      budget=self.composer.budget.value()) is not None:
+                self.statusBar().showMessage("Answering again: a new version of this turn (‹ › flips between them).", 6000)
+
+    def _show_versions(self, node_id: str | None) -> None:
+        """Give the turn panel the versions of ``node_id``'s turn (‹ n/m ›)."""
+        state = self.controller.state
+        found = versions.versions(state.graph, node_id) if state is not None and node_id and node_id in state.graph else []
+        self.inspector.turn.set_versions(found, node_id or "")
+
+    def _on_version_requested(self, node_id: str) -> None:
+        """Show another version of the selected turn: on the canvas in its place, and here."""
+        c = self.controller
+        state = c.state
+        if c.engine is None or state is None or node_id not in state.graph:
+            return
+        turn_id = state.graph.node(node_id).ref_id
+
+        async def flip() -> None:
+            await c.engine.show_version(state.session_id, node_id)
+            if turn_id:
+                await self._show_turn(turn_id)
+
+        c.spawn(flip(), "Showing another version")

@@ -232,9 +232,10 @@ class EngineController(QObject):
     # ------------------------------------------------------------------ turns
 
     def submit(self, text: str, *, anchor: str | None = None, budget: int | None = None,
-               priority: int = 0) -> str | None:
+               priority: int = 0, version_of: str | None = None) -> str | None:
         """Queue an input on the session's stream scheduler; returns its stream id (shown until
-        it has a turn id), None if refused (models not loaded yet: the text stays in the composer)."""
+        it has a turn id), None if refused (models not loaded yet: the text stays in the composer).
+        ``version_of`` (a turn's node, ``text`` its input) answers that turn again as a new version."""
         text = text.strip()
         if not text:
             return None
@@ -243,7 +244,8 @@ class EngineController(QObject):
             return None
         scheduler = self.engine.scheduler(self.state.session_id)
         scheduler.set_limit(max(1, int(self.settings.max_concurrent_streams)))
-        handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority)
+        handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority,
+                                  version_of=version_of)
         return handle.stream_id
 
     def busy(self) -> bool:

@@ -178,6 +178,8 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         c = self.controller
         self._connect_sessions()
         self.inspector.turn.edit_requested.connect(self._edit_again)
+        self.inspector.turn.version_requested.connect(self._on_version_requested)
+        self.inspector.turn.regenerate_requested.connect(self._ask_again)
         self.transcript.turn_clicked.connect(  # a turn named in the conversation: select it
             lambda turn_id: self._turn_of_id(turn_id) and self.controller.spawn(self._show_turn(turn_id), "Reading"))
         c.status_changed.connect(self._on_status)
@@ -465,6 +467,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         node = self.controller.state.node_of(turn_id) if self.controller.state is not None else None
         if node and self.scene.selected_ids() != [node]:
             self.scene.select([node])
+        self._show_versions(node)
         self.transcript.show_branch(self.controller.state, node)
         if record is None and self.controller.statuses.get(turn_id) == "interrupted":
             self.inspector.show_note(UNBUILT_NOTE)

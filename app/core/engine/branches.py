@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord, TurnRevision
+from app.core.session import versions
 from app.core.session.evidence import message_evidence
 from app.core.session.graph import GraphChange, SessionGraph
 from app.core.session.state import SessionState, override_spans
@@ -373,6 +374,15 @@ class BranchService:
         """Fold or unfold a node's subtree on the canvas (``attrs["collapsed"]``)."""
         return await self._update_nodes(session_id, {node_id: {"collapsed": bool(collapsed)}}, "graph.collapsed_set",
                                         {"node_id": node_id, "collapsed": bool(collapsed)})
+
+    async def show_version(self, session_id: str, node_id: str) -> GraphChange:
+        """Show ``node_id`` among the versions of its turn and put the others away
+        (``attrs["version_hidden"]``, see ``app.core.session.versions``)."""
+        state = await self.sessions.open(session_id)
+        _require(state.graph, node_id)
+        group = versions.versions(state.graph, node_id)
+        return await self._update_nodes(session_id, {n: {versions.HIDDEN: n != node_id} for n in group},
+                                        "graph.version_shown", {"node_id": node_id, "versions": group})
 
     async def move_nodes(self, session_id: str, positions: Sequence[tuple[str, float, float]]) -> GraphChange:
         """Pin user-chosen positions (one committed drag); written in one transaction.

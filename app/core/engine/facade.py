@@ -6,7 +6,7 @@ and composes the services over it; every public method delegates to one of them:
 ==============  ===========================================================================
 sessions        open a session, history ingest, the user's facts and profile (``sessions.py``)
 turns           build, submit, answer, read and replay turns (``turns.py``)
-branches        re-anchor, focus, inject, checkpoints, collapse, positions (``branches.py``)
+branches        re-anchor, focus, inject, checkpoints, collapse, versions shown, positions (``branches.py``)
 tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
@@ -259,6 +259,16 @@ class Engine:
         """Record the input, build and attach its context, start the answer (``TurnService.submit``)."""
         return await self.turns.submit(session_id, text, budget=budget, anchor_override=anchor_override,
                                        on_token=on_token)
+
+    async def answer_again(self, session_id: str, node_id: str, *, budget: int | None = None,
+                           on_token: Callable[[str], None] | None = None) -> TurnRun:
+        """Regenerate: answer ``node_id``'s input again as a new version of its turn, shown in place
+        of the others (``TurnService.answer_again``)."""
+        return await self.turns.answer_again(session_id, node_id, budget=budget, on_token=on_token)
+
+    async def show_version(self, session_id: str, node_id: str) -> GraphChange:
+        """Show this version of its turn; the others are put away (``app.core.session.versions``)."""
+        return await self.branches.show_version(session_id, node_id)
 
     async def turn_statuses(self, session_id: str) -> dict[str, str]:
         """turn id → stored status ("answered", "failed", "interrupted", ...) of the session's turns."""

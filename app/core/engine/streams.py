@@ -16,7 +16,7 @@ from typing import Any
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
-from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService
+from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.background import spawn
@@ -76,7 +76,8 @@ class EngineStreams:
                                {"stream_id": item["stream_id"], "status": "resubmitted", "reason": "the app stopped"})
             handles.append(scheduler.submit(item["text"], anchor_override=item.get("anchor_override"),
                                             budget=item.get("budget"), priority=int(item.get("priority") or 0),
-                                            parent_task_id=item.get("parent_task_id")))
+                                            parent_task_id=item.get("parent_task_id"),
+                                            version_of=item.get("version_of")))
         return handles
 
     async def close(self) -> None:
@@ -110,8 +111,11 @@ class EngineStreams:
         async with self.ctx.lock(handle.session_id):
             if handle.stop_reason:
                 raise StreamStopped(handle.stop_reason)
-            return await self.turns.submit_locked(state, handle.text, handle.budget, handle.anchor_override,
-                                                  on_token, hooks=self._hooks(handle))
+            text, anchor, version = handle.text, handle.anchor_override, None
+            if handle.version_of:  # regenerate: the turn's input again, where the turn is
+                text, anchor, version = again(state, handle.version_of)
+            return await self.turns.submit_locked(state, text, handle.budget, anchor, on_token,
+                                                  hooks=self._hooks(handle), version=version)
 
     def _hooks(self, handle: StreamHandle) -> TurnHooks:
         """The hooks that make the turn run ``handle``'s input as a qa, task or interruption."""

@@ -30,10 +30,12 @@ from app.core.plan.tools import ToolSpec
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
+from app.core.session import versions
 from app.core.session.evidence import message_evidence
 from app.core.session.graph import NoNodeError
 from app.core.session.state import SessionState
 from app.core.session.titles import title_from
+from app.core.session.versions import Version
 from app.core.tasks.stack import TaskInputs
 from app.core.tools.model import ToolRound
 from app.core.types import (
@@ -109,6 +111,12 @@ class Recorded:
     system_prompt: str = ""
 
 
+def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
+    """The text, anchor override and ``Version`` that answer ``node_id``'s input again."""
+    text, parent, group, excluded = versions.answer_again(state, node_id)
+    return text, parent or NEW_ROOT, Version(group, tuple(excluded))
+
+
 class TurnService:
     """Builds, submits, finishes, reads and replays turns."""
 
@@ -172,6 +180,7 @@ class TurnService:
             context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
         )
         record.llm_intent = {"output": llm_output, "status": llm_status}
+        record.excluded = list(exclude_ids)
         timing.embed_ms = embed_ms
         timing.build_ms += embed_ms
         return record, timing
@@ -235,6 +244,7 @@ class TurnService:
         b = record.build
         return await self.build(
             record.session_id, b.text, budget=b.budget, at=b.at, anchor_override=anchor_override, state=past,
+            exclude_ids=b.excluded,
             limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
             focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
             recorded=Recorded(channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
@@ -245,19 +255,31 @@ class TurnService:
     # ------------------------------------------------------------------ turns
 
     async def submit(self, session_id: str, text: str, *, budget: int | None = None,
-                     anchor_override: str | None = None, on_token: Callable[[str], None] | None = None) -> TurnRun:
+                     anchor_override: str | None = None, on_token: Callable[[str], None] | None = None,
+                     version: Version | None = None) -> TurnRun:
         """Record the input durably, build its context, attach it to the graph, start the answer.
 
         Returns at once with the build done and the answer streaming; ``await run.done`` for the
         final ``TurnRecord`` (also stored with the turn). The build gets the session's focus (the
         user's choice, else the latest turn's node). ``anchor_override`` may be ``NEW_ROOT``.
+        ``version`` makes the turn another version of an earlier one (``answer_again``).
         """
         state = await self.sessions.open(session_id)
         async with self.ctx.lock(session_id):  # turn order, build and graph stay in step with branch actions
-            return await self.submit_locked(state, text, budget, anchor_override, on_token)
+            return await self.submit_locked(state, text, budget, anchor_override, on_token, version=version)
+
+    async def answer_again(self, session_id: str, node_id: str, *, budget: int | None = None,
+                           on_token: Callable[[str], None] | None = None) -> TurnRun:
+        """Regenerate: answer ``node_id``'s input again as a new version of its turn, continuing the
+        same node, shown in place of the others (``app.core.session.versions``)."""
+        state = await self.sessions.open(session_id)
+        async with self.ctx.lock(session_id):
+            text, anchor, version = again(state, node_id)
+            return await self.submit_locked(state, text, budget, anchor, on_token, version=version)
 
     async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
-                            on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None) -> TurnRun:
+                            on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None,
+                            version: Version | None = None) -> TurnRun:
         """``submit`` for a caller that holds the session lock (the scheduler's streams).
 
         An ``anchor_override`` that is no node of this session (one pinned in another session,
@@ -275,6 +297,7 @@ class TurnService:
                 session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
                 input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
                 turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
+                exclude_ids=version.excluded if version is not None else versions.put_away_messages(state),
             )
         except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
             await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
@@ -285,10 +308,10 @@ class TurnService:
                 await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
             raise
         state.add_message(message)
-        if anchor_override:  # the user's correction: a signal for later routing (not NEW_ROOT)
+        if anchor_override and version is None:  # the user's correction: a signal for later routing (not NEW_ROOT)
             state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
-        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
-                         attrs={"ambiguous": build.routing.get("ambiguous", False)})
+        attrs = {"ambiguous": build.routing.get("ambiguous", False), **versions.attrs(version)}
+        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at, attrs=attrs)
         state.add_node(node)
         edge = None
         if build.anchor_node is not None:
@@ -298,7 +321,8 @@ class TurnService:
         # a scheduler stream's path (task, interruption): written with the turn, no await before
         attached = hooks.attached(state, record, message) if hooks is not None else None
         linked = self.tasks.link_turn(session_id, turn_id, node.node_id)  # tasks its tool calls made
-        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked])
+        shown = versions.show_only(state, node.node_id, ctx.store) if version is not None else None
+        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, shown])
         stream = None
         if ctx.chat is not None:
             stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",

@@ -46,6 +46,8 @@ class BuildInputs(Protocol):
     def overrides(self) -> tuple[tuple[str, str], ...]: ...
     @property
     def tasks(self) -> TaskInputs: ...
+    @property
+    def exclude_ids(self) -> tuple[str, ...]: ...
 
 
 def _iso_seconds(at: str) -> float:
@@ -79,8 +81,9 @@ def anchor_candidates(
     state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
     intent_entities: Sequence[str] = (), intent_target: str | None = None, candidate_turns: int = 12,
 ) -> list[AnchorCandidate]:
-    """Branch frontiers plus the most recent turns, with their routing features (the
-    conflict feature: ``routing.anchor.conflict``, with the input's target task)."""
+    """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
+    version the user put away, or what continues it), with their routing features (the conflict feature: ``routing.anchor.conflict``, with
+    the input's target task)."""
     nodes: dict[str, None] = {}
     for node_id in state.graph.frontiers()[-candidate_turns:]:
         nodes.setdefault(node_id, None)
@@ -99,9 +102,10 @@ def anchor_candidates(
     task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
     topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
+    excluded = set(inp.exclude_ids)  # e.g. versions the user put away, with what continues them
     for node_id in nodes:
         mids = state.turn_messages(node_id)
-        if not mids:
+        if not mids or excluded.intersection(mids):
             continue
         sem = 0.0
         if q is not None:

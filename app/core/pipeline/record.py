@@ -64,6 +64,7 @@ class BuildRecord(BaseModel):
     compressed: list[Compression] = Field(default_factory=list)
     required: list[RequiredCheck] = Field(default_factory=list)
     system_prompt: str = ""  # the session's standing instruction the build used (replayed as recorded)
+    excluded: list[str] = Field(default_factory=list)  # ids the caller kept out of recall (another version's)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

@@ -150,6 +150,7 @@ class StreamHandle:
     task_id: str | None = None
     budget: int | None = None
     anchor_override: str | None = None
+    version_of: str | None = None  # answer this turn node's input again, as a new version of it
     parent_task_id: str | None = None
     on_token: Callable[[str], None] | None = None
     max_tokens: int = 0
@@ -241,20 +242,23 @@ class SessionScheduler:
 
     def submit(self, text: str, *, anchor_override: str | None = None, budget: int | None = None,
                priority: int = 0, on_token: Callable[[str], None] | None = None,
-               parent_task_id: str | None = None) -> StreamHandle:
+               parent_task_id: str | None = None, version_of: str | None = None) -> StreamHandle:
         """Queue an input; return its handle at once (call on the engine's loop).
 
         ``parent_task_id`` makes the input, if it turns out to be a task, a subtask of that task
         (by default the anchor's branch decides). ``on_token`` hears each streamed piece.
+        ``version_of`` (a turn's node; ``text`` is its input) answers that input again as a new
+        version of the turn, where the turn is (the anchor is then ignored).
         """
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
-        handle.parent_task_id = parent_task_id
+        handle.parent_task_id, handle.version_of = parent_task_id, version_of
         handle.predicted = handle.kind = self.host.predict_kind(self.session_id, text)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
-                                 "budget": budget, "priority": int(priority), "parent_task_id": parent_task_id})
+                                 "budget": budget, "priority": int(priority), "parent_task_id": parent_task_id,
+                                 "version_of": version_of})
         self.runtime.enqueue(handle)
         self.stream_queued.emit(handle)
         return handle

@@ -3,7 +3,8 @@
 The scene owns one ``node_id -> NodeItem`` map (and one ``edge_id -> EdgeItem`` map) and changes
 them only in its ``_on_<graph signal>`` handlers. It places nodes with the incremental
 ``LaneLayout``, keeps edges attached to their nodes, and holds the per-node view states that
-change what is drawn: collapsed subtrees (hidden) and filtered-out nodes (dimmed).
+change what is drawn: collapsed subtrees and put-away answer versions (hidden), filtered-out
+nodes (dimmed). A new version of a turn takes its first version's place.
 ``CanvasScene`` adds the user interaction on top.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QPointF, QRectF, QTimer
 from PySide6.QtWidgets import QGraphicsScene
 
+from app.core.session import versions
 from app.core.session.graph import SessionGraph
 from app.core.signals import Signal as CoreSignal
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
@@ -137,7 +139,8 @@ class GraphMirrorScene(QGraphicsScene):
         for node in nodes:
             item = self._new_item(node)
             stored = node.x is not None and node.y is not None
-            x, y = (node.x, node.y) if stored else self._layout.position(node.node_id)
+            group = str(node.attrs.get(versions.VERSION_OF) or "")  # versions share their first one's place
+            x, y = (node.x, node.y) if stored else self._layout.position(group if group in self._layout else node.node_id)
             item.setPos(x, y)
             self.addItem(item)
         for edge in edges:
@@ -145,6 +148,8 @@ class GraphMirrorScene(QGraphicsScene):
         for node in nodes:
             if node.attrs.get("collapsed"):
                 self.set_collapsed(node.node_id, True)
+            if node.attrs.get(versions.HIDDEN):
+                self._refresh_visibility(node.node_id)
         if self._filter != ("", None):
             self.set_filter(self._filter[0], set(self._filter[1]) if self._filter[1] is not None else None)
         self._overview.dirty = True
@@ -186,7 +191,8 @@ class GraphMirrorScene(QGraphicsScene):
         if node.node_id in self._items:
             return
         item = self._new_item(node)
-        moved = self._layout.add_node(LayoutNode(node.node_id, node_kind(node.kind), _pinned_at(node)))
+        spot = _pinned_at(node) or self._version_spot(node)
+        moved = self._layout.add_node(LayoutNode(node.node_id, node_kind(node.kind), spot))
         x, y = (node.x, node.y) if node.x is not None and node.y is not None else self._layout.position(node.node_id)
         item.setPos(x, y)
         self.addItem(item)
@@ -233,11 +239,18 @@ class GraphMirrorScene(QGraphicsScene):
         if item.pos() != QPointF(node.x, node.y):
             self._apply_moves({node.node_id: (node.x, node.y)})
 
+    def _version_spot(self, node: GraphNode) -> Point | None:
+        """A new version of a turn takes the place of the version it joins (one shows at a time)."""
+        first = self._items.get(str(node.attrs.get(versions.VERSION_OF) or ""))
+        return (first.pos().x(), first.pos().y()) if first is not None else None
+
     def _on_node_updated(self, node: GraphNode) -> None:
         item = self._items.get(node.node_id)
         if item is None:
             return
         item.set_node(node)
+        if versions.HIDDEN in node.attrs:  # a version shown or put away, with what continues it
+            self._refresh_visibility(node.node_id)
         if self._filter != ("", None):
             self._set_dimmed(node.node_id, not self._matches(item))
 
@@ -359,6 +372,7 @@ class GraphMirrorScene(QGraphicsScene):
             if node_id in seen:
                 continue
             seen.add(node_id)
+            hide = hide or bool(self._items[node_id].node.attrs.get(versions.HIDDEN))
             if self._set_hidden(node_id, hide):
                 changed.append(node_id)
             for satellite in self._layout.satellites_of(node_id):

@@ -13,6 +13,7 @@ import html
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
+    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -52,6 +53,8 @@ class TurnPanel(QWidget):
     evidence_hovered = Signal(list)
     continue_requested = Signal(str)  # node id of a turn whose answer was cut at its length limit
     edit_requested = Signal(str, str)  # the input's text, the node it continued ("" for a new branch)
+    version_requested = Signal(str)  # node id of another version of the turn shown, to show instead
+    regenerate_requested = Signal(str)  # node id of the turn shown: answer its input again (a new version)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -93,13 +96,36 @@ class TurnPanel(QWidget):
         self.continue_button.setToolTip("The answer reached its length limit: ask for the rest (a new turn on this one)")
         self.continue_button.clicked.connect(
             lambda: self._record is not None and self.continue_requested.emit(self._record.node_id or ""))
+        self._versions: list[str] = []
+        self._version_at = 0
+        self.older = QPushButton("‹")
+        self.newer = QPushButton("›")
+        self.older.setToolTip("The previous version of this answer")
+        self.newer.setToolTip("The next version of this answer")
+        self.version_label = QLabel()
+        self.again_button = QPushButton("Answer again")
+        self.again_button.setToolTip("Answer this input again as a new version of the turn; ‹ › flips between versions")
+        for button in (self.older, self.newer):
+            button.setFixedWidth(button.fontMetrics().horizontalAdvance("›") + 24)
+        self.older.clicked.connect(lambda: self._flip(-1))
+        self.newer.clicked.connect(lambda: self._flip(1))
+        self.again_button.clicked.connect(
+            lambda: self._record is not None and bool(self._record.node_id)
+            and self.regenerate_requested.emit(self._record.node_id or ""))
+        versions_row = QWidget()
+        row = QHBoxLayout(versions_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        for widget in (self.older, self.version_label, self.newer):
+            row.addWidget(widget)
+        row.addStretch(1)
+        row.addWidget(self.again_button)
         self.edit_button = QPushButton("Edit and send again")
         self.edit_button.setToolTip("Put this input back in the composer, on the same branch, to change and resend it")
         self.edit_button.clicked.connect(
             lambda: self._record is not None and self.edit_requested.emit(
                 self._record.build.text, self._record.build.anchor_node or ""))
         for widget in (self.header, section_label("Input"), self.input, self.edit_button, section_label("Answer"),
-                       self.answer, self.status, self.continue_button):
+                       versions_row, self.answer, self.status, self.continue_button):
             top_layout.addWidget(widget)
         bottom = QWidget()
         bottom_layout = QVBoxLayout(bottom)
@@ -119,6 +145,7 @@ class TurnPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.stack)
 
+        self.set_versions([], "")
         self.answer.highlighted.connect(self._on_link_highlighted)
         self.answer.viewport().installEventFilter(self)
         self.cited_hover.hovered.connect(self._set_hovered)
@@ -169,6 +196,22 @@ class TurnPanel(QWidget):
         self._fill_lines(record)
         self._render_answer()
         self.continue_button.setVisible(record.finish_reason == "length" and bool(record.node_id))
+
+    def set_versions(self, node_ids: list[str], current: str) -> None:
+        """The versions of the turn shown, oldest first, and which one it is: "‹ 2 of 3 ›"."""
+        self._versions = list(node_ids)
+        self._version_at = self._versions.index(current) if current in self._versions else 0
+        several = len(self._versions) > 1
+        for widget in (self.older, self.newer, self.version_label):
+            widget.setVisible(several)
+        self.version_label.setText(f"Version {self._version_at + 1} of {len(self._versions)}" if several else "")
+        self.older.setEnabled(several and self._version_at > 0)
+        self.newer.setEnabled(several and self._version_at < len(self._versions) - 1)
+
+    def _flip(self, step: int) -> None:
+        at = self._version_at + step
+        if 0 <= at < len(self._versions):
+            self.version_requested.emit(self._versions[at])
 
     def set_streaming_text(self, text: str, turn_id: str | None = None) -> None:
         """Show ``text`` as the answer still arriving (ignored when ``turn_id`` names another turn)."""

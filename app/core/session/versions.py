@@ -1,0 +1,96 @@
+"""Answer versions: regenerating a turn makes another version of it, not a second turn beside it.
+
+A version is a turn of its own (its own input record, build, trace and answer, replayed like any
+turn) whose node carries ``attrs["version_of"]``: the node id of the group's first version. All
+versions of a group continue the same node. Exactly one of them is shown; the others carry
+``attrs["version_hidden"] = True`` and, with everything continuing them, are left out of the
+canvas, of routing (an input never continues a version the user put away) and of the recall of
+a new version (it answers afresh instead of repeating the one it replaces).
+
+Pure functions over the session graph and state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.errors import CoreError
+from app.core.session.graph import SessionGraph
+from app.core.session.state import SessionState
+from app.core.types import NodeKind
+
+VERSION_OF = "version_of"
+HIDDEN = "version_hidden"
+
+
+class NotATurnError(CoreError):
+    """Only a turn with an input can be answered again."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """A turn submitted as another version of an earlier one: the group it joins and the messages
+    its build leaves out of recall (``answer_again``)."""
+
+    group: str
+    excluded: tuple[str, ...] = ()
+
+
+def attrs(version: Version | None) -> dict[str, Any]:
+    """The node attributes that make a new turn a version (none for an ordinary turn)."""
+    return {VERSION_OF: version.group} if version is not None else {}
+
+
+def group_of(graph: SessionGraph, node_id: str) -> str:
+    """The id that names ``node_id``'s version group (its first version's node)."""
+    return str(graph.node(node_id).attrs.get(VERSION_OF) or node_id)
+
+
+def versions(graph: SessionGraph, node_id: str) -> list[str]:
+    """The versions of ``node_id``'s turn, oldest first (just ``[node_id]`` when it has none)."""
+    group = group_of(graph, node_id)
+    found = [n for n in graph.nodes(NodeKind.TURN) if n.node_id == group or n.attrs.get(VERSION_OF) == group]
+    return [n.node_id for n in sorted(found, key=lambda n: n.created_at)] or [node_id]
+
+
+def put_away_messages(state: SessionState) -> list[str]:
+    """The messages of hidden versions and of what continues them: a turn's build excludes them
+    from recall and routing (recorded with the build, so replay sees what the turn saw)."""
+    graph = state.graph
+    hidden = [n.node_id for n in graph.nodes(NodeKind.TURN) if n.attrs.get(HIDDEN)]
+    away = dict.fromkeys(n for v in hidden for n in (v, *graph.descendants(v)))
+    return [m for n in away for m in state.turn_messages(n)]
+
+
+def answer_again(state: SessionState, node_id: str) -> tuple[str, str | None, str, list[str]]:
+    """What answering ``node_id``'s input again needs: the input text, the node the versions
+    continue (None: they are roots), the group id, and the messages the new version must not
+    recall (those of every existing version and of what continues them)."""
+    graph = state.graph
+    if node_id not in graph or graph.node(node_id).kind != NodeKind.TURN:
+        raise NotATurnError("only a turn can be answered again")
+    turn = state.turns.get(graph.node(node_id).ref_id or "")
+    if turn is None or not turn.message_ids:
+        raise NotATurnError("this turn has no input to answer again")
+    text = state.messages[turn.message_ids[0]].text
+    group = versions(graph, node_id)
+    away = [n for v in group for n in (v, *graph.descendants(v))]
+    excluded = [m for n in dict.fromkeys(away) for m in state.turn_messages(n)]
+    return text, graph.parent(node_id), group_of(graph, node_id), excluded
+
+
+def show_only(state: SessionState, node_id: str, store: Any) -> Callable[[], None]:
+    """Put away the other versions of ``node_id``'s turn in the live graph; returns the write
+    (``store.save_node`` of each) that joins the caller's transaction."""
+    others = [n for n in versions(state.graph, node_id) if n != node_id]
+    for other in others:
+        state.graph.update_node(other, attrs={HIDDEN: True})
+    nodes = [state.graph.node(n) for n in others]
+
+    def persist() -> None:
+        for node in nodes:
+            store.save_node(state.session_id, node)
+
+    return persist
