@@ -74,6 +74,14 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
         await asyncio.sleep(0.2)
         grab("03b-conversation")
         window.docks["inspector"].raise_()
+    # Answer the last input again: a second version of the turn, "Version 2 of 2" with ‹ ›.
+    window._ask_again(last)
+    while c.busy():
+        await asyncio.sleep(0.05)
+    await window._show_turn(state.turn_order[-1])
+    tabs is not None and tabs.setCurrentIndex(0)
+    await asyncio.sleep(0.3)
+    grab("03c-answer-versions")
     # A streaming answer, caught mid-way.
     # A task, a file it names edited meanwhile, and a question that interrupts it.
     window.composer.edit.setPlainText("Write a step-by-step plan to migrate the blog to a static site; keep notes in migration.md")

@@ -1,9 +1,10 @@
 """The Conversation dock reads the selected branch as a conversation: Markdown rendered, code kept
-as code, citations linked only outside code, a click on a turn selecting it."""
+as code with a copy link, citations linked only outside code, a click on a turn selecting it."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QUrl
+from PySide6.QtGui import QGuiApplication
 
 from app.config import Settings
 from app.ui.panels.transcript import link_citations
@@ -35,6 +36,9 @@ def test_the_branch_reads_as_a_conversation_and_a_turn_can_be_picked_from_it(qtb
     shown = window.transcript.view.toPlainText()
     assert shown.index("I prefer the <b>blue</b> theme") < shown.index("Which theme do I prefer")  # root first
     assert "my_list = [1, 2, 3]" in shown and "Noted: blue." in shown
+    assert window.transcript.codes == ["my_list = [1, 2, 3]"] and "Copy code" in shown
+    window.transcript.view.anchorClicked.emit(QUrl("copy:0"))  # the code as written, on the clipboard
+    assert QGuiApplication.clipboard().text() == "my_list = [1, 2, 3]"
     html = window.transcript.view.toHtml()
     assert html.count(f'href="turn:{second}#') == 2 and "<b>blue</b>" not in html  # user text stays text
     window.transcript.view.anchorClicked.emit(QUrl(f"turn:{first}"))

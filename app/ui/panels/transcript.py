@@ -4,6 +4,8 @@ Each turn of the branch (the selected node's main chain, back along ``continues`
 input and the answer, rendered as Markdown (code blocks stay code). A citation marker ``[n]`` in
 an answer becomes a link only in prose, never inside code (``my_list = [1, 2, 3]`` stays as it
 is); clicking it, or a turn's heading, emits ``turn_clicked`` so the window selects that turn.
+Each fenced code block has a "Copy code" link above it that puts the code, as written, on the
+clipboard.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QTextDocument
+from PySide6.QtGui import QGuiApplication, QTextDocument
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from app.core.types import NodeKind, Role
@@ -23,6 +25,7 @@ MARKDOWN = QTextDocument.MarkdownFeature(QTextDocument.MarkdownFeature.MarkdownD
 EMPTY = "Select a turn on the canvas to read its branch here as a conversation."
 _CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.S)  # fenced blocks (even unclosed) and inline code
 _CITE = re.compile(r"\[(\d{1,3})\]")
+_FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)(?:^\1[ \t]*$|\Z)", re.S | re.M)  # a fenced block, its code
 
 
 def link_citations(markdown: str, turn_id: str) -> str:
@@ -33,8 +36,18 @@ def link_citations(markdown: str, turn_id: str) -> str:
     return "".join(parts)
 
 
-def branch_markdown(state: Any, node_id: str) -> str:
-    """The branch ending at ``node_id`` as one Markdown document, root first."""
+def with_copy_links(markdown: str, codes: list[str]) -> str:
+    """A "Copy code" link (``copy:<n>``) above each fenced block; the code is appended to ``codes``."""
+    def link(match: re.Match[str]) -> str:
+        codes.append(match.group(2).rstrip("\n"))
+        return f"\n[Copy code](copy:{len(codes) - 1})\n\n{match.group(0)}"
+
+    return _FENCE.sub(link, markdown)
+
+
+def branch_markdown(state: Any, node_id: str, codes: list[str] | None = None) -> str:
+    """The branch ending at ``node_id`` as one Markdown document, root first (with ``codes``, a
+    copy link above each code block, its code appended to the list)."""
     chain = [n for n in state.graph.chain_back(node_id) if state.graph.node(n).kind == NodeKind.TURN]
     out = []
     for node in reversed(chain):
@@ -49,6 +62,8 @@ def branch_markdown(state: Any, node_id: str) -> str:
                 continue
             who = "You" if message.role == Role.USER else message.speaker.capitalize()
             text = link_citations(message.text, turn_id) if message.role == Role.ASSISTANT else message.text
+            if codes is not None:
+                text = with_copy_links(text, codes)
             out.append(f"**{who}**\n\n{text}\n")
     return "\n".join(out)
 
@@ -71,6 +86,7 @@ class TranscriptPanel(QWidget):
         box.addWidget(self.empty)
         box.addWidget(self.view, 1)
         self.node_id: str | None = None
+        self.codes: list[str] = []  # the code blocks shown, by their copy link's number
         self.show_branch(None, None)
 
     def show_branch(self, state: Any, node_id: str | None) -> None:
@@ -82,10 +98,13 @@ class TranscriptPanel(QWidget):
         if shown:
             bar = self.view.verticalScrollBar()
             at_end = bar.value() >= bar.maximum() - 4
-            self.view.document().setMarkdown(branch_markdown(state, node_id), MARKDOWN)
+            self.codes = []
+            self.view.document().setMarkdown(branch_markdown(state, node_id, self.codes), MARKDOWN)
             if at_end:
                 bar.setValue(bar.maximum())
 
     def _clicked(self, url: QUrl) -> None:
         if url.scheme() == "turn":
             self.turn_clicked.emit(url.path())
+        elif url.scheme() == "copy" and url.path().isdigit() and int(url.path()) < len(self.codes):
+            QGuiApplication.clipboard().setText(self.codes[int(url.path())])
