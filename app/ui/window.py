@@ -277,6 +277,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.model_label.setText(f"Model: {model} ({state})")
         turns = len(self.controller.state.turn_order) if self.controller.state else 0
         self.budget_label.setText(f"Budget {self.composer.budget.value()} tok · ctx {self.settings.context_size} · {turns} turns")
+        self._on_memory_tick()  # "N streaming" changes with each turn, not only every tick
 
     def _on_memory_tick(self) -> None:
         mb = resident_memory_mb()

@@ -19,6 +19,12 @@ def test_answer_again_makes_a_version_and_the_panel_flips_between_them(qtbot, al
     c.submit("How do I keep basil alive?")
     drive(aloop, until(lambda: len(c.state.turn_order) == 1 and not c.busy(), 30, "an answer"))
     first = c.state.turn_order[0]
+    c.live["elsewhere"] = None  # the status bar's "N streaming" follows each turn, not a 2 s tick
+    window._update_status_labels()
+    assert "1 streaming" in window.memory_label.text()
+    del c.live["elsewhere"]
+    window._update_status_labels()
+    assert "streaming" not in window.memory_label.text()
     first_node = c.state.node_of(first)
     window._select_turn(first, drive(aloop, c.engine.turn_record(first)))
     assert not panel.version_label.isVisible() and panel.again_button.isVisible()

@@ -1,0 +1,140 @@
+"""Render the real window with a small demo session into PNG files (see scripts/screenshots.sh).
+
+The session is made by typing into the composer of the real app on the default models: a trip
+branch, a follow-up, an unrelated question (a new root) and a re-anchored turn; then the window
+each inspector tab and the Conversation dock are grabbed, in the light and the dark theme.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+INPUTS = (
+    "I am planning a trip to Lisbon in May. What should I pack?",
+    "For the Lisbon trip, which neighbourhoods are good for walking?",
+    "Explain how quicksort partitions an array around a pivot.",
+    "What is the worst case of quicksort and how do I avoid it?",
+    "Back to Lisbon: is a day trip to Sintra worth it?",
+)
+
+
+async def shoot(out: Path, data_dir: Path) -> list[Path]:
+    from PySide6.QtWidgets import QApplication
+
+    from app import desktop
+    from app.config import Settings
+    from app.ui.window import MainWindow
+
+    watched = data_dir / "watched"
+    watched.mkdir(parents=True, exist_ok=True)
+    settings = Settings.load(data_dir).model_copy(update={"watched_folders": [watched], "coalesce_ms": 200})
+    window = MainWindow(settings, desktop.services())
+    window.resize(1600, 1000)
+    window.show()
+    files: list[Path] = []
+
+    def grab(name: str) -> None:
+        QApplication.processEvents()
+        path = out / f"{name}.png"
+        window.grab().save(str(path))
+        files.append(path)
+        print(path, flush=True)
+
+    await asyncio.sleep(0.3)
+    grab("01-loading")
+    if not await window.controller.load():
+        raise SystemExit("models did not load; run `bash scripts/setup.sh` first")
+    c = window.controller
+    for text in INPUTS:
+        window.composer.edit.setPlainText(text)
+        window.composer.send.click()
+        while c.busy():
+            await asyncio.sleep(0.05)
+    state = c.state
+    assert state is not None
+    window.view.fit_all()
+    last = state.node_of(state.turn_order[-1])
+    window.scene.node_selected.emit(last)
+    await asyncio.sleep(0.5)
+    grab("02-canvas")
+    tabs = getattr(window.inspector, "tabs", None)
+    if tabs is not None:
+        for i in range(tabs.count()):
+            tabs.setCurrentIndex(i)
+            await asyncio.sleep(0.1)
+            grab(f"03-inspector-{i}-{tabs.tabText(i).lower().replace(' ', '-').replace('/', '')}")
+    if "conversation" in getattr(window, "docks", {}):  # the selected branch as a conversation
+        window.docks["conversation"].raise_()
+        await asyncio.sleep(0.2)
+        grab("03b-conversation")
+        window.docks["inspector"].raise_()
+    # A streaming answer, caught mid-way.
+    # A task, a file it names edited meanwhile, and a question that interrupts it.
+    window.composer.edit.setPlainText("Write a step-by-step plan to migrate the blog to a static site; keep notes in migration.md")
+    window.composer.send.click()
+    while not (c.live and next(iter(c.live.values())).pieces > 12):
+        await asyncio.sleep(0.02)
+    (watched / "migration.md").write_text("Step 1: export posts as Markdown", encoding="utf-8")
+    window.composer.edit.setPlainText("How far along is the migration plan?")
+    window.composer.send.click()
+    await asyncio.sleep(1.5)
+    grab("04-streaming-task-interruption-env")
+    n = 0
+    while c.busy():
+        await asyncio.sleep(0.05)
+        n += 1
+        if n == 400:
+            for t in asyncio.all_tasks():
+                print('TASK', t.get_name(), flush=True); t.print_stack(limit=8)
+            st = c.state
+            print('turns', [(t, st.turns[t].message_ids) for t in st.turn_order[-4:]], flush=True)
+            raise SystemExit('stuck')
+        if n % 100 == 0:
+            print({k: (h.status, h.kind, h.text[:30], h.turn_id) for k, h in c.handles.items()}, flush=True)
+    window.view.fit_all()
+    await asyncio.sleep(0.3)
+    grab("04b-after-task")
+    window.view.zoom_by(0.35)
+    await asyncio.sleep(0.2)
+    grab("05-zoomed-out")
+    window.view.fit_all()
+    window._toggle_theme()
+    await asyncio.sleep(0.3)
+    grab("06-dark")
+    dialog = window.open_settings()
+    await asyncio.sleep(0.3)
+    QApplication.processEvents()
+    path = out / "07-settings.png"
+    dialog.grab().save(str(path))
+    files.append(path)
+    print(path, flush=True)
+    dialog.reject()
+    window.close()
+    while not window._shut:
+        await asyncio.sleep(0.05)
+    return files
+
+
+def main() -> int:
+    from app.ui.app import application, run_on_qt_loop
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="screenshots", help="folder for the PNG files")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    application()
+    with tempfile.TemporaryDirectory(prefix="pcm-shots-") as tmp:
+        files = run_on_qt_loop(shoot(out, Path(tmp)))
+    print(f"{len(files)} screenshots in {out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
