@@ -98,6 +98,10 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.view.fit_all()
     await asyncio.sleep(0.3)
     grab("04b-after-task")
+    window.view.zoom_by(2.5)  # closer than Fit: the minimap shows the whole and where the view is
+    await asyncio.sleep(0.3)
+    grab("04c-minimap")
+    window.view.fit_all()
     window.view.zoom_by(0.35)
     await asyncio.sleep(0.2)
     grab("05-zoomed-out")

@@ -22,7 +22,9 @@ WIDGET_KEYS = [
     ("Composer", "New line in the input", "Shift+Enter"),
     ("Canvas", "Pan (Shift: farther)", "Arrow keys, or drag the empty canvas"),
     ("Canvas", "Zoom", "Mouse wheel, + and −"),
-    ("Canvas", "Fit everything in view", "0 or F"),
+    ("Canvas", "Fit everything that stays readable (the minimap shows the rest)", "0 or F"),
+    ("Canvas", "Show everything, however small", "E"),
+    ("Canvas", "Move the view to a place", "Click or drag on the minimap"),
     ("Canvas", "Actions of a card", "Right-click the card"),
 ]
 

@@ -166,7 +166,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
             bar.addAction(action)
             self.kind_actions[kind] = action
         bar.addSeparator()
-        for text, slot, tip in (("Fit", self.view.fit_all, "Fit everything (F)"),
+        for text, slot, tip in (("Fit", self.view.fit_readable, "Fit everything that stays readable (F); E shows everything"),
                                 ("−", lambda: self.view.zoom_by(1 / 1.25), "Zoom out (-)"),
                                 ("+", lambda: self.view.zoom_by(1.25), "Zoom in (+)")):
             action = QAction(text, self)
@@ -300,7 +300,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.composer.set_anchor(None, "")  # a node pinned in the session left behind is not in this one
         self.transcript.show_branch(None, None)
         self._update_status_labels()
-        QTimer.singleShot(0, self.view.fit_all)
+        QTimer.singleShot(0, self.view.fit_readable)
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
         self.env.clear()
         self.controller.spawn(self._show_env_history(state), "Reading the environment history")

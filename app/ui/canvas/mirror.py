@@ -292,6 +292,10 @@ class GraphMirrorScene(QGraphicsScene):
                  if n in self._layout and not self._layout.is_pinned(n)}
         self._apply_moves(moved)
 
+    def newest_node(self) -> str | None:
+        """The node added last that is shown (None without one)."""
+        return next((n for n in reversed(self._order) if self._items[n].isVisible()), None)
+
     def content_rect(self) -> QRectF:
         """The box around every visible node (empty without nodes)."""
         rect = QRectF()

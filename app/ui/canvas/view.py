@@ -1,7 +1,9 @@
 """CanvasView: pan, zoom, fit and select on a ``CanvasScene``.
 
 Pan: drag the background with the left button (or anywhere with the middle button), or the arrow
-keys. Zoom: the wheel (around the cursor) or +/-; 0 or F fits everything. Shift- or Ctrl-drag on
+keys. Zoom: the wheel (around the cursor) or +/-; 0 or F fits everything while the cards stay
+readable (a large session: a readable zoom around the selection, the minimap shows the rest),
+E shows everything however small. Shift- or Ctrl-drag on
 the background draws a selection rubber band; Ctrl+click adds to the selection; double-click
 centres. Far out (below ``OVERVIEW_SCALE`` with many nodes) the view paints the scene's batched
 overview instead of asking thousands of items to paint themselves.
@@ -23,10 +25,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QGraphicsView, QLabel, QWidget
 
+from app.ui.canvas.minimap import Minimap
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES, OVERVIEW_SCALE
 from app.ui.canvas.scene import CanvasScene
 
 MIN_SCALE = 0.004
+READABLE_SCALE = 0.55  # the smallest zoom at which a card's title and text can still be read
 MAX_SCALE = 4.0
 PAN_STEP = 80
 _WORLD = QRectF(-4.0e6, -4.0e6, 8.0e6, 8.0e6)  # free panning: the canvas has no edge
@@ -73,6 +77,11 @@ class CanvasView(QGraphicsView):
         self.hint.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.hint.setStyleSheet("color: palette(mid); font-size: 14px;")
         scene.changed.connect(self._on_scene_changed)  # a method: Qt disconnects it with the view
+        self.minimap = Minimap(self, scene)
+
+    @property
+    def canvas(self) -> CanvasScene:
+        return self._canvas
 
     def _on_scene_changed(self, _rects: Any) -> None:
         self.update_hint()
@@ -91,6 +100,7 @@ class CanvasView(QGraphicsView):
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
         self.update_hint()
+        self.minimap.schedule()
 
     # ------------------------------------------------------------------ navigation
 
@@ -120,6 +130,7 @@ class CanvasView(QGraphicsView):
         self.scale(target / current, target / current)
         drift = self.mapFromScene(before) - point
         self.pan_by(-drift.x(), -drift.y())
+        self.minimap.schedule()
 
     def set_zoom(self, scale: float, center: QPointF | None = None) -> None:
         """Set an absolute zoom, optionally centring on a scene point."""
@@ -128,6 +139,19 @@ class CanvasView(QGraphicsView):
         self.resetTransform()
         self.scale(scale, scale)
         self.centerOn(keep)
+        self.minimap.schedule()
+
+    def fit_readable(self, focus: str | None = None) -> None:
+        """Fit everything when the cards stay readable; otherwise keep a readable zoom around
+        ``focus`` (a node; default the selected one, else the newest) and let the minimap show
+        the whole."""
+        rect = self._canvas.content_rect()
+        self.fit_all()
+        if rect.isEmpty() or self.scale_factor() >= READABLE_SCALE:
+            return
+        node = focus or (self._canvas.selected_node_ids() or [None])[-1] or self._canvas.newest_node()
+        item = self._canvas.item(node) if node else None
+        self.set_zoom(READABLE_SCALE, item.scene_rect().center() if item is not None else rect.center())
 
     def fit_all(self) -> None:
         """Show every visible node (never zooming in past 1:1)."""
@@ -167,6 +191,8 @@ class CanvasView(QGraphicsView):
         elif key in (Qt.Key.Key_Minus, Qt.Key.Key_Underscore):
             self.zoom_by(0.8)
         elif key in (Qt.Key.Key_0, Qt.Key.Key_F):
+            self.fit_readable()
+        elif key == Qt.Key.Key_E:
             self.fit_all()
         else:
             super().keyPressEvent(event)
