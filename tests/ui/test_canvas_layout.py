@@ -75,6 +75,22 @@ def test_roots_open_new_lanes_and_env_nodes_sit_in_a_lane_on_top() -> None:
     assert e2x > e1x
 
 
+def test_an_env_event_moves_next_to_the_card_it_is_linked_to() -> None:
+    layout = LaneLayout()
+    for n in range(6):  # a task far below the env lane, on its own row
+        _live(layout, f"r{n}")
+    _live(layout, "task", TASK)
+    _live(layout, "e1", ENV)
+    _live(layout, "e2", ENV)
+    waiting = layout.position("e2")
+    moved = layout.add_edge(LayoutEdge("e2", "task", EdgeKind.REFERENCES))  # the edit the task watches
+    (tx, ty), (ex, ey) = layout.position("task"), layout.position("e2")
+    assert moved == {"e2": (ex, ey)} and (ex, ey) == (tx, ty + G.satellite_dy)
+    assert layout.position("e1")[1] == G.env_y  # an unlinked event stays in the env lane
+    _live(layout, "e3", ENV)  # the env lane's last place was given back
+    assert layout.position("e3") == waiting
+
+
 def test_tasks_spawned_from_a_turn_branch_off_it() -> None:
     layout = LaneLayout()
     _live(layout, "a")

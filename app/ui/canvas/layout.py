@@ -10,10 +10,11 @@ Branches are lanes (rows) and time flows left to right (columns):
 - a tip that would end up right before such a later branch in its row continues as a branch too
   (its next two cells must be free), so that two lanes sharing a row never look like one chain;
 - turn/task nodes that continue nothing open a new row at the bottom, at column 0;
-- env nodes go, in arrival order, into an environment lane above lane 0, each no further left than
-  the rightmost column used so far (so they line up with the conversation of their time);
-- memory and artifact nodes are satellites: placed under the first lane node they are linked to,
-  in the strip each lane reserves below its cards; until linked they wait in a loose lane on top.
+- memory, artifact and env nodes are satellites: placed under the first lane node they are linked
+  to, in the strip each lane reserves below its cards; until linked, memory and artifacts wait in
+  a loose lane on top, and env nodes in an environment lane above lane 0, in arrival order, each
+  no further left than the rightmost column used so far (in line with the conversation of their
+  time).
 
 ``LaneLayout`` is incremental: adding a node never moves an existing node. The one exception is a
 node whose link arrives after it (``node_added`` then ``edge_added``): the newcomer moves from its
@@ -193,10 +194,10 @@ class LaneLayout:
             src.parent = edge.dst
             dst.children[edge.src] = None
             return self._replace_subtree(edge.src)
-        # a loose memory/artifact hangs under the first lane node it is linked to
+        # a loose memory/artifact, or an env event, hangs under the first lane node it is linked to
         for loose_id, other_id in ((edge.src, edge.dst), (edge.dst, edge.src)):
             loose, other = self._slots[loose_id], self._slots[other_id]
-            if loose.role == "loose" and other.role == "lane":
+            if loose.role in ("loose", "env") and other.role == "lane":
                 return self._make_satellite(loose_id, other_id)
         # a task spawned from a lane node branches off it while it is still a bare root
         if edge.kind == EdgeKind.SPAWNED:
@@ -298,6 +299,9 @@ class LaneLayout:
         slot, anchor = self._slots[node_id], self._slots[anchor_id]
         if self._loose and self._loose[-1] == node_id:
             self._loose.pop()  # give back the loose slot when it was the last one
+        if slot.role == "env" and slot.index == self._env_count - 1:  # likewise the env lane's last place
+            self._env_count -= 1
+            self._env_next_x = slot.position[0]
         slot.role, slot.anchor, slot.index = "satellite", anchor_id, len(anchor.satellites)
         anchor.satellites.append(node_id)
         self._position_satellite(node_id)

@@ -80,7 +80,7 @@ class Minimap(QWidget):
         painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
         transform = self._transform()
         painter.setTransform(transform)
-        self.canvas.paint_overview(painter, transform.m11())
+        self.canvas.paint_overview(painter, transform.m11(), labels=False)
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.setPen(QPen(style.accent, 2.0 / max(transform.m11(), 1e-9)))
         painter.drawRect(self.visible_rect())

@@ -151,8 +151,10 @@ class OverviewPainter:
     # ------------------------------------------------------------------ painting
 
     def paint(self, painter: QPainter, scale: float, *, selected: Sequence[NodeItem],
-              highlighted: Sequence[NodeItem], candidates: Sequence[tuple[NodeItem, NodeItem, str, bool]]) -> None:
-        """Draw the overview with ``painter`` already in scene coordinates."""
+              highlighted: Sequence[NodeItem], candidates: Sequence[tuple[NodeItem, NodeItem, str, bool]],
+              labels: bool = True) -> None:
+        """Draw the overview with ``painter`` already in scene coordinates (``labels``: the
+        landmarks' names and the candidates' scores too)."""
         style = self.style
         self._paint_baked(painter, scale)
         if self._recent_edges or self._recent_nodes:
@@ -168,9 +170,9 @@ class OverviewPainter:
                 for item in items:
                     if item.isVisible():
                         painter.drawRect(_block(item).adjusted(-8, -8, 8, 8))
-        if scale >= LANDMARK_SCALE and self._landmarks:
+        if labels and scale >= LANDMARK_SCALE and self._landmarks:
             self._paint_landmarks(painter)
-        if candidates:
+        if labels and candidates:
             self._paint_scores(painter, candidates)
 
     def _paint_baked(self, painter: QPainter, scale: float) -> None:

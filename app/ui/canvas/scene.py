@@ -293,9 +293,10 @@ class CanvasScene(GraphMirrorScene):
         parent = self._layout.parent(item.node_id)
         return parent is None or self._layout.lane_of(parent) != self._layout.lane_of(item.node_id)
 
-    def paint_overview(self, painter: QPainter, scale: float) -> None:
+    def paint_overview(self, painter: QPainter, scale: float, *, labels: bool = True) -> None:
         """Draw the whole scene in batches (``painter`` in scene coordinates); used by views
-        below ``overview.OVERVIEW_SCALE`` instead of painting thousands of items."""
+        below ``overview.OVERVIEW_SCALE`` instead of painting thousands of items, and by the
+        minimap (without ``labels``)."""
         if self._overview.dirty:
             edges = ((e, self._items[e.ends()[0]], self._items[e.ends()[1]]) for e in self._edge_items.values())
             self._overview.rebuild(self._items.values(), edges, self._dimmed, self._is_landmark)
@@ -303,4 +304,5 @@ class CanvasScene(GraphMirrorScene):
         highlighted = [self._items[n] for n in self._highlighted]
         candidates = [(self._items[c.source_id], self._items[c.target_id], c.label_text, c.chosen)
                       for c in self._candidate_items]
-        self._overview.paint(painter, scale, selected=selected, highlighted=highlighted, candidates=candidates)
+        self._overview.paint(painter, scale, selected=selected, highlighted=highlighted, candidates=candidates,
+                             labels=labels)
