@@ -7,8 +7,9 @@ an event loop run these constructors on the matching executor (``llm`` / ``embed
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.core.ports import ChatModel, Embedder
@@ -110,22 +111,28 @@ def build_engine(
 
     say = progress or (lambda _line: None)
     executors = Executors()
-    say("opening the store")
-    store = None
+    want_model = chat or counter == "model"
+    say(f"loading the embedder {settings.embed_model}"
+        + (f" and the chat model {settings.chat_model}" if want_model else ""))
+    # In parallel, each on the thread that will use it: the store's connection belongs to the
+    # thread that opens it; torch's import (most of the embedder's load) and llama.cpp's load
+    # overlap instead of adding up.
+    store_f = executors.pool("store").submit(open_store, settings)
+    embed_f = executors.pool("embed").submit(load_embedder, settings)
+    model_f = executors.pool("llm").submit(load_chat_model, settings, prompt_cache=prompt_cache) if want_model else None
     try:
-        # The store's connection belongs to the thread that first uses it: open it on "store".
-        store = executors.pool("store").submit(open_store, settings).result()
-        say(f"loading the embedder {settings.embed_model}")
-        embedder = executors.pool("embed").submit(load_embedder, settings).result()
+        store = store_f.result()
+        embedder = embed_f.result()
         say("opening the search index")
         index = open_index(settings, embedder)
-        if chat or counter == "model":
-            say(f"loading the chat model {settings.chat_model}")
-        model = load_chat_model(settings, prompt_cache=prompt_cache) if (chat or counter == "model") else None
+        model = model_f.result() if model_f is not None else None
         answering = chat_providers(settings, model, store, executors) if chat and model is not None else None
     except BaseException:
-        if store is not None:  # closed on its own thread; then the pools go
-            executors.pool("store").submit(store.close).result()
+        loads: tuple[Future[Any] | None, ...] = (store_f, embed_f, model_f)
+        started = [f for f in loads if f is not None and not f.cancel()]
+        wait(started)  # every load that began ends before the pools go
+        if store_f in started and store_f.exception() is None:  # closed on its own thread
+            executors.pool("store").submit(store_f.result().close).result()
         executors.shutdown(wait=True)
         raise
     token_counter = ModelTokenCounter(model) if counter == "model" and model is not None else WordTokenCounter()

@@ -25,7 +25,6 @@ INPUTS = (
 
 
 async def shoot(out: Path, data_dir: Path) -> list[Path]:
-    from PySide6.QtWidgets import QApplication
 
     from app import desktop
     from app.config import Settings
@@ -39,15 +38,17 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.show()
     files: list[Path] = []
 
-    def grab(name: str) -> None:
-        QApplication.processEvents()
+    async def grab(name: str) -> None:
+        # Let the loop run instead of QApplication.processEvents(): under qasync that would run
+        # asyncio callbacks inside this task and lose a waiting task's wake-up (it then hangs).
+        await asyncio.sleep(0.05)
         path = out / f"{name}.png"
         window.grab().save(str(path))
         files.append(path)
         print(path, flush=True)
 
     await asyncio.sleep(0.3)
-    grab("01-loading")
+    await grab("01-loading")
     if not await window.controller.load():
         raise SystemExit("models did not load; run `bash scripts/setup.sh` first")
     c = window.controller
@@ -62,17 +63,17 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     last = state.node_of(state.turn_order[-1])
     window.scene.node_selected.emit(last)
     await asyncio.sleep(0.5)
-    grab("02-canvas")
+    await grab("02-canvas")
     tabs = getattr(window.inspector, "tabs", None)
     if tabs is not None:
         for i in range(tabs.count()):
             tabs.setCurrentIndex(i)
             await asyncio.sleep(0.1)
-            grab(f"03-inspector-{i}-{tabs.tabText(i).lower().replace(' ', '-').replace('/', '')}")
+            await grab(f"03-inspector-{i}-{tabs.tabText(i).lower().replace(' ', '-').replace('/', '')}")
     if "conversation" in getattr(window, "docks", {}):  # the selected branch as a conversation
         window.docks["conversation"].raise_()
         await asyncio.sleep(0.2)
-        grab("03b-conversation")
+        await grab("03b-conversation")
         window.docks["inspector"].raise_()
     # Answer the last input again: a second version of the turn, "Version 2 of 2" with ‹ ›.
     window._ask_again(last)
@@ -81,7 +82,7 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     await window._show_turn(state.turn_order[-1])
     tabs is not None and tabs.setCurrentIndex(0)
     await asyncio.sleep(0.3)
-    grab("03c-answer-versions")
+    await grab("03c-answer-versions")
     # A streaming answer, caught mid-way.
     # A task, a file it names edited meanwhile, and a question that interrupts it.
     window.composer.edit.setPlainText("Write a step-by-step plan to migrate the blog to a static site; keep notes in migration.md")
@@ -92,26 +93,25 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.composer.edit.setPlainText("How far along is the migration plan?")
     window.composer.send.click()
     await asyncio.sleep(1.5)
-    grab("04-streaming-task-interruption-env")
+    await grab("04-streaming-task-interruption-env")
     while c.busy():
         await asyncio.sleep(0.05)
     window.view.fit_all()
     await asyncio.sleep(0.3)
-    grab("04b-after-task")
+    await grab("04b-after-task")
     window.view.zoom_by(2.5)  # closer than Fit: the minimap shows the whole and where the view is
     await asyncio.sleep(0.3)
-    grab("04c-minimap")
+    await grab("04c-minimap")
     window.view.fit_all()
     window.view.zoom_by(0.35)
     await asyncio.sleep(0.2)
-    grab("05-zoomed-out")
+    await grab("05-zoomed-out")
     window.view.fit_all()
     window._toggle_theme()
     await asyncio.sleep(0.3)
-    grab("06-dark")
+    await grab("06-dark")
     dialog = window.open_settings()
     await asyncio.sleep(0.3)
-    QApplication.processEvents()
     path = out / "07-settings.png"
     dialog.grab().save(str(path))
     files.append(path)
