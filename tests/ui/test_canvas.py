@@ -484,3 +484,24 @@ def test_bench_reports_frame_times(qtbot) -> None:
                 "loop_lag_ms_max", "layout_ms", "n_nodes", "n_edges"):
         assert key in result and math.isfinite(result[key]) and result[key] >= 0
     assert result["n_nodes"] == 400 and result["frame_ms_p50"] <= result["frame_ms_p95"] <= result["frame_ms_max"]
+
+
+def test_an_edge_goes_around_a_card_in_its_way(qtbot) -> None:
+    from app.ui.canvas.edges import stroke
+
+    g = SessionGraph("s")
+    for node_id, x in (("a", 0.0), ("x", 320.0), ("b", 640.0)):  # x stands between a and b
+        g.add_node(GraphNode(node_id=node_id, kind=NodeKind.TURN, label=node_id, x=x, y=0.0, pinned=True))
+    scene = CanvasScene()
+    view = CanvasView(scene)
+    qtbot.addWidget(view)
+    scene.set_graph(g)
+    _continue(g, "b", "a")
+    path = scene.edge_item("b>a").path()
+    a, x, b = (scene.item(n).scene_rect() for n in ("a", "x", "b"))
+    assert not stroke(path).intersects(x)  # around the card, not behind it
+    xs = {round(path.elementAt(i).x) for i in range(path.elementCount())}
+    assert path.elementAt(0).x == a.right() and b.left() in xs  # still from side to side
+    g.move_node("x", 320.0, 900.0)  # the card out of the way, then b moved: the plain curve again
+    g.move_node("b", 650.0, 0.0)
+    assert path.boundingRect().height() > 20 > scene.edge_item("b>a").path().boundingRect().height()

@@ -1,12 +1,18 @@
 """Edge items: one per graph edge, drawn by Qt from a path (no Python paint), by kind:
 ``continues`` solid with an arrow, ``references`` dotted, ``derived_from`` dashed, ``spawned``
 dash-dot with an arrow, ``resolves`` solid green with an arrow, ``merges`` a coloured double line.
+
+An edge is a curve from one card's side to the other's; where that curve would run behind
+another card, ``detour`` takes it through the free space instead: out of the side, along the
+gutter next to the card, across in the channel above or below a row, and into the other side.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainter, QPainterPath
+from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker
 from PySide6.QtWidgets import QGraphicsPathItem, QStyleOptionGraphicsItem, QWidget
 
 from app.core.types import EdgeKind, GraphEdge
@@ -39,12 +45,44 @@ def edge_path(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool) -
         path.cubicTo(QPointF(p0.x(), p0.y() + d), QPointF(p1.x(), p1.y() - d), p1)
         ux, uy = 0.0, (1.0 if d >= 0 else -1.0)
     if arrow:
-        size, spread = 9.0, 0.5
-        bx, by = p1.x() - ux * size, p1.y() - uy * size
-        path.moveTo(bx - uy * size * spread, by + ux * size * spread)
-        path.lineTo(p1)
-        path.lineTo(bx + uy * size * spread, by - ux * size * spread)
+        _arrow_head(path, p1, ux, uy)
     return path
+
+
+def _arrow_head(path: QPainterPath, tip: QPointF, ux: float, uy: float) -> None:
+    """An open arrow head at ``tip`` pointing along (ux, uy)."""
+    size, spread = 9.0, 0.5
+    bx, by = tip.x() - ux * size, tip.y() - uy * size
+    path.moveTo(bx - uy * size * spread, by + ux * size * spread)
+    path.lineTo(tip)
+    path.lineTo(bx + uy * size * spread, by - ux * size * spread)
+
+
+def stroke(path: QPainterPath) -> QPainterPath:
+    """The thin area a path's line covers (an open path's own area would include its chord)."""
+    stroker = QPainterPathStroker()
+    stroker.setWidth(2.0)
+    return stroker.createStroke(path)
+
+
+def detour(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool,
+           blocked: Callable[[QPainterPath], bool], gap: float = 24.0) -> QPainterPath | None:
+    """A path from box ``a`` to box ``b`` through free space (see the module doc): side out, a
+    gutter, the first free channel among above/below ``b``'s row and above/below ``a``'s, a
+    gutter, side in. None when ``blocked`` says every channel runs into a card."""
+    right = b.center().x() >= a.center().x()
+    p0 = QPointF(a.right() if right else a.left(), a.top() + a_port)
+    p1 = QPointF(b.left() if right else b.right(), b.top() + b_port)
+    x1, x2 = (p0.x() + gap, p1.x() - gap) if right else (p0.x() - gap, p1.x() + gap)
+    for y in (b.top() - gap, b.bottom() + gap, a.top() - gap, a.bottom() + gap):
+        path = QPainterPath(p0)
+        for point in (QPointF(x1, p0.y()), QPointF(x1, y), QPointF(x2, y), QPointF(x2, p1.y()), p1):
+            path.lineTo(point)
+        if not blocked(path):
+            if arrow:
+                _arrow_head(path, p1, 1.0 if right else -1.0, 0.0)
+            return path
+    return None
 
 
 class EdgeItem(QGraphicsPathItem):
@@ -67,10 +105,15 @@ class EdgeItem(QGraphicsPathItem):
             return self.dst_id, self.src_id
         return self.src_id, self.dst_id
 
-    def update_geometry(self, start: NodeItem, end: NodeItem) -> None:
-        """Redraw between ``start`` and ``end`` (the items of ``ends()``)."""
-        self.setPath(edge_path(start.scene_rect(), start.port_y(), end.scene_rect(), end.port_y(),
-                               self.kind in ARROW_KINDS))
+    def update_geometry(self, start: NodeItem, end: NodeItem,
+                        blocked: Callable[[QPainterPath], bool] | None = None) -> None:
+        """Redraw between ``start`` and ``end`` (the items of ``ends()``); where ``blocked`` says
+        the curve runs into a card, around it (``detour``) if a free way exists."""
+        a, b, arrow = start.scene_rect(), end.scene_rect(), self.kind in ARROW_KINDS
+        path = edge_path(a, start.port_y(), b, end.port_y(), arrow)
+        if blocked is not None and blocked(path):
+            path = detour(a, start.port_y(), b, end.port_y(), arrow, blocked) or path
+        self.setPath(path)
 
     def apply_style(self, style: CanvasStyle) -> None:
         self.setPen(style.edge_pen[self.kind])

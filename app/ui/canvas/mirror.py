@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from PySide6.QtCore import QObject, QPointF, QRectF, QTimer
+from PySide6.QtGui import QPainterPath
 from PySide6.QtWidgets import QGraphicsScene
 
 from app.core.session import versions
 from app.core.session.graph import SessionGraph
 from app.core.signals import Signal as CoreSignal
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
-from app.ui.canvas.edges import EdgeItem, MergeEdgeItem
+from app.ui.canvas.edges import EdgeItem, MergeEdgeItem, stroke
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.layout import LaneLayout, LayoutEdge, LayoutNode, Point, lay_out
 from app.ui.canvas.overview import OverviewPainter
@@ -175,7 +176,16 @@ class GraphMirrorScene(QGraphicsScene):
 
     def _update_edge(self, edge: EdgeItem) -> None:
         start, end = edge.ends()
-        edge.update_geometry(self._items[start], self._items[end])
+        edge.update_geometry(self._items[start], self._items[end], functools.partial(self._crosses_cards, {start, end}))
+
+    def _crosses_cards(self, ends: set[str], path: QPainterPath) -> bool:
+        """Whether ``path`` runs into a shown card other than its ends."""
+        others = [it for it in self.items(path.boundingRect()) if isinstance(it, NodeItem)
+                  and it.node_id not in ends and it.isVisible()]
+        if not others:
+            return False
+        line = stroke(path)
+        return any(line.intersects(it.scene_rect()) for it in others)
 
     def _style_edge(self, edge: EdgeItem) -> None:
         visible = edge.src_id not in self._hidden and edge.dst_id not in self._hidden
