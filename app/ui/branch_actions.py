@@ -92,11 +92,23 @@ class CanvasActions:
         self.undo.push(ReanchorCommand(self.controller, turn_id, target, f"re-anchor onto {name}"))
 
     def _on_reanchored(self, result: Any) -> None:
-        self.statusBar().showMessage("Re-anchored; the context was re-planned and recompiled for the new anchor.", 8000)
+        """A re-anchored turn that had an answer is answered again from its new place, as a new
+        version (the old answer stays, one ‹ › away); undoing shows the turn's own version again."""
         record = getattr(result, "record", None)
         if record is not None and self._selected_turn == record.turn_id:
             self.inspector.show_record(record)
         self.banner.hide()
+        revisions = record.revisions if record is not None else []
+        undone = bool(revisions) and revisions[-1].kind == "undo"
+        if undone and self.controller.engine is not None:
+            self.controller.call("Showing the version", self.controller.engine.show_version, result.session_id,
+                                 result.node_id)
+        elif record is not None and record.output and result.change.added_edges:
+            self._ask_again(result.node_id)
+        self.statusBar().showMessage(
+            "Re-anchor undone." if undone else "Re-anchored: the context was re-planned for the new anchor"
+            + (" and the input is being answered again (‹ › flips to the earlier answer)." if record is not None
+               and record.output else "."), 8000)
 
     def _on_node_dropped(self, dragged: str, target: str) -> None:
         turn_id = self._turn_of(dragged)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.bench_startup import SELF_TEST_TIMES
 from app.config import Settings
+from app.core.session import versions
 from app.core.types import EdgeKind, NodeKind
 from app.ui.window import MainWindow
 from tests.ui.conftest import drive, fake_services, until
@@ -219,16 +220,23 @@ def test_real_session_routes_streams_reanchors_and_inspects(real_window) -> None
     assert state.graph.parent(n3) is None  # the unrelated input starts a new root
     assert {n1, n2, n3} <= {nid for nid in window.scene.node_ids()}
 
-    # Drag the quicksort turn onto the Lisbon branch: re-planned, recompiled, stored, undoable.
+    # Drag the quicksort turn onto the Lisbon branch: re-planned, recompiled, stored, undoable,
+    # and answered again from there as a second version of the turn (the first one put away).
     window.scene.node_dropped.emit(n3, n2)
     drive(loop, until(lambda: state.graph.parent(n3) == n2, 60, "re-anchor"))
     record = drive(loop, c.record(t3))
     assert record is not None and record.build.anchor_node == n2
     assert record.build.routing.get("override") == n2
-    window.undo.undo()
+    *_, t4 = drive(loop, _answered(window, 4))
+    n4 = state.node_of(t4)
+    assert versions.versions(state.graph, n3) == [n3, n4] and state.graph.parent(n4) == n2
+    assert state.graph.node(n3).attrs.get(versions.HIDDEN) and not window.scene.item(n3).isVisible()
+    window.undo.undo()  # the turn back where it was, its own answer shown again
     drive(loop, until(lambda: state.graph.parent(n3) is None, 60, "undo"))
     record = drive(loop, c.record(t3))
     assert record is not None and record.build.anchor_node is None
+    drive(loop, until(lambda: state.graph.node(n4).attrs.get(versions.HIDDEN), 30, "the first version shown"))
+    assert not state.graph.node(n3).attrs.get(versions.HIDDEN) and window.scene.item(n3).isVisible()
 
     # Selecting a turn shows its recorded intent, plan and evidence in the inspector.
     window.scene.node_selected.emit(n2)
