@@ -43,7 +43,8 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
 
 
 async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
-    """Lag of the UI loop while answers stream into the real window, and while idle."""
+    """Lag of the UI loop while answers stream into the real window (the Conversation dock open
+    on the branch being answered), and while idle."""
     from app import desktop
     from app.config import Settings
     from app.ui.lag import LagProbe
@@ -57,6 +58,8 @@ async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
         if not await window.controller.load():
             raise SystemExit("the models did not load; run `pcm models verify`")
         load_s = time.perf_counter() - started
+        if "conversation" in window.docks:  # the transcript re-renders the branch as answers land
+            window.docks["conversation"].raise_()
         probe = LagProbe()
         probe.start()
         await asyncio.sleep(2.0)
@@ -79,6 +82,7 @@ async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
             stream_s += time.perf_counter() - t0
             lags.extend(probe.stop())
             record = await c.record(live.turn_id)
+            await window._show_turn(live.turn_id)  # the next answer continues the branch shown
             if record is not None and record.timing.first_token_ms is not None:
                 first_tokens.append(record.timing.first_token_ms)
                 tokens += int(record.usage.get("completion_tokens", 0))
@@ -126,6 +130,8 @@ async def measure_burst(data_dir: Path, n_files: int) -> dict[str, Any]:
     try:
         if not await c.load():
             raise SystemExit("the models did not load; run `pcm models verify`")
+        if "conversation" in window.docks:  # the transcript re-renders the branch as answers land
+            window.docks["conversation"].raise_()
         probe = LagProbe()
         probe.start()
         await asyncio.sleep(2.0)

@@ -65,6 +65,12 @@ def stroke(path: QPainterPath) -> QPainterPath:
     return stroker.createStroke(path)
 
 
+def room_between(a: QRectF, b: QRectF, card: float = 100.0) -> bool:
+    """Whether a card could stand between the boxes: farther apart than a gutter, across or
+    down (a curve within a gutter never meets a card, so it needs no look at the scene)."""
+    return max(b.left() - a.right(), a.left() - b.right(), b.top() - a.bottom(), a.top() - b.bottom()) > card
+
+
 def detour(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool,
            blocked: Callable[[QPainterPath], bool], gap: float = 24.0) -> QPainterPath | None:
     """A path from box ``a`` to box ``b`` through free space (see the module doc): side out, a
@@ -111,7 +117,7 @@ class EdgeItem(QGraphicsPathItem):
         the curve runs into a card, around it (``detour``) if a free way exists."""
         a, b, arrow = start.scene_rect(), end.scene_rect(), self.kind in ARROW_KINDS
         path = edge_path(a, start.port_y(), b, end.port_y(), arrow)
-        if blocked is not None and blocked(path):
+        if blocked is not None and room_between(a, b) and blocked(path):
             path = detour(a, start.port_y(), b, end.port_y(), arrow, blocked) or path
         self.setPath(path)
 

@@ -31,6 +31,11 @@ from app.ui.canvas.style import CanvasStyle, edge_kind, node_kind
 DIM_OPACITY = 0.22
 
 
+#: Up to this many nodes an edge that would run behind a card is routed around it; beyond, each
+#: check's scene query costs more than a frame (there the far-zoom overview is what one sees).
+ROUTE_LIMIT = 1500
+
+
 def _pinned_at(node: GraphNode) -> Point | None:
     return (node.x, node.y) if node.pinned and node.x is not None and node.y is not None else None
 
@@ -144,8 +149,10 @@ class GraphMirrorScene(QGraphicsScene):
             x, y = (node.x, node.y) if stored else self._layout.position(group if group in self._layout else node.node_id)
             item.setPos(x, y)
             self.addItem(item)
-        for edge in edges:
-            self._add_edge_item(edge)
+        for edge in edges:  # routed around cards once all are in place (one index, not one per edge)
+            self._add_edge_item(edge, route=False)
+        for item in self._edge_items.values():
+            self._update_edge(item)
         for node in nodes:
             if node.attrs.get("collapsed"):
                 self.set_collapsed(node.node_id, True)
@@ -162,21 +169,23 @@ class GraphMirrorScene(QGraphicsScene):
         self._order[node.node_id] = len(self._order)
         return item
 
-    def _add_edge_item(self, edge: GraphEdge) -> EdgeItem | None:
+    def _add_edge_item(self, edge: GraphEdge, *, route: bool = True) -> EdgeItem | None:
         if edge.src not in self._items or edge.dst not in self._items or edge.edge_id in self._edge_items:
             return None
         item = (MergeEdgeItem if edge.kind == EdgeKind.MERGES else EdgeItem)(edge, self.canvas_style)
         self._edge_items[edge.edge_id] = item
         for end in (edge.src, edge.dst):
             self._node_edges.setdefault(end, {})[edge.edge_id] = None
-        self._update_edge(item)
+        self._update_edge(item, route=route)
         self._style_edge(item)
         self.addItem(item)
         return item
 
-    def _update_edge(self, edge: EdgeItem) -> None:
+    def _update_edge(self, edge: EdgeItem, *, route: bool = True) -> None:
         start, end = edge.ends()
-        edge.update_geometry(self._items[start], self._items[end], functools.partial(self._crosses_cards, {start, end}))
+        route = route and len(self._items) <= ROUTE_LIMIT
+        blocked = functools.partial(self._crosses_cards, {start, end}) if route else None
+        edge.update_geometry(self._items[start], self._items[end], blocked)
 
     def _crosses_cards(self, ends: set[str], path: QPainterPath) -> bool:
         """Whether ``path`` runs into a shown card other than its ends."""
