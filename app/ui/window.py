@@ -350,8 +350,6 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.streams.update_stream(turn_id, 0, "waiting for the model")
         routing = record.build.routing
         self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
-        self.scene.show_candidates(node_id, [(c["node_id"], float(c["score"])) for c in routing.get("candidates", [])],
-                                   routing.get("anchor_id"))
         self.banner.show_routing(turn_id, routing, self._labels())
         self.view.center_on_node(node_id)
         self._select_turn(turn_id, record)
@@ -373,7 +371,6 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.scene.set_node_status(node_id, status)
         if self.transcript.node_id is not None:  # its answer may be on the branch read there
             self.transcript.show_branch(self.controller.state, self.transcript.node_id)
-        self.scene.clear_candidates()
         self.streams.finish_stream(turn_id, status)
         if self._selected_turn == turn_id:
             self.inspector.show_record(record)
@@ -446,6 +443,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         shown = self.inspector.record
         if turn_id is not None and shown is not None and shown.turn_id == turn_id:
             return  # already in the inspector (``_select_turn`` selected its card)
+        self.scene.clear_candidates()  # the scored routing lines follow the selected turn
         if turn_id is not None:
             self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
         elif node_id and self.controller.state is not None and node_id in self.controller.state.graph:
@@ -468,6 +466,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         node = self.controller.state.node_of(turn_id) if self.controller.state is not None else None
         if node and self.scene.selected_ids() != [node]:
             self.scene.select([node])
+        routing = record.build.routing if record is not None and node else {}
+        self.scene.show_candidates(node or "", [(c["node_id"], float(c["score"])) for c in routing.get("candidates", [])],
+                                   routing.get("anchor_id"))  # its routing's scored lines: only for the selection
         self._show_versions(node)
         self.transcript.show_branch(self.controller.state, node)
         if record is None and self.controller.statuses.get(turn_id) == "interrupted":

@@ -46,6 +46,11 @@ def test_the_branch_reads_as_a_conversation_and_a_turn_can_be_picked_from_it(qtb
                        10, "the first turn inspected"))
     assert window.scene.selected_ids() == [c.state.node_of(first)]
     window._select_turn(second, drive(aloop, c.engine.turn_record(second)))
+    # The routing's scored lines show for the selected turn only, after its answer too.
+    assert {line.target_id for line in window.scene.candidate_items()} == {c.state.node_of(first)}
+    window._on_node_selected("")
+    assert window.scene.candidate_items() == []
+    window._select_turn(second, drive(aloop, c.engine.turn_record(second)))
     window.inspector.turn.edit_button.click()  # edit and send again: the input back, on its branch
     assert window.composer.edit.toPlainText() == "Which theme do I prefer for the website?"
     assert window.composer.anchor == c.state.node_of(first)
