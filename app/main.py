@@ -15,12 +15,12 @@ from app.config import Settings
 from app.core.ports import ChatModel, Embedder
 from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
 from app.sensors.confined import ConfinedFolders
-from app.store.index import SearchIndex
 from app.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from app.core.engine.facade import Engine
     from app.core.runtime.executors import Executors
+    from app.store.index import SearchIndex  # LanceDB: imported only where an index is opened
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -86,6 +86,8 @@ def chat_providers(settings: Settings, local: ChatModel, store: SqliteStore, exe
 
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
     """The LanceDB search index (rebuildable from SQLite at any time)."""
+    from app.store.index import SearchIndex
+
     return SearchIndex(settings.index_dir, embedder)
 
 
