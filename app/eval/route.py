@@ -59,6 +59,11 @@ class StreamFeatureConfig:
     recent: int = 30  # the last `recent` messages are always candidates
     window: int = 100  # named users' / own / reply-to-me messages are looked up this far back
     half_life: float = 5.0  # position half-life of the recency feature, in messages
+    # sem blends the cosine to the line with the cosine to its thread's topic: the mean of the
+    # thread's last ``thread_lines`` messages (one message says less about a conversation than
+    # its last few); ``thread_mix`` is the topic's share.
+    thread_lines: int = 8
+    thread_mix: float = 0.5
 
 
 @dataclass
@@ -87,6 +92,7 @@ class ChatStreamRouter:
         self._latest_by_author: dict[str, int] = {}
         self._latest_naming: dict[str, int] = {}  # author → latest line that named them
         self._thread_tip: dict[int, int] = {}  # thread → its latest line
+        self._members: dict[int, list[int]] = {}  # thread → its lines, in order
 
     def candidates(self, message: StreamMessage) -> list[AnchorCandidate]:
         """Return the candidates for the next ``message`` with their features.
@@ -94,7 +100,8 @@ class ChatStreamRouter:
         Candidates: the ``recent`` previous lines, plus (within ``window``) the latest line of
         each user the message names, the author's own latest line and the latest line naming
         the author. Features (see ``app.core.routing.anchor.Feature``):
-        recency (position half-life) · sem (clipped cosine) · address (the message names the
+        recency (position half-life) · sem (clipped cosine to the line, blended with the cosine to
+        its thread's topic: ``StreamFeatureConfig.thread_mix``) · address (the message names the
         line's author) · reply (the line named the message's author; full for the latest such
         line, ``STALE_REPLY`` for earlier ones) · author (the author's own latest line) ·
         focus (the tip of the thread the author's latest line was routed into) · conflict (the
@@ -116,12 +123,16 @@ class ChatStreamRouter:
         if my_latest is not None:
             focus_tip = self._thread_tip.get(self._lines[my_latest].thread)
         sims = self.embeddings[order] @ self.embeddings[i] if order else np.zeros(0)
+        topics = self._topic_sims(order, i)
         out = []
         for j, sim in zip(order, sims):
             line = self._lines[j]
+            sem = unit(float(sim))
+            if line.thread in topics:
+                sem = (1 - cfg.thread_mix) * sem + cfg.thread_mix * topics[line.thread]
             feats = {
                 Feature.RECENCY.value: recency_by_position(i - j, cfg.half_life),
-                Feature.SEM.value: unit(float(sim)),
+                Feature.SEM.value: sem,
             }
             if line.author != me:
                 feats[Feature.ADDRESS.value] = MENTION_STRENGTH[named.get(line.author, Mention.NONE)]
@@ -136,6 +147,19 @@ class ChatStreamRouter:
                                                        group=str(line.thread)))
         return out
 
+    def _topic_sims(self, order: Sequence[int], i: int) -> dict[int, float]:
+        """Clipped cosine of line ``i`` to the topic (mean of the last lines) of each thread of ``order``."""
+        if self.config.thread_mix <= 0:
+            return {}
+        out: dict[int, float] = {}
+        for thread in {self._lines[j].thread for j in order}:
+            rows = self._members.get(thread, [])[-self.config.thread_lines:]
+            if rows:
+                topic = self.embeddings[rows].mean(axis=0)
+                norm = float(np.linalg.norm(topic))
+                out[thread] = unit(float(topic @ self.embeddings[i]) / norm) if norm > 0 else 0.0
+        return out
+
     def route(self, message: StreamMessage) -> RoutingDecision:
         """Route ``message`` (the next one of the stream) and remember it for later messages."""
         decision = self._router.route(self.candidates(message))
@@ -148,6 +172,7 @@ class ChatStreamRouter:
         self._lines.append(_Line(id=message.id, author=me, words=words, thread=thread))
         self._index[message.id] = i
         self._thread_tip[thread] = i
+        self._members.setdefault(thread, []).append(i)
         for name in mentioned_names(words, [a for a in self._latest_by_author if a != me]):
             self._latest_naming[name] = i
         self._latest_by_author[me] = i

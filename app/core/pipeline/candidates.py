@@ -82,8 +82,8 @@ def anchor_candidates(
     intent_entities: Sequence[str] = (), intent_target: str | None = None, candidate_turns: int = 12,
 ) -> list[AnchorCandidate]:
     """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
-    version the user put away, or what continues it), with their routing features (the conflict feature: ``routing.anchor.conflict``, with
-    the input's target task)."""
+    version the user put away, or what continues it), with their routing features (the
+    conflict feature: ``routing.anchor.conflict``, with the input's target task)."""
     nodes: dict[str, None] = {}
     for node_id in state.graph.frontiers()[-candidate_turns:]:
         nodes.setdefault(node_id, None)

@@ -1,8 +1,9 @@
 """Answer versions: regenerating a turn makes another version of it, not a second turn beside it.
 
 A version is a turn of its own (its own input record, build, trace and answer, replayed like any
-turn) whose node carries ``attrs["version_of"]``: the node id of the group's first version. All
-versions of a group continue the same node. Exactly one of them is shown; the others carry
+turn) whose node carries ``attrs["version_of"]``: the node id of the group's first version. A
+new version continues the node the turn it answers again continues (after a re-anchor, the new
+place; the earlier versions stay where they were). Exactly one of them is shown; the others carry
 ``attrs["version_hidden"] = True`` and, with everything continuing them, are left out of the
 canvas, of routing (an input never continues a version the user put away) and of the recall of
 a new version (it answers afresh instead of repeating the one it replaces).
