@@ -208,8 +208,10 @@ class RoutingBanner(QFrame):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.hide()
 
-    def show_routing(self, turn_id: str, routing: dict[str, Any], labels: dict[str, str]) -> None:
-        """Show where ``turn_id`` went: chosen anchor, runner-ups with scores, a choice if ambiguous."""
+    def show_routing(self, turn_id: str, routing: dict[str, Any], labels: dict[str, str], *,
+                     version: bool = False) -> None:
+        """Show where ``turn_id`` went: chosen anchor, runner-ups with scores, a choice if ambiguous
+        (``version``: the turn answers an earlier input again, where that turn is)."""
         self.turn_id = turn_id
         while self.choices.count():
             item = self.choices.takeAt(0)
@@ -226,6 +228,9 @@ class RoutingBanner(QFrame):
         head = f"<b>Routed to {name(anchor)}</b>" + (f" — score {score:.2f}" if score is not None else "")
         if routing.get("override"):
             head = f"<b>Continues {name(routing['override'])}</b> — your choice"
+        if version:
+            after = routing.get("override")
+            head = "<b>Answering again</b> — a new version of this turn" + (f", continuing {name(after)}" if after else "")
         runner = ", ".join(f"{name(c['node_id'])} {c['score']:.2f}" for c in others)
         text = head + (f" · runner-ups: {runner}" if runner else "") + f" · <i>{html.escape(routing.get('reason', ''))}</i>"
         if routing.get("ambiguous"):

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.config import Settings
 from app.core.pipeline.record import TurnRecord
+from app.core.session import versions
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
@@ -350,7 +351,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.streams.update_stream(turn_id, 0, "waiting for the model")
         routing = record.build.routing
         self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
-        self.banner.show_routing(turn_id, routing, self._labels())
+        state = self.controller.state  # a regenerated turn says so, not "your choice"
+        version = state is not None and bool(state.graph.node(node_id).attrs.get(versions.VERSION_OF))
+        self.banner.show_routing(turn_id, routing, self._labels(), version=version)
         self.view.center_on_node(node_id)
         self._select_turn(turn_id, record)
         self._update_status_labels()

@@ -38,6 +38,7 @@ def test_answer_again_makes_a_version_and_the_panel_flips_between_them(qtbot, al
     drive(aloop, until(lambda: not scene.item(first_node).isVisible(), 10, "the first version put away"))
     assert scene.item(second_node).isVisible() and scene.item(second_node).pos() == scene.item(first_node).pos()
 
+    assert "Answering again" in window.banner.summary.text()  # not "your choice": a new version
     window._select_turn(second, drive(aloop, c.engine.turn_record(second)))
     assert panel.version_label.text() == "Version 2 of 2"
     assert panel.older.isEnabled() and not panel.newer.isEnabled()
