@@ -85,3 +85,18 @@ def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Se
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings.load(tmp_path / "pcm-data")
+
+
+def shown_canvas(qtbot: Any, graph: Any, size: tuple[int, int] = (1000, 700)) -> tuple[Any, Any]:
+    """A fresh ``CanvasScene`` showing ``graph`` in a shown, exposed ``CanvasView`` of ``size``."""
+    from app.ui.canvas.scene import CanvasScene
+    from app.ui.canvas.view import CanvasView
+
+    scene = CanvasScene()
+    view = CanvasView(scene)
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    qtbot.waitExposed(view)
+    scene.set_graph(graph)
+    return scene, view

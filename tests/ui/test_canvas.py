@@ -17,6 +17,7 @@ from app.ui.canvas.items import NodeItem
 from app.ui.canvas.layout import LaneGeometry
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES
 from app.ui.canvas.style import TURN_MAX_HEIGHT, TURN_MIN_HEIGHT
+from tests.ui.conftest import shown_canvas
 
 G = LaneGeometry()
 
@@ -53,13 +54,7 @@ def graph() -> SessionGraph:
 
 @pytest.fixture()
 def canvas(qtbot, graph: SessionGraph) -> tuple[CanvasScene, CanvasView]:
-    scene = CanvasScene()
-    view = CanvasView(scene)
-    qtbot.addWidget(view)
-    view.resize(1000, 700)
-    view.show()
-    qtbot.waitExposed(view)
-    scene.set_graph(graph)
+    scene, view = shown_canvas(qtbot, graph)
     view.set_zoom(1.0, scene.item("b").scene_rect().center())
     return scene, view
 
@@ -492,10 +487,7 @@ def test_an_edge_goes_around_a_card_in_its_way(qtbot) -> None:
     g = SessionGraph("s")
     for node_id, x in (("a", 0.0), ("x", 320.0), ("b", 640.0)):  # x stands between a and b
         g.add_node(GraphNode(node_id=node_id, kind=NodeKind.TURN, label=node_id, x=x, y=0.0, pinned=True))
-    scene = CanvasScene()
-    view = CanvasView(scene)
-    qtbot.addWidget(view)
-    scene.set_graph(g)
+    scene, _view = shown_canvas(qtbot, g)
     _continue(g, "b", "a")
     path = scene.edge_item("b>a").path()
     a, x, b = (scene.item(n).scene_rect() for n in ("a", "x", "b"))

@@ -14,6 +14,7 @@ from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.view import READABLE_SCALE, CanvasView
+from tests.ui.conftest import shown_canvas
 
 
 def _chain(n: int, branches: int = 1) -> SessionGraph:
@@ -29,14 +30,7 @@ def _chain(n: int, branches: int = 1) -> SessionGraph:
 
 
 def _view(qtbot, graph: SessionGraph) -> tuple[CanvasScene, CanvasView]:
-    scene = CanvasScene()
-    view = CanvasView(scene)
-    qtbot.addWidget(view)
-    view.resize(900, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    scene.set_graph(graph)
-    return scene, view
+    return shown_canvas(qtbot, graph, (900, 600))
 
 
 def test_a_small_session_fits_readably_without_a_minimap(qtbot) -> None:

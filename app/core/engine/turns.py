@@ -113,8 +113,8 @@ class Recorded:
 
 def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
     """The text, anchor override and ``Version`` that answer ``node_id``'s input again."""
-    text, parent, group, excluded = versions.answer_again(state, node_id)
-    return text, parent or NEW_ROOT, Version(group, tuple(excluded))
+    text, parent, version = versions.answer_again(state, node_id)
+    return text, parent or NEW_ROOT, version
 
 
 class TurnService:

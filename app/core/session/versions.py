@@ -65,10 +65,10 @@ def put_away_messages(state: SessionState) -> list[str]:
     return [m for n in away for m in state.turn_messages(n)]
 
 
-def answer_again(state: SessionState, node_id: str) -> tuple[str, str | None, str, list[str]]:
-    """What answering ``node_id``'s input again needs: the input text, the node the versions
-    continue (None: they are roots), the group id, and the messages the new version must not
-    recall (those of every existing version and of what continues them)."""
+def answer_again(state: SessionState, node_id: str) -> tuple[str, str | None, Version]:
+    """What answering ``node_id``'s input again needs: the input text, the node the turn
+    continues (None: a root), and the ``Version`` — its group, and the messages the new version
+    must not recall (those of every existing version and of what continues them)."""
     graph = state.graph
     if node_id not in graph or graph.node(node_id).kind != NodeKind.TURN:
         raise NotATurnError("only a turn can be answered again")
@@ -79,7 +79,7 @@ def answer_again(state: SessionState, node_id: str) -> tuple[str, str | None, st
     group = versions(graph, node_id)
     away = [n for v in group for n in (v, *graph.descendants(v))]
     excluded = [m for n in dict.fromkeys(away) for m in state.turn_messages(n)]
-    return text, graph.parent(node_id), group_of(graph, node_id), excluded
+    return text, graph.parent(node_id), Version(group_of(graph, node_id), tuple(excluded))
 
 
 def show_only(state: SessionState, node_id: str, store: Any) -> Callable[[], None]:
