@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION: Literal["1.0"] = "1.0"
+SCHEMA_VERSION: Literal["1.1"] = "1.1"  # 1.1: memory objects and topics in ``pcm``; 1.0 still imports
 
 
 def new_id() -> str:
@@ -347,8 +347,21 @@ class EnvEvent(_Model):
     at: str = Field(default_factory=utc_now)
 
 
+MemoryType = Literal["fact", "preference", "prohibition", "permission", "decision", "commitment", "event",
+                     "summary", "note"]
+
+
 class MemoryFragment(_Model):
-    """A note kept for recall (A-Mem style); superseded notes get ``valid_to``, never deleted."""
+    """A memory object (DESIGN.md §4, after A-Mem): what was learned, from which evidence, valid when.
+
+    Bi-temporal: ``valid_from``/``valid_to`` is when it was true (a newer contradicting fact closes
+    the older one), ``recorded_at`` when it was learned. Nothing is deleted: a closed, merged or
+    revoked memory keeps its row with ``valid_to`` (and ``superseded_by`` / ``revoked_at``).
+    ``scope`` "workspace" memories (the user's profile and facts about the user) apply to every
+    session; "session" ones belong to the session they came from (recall with workspace scope still
+    finds them). ``key``/``value`` name a fact's subject and its value ("home" = "Porto").
+    ``revisions`` keeps earlier context/tags a link or an edit replaced.
+    """
 
     fragment_id: str = Field(default_factory=new_id)
     content: str
@@ -357,6 +370,23 @@ class MemoryFragment(_Model):
     source_evidence_ids: list[str] = Field(default_factory=list)
     valid_from: str = Field(default_factory=utc_now)
     valid_to: str | None = None
+    type: MemoryType = "note"
+    context: str = ""
+    entities: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    scope: Literal["session", "workspace"] = "session"
+    key: str = ""
+    value: str = ""
+    links: list[dict[str, str]] = Field(default_factory=list)  # [{"memory_id", "reason"}]
+    recorded_at: str = Field(default_factory=utc_now)
+    superseded_by: str | None = None
+    closed_at: str | None = None  # when we learned it was closed (``valid_to`` is when it stopped being true)
+    revoked_at: str | None = None
+    pinned: bool = False
+    access_count: int = 0
+    last_accessed_at: str | None = None
+    extractor: str = "rules"
+    revisions: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class SessionGraphData(_Model):
@@ -371,6 +401,9 @@ class PcmExtensions(_Model):
     graph: SessionGraphData = Field(default_factory=SessionGraphData)
     env_events: list[EnvEvent] = Field(default_factory=list)
     memory: list[MemoryFragment] = Field(default_factory=list)
+    # The topics this session's messages mention: {topic_id, name, aliases {form: rule},
+    # mentions [{message_id, term, rule}]} (schema 1.1).
+    topics: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class SessionDoc(_Model):
@@ -383,9 +416,10 @@ class SessionDoc(_Model):
 
 
 class ContextDocument(_Model):
-    """The structured context model (schema_version 1.0): the export/import format of a session."""
+    """The structured context model (schema_version 1.1; a 1.0 document still imports): the
+    export/import format of a session."""
 
-    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    schema_version: Literal["1.0", "1.1"] = SCHEMA_VERSION
     meta: Meta | None = None
     session: SessionDoc
     evidences: dict[str, Evidence]

@@ -1,4 +1,4 @@
-"""Export and import of a session as the structured context model (schema_version "1.0").
+"""Export and import of a session as the structured context model (schema_version "1.1"; "1.0" imports).
 
 ``export_session`` returns a JSON-ready ``ContextDocument`` dict with a deterministic key order
 and record order, so ``json.dumps(doc, indent=2, ensure_ascii=False)`` of export → import →
@@ -29,12 +29,16 @@ from pydantic import BaseModel, ValidationError
 from app.core.types import (
     SCHEMA_VERSION,
     ContextDocument,
+    Evidence,
+    EvidenceSource,
+    EvidenceType,
     Message,
     Meta,
     PcmExtensions,
     Role,
     SessionDoc,
     SessionGraphData,
+    SourceKind,
     TaskState,
     TodoList,
     ToolState,
@@ -43,10 +47,10 @@ from app.store.docfile import ExchangeError, check_values, format_path
 from app.store.sqlite import SqliteStore, StoreError
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_ID = "https://pcm-canvas.local/schemas/context_model-1.0.json"
-SCHEMA_TITLE = "PCM Canvas structured context model 1.0"
+SCHEMA_ID = "https://pcm-canvas.local/schemas/context_model-1.1.json"
+SCHEMA_TITLE = "PCM Canvas structured context model 1.1"
 SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "resources" / "schemas"
-               / "context_model-1.0.json")
+               / "context_model-1.1.json")
 
 # Containers whose unknown keys are kept across an import (path → model in the document).
 _EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_list",
@@ -249,14 +253,16 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
         graph=SessionGraphData(nodes=graph.nodes, edges=graph.edges, **x("pcm.graph")),
         env_events=store.list_env_events(session_id),
         memory=store.list_memory(session_id, include_superseded=True),
+        topics=store.session_topics(session_id),
         **x("pcm"),
     )
+    evidences = {e.evidence_id: e for e in store.list_evidences(session_id, include_superseded=True)}
+    evidences.update(_outside_evidences(store, evidences, session, pcm, store.list_context_blocks(session_id)))
     doc = ContextDocument(
         schema_version=SCHEMA_VERSION,
         meta=meta,
         session=session,
-        evidences={e.evidence_id: e
-                   for e in store.list_evidences(session_id, include_superseded=True)},
+        evidences=evidences,
         context_blocks=store.list_context_blocks(session_id),
         pcm=pcm,
         **x(""),
@@ -267,6 +273,27 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
     except ExchangeError as err:
         raise ExchangeError(f"session {session_id} cannot be exported: {err}") from None
     return data
+
+
+def _outside_evidences(store: SqliteStore, have: dict[str, Evidence], session: SessionDoc, pcm: PcmExtensions,
+                       blocks: list[Any]) -> dict[str, Evidence]:
+    """The evidences of other sessions this one cites (a memory or a profile statement of another
+    session, the message it was taken from): carried along, so the document stands on its own."""
+    cited = {r.evidence_id for b in blocks for r in b.refs}
+    cited |= {r.evidence_id for m in session.messages for r in m.refs}
+    cited |= {e for m in pcm.memory for e in m.source_evidence_ids}
+    out: dict[str, Evidence] = {}
+    for evidence_id in sorted(cited - set(have)):
+        evidence = store.get_evidence(evidence_id)
+        message = None if evidence is not None else store.get_message(evidence_id)
+        if evidence is None and message is not None:
+            evidence = Evidence(evidence_id=message.message_id, content=message.content, valid_from=message.at,
+                                type=EvidenceType.USER_INPUT if message.role == Role.USER else EvidenceType.LLM_OUTPUT,
+                                source=EvidenceSource(kind=SourceKind.USER if message.role == Role.USER else SourceKind.LLM,
+                                                      name=message.role.value), metadata={"turn_id": message.turn_id})
+        if evidence is not None:
+            out[evidence_id] = evidence
+    return out
 
 
 # ---------------------------------------------------------------------------- import
@@ -309,7 +336,8 @@ def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
     store.update_session(sid, meta=doc.meta, summary=doc.session.summary,
                          doc_extras=_collect_extras(doc))
     for evidence in doc.evidences.values():
-        store.add_evidence(sid, evidence)
+        if store.get_evidence(evidence.evidence_id) is None:  # one of another session may be here already
+            store.add_evidence(sid, evidence)
     for message in doc.session.messages:
         store.add_message(sid, message)
     for turn_id, input_id, answer_id, at in _turns(doc.session.messages):
@@ -326,6 +354,7 @@ def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
         store.add_env_event(sid, event)
     for fragment in doc.pcm.memory:
         store.add_memory(sid, fragment)
+    store.add_session_topics(sid, doc.pcm.topics)
     for node in doc.pcm.graph.nodes:
         store.save_node(sid, node)
     for edge in doc.pcm.graph.edges:

@@ -313,6 +313,39 @@ def _m0005_session_generation(conn: sqlite3.Connection) -> None:
     _run(conn, ("ALTER TABLE sessions ADD COLUMN generation TEXT",))
 
 
+def _m0007_topics(conn: sqlite3.Connection) -> None:
+    """The workspace's topic index (issue 13): topics with their aliases, which messages mention
+    them (and by which term and rule), and the append-only log of creates, merges and splits."""
+    _run(
+        conn,
+        (
+            """CREATE TABLE topics (
+                topic_id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                aliases TEXT NOT NULL DEFAULT '{}',
+                created_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE topic_mentions (
+                topic_id TEXT NOT NULL REFERENCES topics(topic_id),
+                session_id TEXT NOT NULL REFERENCES sessions(session_id),
+                message_id TEXT NOT NULL,
+                term TEXT NOT NULL,
+                rule TEXT NOT NULL,
+                PRIMARY KEY (topic_id, message_id, term)
+            )""",
+            "CREATE INDEX topic_mentions_session ON topic_mentions(session_id)",
+            """CREATE TABLE topic_log (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                at TEXT NOT NULL,
+                op TEXT NOT NULL,
+                payload TEXT NOT NULL DEFAULT '{}'
+            )""",
+            """CREATE TRIGGER topic_log_no_update BEFORE UPDATE ON topic_log
+               BEGIN SELECT RAISE(ABORT, 'topic_log is append-only: UPDATE refused'); END""",
+        ),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
@@ -320,6 +353,7 @@ MIGRATIONS: list[Migration] = [
     ("0004_session_use", _m0004_session_use),
     ("0005_session_generation", _m0005_session_generation),
     ("0006_model_usage_provider", _m0006_model_usage_provider),
+    ("0007_topics", _m0007_topics),
 ]
 
 

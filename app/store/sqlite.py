@@ -40,7 +40,6 @@ from app.core.types import (
     Evidence,
     GraphEdge,
     GraphNode,
-    MemoryFragment,
     Message,
     Meta,
     ModelUsage,
@@ -56,6 +55,7 @@ from app.store import records as R
 from app.store.catalog import SessionCatalog
 from app.store.connection import NotFoundError, StoreError, StoreThreadError
 from app.store.lookup import IdLookup
+from app.store.memory import MemoryStore
 from app.store.migrations import MIGRATIONS
 from app.store.recovery import UNFINISHED, TurnRecovery
 
@@ -64,7 +64,7 @@ __all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreErr
 _TURN_FIELDS = frozenset({"anchor_node_id", "status", "record", "answer_message_id"})
 
 
-class SqliteStore(SessionCatalog, IdLookup, TurnRecovery):
+class SqliteStore(SessionCatalog, IdLookup, TurnRecovery, MemoryStore):
     """The system of record: sessions, turns, messages, evidence, graph and the event log."""
 
     # ------------------------------------------------------------------ sessions
@@ -389,21 +389,6 @@ class SqliteStore(SessionCatalog, IdLookup, TurnRecovery):
     def list_env_events(self, session_id: str) -> list[EnvEvent]:
         """Return the session's environment events in order."""
         return self._list(R.ENV_EVENTS, "session_id = ?", (session_id,))
-
-    def add_memory(self, session_id: str, fragment: MemoryFragment) -> MemoryFragment:
-        """Store a memory fragment; return it."""
-        self._add(R.MEMORY, session_id, fragment, "memory.added")
-        return fragment
-
-    def list_memory(self, session_id: str,
-                    include_superseded: bool = False) -> list[MemoryFragment]:
-        """Return the session's memory fragments in order (valid ones unless asked)."""
-        where = "session_id = ?" + ("" if include_superseded else " AND valid_to IS NULL")
-        return self._list(R.MEMORY, where, (session_id,))
-
-    def supersede_memory(self, fragment_id: str, at: str | None = None) -> MemoryFragment:
-        """Mark a memory fragment as no longer valid from ``at`` (the row is kept); return it."""
-        return self._supersede(R.MEMORY, fragment_id, at, "memory.superseded")
 
     # ------------------------------------------------------------------ graph
 

@@ -63,7 +63,7 @@ def test_export_import_export_is_byte_identical(tmp_path: Path, store: SqliteSto
 def test_export_content(exported: dict[str, Any]) -> None:
     assert list(exported) == ["schema_version", "meta", "session", "evidences",
                               "context_blocks", "pcm"]
-    assert exported["schema_version"] == "1.0"
+    assert exported["schema_version"] == "1.1"
     session = exported["session"]
     assert [m["role"] for m in session["messages"]] == ["system"] + ["user", "assistant"] * 3
     assert len(exported["evidences"]) == 3
@@ -78,6 +78,25 @@ def test_export_content(exported: dict[str, Any]) -> None:
     assert session["summary"]["message_index_range"] == {"from": 0, "to": 0}
     assert exported["meta"]["actor"]["agent"]["agent_id"] == "agent-001"
     ContextDocument.model_validate(exported)
+
+
+def test_a_1_0_document_still_imports(exported: dict[str, Any], tmp_path: Path) -> None:
+    """Schema 1.1 added memory fields and topics under ``pcm``; a 1.0 document (without them) imports."""
+    old = json.loads(json.dumps(exported))
+    old["schema_version"] = "1.0"
+    old["pcm"].pop("topics")
+    for memory in old["pcm"]["memory"]:
+        for name in list(memory):
+            if name not in ("fragment_id", "content", "keywords", "importance", "source_evidence_ids",
+                            "valid_from", "valid_to"):
+                memory.pop(name)
+    store = SqliteStore(tmp_path / "old.db")
+    try:
+        sid = import_session(store, old)
+        assert [m.content for m in store.list_memory(sid, include_superseded=True)] == \
+            [m["content"] for m in old["pcm"]["memory"]]
+    finally:
+        store.close()
 
 
 def test_committed_schema_equals_generated_and_validates_export(exported: dict[str, Any]) -> None:
@@ -98,7 +117,7 @@ def test_committed_schema_equals_generated_and_validates_export(exported: dict[s
          "session.messages[2].role: 'robot' is not one of ['system', 'user', 'assistant', 'tool']"),
         (lambda d: d["session"].__setitem__("messages", []), "session.messages: [] should be non-empty"),
         (lambda d: d.pop("schema_version"), "document: 'schema_version' is a required property"),
-        (lambda d: d.__setitem__("schema_version", "2.0"), "schema_version: '1.0' was expected"),
+        (lambda d: d.__setitem__("schema_version", "2.0"), "schema_version: '2.0' is not one of ['1.0', '1.1']"),
         (lambda d: d["session"]["task_state"].pop("todo_list"),
          "session.task_state: 'todo_list' is a required property"),
         (lambda d: d["context_blocks"][1].__setitem__("priority", "urgent"),

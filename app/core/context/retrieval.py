@@ -115,11 +115,18 @@ async def recall(
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid, **dated)
 
     async def memory() -> list[tuple[str, float]]:
+        # Memories of every session (the state keeps those it sees: its own and the workspace's;
+        # twice the size, as the others are skipped), the session's own env events.
         kinds = _memory_kinds(state, req)
         if search is None or query_vector is None or not sizes["memory"] or not kinds:
             return []
-        return await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid, kinds=kinds,
-                                  **dated)
+        hits = [] if "memory" not in kinds else await run_blocking(
+            search.search_vector, query_vector, 2 * sizes["memory"], kinds=["memory"], **dated)
+        hits = [(i, s) for i, s in hits if i in state.notes and state.notes[i].kind == "memory"][: sizes["memory"]]
+        if "env" in kinds:
+            hits += await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid,
+                                       kinds=["env"], **dated)
+        return sorted(hits, key=lambda h: -h[1])[: sizes["memory"]]
 
     async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
         return fn()
@@ -166,8 +173,11 @@ class _Pool:
         self.left_out = len(distinct) - len(admitted)
 
     def known(self, item: str) -> bool:
-        """A message or note of the session that the request does not exclude (and the pool admits)."""
-        return ((item in self.state.messages or item in self.state.notes) and item not in self.excluded
+        """A message or note of the session that the request does not exclude (and the pool admits);
+        never a revoked memory, nor a profile statement (the profile lines carry those)."""
+        note = self.state.notes.get(item)
+        recallable = note is not None and not note.removed_at and note.kind != "profile"
+        return ((item in self.state.messages or recallable) and item not in self.excluded
                 and (self.admitted is None or item in self.admitted))
 
     def candidate(self, item: str) -> Candidate:

@@ -30,6 +30,8 @@ from app.core.routing.anchor import SESSION_DEFAULT, RoutingWeights
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.session.state import SessionState
+from app.core.signals import Signal
+from app.core.types import Message
 
 T = TypeVar("T")
 
@@ -53,6 +55,9 @@ class EngineConfig:
     # (seconds; below 0 turns it off): nothing the user saw is lost in a crash; a larger value
     # means fewer writes and a choppier stream.
     checkpoint_s: float = 0.05
+    # The background memory writer (memory objects and topics after each answered turn and env
+    # batch); off, nothing new is remembered (what is kept is still recalled).
+    memory_writer: bool = True
 
 
 @dataclass
@@ -70,6 +75,9 @@ class EngineContext:
     sessions: dict[str, SessionState] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # message vectors read from the index
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    # (session id, turn id, input message, answer message) once a turn's answer is stored: the
+    # memory writer's cue. Slots must return at once (spawn any work).
+    answered: Signal[[str, str, Message, Message]] = field(default_factory=lambda: Signal("answered"))
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""

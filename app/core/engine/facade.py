@@ -12,6 +12,7 @@ streams         the scheduler's host: Q&A, task and interruption streams (``stre
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
 environment     env events: store, index, route, push (``environment.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
+memory          the background memory writer, topics, revoke/pin/edit a memory (``memory.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -34,6 +35,7 @@ from app.core.context.ranking import rrf
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
+from app.core.engine.memory import MemoryService
 from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
@@ -43,6 +45,7 @@ from app.core.engine.turns import TurnRun, TurnService
 from app.core.errors import NoRecordError
 from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.intent.profile import UserProfile
+from app.core.memory.topics import TopicIndex
 from app.core.pipeline.builder import ContextBuilder
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.plan.builder import PlanBuilder
@@ -54,7 +57,7 @@ from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.registry import ToolRegistry
-from app.core.types import EnvEvent, Evidence, Message, Task
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, Task
 
 T = TypeVar("T")
 
@@ -92,6 +95,8 @@ class Engine:
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
         self.recovery = RecoveryService(ctx)
+        self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
+        self.environment.env_ingested.connect(self.memory.on_env_ingested)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
         self.env_failed = self.environment.env_failed
@@ -165,9 +170,36 @@ class Engine:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
         await self.streams.close()
+        await self.memory.idle()
         await self.recovery.close()
         await self.ctx.on_store(self.ctx.store.close)  # on its own thread; gives up the run lease
         self.ctx.ex.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ memory
+
+    async def memories(self) -> list[tuple[str, MemoryFragment]]:
+        """Every memory of the workspace with the id of the session it came from (closed, merged
+        and revoked ones too: nothing is deleted), in the order they were recorded."""
+        return await self.memory.list()
+
+    async def revoke_memory(self, memory_id: str) -> MemoryFragment:
+        """Revoke a memory: it is kept (closed, marked revoked) and never reaches a context again."""
+        return await self.memory.revoke(memory_id)
+
+    async def pin_memory(self, memory_id: str, pinned: bool = True) -> MemoryFragment:
+        return await self.memory.pin(memory_id, pinned)
+
+    async def edit_memory(self, memory_id: str, content: str) -> MemoryFragment:
+        """A new revision of a memory's content; the earlier one is kept in its ``revisions``."""
+        return await self.memory.edit(memory_id, content)
+
+    async def topics(self) -> TopicIndex:
+        """The workspace's topic index (topics, aliases, mentions, the merge/split log)."""
+        return await self.memory.load_topics()
+
+    async def memory_idle(self) -> None:
+        """Wait for the background memory writer to finish what it was given."""
+        await self.memory.idle()
 
     # ------------------------------------------------------------------ sessions
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from app.core.context.compiler import Fact, extract_facts
 from app.core.engine.context import EngineContext
-from app.core.intent.profile import UserProfile
+from app.core.intent.profile import ProfileStatement, UserProfile
+from app.core.memory.notes import notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
 from app.core.session.state import NoteView, SessionState, override_spans
@@ -46,7 +47,8 @@ class SessionService:
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
-        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile]] = weakref.WeakKeyDictionary()
+        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile, tuple[str, ...]]] = (
+            weakref.WeakKeyDictionary())
         self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
 
     async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
@@ -71,21 +73,23 @@ class SessionService:
         return state
 
     async def _load_notes(self, state: SessionState) -> None:
-        """Put the session's env events and valid memory notes into ``state.notes``, for recall."""
+        """Put the session's env events and the memories it sees (``app.core.memory.notes``)
+        into ``state.notes``, for recall and the profile."""
         store = self.ctx.store
         sid = state.session_id
 
-        def read() -> tuple[list[EnvEvent], dict[str, str], list[MemoryFragment]]:
+        def read() -> tuple[list[EnvEvent], dict[str, str], list[tuple[str, MemoryFragment]], dict[str, str]]:
             added = {e.evidence_id: e.valid_from for e in store.list_evidences(sid)
                      if e.type == EvidenceType.ENV_EVENT}
-            return store.list_env_events(sid), added, store.list_memory(sid)
+            titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
+            titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
+            return store.list_env_events(sid), added, store.list_memories(), titles
 
-        events, added, memory = await self.ctx.on_store(read)
+        events, added, memories, titles = await self.ctx.on_store(read)
         for event in events:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
-        for fragment in memory:
-            state.add_note(NoteView(fragment.fragment_id, "memory", fragment.content, fragment.valid_from,
-                                    fragment.valid_from))
+        for note in notes_for(sid, memories, titles):
+            state.add_note(note)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
         """Keyed statements of the app user so far (cached per state, extended incrementally)."""
@@ -100,17 +104,27 @@ class SessionService:
         return facts
 
     def profile(self, state: SessionState) -> UserProfile:
-        """The user's profile stated so far in this session (prohibitions, permissions, preferences).
+        """The user's profile (prohibitions, permissions, preferences): what other sessions'
+        memories hold (the workspace's), then what was stated so far in this one, which wins.
 
         Only the app user's own inputs count (speaker "user"); named participants of imported
-        history are not the person at the keyboard. Cached per state and extended incrementally.
+        history are not the person at the keyboard. Cached per state and extended incrementally;
+        a change of the workspace's profile notes starts it over.
         """
-        seen, profile = self._profiles.get(state, (0, UserProfile()))
+        outside = sorted((n for n in state.notes.values() if n.kind == "profile" and not n.removed_at
+                          and not n.valid_to), key=lambda n: (n.added_at, n.note_id))
+        key = tuple(n.note_id for n in outside)
+        seen, profile, was = self._profiles.get(state, (0, UserProfile(), ()))
+        if was != key:
+            seen, profile = 0, UserProfile()
+            for note in outside:
+                statement = ProfileStatement(kind=note.memory_type, text=note.text, span=note.text)
+                profile = profile.with_statements([statement], (note.note_id, *note.source_ids), note.origin)
         for mid in state.order[seen:]:
             view = state.messages[mid]
             if view.role == Role.USER and view.speaker == Role.USER.value:
-                profile, _ = profile.updated_from(view.text)
-        self._profiles[state] = (len(state.order), profile)
+                profile, _ = profile.updated_from(view.text, mid)
+        self._profiles[state] = (len(state.order), profile, key)
         return profile
 
     # ------------------------------------------------------------------ ingest (history, no generation)

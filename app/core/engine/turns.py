@@ -31,7 +31,7 @@ from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
 from app.core.session import versions
-from app.core.session.evidence import message_evidence
+from app.core.session.evidence import message_evidence, note_evidence
 from app.core.session.graph import NoNodeError
 from app.core.session.state import SessionState
 from app.core.session.titles import title_from
@@ -348,6 +348,9 @@ class TurnService:
             for view in sources:  # messages become evidences the first time a context cites them
                 if store.get_evidence(view.message_id) is None:
                     store.add_evidence(session_id, message_evidence(view))
+            for note in (state.notes[i] for i in sorted(cited) if i in state.notes):  # and memories
+                if note.kind != "env" and store.get_evidence(note.note_id) is None:
+                    store.add_evidence(session_id, note_evidence(note))
             store.save_node(session_id, node)
             if edge is not None:
                 store.save_edge(session_id, edge)
@@ -392,6 +395,8 @@ class TurnService:
                     state.add_message(answer)
             if answer is not None:
                 await self.sessions.warm_counts(state, [message.message_id, answer.message_id])
+            if failure is None and answer is not None:
+                ctx.answered.emit(run.session_id, run.turn_id, message, answer)
             if failure is not None:
                 raise failure
             run.done.set_result(record)

@@ -126,17 +126,29 @@ class UserProfile(BaseModel):
     preferences: list[str] = Field(default_factory=list)
     prohibitions: list[str] = Field(default_factory=list)
     permissions: list[str] = Field(default_factory=list)
+    # statement (lower case) → [the evidence ids it was said in..., "" or the other session's title
+    # last]: a profile line is bound to the message it came from (in any session)
+    origins: dict[str, list[str]] = Field(default_factory=dict)
+
+    def origin(self, statement: str) -> tuple[tuple[str, ...], str]:
+        """(evidence ids, the other session's title or "") of a statement of this profile."""
+        found = self.origins.get(statement.strip().lower())
+        return ((), "") if not found else (tuple(found[:-1]), found[-1])
 
     def is_empty(self) -> bool:
         """True when the profile holds no statement at all."""
         return not (self.preferences or self.prohibitions or self.permissions)
 
-    def with_statements(self, statements: Iterable[ProfileStatement]) -> UserProfile:
+    def with_statements(self, statements: Iterable[ProfileStatement], evidence_ids: tuple[str, ...] = (),
+                        where: str = "") -> UserProfile:
         """Return a new profile with ``statements`` added; the latest statement wins a conflict.
 
         A new prohibition removes a permission with the same content words and vice versa.
+        ``evidence_ids``/``where``: the message(s) the statements were made in, and the title of
+        the other session they come from ("" for this one).
         """
         prefs, prohib, perms = list(self.preferences), list(self.prohibitions), list(self.permissions)
+        statements = list(statements)
         for st in statements:
             key = content_stems(st.text)
             if st.kind == "prohibition":
@@ -147,14 +159,19 @@ class UserProfile(BaseModel):
                 perms.append(st.text)
             else:
                 prefs.append(st.text)
-        return UserProfile(preferences=_dedup(prefs), prohibitions=_dedup(prohib), permissions=_dedup(perms))
+        origins = dict(self.origins)
+        if evidence_ids:
+            origins.update({st.text.strip().lower(): [*evidence_ids, where] for st in statements})
+        return UserProfile(preferences=_dedup(prefs), prohibitions=_dedup(prohib), permissions=_dedup(perms),
+                           origins=origins)
 
-    def updated_from(self, text: str) -> tuple[UserProfile, list[ProfileStatement]]:
-        """Parse ``text`` and return (the updated profile, the statements that were recognised)."""
+    def updated_from(self, text: str, evidence_id: str = "") -> tuple[UserProfile, list[ProfileStatement]]:
+        """Parse ``text`` (said in ``evidence_id``) and return (the updated profile, the statements
+        that were recognised)."""
         statements = parse_profile_statements(text)
         if not statements:
             return self, []
-        return self.with_statements(statements), statements
+        return self.with_statements(statements, (evidence_id,) if evidence_id else ()), statements
 
     def prohibition_hits(self, text: str) -> list[str]:
         """Return the prohibitions that ``text`` would break, in profile order."""

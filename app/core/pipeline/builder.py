@@ -107,13 +107,18 @@ ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[
 
 
 def profile_items(profile: UserProfile) -> list[Item]:
-    """The user's stated prohibitions (must), permissions and preferences, as state lines."""
-    items = [Item(f"profile:prohibition:{n}", BlockType.STATE, f"Never: {text}", Priority.MUST, order=n)
-             for n, text in enumerate(profile.prohibitions)]
-    items += [Item(f"profile:permission:{n}", BlockType.STATE, f"Allowed: {text}", Priority.HIGH, order=100 + n)
-              for n, text in enumerate(profile.permissions)]
-    items += [Item(f"profile:preference:{n}", BlockType.STATE, f"Prefers: {text}", Priority.HIGH, order=200 + n)
-              for n, text in enumerate(profile.preferences)]
+    """The user's stated prohibitions (must), permissions and preferences, as state lines, each
+    bound to the message it was said in (one of another session is labelled with its title)."""
+    items: list[Item] = []
+    for base, label, priority, statements in ((0, "Never", Priority.MUST, profile.prohibitions),
+                                              (100, "Allowed", Priority.HIGH, profile.permissions),
+                                              (200, "Prefers", Priority.HIGH, profile.preferences)):
+        kind = {0: "prohibition", 100: "permission", 200: "preference"}[base]
+        for n, text in enumerate(statements):
+            ids, where = profile.origin(text)
+            line = f"{label}: {text}" + (f" (said in session \u201c{where}\u201d)" if where else "")
+            items.append(Item(f"profile:{kind}:{n}", BlockType.STATE, line, priority, order=base + n,
+                              evidence_ids=ids))
     return items
 
 

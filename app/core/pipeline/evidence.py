@@ -89,11 +89,25 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
             text, cut = _fit(note.render(), query, cap, counter, counter.count(note.render()))
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
             items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused,
-                              order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
+                              order=len(state.order) + number, evidence_ids=(cand.id, *note.source_ids), rank=rank,
                               selector=cut.selector if cut else ""))
         if cut is not None:
             compressions.append(Compression.of(cand.id, cut))
-    return items
+    return items + earlier_values(state, items, number)
+
+
+def earlier_values(state: SessionState, items: Sequence[Item], number: int) -> list[Item]:
+    """The closed earlier values of the facts among ``items`` (a fact and what it replaced are
+    stated together, each with its time), numbered on from ``number``."""
+    have = {it.item_id for it in items}
+    keys = {state.notes[i].key: state.notes[i].origin for i in have if i in state.notes and state.notes[i].key}
+    out: list[Item] = []
+    for note in state.notes.values():
+        if note.key in keys and note.valid_to and not note.removed_at and note.note_id not in have:
+            number += 1
+            out.append(Item(note.note_id, BlockType.MEMORY, f"[{number}] {note.render()}", Priority.MEDIUM,
+                            order=len(state.order) + number, evidence_ids=(note.note_id, *note.source_ids)))
+    return out
 
 
 def gate_items(recalled: RecallResult, *, has_other_evidence: bool) -> list[Item]:

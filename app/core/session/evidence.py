@@ -1,8 +1,8 @@
-"""Messages as evidence: a stored message cited by a context becomes an evidence with its id."""
+"""Messages and memories as evidence: a stored message or memory cited by a context becomes an evidence with its id."""
 
 from __future__ import annotations
 
-from app.core.session.state import MessageView
+from app.core.session.state import MessageView, NoteView
 from app.core.types import Evidence, EvidenceSource, EvidenceType, Role, SourceKind
 
 
@@ -16,4 +16,17 @@ def message_evidence(view: MessageView) -> Evidence:
         content=view.text,
         valid_from=view.at,
         metadata={"turn_id": view.turn_id},
+    )
+
+
+def note_evidence(note: NoteView) -> Evidence:
+    """The evidence record of a memory a context cites (same id): what it said then, where from."""
+    return Evidence(
+        evidence_id=note.note_id,
+        type=EvidenceType.MEMORY,
+        source=EvidenceSource(kind=SourceKind.SYSTEM, name="memory"),
+        content=note.render(),
+        valid_from=note.at,
+        metadata={"memory_type": note.memory_type, "source_evidence_ids": list(note.source_ids),
+                  "session": note.origin},
     )

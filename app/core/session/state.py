@@ -10,7 +10,7 @@ rebuilds its plan and context from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from app.core.errors import NoRecordError
@@ -48,18 +48,40 @@ class TurnView:
 
 @dataclass(frozen=True, slots=True)
 class NoteView:
-    """A memory fragment or environment event the pipeline can recall."""
+    """A memory object or environment event the pipeline can recall."""
 
     note_id: str
-    kind: str  # "memory" | "env"
+    kind: str  # "memory" | "env" | "profile" (a profile statement made in another session)
     text: str
     at: str
     # When the session got it (an event's ``at`` is when it happened): ``as_of`` keeps the notes
     # a turn could have seen. "" = always there.
     added_at: str = ""
+    valid_to: str = ""  # a memory no longer true since then (a newer fact closed it) ...
+    closed_at: str = ""  # ... which the session learned at this moment
+    removed_at: str = ""  # revoked by the user: never recalled after this moment
+    origin: str = ""  # the title of the session it came from, when another one
+    source_ids: tuple[str, ...] = ()  # the evidence a memory was taken from
+    memory_type: str = ""  # a memory's type (fact, preference, prohibition, ...)
+    key: str = ""  # a fact's subject ("city"): its earlier, closed values share it
 
     def render(self) -> str:
-        return self.text
+        text = self.text
+        if self.valid_to:
+            text = f"{text} (until {self.valid_to[:10]}; no longer true)"
+        if self.origin:
+            text = f"{text} (from session \u201c{self.origin}\u201d)"
+        return text
+
+    def as_of(self, at: str) -> "NoteView | None":
+        """The note as a turn recorded at ``at`` saw it (None: it was not there, or revoked)."""
+        if self.added_at > at or (self.removed_at and self.removed_at <= at):
+            return None
+        if (self.valid_to and self.closed_at > at) or self.removed_at:
+            open_then = self.closed_at > at
+            return replace(self, valid_to="" if open_then else self.valid_to,
+                           closed_at="" if open_then else self.closed_at, removed_at="")
+        return self
 
 
 class Override(NamedTuple):
@@ -223,7 +245,7 @@ class SessionState:
         past.override_spans = [OverrideSpan(s.override, s.turn_id) for s in self.override_spans if s.visible_at(turn.seq)]
         # Notes (env events, memory) the session had when the turn was recorded; later ones are
         # stamped later (ingest and submit are ordered by the session lock).
-        past.notes = {k: n for k, n in self.notes.items() if n.added_at <= turn.at}
+        past.notes = {k: seen for k, n in self.notes.items() if (seen := n.as_of(turn.at)) is not None}
         return past
 
     def outside_lines(self) -> set[str]:

@@ -1,0 +1,231 @@
+"""Memory: the background writer, the topic index, and what the user does with a memory.
+
+The writer runs after each answered turn (``EngineContext.answered``) and each batch of
+environment events: it extracts memory objects by rules (``app.core.memory.extract``), decides
+the write against everything kept (``app.core.memory.writer``: duplicates skipped, contradicted
+facts closed, links and evolution, consolidation), stores it in one transaction, indexes the new
+memories, updates the topic index, and puts the memories into every open session that sees them
+(``app.core.memory.notes``). It is a background task at low priority: one write at a time, after
+a yield, never on the path of a prompt input or a streaming answer; ``idle()`` waits for it.
+A memory the answer's context used gets its ``access_count`` and ``last_accessed_at``.
+
+The user's actions: ``revoke`` (the memory is closed, marked revoked and taken out of the index;
+it never reaches a context again, while replay of an earlier turn still sees it), ``pin`` and
+``edit`` (a new revision, the earlier content kept in ``revisions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engine.context import EngineContext
+from app.core.engine.sessions import SessionService
+from app.core.errors import NoRecordError
+from app.core.memory.extract import extract_memories
+from app.core.memory.notes import note_of
+from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex
+from app.core.memory.writer import Write, plan_write
+from app.core.runtime.background import spawn
+from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
+
+#: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).
+Piece = tuple[str, str, str, str]
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """What the writer did so far (``pcm bench memory`` and the closing figures read it)."""
+
+    runs: int = 0
+    pieces: int = 0
+    written: int = 0
+    closed: int = 0
+    seconds: float = 0.0
+    per_run_ms: list[float] = field(default_factory=list)
+
+
+class MemoryService:
+    """See the module docstring."""
+
+    def __init__(self, ctx: EngineContext, sessions: SessionService, *, enabled: bool = True) -> None:
+        self.ctx, self.sessions = ctx, sessions
+        self.enabled = enabled
+        self.topics = TopicIndex()
+        self.stats = WriterStats()
+        self._topics_loaded = False
+        self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Task[Any]] = set()
+        self._titles: dict[str, str] = {}
+        ctx.answered.connect(self._on_answered)
+
+    # ------------------------------------------------------------------ cues
+
+    def _on_answered(self, session_id: str, turn_id: str, message: Message, answer: Message) -> None:
+        del turn_id
+        state = self.ctx.sessions.get(session_id)
+        used = [r.evidence_id for r in answer.refs if state is not None and r.evidence_id in state.notes]
+        if used:
+            spawn(self.ctx.on_store(self.ctx.store.touch_memories, used), name="memory access")
+        if not self.enabled:
+            return
+        self.start(session_id, [(message.message_id, message.content, "user", message.at),
+                                (answer.message_id, answer.content, "answer", answer.at)])
+
+    def on_env_ingested(self, session_id: str, routed: Sequence[Any]) -> None:
+        """``EnvironmentService.env_ingested``: the stored events' ``key: value`` lines become facts."""
+        self.env_events(session_id, [r.event for r in routed])
+
+    def env_events(self, session_id: str, events: Sequence[EnvEvent]) -> None:
+        """Cue the writer with stored environment events."""
+        if self.enabled and events:
+            name = lambda e: (e.uri or e.title or e.source).rsplit("/", 1)[-1]  # noqa: E731
+            self.start(session_id, [(e.event_id, e.content, f"env:{name(e)}", e.at) for e in events])
+
+    def start(self, session_id: str, pieces: Sequence[Piece]) -> None:
+        """Write the memories of ``pieces`` in the background (kept until done; see ``idle``)."""
+        task = spawn(self.remember(session_id, pieces), name=f"memory {session_id}")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def idle(self) -> None:
+        """Wait until every write started so far is done."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    # ------------------------------------------------------------------ the write
+
+    async def remember(self, session_id: str, pieces: Sequence[Piece]) -> list[MemoryFragment]:
+        """Extract, decide and store the memories of ``pieces``; return the new ones."""
+        async with self._lock:
+            await asyncio.sleep(0)  # behind whatever the loop has queued: prompt inputs go first
+            started = time.perf_counter()
+            found = [m for eid, text, source, at in pieces
+                     for m in extract_memories(text, evidence_id=eid, at=at, source=source)]
+            change = await self._observe_topics(session_id, pieces)
+            write = await self.ctx.on_store(self._write, session_id, found, change)
+            if write.new and self.ctx.index is not None:
+                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
+            self._show(session_id, [*write.new, *write.changed.values()])
+            elapsed = time.perf_counter() - started
+            self.stats.runs += 1
+            self.stats.pieces += len(pieces)
+            self.stats.written += len(write.new)
+            self.stats.closed += len(write.closed)
+            self.stats.seconds += elapsed
+            self.stats.per_run_ms.append(elapsed * 1000)
+            return write.new
+
+    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange) -> Write:
+        """On the store thread: decide against everything kept and store it in one transaction."""
+        store = self.ctx.store
+        self._titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
+        self._titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
+        kept = [m for _, m in store.list_memories()] if found else []
+        write = plan_write(found, kept, utc_now())
+        with store.transaction():
+            if write.new:
+                store.add_memories(session_id, write.new)
+            for memory in write.changed.values():
+                store.save_memory(memory)
+            if change.topics or change.updated or change.mentions or change.log:
+                store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
+        return write
+
+    def _show(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
+        """Put (or replace) the memories in every open session that sees them."""
+        for sid, state in self.ctx.sessions.items():
+            for memory in memories:
+                origin = self._titles.get(session_id) or "untitled session"
+                note = note_of(memory, own=sid == session_id, origin=origin)
+                if note is not None:
+                    state.add_note(note)
+
+    # ------------------------------------------------------------------ topics
+
+    async def load_topics(self) -> TopicIndex:
+        """The topic index, read from the store on first use."""
+        if not self._topics_loaded:
+            topics, mentions, log = await self.ctx.on_store(self.ctx.store.load_topics)
+            if not self._topics_loaded:
+                self.topics.load([Topic(**t) for t in topics], [Mention(*m) for m in mentions], log)
+                self._topics_loaded = True
+        return self.topics
+
+    async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:
+        index = await self.load_topics()
+        total = TopicChange()
+        for eid, text, source, at in pieces:
+            if source in ("user", "history"):
+                change = index.observe(session_id, eid, text, at)
+                total.topics += change.topics
+                total.updated += change.updated
+                total.mentions += change.mentions
+                total.log += change.log
+        return total
+
+    async def split_topic(self, topic_id: str, alias: str) -> TopicChange:
+        """Undo a merge: ``alias`` leaves ``topic_id`` for a topic of its own (logged)."""
+        index = await self.load_topics()
+        async with self._lock:
+            change = index.split(topic_id, alias, utc_now())
+
+            def write() -> None:
+                with self.ctx.store.transaction():
+                    self.ctx.store.save_topics([*change.topics, *change.updated], [], change.log)
+                    self.ctx.store.move_topic_mentions(topic_id, alias, change.topics[0].topic_id)
+
+            await self.ctx.on_store(write)
+        return change
+
+    # ------------------------------------------------------------------ the user's actions
+
+    async def _rewrite(self, memory_id: str, **update: Any) -> MemoryFragment:
+        memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
+        if memory is None:
+            raise NoRecordError(f"no memory {memory_id!r}")
+        changed = memory.model_copy(update=update)
+        session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
+        await self.ctx.on_store(self.ctx.store.save_memory, changed)
+        self._show(session_id, [changed])
+        return changed
+
+    async def revoke(self, memory_id: str) -> MemoryFragment:
+        """Revoke a memory: closed and marked revoked (kept), out of the index, never recalled again."""
+        async with self._lock:
+            now = utc_now()
+            memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
+            if memory is None:
+                raise NoRecordError(f"no memory {memory_id!r}")
+            if memory.revoked_at is not None:
+                return memory
+            revoked = await self._rewrite(memory_id, revoked_at=now, valid_to=memory.valid_to or now)
+            if self.ctx.index is not None:
+                await self.ctx.on_index(self.ctx.index.remove, [memory_id])
+            return revoked
+
+    async def pin(self, memory_id: str, pinned: bool = True) -> MemoryFragment:
+        """Pin a memory (consolidation leaves it as it is) or unpin it."""
+        async with self._lock:
+            return await self._rewrite(memory_id, pinned=pinned)
+
+    async def edit(self, memory_id: str, content: str) -> MemoryFragment:
+        """A new revision of a memory's content (the earlier one kept in ``revisions``), re-indexed."""
+        async with self._lock:
+            memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
+            if memory is None:
+                raise NoRecordError(f"no memory {memory_id!r}")
+            revisions = [*memory.revisions, {"at": utc_now(), "content": memory.content, "because": "edited"}]
+            edited = await self._rewrite(memory_id, content=content.strip(), revisions=revisions, extractor="user")
+            if self.ctx.index is not None:
+                session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
+                await self.ctx.on_index(self.ctx.index.remove, [memory_id])
+                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, [edited])
+            return edited
+
+    async def list(self) -> list[tuple[str, MemoryFragment]]:
+        """Every memory of the workspace with the session it came from (closed and revoked too)."""
+        return await self.ctx.on_store(self.ctx.store.list_memories)

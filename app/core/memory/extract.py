@@ -1,0 +1,195 @@
+"""Memory objects from a text, by rules (the fast path of the memory writer).
+
+``extract_memories`` reads one piece of evidence (a user turn, an answer, an environment event or
+a tool result) and returns the memory objects it states: the user's profile (preferences,
+prohibitions, permissions), keyed facts ("my deadline is Friday", "I live in Porto", a
+``key: value`` line of a watched file), decisions ("we decided to use Postgres"), commitments ("I
+will send the report by Monday") and dated events ("I went to Kyoto last week"). Each object
+carries its one-line context, keywords, entities and tags, an importance by type, the evidence it
+came from and a scope.
+
+Ids are derived from (evidence id, type, normalised content), so extracting the same evidence
+twice yields the same ids: the writer stores nothing new the second time (idempotent).
+
+Deliberately narrow, like the fact rule it builds on: a missed memory costs a recall miss, a wrong
+one would be stated to the model as known.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from app.core.context.compiler import extract_facts
+from app.core.intent.profile import parse_profile_statements
+from app.core.text import content_stems
+from app.core.types import MemoryFragment, MemoryType
+
+#: How much a memory of each type matters when nothing else is known (recall and consolidation).
+IMPORTANCE: dict[str, float] = {
+    "prohibition": 0.95, "permission": 0.8, "preference": 0.75, "decision": 0.7, "commitment": 0.65,
+    "fact": 0.6, "event": 0.45, "summary": 0.5, "note": 0.3,
+}
+#: Types that describe the user rather than one piece of work: they apply to every session.
+WORKSPACE_TYPES = frozenset({"preference", "prohibition", "permission"})
+
+_SENTENCES = re.compile(r"[^.!?\n]+[.!?]?")
+_LEAD = r"^(?:(?:and|also|but|so|ok|okay|well)[,]?\s+)*"
+_DECISION = re.compile(
+    _LEAD + r"(?:we|i)\s+(?:have\s+)?(?:decided|agreed|chose|settled)\s+(?:to|on|that)\s+(?P<x>.+)$|"
+    r"^(?:let'?s|we'?ll|we\s+will)\s+go\s+with\s+(?P<y>.+)$|^decision\s*:\s*(?P<z>.+)$",
+    re.IGNORECASE,
+)
+_COMMITMENT = re.compile(
+    _LEAD + r"(?:i\s+will|i'll|i\s+promise\s+to|i\s+have\s+to|i\s+need\s+to|i\s+must|"
+    r"remind\s+me\s+to|todo\s*:)\s+(?P<x>.+)$",
+    re.IGNORECASE,
+)
+_USER_FACT = re.compile(
+    r"\bi\s+(?:now\s+|currently\s+)?(?P<verb>live|work|moved|study|studied)\s+(?P<prep>in|at|for|to|as)\s+"
+    r"(?P<x>[^,.;!?\n]{2,60})",
+    re.IGNORECASE,
+)
+_USER_FACT_KEYS = {"live": "home", "moved": "home", "work": "work", "study": "studies", "studied": "studies"}
+_EVENT = re.compile(
+    r"\b(?:yesterday|last\s+(?:week|month|year|night|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday|weekend)|(?:on|in|since)\s+(?:january|february|march|april|may|june|july|august|september|"
+    r"october|november|december)|\d{4}-\d{2}-\d{2}|\d+\s+(?:days|weeks|months|years)\s+ago)\b",
+    re.IGNORECASE,
+)
+_PAST = re.compile(r"\b(?:i|we)\s+(?:\w+ed|went|met|saw|got|had|made|took|gave|bought|left|came|ran|won|lost|"
+                   r"found|began|started|finished|visited)\b", re.IGNORECASE)
+_TRAILING = re.compile(r"\s+(?:now|currently|these days|again)\s*$", re.IGNORECASE)
+_KEY_VALUE = re.compile(r"^\s*(?P<k>[A-Za-z][\w .-]{0,40}?)\s*[:=]\s*(?P<v>[^\n]{1,80}?)\s*$")
+_ENTITY = re.compile(
+    r"(?:[\w.-]+/[\w./-]+|\b[A-Z][a-zA-Z0-9]+(?:[-_.][A-Za-z0-9]+)*\b|\b[a-z]+\d+[a-z0-9]*\b|\b\d[\d.,:/-]*\d\b)"
+)
+_SENTENCE_START = frozenset({"I", "We", "My", "Our", "The", "A", "An", "It", "This", "That", "And", "But", "So",
+                             "Please", "Let", "Never", "Don't", "Do", "You", "Also", "Always", "What", "How",
+                             "When", "Where", "Why", "Who", "Which", "Is", "Are", "Can", "Could", "Should",
+                             "Remind", "Decision", "Yes", "No", "Ok", "Okay", "Hi", "Hello", "Thanks"})
+
+
+def memory_id(evidence_id: str, kind: str, content: str) -> str:
+    """The id of a memory extracted from ``evidence_id``: the same input always gives the same id."""
+    norm = " ".join(content.lower().split())
+    return "mem-" + hashlib.sha1(f"{evidence_id}\x1f{kind}\x1f{norm}".encode()).hexdigest()[:20]
+
+
+def entities(text: str) -> list[str]:
+    """Names, identifiers, paths and numbers in ``text`` (a capitalised first word is not a name)."""
+    out: dict[str, None] = {}
+    for match in _ENTITY.finditer(text):
+        word = match.group(0).strip(".,")
+        if word in _SENTENCE_START or len(word) < 2:
+            continue
+        out.setdefault(word, None)
+    return list(out)[:12]
+
+
+def _memory(kind: MemoryType, content: str, *, evidence_id: str, at: str, source: str, key: str = "",
+            value: str = "") -> MemoryFragment:
+    ents = entities(content)
+    return MemoryFragment(
+        fragment_id=memory_id(evidence_id, kind, content),
+        content=content,
+        context=f"{kind} stated in {source}",
+        type=kind,
+        keywords=content_stems(content)[:12],
+        entities=ents,
+        tags=sorted({kind, *(e.lower() for e in ents[:3])}),
+        importance=IMPORTANCE[kind],
+        source_evidence_ids=[evidence_id],
+        scope="workspace" if kind in WORKSPACE_TYPES else "session",
+        key=key,
+        value=value,
+        valid_from=at,
+        recorded_at=at,
+    )
+
+
+def _sentences(text: str) -> Iterable[str]:
+    for raw in _SENTENCES.findall(text.replace("\u2019", "'")):
+        sentence = raw.strip()
+        if sentence and not sentence.endswith("?"):
+            yield sentence.rstrip(".!").strip()
+
+
+def _profile(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
+    return [_memory(st.kind, st.text, evidence_id=evidence_id, at=at, source=source)
+            for st in parse_profile_statements(text)]
+
+
+def _facts(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
+    out: list[MemoryFragment] = []
+    for f in extract_facts(text, evidence_id=evidence_id, at=at, reliability=1.0):
+        value = _TRAILING.sub("", f.value).strip()
+        memory = _memory("fact", f"{f.key} is {value}", evidence_id=evidence_id, at=at, source=source,
+                         key=f.key, value=value)
+        mine = re.search(r"\bmy\s+" + re.escape(f.key), text, re.IGNORECASE) is not None
+        out.append(memory.model_copy(update={"scope": "workspace"}) if mine else memory)
+    for m in _USER_FACT.finditer(text):
+        key = _USER_FACT_KEYS.get(m.group("verb").lower(), m.group("verb").lower())
+        value = _TRAILING.sub("", m.group("x")).strip()
+        memory = _memory("fact", f"{key} is {value}", evidence_id=evidence_id, at=at, source=source,
+                         key=key, value=value)
+        out.append(memory.model_copy(update={"scope": "workspace"}))  # about the user: every session's
+    return out
+
+
+def _statements(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
+    out: list[MemoryFragment] = []
+    for sentence in _sentences(text):
+        decision = _DECISION.match(sentence)
+        if decision is not None:
+            obj = next(g for g in decision.groups() if g)
+            out.append(_memory("decision", obj.strip(), evidence_id=evidence_id, at=at, source=source))
+            continue
+        commitment = _COMMITMENT.match(sentence)
+        if commitment is not None and content_stems(commitment.group("x")):
+            out.append(_memory("commitment", commitment.group("x").strip(), evidence_id=evidence_id, at=at,
+                               source=source))
+            continue
+        if _EVENT.search(sentence) and _PAST.search(sentence):
+            out.append(_memory("event", sentence, evidence_id=evidence_id, at=at, source=source))
+    return out
+
+
+def _key_values(text: str, name: str, evidence_id: str, at: str) -> list[MemoryFragment]:
+    """``key: value`` / ``key = value`` lines of a file or tool result, as facts keyed by the source."""
+    out: list[MemoryFragment] = []
+    for line in text.splitlines()[:400]:
+        m = _KEY_VALUE.match(line)
+        if m is None or not content_stems(m.group("k")):
+            continue
+        key = f"{name} {m.group('k').strip().lower()}".strip()
+        value = m.group("v").strip()
+        out.append(_memory("fact", f"{key} is {value}", evidence_id=evidence_id, at=at, source=name or "a file",
+                           key=key, value=value))
+        if len(out) >= 40:
+            break
+    return out
+
+
+def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "user") -> list[MemoryFragment]:
+    """The memory objects ``text`` states, deduplicated by id, in order.
+
+    ``source``: "user" (the app user's own input: profile, facts, decisions, commitments, events),
+    "answer" (the model's answer: decisions only), or "env:NAME" / "tool:NAME" (an environment event
+    or a tool result: its ``key: value`` lines as facts keyed by NAME).
+    """
+    found: list[MemoryFragment] = []
+    if source == "user":
+        found += _profile(text, evidence_id, at, "a user turn")
+        found += _facts(text, evidence_id, at, "a user turn")
+        found += _statements(text, evidence_id, at, "a user turn")
+    elif source == "answer":
+        found += [m for m in _statements(text, evidence_id, at, "an answer") if m.type == "decision"]
+    else:
+        name = source.partition(":")[2]
+        found += _key_values(text, name, evidence_id, at)
+    unique: dict[str, MemoryFragment] = {}
+    for memory in found:
+        unique.setdefault(memory.fragment_id, memory)
+    return list(unique.values())

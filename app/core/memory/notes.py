@@ -1,0 +1,50 @@
+"""Which memory objects a session can recall, as ``NoteView``s of its state.
+
+A session sees its own memories (closed facts too: "what was X before?" finds them; a revoked one
+is kept with ``removed_at`` so a replay of an earlier turn still sees what that turn saw) and the
+workspace-scope memories of every other session, labelled with that session's title. The profile
+statements of other sessions become ``profile`` notes, which the session's profile reads (its own
+profile statements come from its messages); they are never recalled as evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from app.core.memory.extract import WORKSPACE_TYPES
+from app.core.session.state import NoteView
+from app.core.types import MemoryFragment
+
+LABELS = {"fact": "Fact", "preference": "Prefers", "prohibition": "Never", "permission": "Allowed",
+          "decision": "Decision", "commitment": "Commitment", "event": "Event", "note": "Note", "summary": "Summary"}
+
+
+def memory_line(memory: MemoryFragment) -> str:
+    """How a memory reads in a context: its type, then its content."""
+    return f"{LABELS.get(memory.type, 'Note')}: {memory.content}"
+
+
+def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | None:
+    """The note a session keeps of ``memory`` (None when it does not see it)."""
+    profile = memory.type in WORKSPACE_TYPES
+    if (own and profile) or (not own and memory.scope != "workspace"):
+        return None
+    if memory.superseded_by and memory.type != "fact" and memory.closed_at is None:
+        return None  # merged into a consolidated note, which stands for it
+    return NoteView(
+        memory.fragment_id, "profile" if profile else "memory",
+        memory.content if profile else memory_line(memory), memory.valid_from,
+        added_at=memory.recorded_at, valid_to=memory.valid_to or "" if memory.closed_at else "",
+        closed_at=memory.closed_at or "", removed_at=memory.revoked_at or "", origin="" if own else origin,
+        source_ids=tuple(memory.source_evidence_ids), memory_type=memory.type,
+        key=memory.key.lower() if memory.type == "fact" else "")
+
+
+def notes_for(session_id: str, rows: Iterable[tuple[str, MemoryFragment]], titles: Mapping[str, str]) -> list[NoteView]:
+    """The notes ``session_id`` keeps of the workspace's memories (``rows``: (session id, memory))."""
+    out: list[NoteView] = []
+    for sid, memory in rows:
+        note = note_of(memory, own=sid == session_id, origin=titles.get(sid) or "untitled session")
+        if note is not None:
+            out.append(note)
+    return out

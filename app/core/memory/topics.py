@@ -1,0 +1,275 @@
+"""The topic index (seed 000 §7): canonical topics with aliases, auditable merges, topic edges.
+
+Updated incrementally: ``observe`` reads one new message and returns what changed (new topics,
+aliases, mentions); nothing already indexed is read again.
+
+- A topic starts from a name-like term of a message: a capitalised name, an identifier with
+  digits ("k8s", "py311"), a path. A plain lower-case word joins an existing topic when it is
+  one of its aliases under the rules below, never starts one.
+- Aliases, each recorded with the rule that admitted it: ``case`` ("kubernetes" / "Kubernetes"),
+  ``inflection`` (same light stem: "Dockerfiles" / "Dockerfile"), ``numeronym`` ("k8s" = k + 8
+  letters + s: "kubernetes"), ``similar names (0.91)`` (an optional embedding similarity of the
+  two names above ``ALIAS_SIMILARITY``). A merge of a new term into a topic is a log record with
+  its reason; ``split`` takes an alias out again into a topic of its own, moving its mentions
+  (also logged): every merge is reversible.
+- Topic–message edges (``mentions``) carry the term and rule that made them; topic–topic edges
+  are co-occurrence counts within a message.
+- ``search`` is the ``topic`` recall channel: the messages that mention the query's topics,
+  rarer topics weighing more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from app.core.text import STOPWORDS, stem
+
+ALIAS_SIMILARITY = 0.9  # embedding cosine of two names above which they are one topic
+_NAME = re.compile(r"[\w./-]*[A-Za-z][\w./-]*")
+_NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
+_CAPITAL_START = re.compile(r"(?:^|[.!?]\s+|\n)([A-Z][a-z]+)\b")
+
+#: Given a new name and the existing topic names, their similarity (e.g. embedding cosine).
+Similarity = Callable[[str, Sequence[str]], Sequence[float]]
+
+
+def topic_key(term: str) -> str:
+    """The key two spellings share when they differ only in case or inflection."""
+    return stem(term.strip("./-_").lower())
+
+
+def new_topic_id(name: str, at: str) -> str:
+    """A topic's id: stable for a name and moment, unique across workspaces (import keeps it)."""
+    return "topic-" + hashlib.sha1(f"{name.lower()}\x1f{at}".encode()).hexdigest()[:12]
+
+
+def numeronym_of(short: str, word: str) -> bool:
+    """``short`` abbreviates ``word`` as a numeronym: first letter, count of letters between, last."""
+    m = _NUMERONYM.match(short.lower())
+    w = word.lower()
+    if m is None or not w.isalpha() or len(w) < 5:
+        return False
+    return w[0] == m.group(1) and w[-1] == m.group(3) and len(w) - 2 == int(m.group(2))
+
+
+@dataclass(slots=True)
+class Topic:
+    topic_id: str
+    name: str
+    aliases: dict[str, str] = field(default_factory=dict)  # surface form → the rule that admitted it
+    created_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    topic_id: str
+    session_id: str
+    message_id: str
+    term: str
+    rule: str
+
+
+@dataclass(slots=True)
+class TopicChange:
+    """What one ``observe`` added: new topics, aliases added to topics, mentions, log records."""
+
+    topics: list[Topic] = field(default_factory=list)
+    updated: list[Topic] = field(default_factory=list)
+    mentions: list[Mention] = field(default_factory=list)
+    log: list[dict] = field(default_factory=list)
+
+
+def name_terms(text: str) -> list[str]:
+    """Name-like terms: capitalised words (not a sentence's first word), identifiers with digits, paths."""
+    starts = {m.start(1) for m in _CAPITAL_START.finditer(text)}
+    out: dict[str, None] = {}
+    for m in _NAME.finditer(text):
+        word = m.group(0).strip("./-_")
+        if len(word) < 2 or word.lower() in STOPWORDS:
+            continue
+        capital = word[0].isupper() and m.start() not in starts and m.start() != 0
+        if capital or any(c.isdigit() for c in word) and any(c.isalpha() for c in word) or "/" in word:
+            out.setdefault(word, None)
+    return list(out)
+
+
+class TopicIndex:
+    """Topics, their aliases and mentions, the merge/split log; incremental and pure."""
+
+    def __init__(self, similarity: Similarity | None = None) -> None:
+        self.topics: dict[str, Topic] = {}
+        self.mentions: list[Mention] = []
+        self.log: list[dict] = []
+        self.cooccur: Counter[tuple[str, str]] = Counter()
+        self.similarity = similarity
+        self._keys: dict[str, str] = {}  # topic_key of every alias → topic id
+        self._by_topic: dict[str, list[Mention]] = {}
+        self._seen: set[str] = set()  # message ids already observed
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, topics: Iterable[Topic], mentions: Iterable[Mention], log: Iterable[dict]) -> None:
+        for topic in topics:
+            self._put(topic)
+        for mention in mentions:
+            self._mention(mention)
+        self.log.extend(log)
+        by_message: dict[str, set[str]] = {}
+        for mention in self.mentions:
+            by_message.setdefault(mention.message_id, set()).add(mention.topic_id)
+        for ids in by_message.values():
+            self._count_pairs(ids)
+
+    def _put(self, topic: Topic) -> None:
+        self.topics[topic.topic_id] = topic
+        for alias in topic.aliases:
+            self._keys[topic_key(alias)] = topic.topic_id
+
+    def _mention(self, mention: Mention) -> None:
+        self.mentions.append(mention)
+        self._by_topic.setdefault(mention.topic_id, []).append(mention)
+        self._seen.add(mention.message_id)
+
+    def _count_pairs(self, ids: Collection[str]) -> None:
+        ordered = sorted(ids)
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1:]:
+                self.cooccur[(a, b)] += 1
+
+    # ------------------------------------------------------------------ resolving terms
+
+    def resolve(self, term: str) -> tuple[str | None, str]:
+        """(topic id, rule) of the topic ``term`` belongs to, or (None, "")."""
+        topic_id = self._keys.get(topic_key(term))
+        if topic_id is not None:
+            topic = self.topics[topic_id]
+            if term in topic.aliases:
+                return topic_id, topic.aliases[term]
+            exact = any(a.lower() == term.lower() for a in topic.aliases)
+            return topic_id, "case" if exact else "inflection"
+        for topic in self.topics.values():
+            for alias in topic.aliases:
+                if numeronym_of(term, alias) or numeronym_of(alias, term):
+                    return topic.topic_id, "numeronym"
+        return None, ""
+
+    def _similar(self, term: str) -> tuple[str | None, str]:
+        if self.similarity is None or not self.topics:
+            return None, ""
+        ids = list(self.topics)
+        scores = self.similarity(term, [self.topics[i].name for i in ids])
+        best = max(range(len(ids)), key=lambda n: scores[n])
+        if scores[best] >= ALIAS_SIMILARITY:
+            return ids[best], f"similar names ({scores[best]:.2f})"
+        return None, ""
+
+    # ------------------------------------------------------------------ updating
+
+    def observe(self, session_id: str, message_id: str, text: str, at: str) -> TopicChange:
+        """Index one new message (a message seen before changes nothing)."""
+        change = TopicChange()
+        if message_id in self._seen:
+            return change
+        names = name_terms(text)
+        words = [w for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text) if w.lower() not in STOPWORDS]
+        found: dict[str, tuple[str, str]] = {}  # topic id → (term, rule)
+        for term in dict.fromkeys([*names, *words]):
+            topic_id, rule = self.resolve(term)
+            if topic_id is None and term in names:
+                topic_id, rule = self._similar(term)
+            if topic_id is None and term in names:
+                topic = Topic(new_topic_id(term, at), term, {term: "first seen"}, at)
+                self._put(topic)
+                change.topics.append(topic)
+                self._record(change, {"op": "create", "topic_id": topic.topic_id, "name": term, "at": at,
+                                      "message_id": message_id})
+                topic_id, rule = topic.topic_id, "name"
+            if topic_id is None:
+                continue
+            self._admit(change, topic_id, term, rule, message_id, at)
+            found.setdefault(topic_id, (term, rule))
+        for topic_id, (term, rule) in found.items():
+            mention = Mention(topic_id, session_id, message_id, term, rule)
+            self._mention(mention)
+            change.mentions.append(mention)
+        self._count_pairs(found)
+        self._seen.add(message_id)
+        return change
+
+    def _admit(self, change: TopicChange, topic_id: str, term: str, rule: str, message_id: str, at: str) -> None:
+        """A new surface form of a topic becomes an alias; one from another rule than case or
+        inflection is a merge, logged with its reason."""
+        topic = self.topics[topic_id]
+        if term in topic.aliases or rule == "name":
+            return
+        topic.aliases[term] = rule
+        self._keys.setdefault(topic_key(term), topic_id)
+        if numeronym_of(topic.name, term):  # the full word names the topic better than its numeronym
+            topic.name = term
+        change.updated.append(topic)
+        self._record(change, {"op": "merge", "topic_id": topic_id, "alias": term, "rule": rule, "at": at,
+                              "message_id": message_id})
+
+    def _record(self, change: TopicChange, entry: dict) -> None:
+        self.log.append(entry)
+        change.log.append(entry)
+
+    def split(self, topic_id: str, alias: str, at: str) -> TopicChange:
+        """Undo a merge: ``alias`` leaves the topic for a topic of its own, with its mentions."""
+        change = TopicChange()
+        topic = self.topics[topic_id]
+        if alias not in topic.aliases or len(topic.aliases) < 2:
+            raise ValueError(f"{alias!r} is not an alias that can leave topic {topic.name!r}")
+        del topic.aliases[alias]
+        if topic.name == alias:
+            topic.name = next(iter(topic.aliases))
+        new = Topic(new_topic_id(alias, at), alias, {alias: "split"}, at)
+        self._keys = {k: v for k, v in self._keys.items() if v != topic_id}
+        self._put(topic)
+        self._put(new)
+        moved = [m for m in self._by_topic.get(topic_id, []) if m.term == alias]
+        self._by_topic[topic_id] = [m for m in self._by_topic.get(topic_id, []) if m.term != alias]
+        self.mentions = [m for m in self.mentions if not (m.topic_id == topic_id and m.term == alias)]
+        for m in moved:
+            mention = Mention(new.topic_id, m.session_id, m.message_id, m.term, "split")
+            self._mention(mention)
+            change.mentions.append(mention)
+        change.topics.append(new)
+        change.updated.append(topic)
+        self._record(change, {"op": "split", "topic_id": topic_id, "alias": alias, "into": new.topic_id, "at": at})
+        return change
+
+    # ------------------------------------------------------------------ reading
+
+    def messages_of(self, topic_id: str) -> list[Mention]:
+        return list(self._by_topic.get(topic_id, []))
+
+    def related(self, topic_id: str, k: int = 5) -> list[tuple[str, int]]:
+        """Topics that co-occur with ``topic_id`` in a message, most often first (id, count)."""
+        pairs = [(b if a == topic_id else a, n) for (a, b), n in self.cooccur.items() if topic_id in (a, b)]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
+
+    def search(self, query: str, k: int, *, sessions: Collection[str] | None = None,
+               exclude: Collection[str] = ()) -> list[tuple[str, float]]:
+        """The topic channel: messages mentioning the query's topics (rarer topics weigh more),
+        within ``sessions`` when given; best first, then latest."""
+        if k <= 0 or not self.topics:
+            return []
+        wanted = {t for t, _ in (self.resolve(w) for w in re.findall(r"[\w./-]{2,}", query)) if t is not None}
+        total = max(1, len({m.message_id for m in self.mentions}))
+        scores: dict[str, float] = {}
+        order: dict[str, int] = {}
+        for topic_id in wanted:
+            hits = [m for m in self._by_topic.get(topic_id, [])
+                    if (sessions is None or m.session_id in sessions) and m.message_id not in exclude]
+            weight = math.log(1 + total / max(1, len(self._by_topic.get(topic_id, []))))
+            for m in hits:
+                scores[m.message_id] = scores.get(m.message_id, 0.0) + weight
+                order.setdefault(m.message_id, len(order))
+        ranked = sorted(scores, key=lambda i: (-scores[i], -order[i]))
+        return [(i, round(scores[i], 6)) for i in ranked[:k]]

@@ -1,0 +1,161 @@
+"""Memory that outlives a session (issue 13), end to end on real SQLite + LanceDB and the real
+embedder: the background writer after each answered turn, the workspace profile, cross-session
+recall, bi-temporal facts, the topic index, revocation, and exact replay."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from app.config import Settings
+from app.core.engine.facade import Engine
+from app.core.pipeline.record import TurnRecord
+from app.store.exchange import export_session
+from tests.conftest import EngineFactory
+from tests.engine.test_tools_env import _register_actions
+
+pytestmark = pytest.mark.model
+
+
+def _engine(make_engine: EngineFactory, tmp_path: Path) -> Engine:
+    from app import main as wiring
+
+    return make_engine(["Noted."], embedder=wiring.load_embedder(Settings.load(tmp_path / "settings")))
+
+
+async def _turn(engine: Engine, session_id: str, text: str) -> TurnRecord:
+    record = await (await engine.submit(session_id, text)).done
+    await engine.memory_idle()
+    return record
+
+
+def _lines(record: TurnRecord) -> dict[str, list[str]]:
+    """Each context line's text → the evidence ids of its block (the lines of a block share them)."""
+    out: dict[str, list[str]] = {}
+    for block in record.build.context.blocks:
+        for line in block.content.splitlines():
+            out[line] = [r.evidence_id for r in block.refs]
+    return out
+
+
+def test_a_prohibition_and_a_fact_of_session_1_act_in_a_new_session(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = _engine(make_engine, tmp_path)
+    _register_actions(engine)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            one = await engine.open_session(None, title="Launch planning")
+            said = await _turn(engine, one.session_id, "Never send emails to customers. My deadline is March 3.")
+            said_id = one.turns[said.turn_id].message_ids[0]
+            two = await engine.open_session(None, title="Fresh start")
+            blocked = await _turn(engine, two.session_id, "Please send_email the draft to all customers")
+            assert "send_email" in blocked.build.plan["tools"]["blocked"]
+            [line] = [t for t in _lines(blocked) if t.startswith("Never: send emails")]
+            assert "Launch planning" in line  # labelled with the session it was said in
+            block = next(b for b in blocked.build.context.blocks if line in b.content)
+            assert said_id in {r.evidence_id for r in block.refs}  # bound to session 1's message
+            asked = await _turn(engine, two.session_id, "What is my deadline?")
+            memory_lines = [t for t in asked.build.context.text().splitlines() if "deadline is March 3" in t]
+            assert memory_lines and "Launch planning" in memory_lines[0]
+            assert said_id in asked.build.context.source_ids()
+            # The memory is evidence of session 2 now: its export stands on its own.
+            doc = await engine.with_store(export_session, two.session_id)
+            assert said_id in doc["evidences"]
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
+
+
+def test_a_contradicted_fact_is_closed_not_deleted_and_both_are_shown(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = _engine(make_engine, tmp_path)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            state = await engine.open_session(None, title="Moving")
+            await _turn(engine, state.session_id, "My city is Lisbon.")
+            await _turn(engine, state.session_id, "My city is Porto.")
+            facts = {m.value: m for _, m in await engine.memories() if m.key == "city"}
+            assert set(facts) == {"Lisbon", "Porto"}
+            old, new = facts["Lisbon"], facts["Porto"]
+            assert old.valid_to == new.valid_from and old.superseded_by == new.fragment_id and old.closed_at
+            assert new.valid_to is None and new.recorded_at
+            asked = await _turn(engine, state.session_id, "What was my city before, and what is my city now?")
+            text = asked.build.context.text()
+            assert "Fact: city is Porto" in text
+            assert f"Fact: city is Lisbon (until {old.valid_to[:10]}; no longer true)" in text
+            assert await engine.replay(asked.turn_id) == []
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
+
+
+def test_a_revoked_memory_never_reaches_a_context_and_replay_stays_exact(make_engine: EngineFactory,
+                                                                         tmp_path: Path) -> None:
+    engine = _engine(make_engine, tmp_path)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            one = await engine.open_session(None, title="Garden")
+            await _turn(engine, one.session_id, "My favourite plant is the fig tree.")
+            two = await engine.open_session(None, title="Later")
+            before = await _turn(engine, two.session_id, "What is my favourite plant?")
+            [memory] = [m for _, m in await engine.memories() if m.key == "favourite plant"]
+            assert memory.fragment_id in before.build.context.source_ids()
+            revoked = await engine.revoke_memory(memory.fragment_id)
+            assert revoked.revoked_at and revoked.valid_to  # kept, closed, marked
+            after = await _turn(engine, two.session_id, "Tell me again: what is my favourite plant?")
+            assert memory.fragment_id not in after.build.context.source_ids()
+            assert "fig tree" not in after.build.context.text()
+            assert await engine.replay(before.turn_id) == []  # the earlier turn still saw it
+            assert await engine.replay(after.turn_id) == []
+            kept = {m.fragment_id: m for _, m in await engine.memories()}
+            assert kept[memory.fragment_id].access_count >= 1
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
+
+
+def test_k8s_and_kubernetes_are_one_topic_with_a_merge_record(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = _engine(make_engine, tmp_path)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            state = await engine.open_session(None, title="Cluster")
+            for text in ("How do I scale pods in k8s?", "Is Kubernetes worth it for a small team?",
+                         "Where does kubernetes keep its ingress rules?"):
+                await _turn(engine, state.session_id, text)
+            topics = await engine.topics()
+            [topic] = [t for t in topics.topics.values() if "k8s" in t.aliases]
+            assert set(topic.aliases) == {"k8s", "Kubernetes", "kubernetes"} and topic.name == "Kubernetes"
+            merges = [e for e in topics.log if e["op"] == "merge" and e["topic_id"] == topic.topic_id]
+            assert {(e["alias"], e["rule"]) for e in merges} == {("Kubernetes", "numeronym"), ("kubernetes", "case")}
+            assert len(topics.messages_of(topic.topic_id)) == 3
+            # Idempotent: writing the same turn again adds nothing.
+            first = state.messages[state.order[0]]
+            assert await engine.memory.remember(state.session_id, [(first.message_id, first.text, "user", first.at)]) == []
+            assert len(topics.messages_of(topic.topic_id)) == 3
+            # Reversible: the merge is undone by a split, logged; the mentions move along.
+            await engine.memory.split_topic(topic.topic_id, "k8s")
+            assert set(topic.aliases) == {"Kubernetes", "kubernetes"} and len(topics.messages_of(topic.topic_id)) == 2
+        finally:
+            await engine.close()
+        # Everything is in SQLite: a reopened engine reads the same topics.
+        again = _engine(make_engine, tmp_path)
+        await again.start()
+        try:
+            reread = await again.topics()
+            assert sorted(t.name for t in reread.topics.values()) == sorted(t.name for t in topics.topics.values())
+            assert [e["op"] for e in reread.log] == [e["op"] for e in topics.log]
+        finally:
+            await again.close()
+
+    asyncio.run(main())
