@@ -10,6 +10,8 @@
     pcm [--data-dir DIR] show turn ID [--json]
     pcm [--data-dir DIR] replay turn ID
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
+    pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
+    pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
@@ -287,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sessions", help="list stored sessions")
     p.set_defaults(func=cmd_sessions)
 
-    p = sub.add_parser("export", help="write a session as JSON (structured context model 1.0)")
+    p = sub.add_parser("export", help="write a session as JSON (structured context model 1.1)")
     p.add_argument("session", metavar="SESSION", help="session id")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     p.set_defaults(func=cmd_export)
@@ -304,11 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default="In one sentence: why keep a branching graph of a long conversation?")
     p.set_defaults(func=cmd_demo)
 
+    from app.cli_memory import add_parsers as add_memory_parsers
     from app.cli_pipeline import add_parsers
     from app.cli_providers import add_parsers as add_provider_parsers
 
     add_parsers(sub)
     add_provider_parsers(sub)
+    add_memory_parsers(sub)
     from app.mcp.run import add_parser as add_mcp_parser
 
     add_mcp_parser(sub)

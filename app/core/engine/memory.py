@@ -25,6 +25,7 @@ from typing import Any
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.errors import NoRecordError
+from app.core.memory.evolve import revoked
 from app.core.memory.extract import extract_memories
 from app.core.memory.notes import note_of
 from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex
@@ -196,16 +197,16 @@ class MemoryService:
     async def revoke(self, memory_id: str) -> MemoryFragment:
         """Revoke a memory: closed and marked revoked (kept), out of the index, never recalled again."""
         async with self._lock:
-            now = utc_now()
             memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
             if memory is None:
                 raise NoRecordError(f"no memory {memory_id!r}")
             if memory.revoked_at is not None:
                 return memory
-            revoked = await self._rewrite(memory_id, revoked_at=now, valid_to=memory.valid_to or now)
+            gone = revoked(memory)
+            changed = await self._rewrite(memory_id, revoked_at=gone.revoked_at, valid_to=gone.valid_to)
             if self.ctx.index is not None:
                 await self.ctx.on_index(self.ctx.index.remove, [memory_id])
-            return revoked
+            return changed
 
     async def pin(self, memory_id: str, pinned: bool = True) -> MemoryFragment:
         """Pin a memory (consolidation leaves it as it is) or unpin it."""

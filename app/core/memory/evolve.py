@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from app.core.text import content_stems
-from app.core.types import MemoryFragment
+from app.core.types import MemoryFragment, utc_now
 
 LINK_SIMILARITY = 0.75  # cosine of two memories' embeddings above which they are linked
 MAX_LINKS = 5  # links a new memory gets (the strongest reasons first)
@@ -38,6 +38,12 @@ def _norm(text: str) -> str:
 def is_valid(memory: MemoryFragment) -> bool:
     """Still true and not revoked."""
     return memory.valid_to is None and memory.revoked_at is None
+
+
+def revoked(memory: MemoryFragment, at: str | None = None) -> MemoryFragment:
+    """The memory revoked by the user at ``at``: closed (if still valid) and marked, never deleted."""
+    at = at or utc_now()
+    return memory.model_copy(update={"revoked_at": at, "valid_to": memory.valid_to or at})
 
 
 def duplicate_of(new: MemoryFragment, kept: Iterable[MemoryFragment]) -> MemoryFragment | None:

@@ -228,7 +228,7 @@ class TopicIndex:
         del topic.aliases[alias]
         if topic.name == alias:
             topic.name = next(iter(topic.aliases))
-        new = Topic(new_topic_id(alias, at), alias, {alias: "split"}, at)
+        new = Topic(new_topic_id(f"{alias} split from {topic_id}", at), alias, {alias: "split"}, at)
         self._keys = {k: v for k, v in self._keys.items() if v != topic_id}
         self._put(topic)
         self._put(new)

@@ -36,14 +36,16 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
             continue
         if evolve.duplicate_of(memory, current) is not None:
             continue
+        replaced: list[dict[str, str]] = []
         for old in evolve.closes(memory, current):
             closed = old.model_copy(update={"valid_to": memory.valid_from, "closed_at": now,
                                             "superseded_by": memory.fragment_id})
             _keep(write, by_id, closed)
             write.closed.append((old.fragment_id, memory.fragment_id))
+            replaced.append({"memory_id": old.fragment_id, "reason": f"replaces an earlier {old.type}: {old.content}"})
         current = [write.changed.get(m.fragment_id, m) for m in by_id.values()] + write.new
         links = evolve.links(memory, current)
-        memory = memory.model_copy(update={"links": links})
+        memory = memory.model_copy(update={"links": replaced + links})
         for link in links:
             neighbour = next(m for m in current if m.fragment_id == link["memory_id"])
             evolved = evolve.evolve(neighbour, memory, link["reason"], now)

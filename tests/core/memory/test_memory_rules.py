@@ -1,0 +1,103 @@
+"""The pure memory stage: extraction by rules, closing and linking, consolidation, the topic index."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.memory import evolve
+from app.core.memory.extract import extract_memories
+from app.core.memory.topics import TopicIndex, numeronym_of
+from app.core.memory.writer import plan_write
+
+AT = "2026-11-01T10:00:00Z"
+
+
+def _kinds(text: str, source: str = "user") -> list[tuple[str, str, str]]:
+    return [(m.type, m.scope, m.content) for m in extract_memories(text, evidence_id="e1", at=AT, source=source)]
+
+
+def test_extraction_types_scopes_and_idempotent_ids() -> None:
+    text = ("Never deploy to production on Fridays. I prefer short answers. My city is Lisbon. I live in Porto now. "
+            "We decided to use Postgres for the store. I will send the report by Monday. "
+            "I went to Kyoto last week with Ana. What is the plan?")
+    assert _kinds(text) == [
+        ("prohibition", "workspace", "deploy to production on Fridays"),
+        ("preference", "workspace", "short answers"),
+        ("fact", "workspace", "city is Lisbon"),
+        ("fact", "workspace", "home is Porto"),
+        ("decision", "session", "use Postgres for the store"),
+        ("commitment", "session", "send the report by Monday"),
+        ("event", "session", "I went to Kyoto last week with Ana"),
+    ]
+    first = extract_memories(text, evidence_id="e1", at=AT)
+    assert [m.fragment_id for m in first] == [m.fragment_id for m in extract_memories(text, evidence_id="e1", at=AT)]
+    event = first[-1]
+    assert event.entities == ["Kyoto", "Ana"] and event.source_evidence_ids == ["e1"]
+    assert _kinds("What is my deadline?") == []  # a question states nothing
+    assert _kinds("We decided to ship on Friday. Never mind.", source="answer") == [
+        ("decision", "session", "ship on Friday")]
+    assert _kinds("timeout: 30\nregion = eu-west-1\n", source="env:app.conf") == [
+        ("fact", "session", "app.conf timeout is 30"), ("fact", "session", "app.conf region is eu-west-1")]
+
+
+def test_a_newer_fact_closes_the_older_and_repeats_are_skipped() -> None:
+    [lisbon] = extract_memories("My city is Lisbon.", evidence_id="e1", at="2026-01-01T00:00:00Z")
+    [porto] = extract_memories("My city is Porto.", evidence_id="e2", at="2026-03-01T00:00:00Z")
+    [again] = extract_memories("My city is Porto!", evidence_id="e3", at="2026-03-02T00:00:00Z")
+    write = plan_write([porto, again], [lisbon], "2026-03-02T00:00:01Z")
+    assert [m.fragment_id for m in write.new] == [porto.fragment_id]  # the repeat is not stored
+    closed = write.changed[lisbon.fragment_id]
+    assert (closed.valid_to, closed.superseded_by, closed.closed_at) == (porto.valid_from, porto.fragment_id,
+                                                                         "2026-03-02T00:00:01Z")
+    assert write.new[0].links == [{"memory_id": lisbon.fragment_id, "reason": "replaces an earlier fact: city is Lisbon"}]
+    assert not plan_write([porto], [closed, write.new[0]], "2026-03-03T00:00:00Z")  # idempotent
+
+
+def test_a_permission_closes_an_earlier_prohibition_and_links_evolve_neighbours() -> None:
+    [never] = extract_memories("Never delete files in /data.", evidence_id="e1", at="2026-01-01T00:00:00Z")
+    [allowed] = extract_memories("You may delete files in /data.", evidence_id="e2", at="2026-01-02T00:00:00Z")
+    assert evolve.closes(allowed, [never]) == [never]
+    [trip] = extract_memories("I went to Kyoto last week.", evidence_id="e3", at=AT)
+    [hotel] = extract_memories("We decided to book the Kyoto ryokan.", evidence_id="e4", at=AT)
+    write = plan_write([hotel], [trip], AT)
+    assert write.new[0].links == [{"memory_id": trip.fragment_id, "reason": "shared entity: kyoto"}]
+    evolved = write.changed[trip.fragment_id]
+    assert "kyoto" in evolved.tags and evolved.revisions[0]["tags"] == trip.tags  # a revision, not an overwrite
+
+
+def test_many_small_notes_about_one_name_are_consolidated() -> None:
+    notes = [m.model_copy(update={"type": "note", "importance": 0.3})
+             for n in range(5)
+             for m in extract_memories(f"I went to Berlin {n + 2} days ago.", evidence_id=f"e{n}", at=AT)]
+    write = plan_write([], notes, "2026-11-02T00:00:00Z")
+    [note] = write.new
+    assert note.content.startswith("About Berlin: ") and len(note.source_evidence_ids) == 5
+    assert all(write.changed[m.fragment_id].superseded_by == note.fragment_id for m in notes)
+    assert all(write.changed[m.fragment_id].valid_to for m in notes)  # superseded, kept
+
+
+@pytest.mark.parametrize(("short", "word", "expected"), [
+    ("k8s", "kubernetes", True), ("i18n", "internationalization", True), ("a11y", "accessibility", True),
+    ("k8s", "kubectl", False), ("k9s", "kubernetes", False)])
+def test_numeronyms(short: str, word: str, expected: bool) -> None:
+    assert numeronym_of(short, word) is expected
+
+
+def test_topics_merge_split_and_search() -> None:
+    index = TopicIndex()
+    texts = ["How do I scale pods in k8s?", "Is Kubernetes better than Nomad here?", "my kubernetes cluster has 3 nodes",
+             "We deploy with Dockerfiles", "the Dockerfile is in infra/docker"]
+    for n, text in enumerate(texts):
+        index.observe("s1", f"m{n}", text, AT)
+    by_name = {t.name: t for t in index.topics.values()}
+    assert by_name["Kubernetes"].aliases == {"k8s": "first seen", "Kubernetes": "numeronym", "kubernetes": "case"}
+    assert by_name["Dockerfiles"].aliases["Dockerfile"] == "inflection"
+    assert set(by_name) == {"Kubernetes", "Nomad", "Dockerfiles", "infra/docker"}
+    assert [i for i, _ in index.search("kubernetes upgrade", 5)] == ["m2", "m1", "m0"]  # rarer first, then latest
+    assert index.search("kubernetes", 5, sessions={"other"}) == []
+    kube = by_name["Kubernetes"].topic_id
+    assert index.related(kube) == [(by_name["Nomad"].topic_id, 1)]
+    change = index.split(kube, "k8s", AT)
+    assert [m.message_id for m in change.mentions] == ["m0"] and index.log[-1]["op"] == "split"
+    assert "k8s" not in index.topics[kube].aliases and len(index.messages_of(kube)) == 2
+    assert index.observe("s1", "m0", texts[0], AT).mentions == []  # a message is indexed once
