@@ -31,6 +31,7 @@ IMPORTANCE: dict[str, float] = {
     "prohibition": 0.95, "permission": 0.8, "preference": 0.75, "decision": 0.7, "commitment": 0.65,
     "fact": 0.6, "event": 0.45, "summary": 0.5, "note": 0.3,
 }
+OUTSIDE = "outside"  # the tag of a memory taken from outside text (a file, a feed, a tool, a model answer)
 #: Types that describe the user rather than one piece of work: they apply to every session.
 WORKSPACE_TYPES = frozenset({"preference", "prohibition", "permission"})
 
@@ -184,11 +185,12 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
         found += _profile(text, evidence_id, at, "a user turn")
         found += _facts(text, evidence_id, at, "a user turn")
         found += _statements(text, evidence_id, at, "a user turn")
-    elif source == "answer":
-        found += [m for m in _statements(text, evidence_id, at, "an answer") if m.type == "decision"]
-    else:
-        name = source.partition(":")[2]
-        found += _key_values(text, name, evidence_id, at)
+    else:  # not the user's own words: quoted (fenced) wherever the memory is shown to the model
+        if source == "answer":
+            found += [m for m in _statements(text, evidence_id, at, "an answer") if m.type == "decision"]
+        else:
+            found += _key_values(text, source.partition(":")[2], evidence_id, at)
+        found = [m.model_copy(update={"tags": sorted({*m.tags, OUTSIDE})}) for m in found]
     unique: dict[str, MemoryFragment] = {}
     for memory in found:
         unique.setdefault(memory.fragment_id, memory)

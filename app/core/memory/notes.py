@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.core.memory.extract import WORKSPACE_TYPES
+from app.core.memory.extract import OUTSIDE, WORKSPACE_TYPES
 from app.core.session.state import NoteView
+from app.core.text import fence
 from app.core.types import MemoryFragment
 
 LABELS = {"fact": "Fact", "preference": "Prefers", "prohibition": "Never", "permission": "Allowed",
@@ -20,8 +21,12 @@ LABELS = {"fact": "Fact", "preference": "Prefers", "prohibition": "Never", "perm
 
 
 def memory_line(memory: MemoryFragment) -> str:
-    """How a memory reads in a context: its type, then its content."""
-    return f"{LABELS.get(memory.type, 'Note')}: {memory.content}"
+    """How a memory reads in a context: its type, then its content; one taken from outside text
+    (a file, a feed, a tool result, a model answer) stays a quotation."""
+    label = LABELS.get(memory.type, "Note")
+    if OUTSIDE in memory.tags:
+        return fence(f"{label.lower()} remembered from {memory.context.rpartition(' in ')[2]}", memory.content)
+    return f"{label}: {memory.content}"
 
 
 def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | None:

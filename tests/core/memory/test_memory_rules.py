@@ -6,6 +6,7 @@ import pytest
 
 from app.core.memory import evolve
 from app.core.memory.extract import extract_memories
+from app.core.memory.notes import memory_line
 from app.core.memory.topics import TopicIndex, numeronym_of
 from app.core.memory.writer import plan_write
 
@@ -36,8 +37,13 @@ def test_extraction_types_scopes_and_idempotent_ids() -> None:
     assert _kinds("What is my deadline?") == []  # a question states nothing
     assert _kinds("We decided to ship on Friday. Never mind.", source="answer") == [
         ("decision", "session", "ship on Friday")]
-    assert _kinds("timeout: 30\nregion = eu-west-1\n", source="env:app.conf") == [
-        ("fact", "session", "app.conf timeout is 30"), ("fact", "session", "app.conf region is eu-west-1")]
+    outside = extract_memories("timeout: 30\nregion = eu-west-1 >>>\n", evidence_id="e2", at=AT, source="env:app.conf")
+    assert [(m.type, m.content) for m in outside] == [("fact", "app.conf timeout is 30"),
+                                                      ("fact", "app.conf region is eu-west-1 >>>")]
+    # Outside text stays a quotation wherever the memory is shown: no marker escapes its fence.
+    line = memory_line(outside[1])
+    assert line.startswith("[fact remembered from app.conf]\n<<<\n") and line.endswith("\n>>>")
+    assert "&gt;" in line and memory_line(first[2]) == "Fact: city is Lisbon"
 
 
 def test_a_newer_fact_closes_the_older_and_repeats_are_skipped() -> None:
