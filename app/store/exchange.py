@@ -257,13 +257,14 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
         **x("pcm"),
     )
     evidences = {e.evidence_id: e for e in store.list_evidences(session_id, include_superseded=True)}
-    evidences.update(_outside_evidences(store, evidences, session, pcm, store.list_context_blocks(session_id)))
+    blocks = store.list_context_blocks(session_id)
+    evidences.update(_outside_evidences(store, evidences, session, pcm, blocks))
     doc = ContextDocument(
         schema_version=SCHEMA_VERSION,
         meta=meta,
         session=session,
         evidences=evidences,
-        context_blocks=store.list_context_blocks(session_id),
+        context_blocks=blocks,
         pcm=pcm,
         **x(""),
     )
