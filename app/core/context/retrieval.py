@@ -115,18 +115,9 @@ async def recall(
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid, **dated)
 
     async def memory() -> list[tuple[str, float]]:
-        # Memories of every session (the state keeps those it sees: its own and the workspace's;
-        # twice the size, as the others are skipped), the session's own env events.
-        kinds = _memory_kinds(state, req)
-        if search is None or query_vector is None or not sizes["memory"] or not kinds:
+        if search is None or query_vector is None:
             return []
-        hits = [] if "memory" not in kinds else await run_blocking(
-            search.search_vector, query_vector, 2 * sizes["memory"], kinds=["memory"], **dated)
-        hits = [(i, s) for i, s in hits if i in state.notes and state.notes[i].kind == "memory"][: sizes["memory"]]
-        if "env" in kinds:
-            hits += await run_blocking(search.search_vector, query_vector, sizes["memory"], session_id=sid,
-                                       kinds=["env"], **dated)
-        return sorted(hits, key=lambda h: -h[1])[: sizes["memory"]]
+        return await _memory_channel(state, req, search, query_vector, sizes["memory"], run_blocking)
 
     async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
         return fn()
@@ -145,6 +136,25 @@ async def recall(
         given("memory", memory),
     )
     return fuse(state, req, strategy, list(runs), known_sem=known_sem)
+
+
+async def _memory_channel(state: SessionState, req: RecallRequest, search: SearchPort, query_vector: Sequence[float],
+                          size: int, run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]]
+                          ) -> list[tuple[str, float]]:
+    """The memory channel: memories of every session (the state keeps those it sees, its own and
+    the workspace's; twice the size is asked, as the others are skipped) and, when the input asks
+    about files, feeds or API values, the session's own env events."""
+    kinds = _memory_kinds(state, req)
+    if not size or not kinds:
+        return []
+    dated = req.index_range()
+    hits = [] if "memory" not in kinds else await run_blocking(
+        search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
+    hits = [(i, s) for i, s in hits if i in state.notes and state.notes[i].kind == "memory"][:size]
+    if "env" in kinds:
+        hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
+                                   kinds=["env"], **dated)
+    return sorted(hits, key=lambda h: -h[1])[:size]
 
 
 class _Pool:
