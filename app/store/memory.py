@@ -86,6 +86,17 @@ class MemoryStore(StoreBase):
                     "COALESCE(json_extract(data, '$.access_count'), 0) + 1, '$.last_accessed_at', ?) "
                     "WHERE fragment_id = ?", (at, fragment_id))
 
+    def messages_by_ids(self, ids: Sequence[str]) -> list[tuple[str, Any]]:
+        """(session id, message) of each stored message among ``ids``, any session (workspace
+        recall resolves other sessions' hits with it)."""
+        out: list[tuple[str, Any]] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._db().execute(f"SELECT * FROM messages WHERE message_id IN ({marks})", chunk)
+            out.extend((row["session_id"], R.MESSAGES.from_row(row)) for row in rows)
+        return out
+
     # ------------------------------------------------------------------ topics
 
     def save_topics(self, topics: Iterable[Any], mentions: Iterable[Any], log: Iterable[dict[str, Any]]) -> None:

@@ -159,3 +159,35 @@ def test_k8s_and_kubernetes_are_one_topic_with_a_merge_record(make_engine: Engin
             await again.close()
 
     asyncio.run(main())
+
+
+def test_a_new_session_recalls_the_turns_of_earlier_sessions_labelled_and_replays(make_engine: EngineFactory,
+                                                                                 tmp_path: Path) -> None:
+    engine = _engine(make_engine, tmp_path)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            one = await engine.open_session(None, title="Shed project")
+            said = await _turn(engine, one.session_id, "The garden shed roof needs 14 cedar shingles per row.")
+            said_id = one.turns[said.turn_id].message_ids[0]
+            two = await engine.open_session(None, title="New day")
+            asked = await _turn(engine, two.session_id, "How many cedar shingles per row does the shed roof need?")
+            assert asked.build.plan["retrieval"]["scope"] == "workspace"
+            assert "holds 0 turn(s)" in asked.build.plan["retrieval"]["scope_reason"]
+            assert said_id in asked.build.context.source_ids()
+            line = next(t for t in asked.build.context.text().splitlines() if "14 cedar shingles" in t)
+            assert line.endswith("(from session \u201cShed project\u201d)")
+            assert await engine.replay(asked.turn_id) == []
+            # Once the session holds enough of its own, recall stays in it unless the input points back.
+            for text in ("Let us plan the fence now.", "The fence is 20 metres long.", "Posts every 2 metres."):
+                await _turn(engine, two.session_id, text)
+            own = await _turn(engine, two.session_id, "How many posts does the fence need?")
+            assert own.build.plan["retrieval"]["scope"] == "session"
+            back = await _turn(engine, two.session_id, "What did we discuss last time about the shed roof?")
+            assert back.build.plan["retrieval"]["scope"] == "workspace"
+            assert "last time" in back.build.plan["retrieval"]["scope_reason"]
+        finally:
+            await engine.close()
+
+    asyncio.run(main())

@@ -79,6 +79,7 @@ class RecallRequest(BaseModel):
     timeout_ms: int = 0  # each channel's time limit (0: none)
     relevance_threshold: float = 0.0  # the gate's threshold (0: every candidate passes)
     sub_questions: list[str] = Field(default_factory=list)
+    scope: str = "session"  # "workspace": the index channels search every session (the plan's scope)
 
     def in_range(self, at: str) -> bool:
         """True when ``at`` falls in the date range (always, without one)."""

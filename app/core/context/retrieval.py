@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,28 +92,34 @@ async def recall(
     run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
     recorded: Mapping[str, ChannelRun] | None = None,
     known_sem: Mapping[str, float] | None = None,
+    outside: Callable[[list[str]], Awaitable[Any]] | None = None,
 ) -> RecallResult:
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
 
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor).
     ``recorded`` channel runs are used as observed instead of running those channels.
     ``known_sem``: query cosines the caller already has (recent turns), for the gate.
+    ``outside(ids)`` puts the hits of other sessions (workspace scope) into the state as notes,
+    before fusion; a replay's recorded hits go through it too, so replay sees the same notes.
     """
     strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     sid = state.session_id
     dated = req.index_range()
 
+    scoped = None if req.scope == "workspace" else sid  # the workspace: every session's messages
+
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
-        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=sid,
+        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=scoped,
                                   kinds=["message", "env"], **dated)
 
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
             return []
-        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=sid, **dated)
+        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=scoped,
+                                  kinds=["message", "env"] if scoped is None else None, **dated)
 
     async def memory() -> list[tuple[str, float]]:
         if search is None or query_vector is None:
@@ -135,6 +142,8 @@ async def recall(
         given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
     )
+    if outside is not None and req.scope == "workspace":  # other sessions' messages become notes
+        await outside([i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     return fuse(state, req, strategy, list(runs), known_sem=known_sem)
 
 

@@ -60,7 +60,6 @@ class MemoryService:
         self._topics_loaded = False
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
-        self._titles: dict[str, str] = {}
         ctx.answered.connect(self._on_answered)
 
     # ------------------------------------------------------------------ cues
@@ -107,7 +106,8 @@ class MemoryService:
             found = [m for eid, text, source, at in pieces
                      for m in extract_memories(text, evidence_id=eid, at=at, source=source)]
             change = await self._observe_topics(session_id, pieces)
-            write = await self.ctx.on_store(self._write, session_id, found, change)
+            write, titles = await self.ctx.on_store(self._write, session_id, found, change)
+            self.sessions.titles.update(titles)
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
             self._show(session_id, [*write.new, *write.changed.values()])
@@ -120,11 +120,11 @@ class MemoryService:
             self.stats.per_run_ms.append(elapsed * 1000)
             return write.new
 
-    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange) -> Write:
+    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange) -> tuple[Write, dict[str, str]]:
         """On the store thread: decide against everything kept and store it in one transaction."""
         store = self.ctx.store
-        self._titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
-        self._titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
+        titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
+        titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
         kept = [m for _, m in store.list_memories()] if found else []
         write = plan_write(found, kept, utc_now())
         with store.transaction():
@@ -134,13 +134,13 @@ class MemoryService:
                 store.save_memory(memory)
             if change.topics or change.updated or change.mentions or change.log:
                 store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
-        return write
+        return write, titles
 
     def _show(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
         """Put (or replace) the memories in every open session that sees them."""
         for sid, state in self.ctx.sessions.items():
             for memory in memories:
-                origin = self._titles.get(session_id) or "untitled session"
+                origin = self.sessions.titles.get(session_id) or "untitled session"
                 note = note_of(memory, own=sid == session_id, origin=origin)
                 if note is not None:
                     state.add_note(note)

@@ -17,7 +17,8 @@ from app.core.intent.profile import ProfileStatement, UserProfile
 from app.core.memory.notes import notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
-from app.core.session.state import NoteView, SessionState, override_spans
+from app.core.session.state import NoteView, SessionState, override_spans, speaker_of
+from app.core.text import history_text
 from app.core.types import (
     EdgeKind,
     EnvEvent,
@@ -50,6 +51,7 @@ class SessionService:
         self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile, tuple[str, ...]]] = (
             weakref.WeakKeyDictionary())
         self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
+        self.titles: dict[str, str] = {}  # every session of the workspace (archived too) → its title
 
     async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session."""
@@ -86,10 +88,29 @@ class SessionService:
             return store.list_env_events(sid), added, store.list_memories(), titles
 
         events, added, memories, titles = await self.ctx.on_store(read)
+        self.titles.update(titles)
         for event in events:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
         for note in notes_for(sid, memories, titles):
             state.add_note(note)
+
+    def other_sessions(self, state: SessionState) -> int:
+        """How many other sessions the workspace holds (as of the last session opened or memory written)."""
+        return len(set(self.titles) - {state.session_id})
+
+    async def outside_notes(self, state: SessionState, ids: Sequence[str]) -> list[NoteView]:
+        """Other sessions' messages among ``ids`` as notes of ``state`` (workspace recall): the
+        speaker's words, quoted as history, labelled with their session's title."""
+        wanted = [i for i in ids if i not in state.messages and i not in state.notes]
+        if not wanted:
+            return []
+        found = await self.ctx.on_store(self.ctx.store.messages_by_ids, wanted)
+        notes = [NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
+                          origin=self.titles.get(sid) or "untitled session", source_ids=())
+                 for sid, m in found if sid != state.session_id]
+        for note in notes:
+            state.add_note(note)
+        return notes
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
         """Keyed statements of the app user so far (cached per state, extended incrementally)."""

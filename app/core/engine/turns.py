@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -173,6 +174,7 @@ class TurnService:
             overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
             llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
             system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
+            other_sessions=self.sessions.other_sessions(state), outside=partial(self.sessions.outside_notes, state),
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,

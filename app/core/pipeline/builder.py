@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -99,6 +99,10 @@ class BuildInputs:
     # output so far, and the id a task-mode input's new task gets.
     tasks: TaskInputs = field(default_factory=TaskInputs)
     system_prompt: str = ""  # the user's standing instruction for the session ("" when none)
+    # The workspace: how many other sessions it has (the plan's recall scope reads it), and how
+    # other sessions' hits become notes of this state (``SessionService.outside_notes``).
+    other_sessions: int = 0
+    outside: Callable[[list[str]], Awaitable[Any]] | None = None
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
@@ -230,6 +234,7 @@ class ContextBuilder:
             since=dates.start if dates else "",
             until=dates.end if dates else "",
             date_mode=dates.mode if dates else "",
+            scope=plan.retrieval.scope,
             candidate_pool=plan.retrieval.candidate_pool,
             per_channel_cap=plan.rerank.per_channel_cap,
             timeout_ms=plan.budget.timeouts_ms.get("recall", 0),
@@ -311,7 +316,8 @@ class ContextBuilder:
             intent,
             PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
                         answer_reserve=answer_reserve, context_size=context_size,
-                        running_tasks=[t.name for t in inp.tasks.running()], now=inp.at),
+                        running_tasks=[t.name for t in inp.tasks.running()], now=inp.at,
+                        session_turns=len(state.turn_order), other_sessions=inp.other_sessions),
         )
         plan = result.plan
         t2 = time.perf_counter()
@@ -399,10 +405,13 @@ class ContextBuilder:
 
         async def run_recall() -> RecallResult:
             if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
+                if inp.outside is not None and req.scope == "workspace":
+                    await inp.outside([i for run in recorded.values() for i, _ in run.hits
+                                       if i not in state.messages and i not in state.notes])
                 return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()), known_sem=known_sem)
             # channels not given are run (a re-anchor reuses only the index channels)
-            return await recall(state, req, query_vector=inp.query_vector, search=search,
-                                run_blocking=run_blocking, recorded=recorded, known_sem=known_sem)
+            return await recall(state, req, query_vector=inp.query_vector, search=search, run_blocking=run_blocking,
+                                recorded=recorded, known_sem=known_sem, outside=inp.outside)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()

@@ -44,6 +44,8 @@ def evidence_type(state: SessionState, item_id: str) -> str:
     if view is not None:
         return "llm_output" if view.role == Role.ASSISTANT else "user_input"
     note = state.notes.get(item_id)
+    if note is not None and note.kind == "outside":  # another session's message
+        return "user_input"
     return "memory" if note is not None and note.kind == "memory" else "env_event"
 
 

@@ -21,8 +21,10 @@ clarification question in :mod:`app.core.plan.tools`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -134,6 +136,8 @@ class PlanContext(BaseModel):
     profile: UserProfile = Field(default_factory=UserProfile)
     running_tasks: list[str] = Field(default_factory=list)  # names, for "which task?" questions
     now: str = ""  # the input's time (ISO): time expressions are read relative to it
+    session_turns: int = 0  # turns the session holds before this input
+    other_sessions: int = 0  # other sessions of the workspace
 
 
 # --------------------------------------------------------------------------- configuration
@@ -141,10 +145,31 @@ class PlanContext(BaseModel):
 _SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory"})
 
 
+_POINTS_BACK = re.compile(
+    r"\b(?:last\s+time|previous(?:ly)?|earlier|before|another\s+session|other\s+session|"
+    r"we\s+(?:discussed|talked|said|decided|agreed)|i\s+(?:told|said|mentioned)|remember|"
+    r"you\s+(?:said|told|suggested))\b", re.IGNORECASE)
+
+
+def recall_scope(text: str, ctx: PlanContext, config: PlanConfig) -> tuple[Literal["session", "workspace"], str]:
+    """Search the whole workspace when there is another session and either this one holds too
+    little to answer from (fewer than ``config.weak_session_turns`` turns) or the input points at
+    earlier work ("last time", "we discussed", "remember"); else this session only."""
+    if ctx.other_sessions <= 0:
+        return "session", ""
+    if ctx.session_turns < config.weak_session_turns:
+        return "workspace", f"this session holds {ctx.session_turns} turn(s): earlier sessions may know more"
+    cue = _POINTS_BACK.search(text)
+    if cue is not None:
+        return "workspace", f"the input points at earlier work (\"{cue.group(0)}\")"
+    return "session", ""
+
+
 class PlanConfig(BaseModel):
     """Strategy as data: confidence thresholds, recall presets, segment weights, limits."""
 
     high_confidence: float = 0.7
+    weak_session_turns: int = 3  # below this many turns, recall also searches the other sessions
     low_confidence: float = 0.4
     presets: dict[str, RecallPreset] = Field(default_factory=default_presets)
     segment_base: dict[str, float] = Field(default_factory=lambda: dict(SEGMENT_BASE))
@@ -395,7 +420,7 @@ class PlanBuilder:
             prohibitions=dedup_stripped(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
             preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
             history=history_policy(intent, preset, strategy, clarify), budget=budget,
-            retrieval=self._retrieval(intent, preset, scale, ctx.now), rerank=rerank,
+            retrieval=self._retrieval(intent, preset, scale, ctx), rerank=rerank,
             concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=ToolPolicy(allowed=allowed),
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
         )
@@ -417,11 +442,14 @@ class PlanBuilder:
                             segments=allocate_budget(total, segment_weights(intent, cfg), cfg.segment_minimums),
                             tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
 
-    def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float, now: str) -> RetrievalPolicy:
+    def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float, ctx: PlanContext) -> RetrievalPolicy:
         """Return the recall policy: channel sizes (scaled), the pool they are fused from, the date
-        range the input's time expression names (``app.core.plan.timespan``), the filters."""
+        range the input's time expression names (``app.core.plan.timespan``), the filters, and the
+        scope (``recall_scope``)."""
         channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
                     for c, n in channel_sizes(intent, preset, self.config).items()}
+        scope, why = recall_scope(intent.text, ctx, self.config)
         return RetrievalPolicy(channels=channels, candidate_pool=sum(channels.values()),
-                               date_range=date_range(intent.text, now), filters=retrieval_filters(intent))
+                               date_range=date_range(intent.text, ctx.now), filters=retrieval_filters(intent),
+                               scope=scope, scope_reason=why)
 

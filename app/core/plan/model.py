@@ -78,6 +78,10 @@ class RetrievalPolicy(BaseModel):
     candidate_pool: int
     date_range: DateRange | None = None
     filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
+    # "session": the index channels search this session; "workspace": every session of the
+    # workspace (other sessions' hits labelled with their title, gated like any candidate).
+    scope: Literal["session", "workspace"] = "session"
+    scope_reason: str = ""
 
 
 class RerankPolicy(BaseModel):
