@@ -12,7 +12,7 @@
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
     pcm [--data-dir DIR] topics [--json]
-    pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words]
+    pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]

@@ -314,12 +314,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
         else:
             report = await run_recall_eval(engine, data_dir, budgets, out, baselines=not args.no_baselines,
                                            progress=_err)
-            print(format_recall_report(report))
+            if args.split_sessions:
+                report = await _split(report)
+            else:
+                print(format_recall_report(report))
         if args.report:
             Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
         return 0
 
     counter = args.counter or ("words" if args.kind == "purity" else "model")
+
+    async def _split(single: dict[str, Any]) -> dict[str, Any]:
+        from app import main as wiring
+        from app.eval.split import format_split_report, run_split_recall_eval
+
+        async def make(folder: Path) -> Engine:
+            engine = await asyncio.to_thread(wiring.build_engine, Settings.load(folder), chat=False, counter=counter)
+            await engine.start()
+            return engine
+
+        split_out = out.with_name(out.stem + ".split" + out.suffix)
+        split = await run_split_recall_eval(make, data_dir, budgets, split_out, settings.data_dir / "split",
+                                            progress=_err)
+        print(format_split_report(single, split))
+        return {**single, "split_sessions": split}
+
     return _with_engine(args, work, settings=settings, chat=False, counter=counter)
 
 
@@ -396,5 +415,8 @@ def add_parsers(sub: Any) -> None:
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
+    p.add_argument("--split-sessions", action="store_true",
+                   help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
+                        "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.set_defaults(func=cmd_eval)
