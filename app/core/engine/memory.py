@@ -58,6 +58,7 @@ class MemoryService:
         self.topics = TopicIndex()
         self.stats = WriterStats()
         self._topics_loaded = False
+        self._kept: dict[str, MemoryFragment] | None = None  # every memory, latest version (store thread only)
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         ctx.answered.connect(self._on_answered)
@@ -125,8 +126,9 @@ class MemoryService:
         store = self.ctx.store
         titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
         titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
-        kept = [m for _, m in store.list_memories()] if found else []
-        write = plan_write(found, kept, utc_now())
+        if self._kept is None:  # read once; every later write goes through this service
+            self._kept = {m.fragment_id: m for _, m in store.list_memories()}
+        write = plan_write(found, list(self._kept.values()), utc_now()) if found else Write()
         with store.transaction():
             if write.new:
                 store.add_memories(session_id, write.new)
@@ -134,6 +136,7 @@ class MemoryService:
                 store.save_memory(memory)
             if change.topics or change.updated or change.mentions or change.log:
                 store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
+        self._kept.update({m.fragment_id: m for m in [*write.new, *write.changed.values()]})
         return write, titles
 
     def _show(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
@@ -190,9 +193,15 @@ class MemoryService:
             raise NoRecordError(f"no memory {memory_id!r}")
         changed = memory.model_copy(update=update)
         session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
-        await self.ctx.on_store(self.ctx.store.save_memory, changed)
+        await self.ctx.on_store(self._save, changed)
         self._show(session_id, [changed])
         return changed
+
+    def _save(self, memory: MemoryFragment) -> None:
+        """On the store thread: rewrite a memory, in the store and in the writer's copy."""
+        self.ctx.store.save_memory(memory)
+        if self._kept is not None:
+            self._kept[memory.fragment_id] = memory
 
     async def revoke(self, memory_id: str) -> MemoryFragment:
         """Revoke a memory: closed and marked revoked (kept), out of the index, never recalled again."""

@@ -31,7 +31,8 @@ CONSOLIDATE_BELOW = 0.5  # importance under which a memory may be consolidated
 _OPPOSITE = {"prohibition": "permission", "permission": "prohibition"}
 
 
-def _norm(text: str) -> str:
+def norm(text: str) -> str:
+    """A statement's words for comparison: lower case, single spaces, no closing punctuation."""
     return " ".join(text.lower().strip(" .!\"'").split())
 
 
@@ -48,8 +49,8 @@ def revoked(memory: MemoryFragment, at: str | None = None) -> MemoryFragment:
 
 def duplicate_of(new: MemoryFragment, kept: Iterable[MemoryFragment]) -> MemoryFragment | None:
     """A valid memory that says the same thing as ``new`` (same type, same words), or None."""
-    key = (new.type, _norm(new.content))
-    return next((m for m in kept if is_valid(m) and (m.type, _norm(m.content)) == key
+    key = (new.type, norm(new.content))
+    return next((m for m in kept if is_valid(m) and (m.type, norm(m.content)) == key
                  and m.fragment_id != new.fragment_id), None)
 
 
@@ -59,8 +60,8 @@ def closes(new: MemoryFragment, kept: Iterable[MemoryFragment]) -> list[MemoryFr
     for old in kept:
         if not is_valid(old) or old.fragment_id == new.fragment_id or old.valid_from > new.valid_from:
             continue
-        if new.type == "fact" and old.type == "fact" and new.key and _norm(old.key) == _norm(new.key):
-            if _norm(old.value) != _norm(new.value):
+        if new.type == "fact" and old.type == "fact" and new.key and norm(old.key) == norm(new.key):
+            if norm(old.value) != norm(new.value):
                 out.append(old)
         elif _OPPOSITE.get(new.type) == old.type and content_stems(old.content) == content_stems(new.content):
             out.append(old)
@@ -78,7 +79,7 @@ def links(new: MemoryFragment, kept: Iterable[MemoryFragment],
             continue
         shared = sorted(mine & {e.lower() for e in old.entities})
         sim = sims.get(old.fragment_id, 0.0)
-        if new.key and _norm(new.key) == _norm(old.key):
+        if new.key and norm(new.key) == norm(old.key):
             found.append((0, -sim, {"memory_id": old.fragment_id, "reason": f"same subject: {new.key}"}))
         elif shared:
             found.append((1, -sim, {"memory_id": old.fragment_id, "reason": "shared entity: " + ", ".join(shared)}))

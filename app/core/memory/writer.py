@@ -9,10 +9,12 @@ is kept, or that repeats a valid one, is skipped).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.memory import evolve
+from app.core.text import content_stems
 from app.core.types import MemoryFragment
 
 
@@ -27,44 +29,94 @@ class Write:
 
 
 def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], now: str) -> Write:
-    """Decide the write for ``found`` against ``kept`` (see the module docstring)."""
+    """Decide the write for ``found`` against ``kept`` (see the module docstring).
+
+    Only the memories that could matter are compared (``_Kept`` indexes them by id, statement,
+    fact subject, content words and entity), so a write costs the same with ten or ten thousand
+    memories kept.
+    """
     write = Write()
-    by_id = {m.fragment_id: m for m in kept}
+    pool = _Kept(kept)
     for memory in found:
-        current = [write.changed.get(m.fragment_id, m) for m in by_id.values()] + write.new
-        if memory.fragment_id in by_id or any(m.fragment_id == memory.fragment_id for m in write.new):
-            continue
-        if evolve.duplicate_of(memory, current) is not None:
+        if pool.has(memory.fragment_id) or evolve.duplicate_of(memory, pool.same_statement(memory)) is not None:
             continue
         replaced: list[dict[str, str]] = []
-        for old in evolve.closes(memory, current):
+        for old in evolve.closes(memory, pool.rivals(memory)):
             closed = old.model_copy(update={"valid_to": memory.valid_from, "closed_at": now,
                                             "superseded_by": memory.fragment_id})
-            _keep(write, by_id, closed)
+            pool.put(closed, write)
             write.closed.append((old.fragment_id, memory.fragment_id))
             replaced.append({"memory_id": old.fragment_id, "reason": f"replaces an earlier {old.type}: {old.content}"})
-        current = [write.changed.get(m.fragment_id, m) for m in by_id.values()] + write.new
-        links = evolve.links(memory, current)
+        links = evolve.links(memory, pool.related(memory))
         memory = memory.model_copy(update={"links": replaced + links})
         for link in links:
-            neighbour = next(m for m in current if m.fragment_id == link["memory_id"])
-            evolved = evolve.evolve(neighbour, memory, link["reason"], now)
+            evolved = evolve.evolve(pool.get(link["memory_id"]), memory, link["reason"], now)
             if evolved is not None:
-                _keep(write, by_id, evolved)
-        write.new.append(memory)
-    current = [write.changed.get(m.fragment_id, m) for m in by_id.values()] + write.new
-    for note, members in evolve.consolidate(current, now):
-        if note.fragment_id in by_id:
+                pool.put(evolved, write)
+        pool.put(memory, write, new=True)
+    for note, members in evolve.consolidate(pool.small(), now):
+        if pool.has(note.fragment_id):
             continue
-        write.new.append(note)
+        pool.put(note, write, new=True)
         for member in members:
-            _keep(write, by_id, member.model_copy(update={"valid_to": now, "superseded_by": note.fragment_id}))
+            pool.put(member.model_copy(update={"valid_to": now, "superseded_by": note.fragment_id}), write)
     return write
 
 
-def _keep(write: Write, by_id: dict[str, MemoryFragment], memory: MemoryFragment) -> None:
-    """Record a rewrite: of a kept memory (``changed``) or of one this write adds."""
-    if memory.fragment_id in by_id:
-        write.changed[memory.fragment_id] = memory
-    else:
-        write.new = [memory if m.fragment_id == memory.fragment_id else m for m in write.new]
+class _Kept:
+    """Every memory (kept or written now, latest version), indexed for the comparisons a write makes."""
+
+    def __init__(self, kept: Sequence[MemoryFragment]) -> None:
+        self.kept_ids = {m.fragment_id for m in kept}
+        self.by_id: dict[str, MemoryFragment] = {}
+        self.index: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for memory in kept:
+            self._add(memory)
+
+    def _keys(self, memory: MemoryFragment) -> list[tuple[str, str]]:
+        keys = [("statement", f"{memory.type}\x1f{evolve.norm(memory.content)}"),
+                ("words", " ".join(content_stems(memory.content)))]
+        if memory.key:
+            keys.append(("subject", evolve.norm(memory.key)))
+        keys += [("entity", e.lower()) for e in memory.entities]
+        return keys
+
+    def _add(self, memory: MemoryFragment) -> None:
+        self.by_id[memory.fragment_id] = memory
+        for key in self._keys(memory):
+            self.index[key].add(memory.fragment_id)
+
+    def _find(self, keys: Sequence[tuple[str, str]]) -> list[MemoryFragment]:
+        ids = sorted({i for key in keys for i in self.index.get(key, ())})
+        return [self.by_id[i] for i in ids]
+
+    def has(self, memory_id: str) -> bool:
+        return memory_id in self.by_id
+
+    def get(self, memory_id: str) -> MemoryFragment:
+        return self.by_id[memory_id]
+
+    def same_statement(self, memory: MemoryFragment) -> list[MemoryFragment]:
+        return self._find(self._keys(memory)[:1])
+
+    def rivals(self, memory: MemoryFragment) -> list[MemoryFragment]:
+        """Those ``memory`` could close: facts of its subject, statements of its content words."""
+        return self._find([k for k in self._keys(memory) if k[0] in ("subject", "words")])
+
+    def related(self, memory: MemoryFragment) -> list[MemoryFragment]:
+        return self._find([k for k in self._keys(memory) if k[0] in ("subject", "entity")])
+
+    def small(self) -> list[MemoryFragment]:
+        return [m for m in self.by_id.values() if m.importance < evolve.CONSOLIDATE_BELOW]
+
+    def put(self, memory: MemoryFragment, write: Write, *, new: bool = False) -> None:
+        """Record a new memory or a rewrite (of a kept one: ``changed``; of a new one: in place)."""
+        self._add(memory)
+        if memory.fragment_id in self.kept_ids:
+            write.changed[memory.fragment_id] = memory
+        elif new:
+            write.new.append(memory)
+        else:
+            write.new = [memory if m.fragment_id == memory.fragment_id else m for m in write.new]
+
+
