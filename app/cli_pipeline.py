@@ -307,7 +307,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         settings = Settings.load(tempfile.mkdtemp(prefix="pcm-eval-"))
 
+    ablate = tuple(c.strip() for c in (args.ablate or "").split(",") if c.strip())
+
     async def work(engine: Engine) -> int:
+        engine.config.ablate = ablate
         if args.kind == "purity":
             report = await run_purity_eval(engine, data_dir, budgets, out, progress=_err)
             print(format_purity_report(report))
@@ -330,6 +333,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         async def make(folder: Path) -> Engine:
             engine = await asyncio.to_thread(wiring.build_engine, Settings.load(folder), chat=False, counter=counter)
+            engine.config.ablate = ablate
             await engine.start()
             return engine
 
@@ -415,6 +419,7 @@ def add_parsers(sub: Any) -> None:
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
+    p.add_argument("--ablate", metavar="CHANNELS", help="recall / purity: switch recall channels off, e.g. memory,topic")
     p.add_argument("--split-sessions", action="store_true",
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")

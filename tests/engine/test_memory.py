@@ -139,6 +139,15 @@ def test_k8s_and_kubernetes_are_one_topic_with_a_merge_record(make_engine: Engin
             merges = [e for e in topics.log if e["op"] == "merge" and e["topic_id"] == topic.topic_id]
             assert {(e["alias"], e["rule"]) for e in merges} == {("Kubernetes", "numeronym"), ("kubernetes", "case")}
             assert len(topics.messages_of(topic.topic_id)) == 3
+            # The topic channel recalls the turns that mention the topic, under any of its names.
+            record, _ = await engine.build(state.session_id, "Remind me what we said about K8S")
+            [run] = [r for r in record.recall.channels if r.channel == "topic"]
+            mentioned = {m.message_id for m in topics.messages_of(topic.topic_id)}
+            assert {i for i, _ in run.hits} == mentioned
+            engine.config.ablate = ("topic",)  # an ablation asks the channel for nothing
+            record, _ = await engine.build(state.session_id, "Remind me what we said about K8S")
+            assert [r.hits for r in record.recall.channels if r.channel == "topic"] == [[]]
+            engine.config.ablate = ()
             # Idempotent: writing the same turn again adds nothing.
             first = state.messages[state.order[0]]
             assert await engine.memory.remember(state.session_id, [(first.message_id, first.text, "user", first.at)]) == []

@@ -14,9 +14,9 @@ from pydantic import BaseModel, Field
 from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
 
-CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory")
+CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic")
 #: Channels that query the index: observations of the outside, replayed as recorded.
-INDEX_CHANNELS = ("vector", "fulltext", "memory")
+INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic")  # observed (recorded, fed back in replay)
 
 
 class SearchPort(Protocol):
@@ -46,7 +46,8 @@ class RecallStrategy(BaseModel):
 PCM_FUSION = RecallStrategy(
     name="pcm",
     fusion=FusionMethod.RELATIVE,
-    weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5},
+    weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5,
+             "topic": 0.2},
     neighbour_alpha=0.3,
 )
 HYBRID_RRF = RecallStrategy(

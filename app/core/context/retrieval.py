@@ -93,33 +93,28 @@ async def recall(
     recorded: Mapping[str, ChannelRun] | None = None,
     known_sem: Mapping[str, float] | None = None,
     outside: Callable[[list[str]], Awaitable[Any]] | None = None,
+    topics: TopicSearch | None = None,
 ) -> RecallResult:
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
-
-    ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor).
-    ``recorded`` channel runs are used as observed instead of running those channels.
-    ``known_sem``: query cosines the caller already has (recent turns), for the gate.
-    ``outside(ids)`` puts the hits of other sessions (workspace scope) into the state as notes,
-    before fusion; a replay's recorded hits go through it too, so replay sees the same notes.
+    ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor);
+    ``recorded`` runs are used as observed; ``known_sem``: query cosines the caller has (recent
+    turns), for the gate; ``outside(ids)`` makes other sessions' hits (workspace scope) notes of
+    the state before fusion (replay too); ``topics(query, k, session or None)`` is the topic channel.
     """
-    strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
-    sid = state.session_id
-    dated = req.index_range()
-
-    scoped = None if req.scope == "workspace" else sid  # the workspace: every session's messages
+    scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
 
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
         return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=scoped,
-                                  kinds=["message", "env"], **dated)
+                                  kinds=["message", "env"], **req.index_range())
 
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
             return []
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=scoped,
-                                  kinds=["message", "env"] if scoped is None else None, **dated)
+                                  kinds=["message", "env"] if scoped is None else None, **req.index_range())
 
     async def memory() -> list[tuple[str, float]]:
         if search is None or query_vector is None:
@@ -141,10 +136,11 @@ async def recall(
         given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
         given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
+        given("topic", lambda: local(lambda: topics(req.query, sizes["topic"], scoped) if topics else [])),
     )
     if outside is not None and req.scope == "workspace":  # other sessions' messages become notes
         await outside([i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
-    return fuse(state, req, strategy, list(runs), known_sem=known_sem)
+    return fuse(state, req, STRATEGIES.get(req.strategy, PCM_FUSION), list(runs), known_sem=known_sem)
 
 
 async def _memory_channel(state: SessionState, req: RecallRequest, search: SearchPort, query_vector: Sequence[float],
@@ -164,6 +160,10 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
         hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
                                    kinds=["env"], **dated)
     return sorted(hits, key=lambda h: -h[1])[:size]
+
+
+#: The topic channel's search: (query, k, the session to search or None for the workspace) → hits.
+TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
 
 
 class _Pool:

@@ -58,6 +58,8 @@ class EngineConfig:
     # The background memory writer (memory objects and topics after each answered turn and env
     # batch); off, nothing new is remembered (what is kept is still recalled).
     memory_writer: bool = True
+    # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.
+    ablate: tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,6 +80,10 @@ class EngineContext:
     # (session id, turn id, input message, answer message) once a turn's answer is stored: the
     # memory writer's cue. Slots must return at once (spawn any work).
     answered: Signal[[str, str, Message, Message]] = field(default_factory=lambda: Signal("answered"))
+    # History ingested (session id, messages): the topic index and the memory writer read it.
+    ingested: Signal[[str, list[Message]]] = field(default_factory=lambda: Signal("ingested"))
+    # The topic channel's search (the memory service's topic index); None until it is loaded.
+    topic_search: Callable[[str, int, str | None], list[tuple[str, float]]] | None = None
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""

@@ -160,6 +160,7 @@ class Engine:
         index lacks are embedded in the background (``index_progress``). Call it before opening
         any session."""
         report = await self.recovery.start()
+        await self.memory.load_topics()  # the topic channel answers from the first build
         embedder = self.ctx.embedder
         if embedder is not None:
             bank = await self.ctx.ex.run("embed", PrototypeBank.from_embed, lambda texts: embedder.embed(texts))

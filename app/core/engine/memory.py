@@ -35,6 +35,7 @@ from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
 
 #: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).
 Piece = tuple[str, str, str, str]
+YIELD_EVERY = 100  # pieces extracted (or indexed for topics) between two yields to the loop
 
 
 @dataclass(slots=True)
@@ -62,6 +63,7 @@ class MemoryService:
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         ctx.answered.connect(self._on_answered)
+        ctx.ingested.connect(self._on_ingested)
 
     # ------------------------------------------------------------------ cues
 
@@ -75,6 +77,12 @@ class MemoryService:
             return
         self.start(session_id, [(message.message_id, message.content, "user", message.at),
                                 (answer.message_id, answer.content, "answer", answer.at)])
+
+    def _on_ingested(self, session_id: str, messages: list[Message]) -> None:
+        """History ingested: its names join the topic index, its facts, decisions and events are
+        remembered for the session (not as the user's own profile: the speakers may be anyone)."""
+        if self.enabled and messages:
+            self.start(session_id, [(m.message_id, m.content, "history", m.at) for m in messages])
 
     def on_env_ingested(self, session_id: str, routed: Sequence[Any]) -> None:
         """``EnvironmentService.env_ingested``: the stored events' ``key: value`` lines become facts."""
@@ -104,8 +112,11 @@ class MemoryService:
         async with self._lock:
             await asyncio.sleep(0)  # behind whatever the loop has queued: prompt inputs go first
             started = time.perf_counter()
-            found = [m for eid, text, source, at in pieces
-                     for m in extract_memories(text, evidence_id=eid, at=at, source=source)]
+            found: list[MemoryFragment] = []
+            for n, (eid, text, source, at) in enumerate(pieces, start=1):
+                found += extract_memories(text, evidence_id=eid, at=at, source=source)
+                if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
+                    await asyncio.sleep(0)
             change = await self._observe_topics(session_id, pieces)
             write, titles = await self.ctx.on_store(self._write, session_id, found, change)
             self.sessions.titles.update(titles)
@@ -151,18 +162,24 @@ class MemoryService:
     # ------------------------------------------------------------------ topics
 
     async def load_topics(self) -> TopicIndex:
-        """The topic index, read from the store on first use."""
+        """The topic index, read from the store on first use; from then on it is the topic channel."""
         if not self._topics_loaded:
             topics, mentions, log = await self.ctx.on_store(self.ctx.store.load_topics)
             if not self._topics_loaded:
                 self.topics.load([Topic(**t) for t in topics], [Mention(*m) for m in mentions], log)
                 self._topics_loaded = True
+                self.ctx.topic_search = self._topic_search
         return self.topics
+
+    def _topic_search(self, query: str, k: int, session_id: str | None) -> list[tuple[str, float]]:
+        return self.topics.search(query, k, sessions=None if session_id is None else {session_id})
 
     async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:
         index = await self.load_topics()
         total = TopicChange()
-        for eid, text, source, at in pieces:
+        for n, (eid, text, source, at) in enumerate(pieces, start=1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             if source in ("user", "history"):
                 change = index.observe(session_id, eid, text, at)
                 total.topics += change.topics

@@ -200,6 +200,7 @@ class SessionService:
         if ctx.index is not None:
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages))
         await self.warm_counts(state, [m.message_id for m in messages])
+        self.ctx.ingested.emit(session_id, list(messages))
         settle_heap()
         return len(messages)
 

@@ -175,6 +175,7 @@ class TurnService:
             llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
             system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
             other_sessions=self.sessions.other_sessions(state), outside=partial(self.sessions.outside_notes, state),
+            topics=ctx.topic_search, ablate=ctx.config.ablate,
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,

@@ -177,6 +177,7 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
     """The memory objects ``text`` states, deduplicated by id, in order.
 
     ``source``: "user" (the app user's own input: profile, facts, decisions, commitments, events),
+    "history" (imported history: facts, decisions, commitments and events of the session only),
     "answer" (the model's answer: decisions only), or "env:NAME" / "tool:NAME" (an environment event
     or a tool result: its ``key: value`` lines as facts keyed by NAME).
     """
@@ -185,6 +186,9 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
         found += _profile(text, evidence_id, at, "a user turn")
         found += _facts(text, evidence_id, at, "a user turn")
         found += _statements(text, evidence_id, at, "a user turn")
+    elif source == "history":  # imported history: anyone may speak, so no profile and nothing workspace-wide
+        found += [m.model_copy(update={"scope": "session"}) for m in
+                  _facts(text, evidence_id, at, "history") + _statements(text, evidence_id, at, "history")]
     else:  # not the user's own words: quoted (fenced) wherever the memory is shown to the model
         if source == "answer":
             found += [m for m in _statements(text, evidence_id, at, "an answer") if m.type == "decision"]

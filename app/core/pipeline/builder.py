@@ -35,6 +35,7 @@ from app.core.context.retrieval import (
     RecallRequest,
     RecallResult,
     SearchPort,
+    TopicSearch,
     fuse,
     recall,
 )
@@ -103,6 +104,8 @@ class BuildInputs:
     # other sessions' hits become notes of this state (``SessionService.outside_notes``).
     other_sessions: int = 0
     outside: Callable[[list[str]], Awaitable[Any]] | None = None
+    topics: TopicSearch | None = None  # the topic channel (the workspace's topic index), when kept
+    ablate: tuple[str, ...] = ()  # recall channels switched off (evaluation ablations: "memory", "topic")
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
@@ -220,7 +223,7 @@ class ContextBuilder:
         dates = plan.retrieval.date_range
         return RecallRequest(
             query=inp.text,
-            channel_sizes=dict(plan.retrieval.channels),
+            channel_sizes={c: 0 if c in inp.ablate else n for c, n in plan.retrieval.channels.items()},
             speakers=speakers,
             anchor_node=anchor,
             chain_turns=plan.history.main_chain_turns,
@@ -411,7 +414,7 @@ class ContextBuilder:
                 return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()), known_sem=known_sem)
             # channels not given are run (a re-anchor reuses only the index channels)
             return await recall(state, req, query_vector=inp.query_vector, search=search, run_blocking=run_blocking,
-                                recorded=recorded, known_sem=known_sem, outside=inp.outside)
+                                recorded=recorded, known_sem=known_sem, outside=inp.outside, topics=inp.topics)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()

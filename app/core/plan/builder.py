@@ -142,7 +142,7 @@ class PlanContext(BaseModel):
 
 # --------------------------------------------------------------------------- configuration
 
-_SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory"})
+_SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory", "topic"})
 
 
 _POINTS_BACK = re.compile(

@@ -17,7 +17,7 @@ from app.core.intent.model import IntentConfidence, Mode, TaskType
 from app.core.plan.timespan import DateRange
 
 SEGMENTS: tuple[str, ...] = ("instruction", "state", "plan", "conversation", "evidence", "memory")
-CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory")
+CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory", "topic")
 #: Stages the plan can bound: each index channel of recall runs under ``timeouts_ms["recall"]`` and
 #: is skipped (and recorded) past it. The pure stages (route, rerank, compile) cannot be stopped
 #: midway and the intent LLM runs before the plan exists, so the plan holds no limit for them.
@@ -140,14 +140,14 @@ def default_presets() -> dict[str, RecallPreset]:
         return dict(zip(CHANNELS, sizes, strict=True))
 
     return {
-        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
+        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
                               dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
                               main_chain_turns=4, tool_calls=1, time_scale=0.75),
-        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10), top_k=12, per_channel_cap=5,
+        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10, 10), top_k=12, per_channel_cap=5,
                                  relevance_threshold=0.3,
                                  dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
                                  main_chain_turns=6, tool_calls=2, time_scale=1.0),
-        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
+        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
                              dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
                              main_chain_turns=10, tool_calls=3, time_scale=1.5),
     }
