@@ -78,7 +78,8 @@ def test_a_contradicted_fact_is_closed_not_deleted_and_both_are_shown(make_engin
         try:
             state = await engine.open_session(None, title="Moving")
             await _turn(engine, state.session_id, "My city is Lisbon.")
-            await _turn(engine, state.session_id, "My city is Porto.")
+            porto = await _turn(engine, state.session_id, "My city is Porto.")
+            assert await engine.replay(porto.turn_id) == []  # its own memory came after it, as live
             facts = {m.value: m for _, m in await engine.memories() if m.key == "city"}
             assert set(facts) == {"Lisbon", "Porto"}
             old, new = facts["Lisbon"], facts["Porto"]

@@ -38,6 +38,7 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
     write = Write()
     pool = _Kept(kept)
     for memory in found:
+        memory = memory.model_copy(update={"recorded_at": now})  # learned now (a replay before this does not see it)
         if pool.has(memory.fragment_id) or evolve.duplicate_of(memory, pool.same_statement(memory)) is not None:
             continue
         replaced: list[dict[str, str]] = []
