@@ -201,3 +201,29 @@ def test_a_new_session_recalls_the_turns_of_earlier_sessions_labelled_and_replay
             await engine.close()
 
     asyncio.run(main())
+
+
+def test_memories_of_a_turn_are_memory_nodes_derived_from_it(make_engine: EngineFactory, tmp_path: Path) -> None:
+    from app.core.types import EdgeKind, NodeKind
+
+    engine = _engine(make_engine, tmp_path)
+
+    async def main() -> None:
+        await engine.start()
+        try:
+            state = await engine.open_session(None, title="Plans")
+            said = await _turn(engine, state.session_id, "We decided to use Postgres for the store.")
+            [node] = [n for n in state.graph.nodes() if n.kind == NodeKind.MEMORY]
+            assert node.label == "decision: use Postgres for the store" and node.attrs["memory_type"] == "decision"
+            [edge] = [e for e in state.graph.out_edges(node.node_id, EdgeKind.DERIVED_FROM)]
+            assert edge.dst == said.node_id
+            await engine.revoke_memory(node.ref_id)
+            assert state.graph.node(node.node_id).label.startswith("(revoked) ")
+            assert await engine.replay(said.turn_id) == []
+            # Stored: a reopened session draws the same node and link.
+            graph = await engine.with_store(lambda store: store.load_graph(state.session_id))
+            assert node.node_id in {n.node_id for n in graph.nodes} and edge.edge_id in {e.edge_id for e in graph.edges}
+        finally:
+            await engine.close()
+
+    asyncio.run(main())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,9 @@ from app.core.memory.notes import note_of
 from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex
 from app.core.memory.writer import Write, plan_write
 from app.core.runtime.background import spawn
-from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
+from app.core.session.state import SessionState
+from app.core.text import quote_label
+from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragment, Message, NodeKind, utc_now
 
 #: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).
 Piece = tuple[str, str, str, str]
@@ -48,6 +50,11 @@ class WriterStats:
     closed: int = 0
     seconds: float = 0.0
     per_run_ms: list[float] = field(default_factory=list)
+
+
+def _label(memory: MemoryFragment) -> str:
+    """A memory node's label: its type and content on one line (outside text quoted as a label)."""
+    return quote_label(("(revoked) " if memory.revoked_at else "") + f"{memory.type}: {memory.content}", 60)
 
 
 class MemoryService:
@@ -123,6 +130,8 @@ class MemoryService:
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
             self._show(session_id, [*write.new, *write.changed.values()])
+            live = {eid for eid, _, source, _ in pieces if source != "history"}
+            await self._place(session_id, [m for m in write.new if set(m.source_evidence_ids) & live])
             elapsed = time.perf_counter() - started
             self.stats.runs += 1
             self.stats.pieces += len(pieces)
@@ -158,6 +167,41 @@ class MemoryService:
                 note = note_of(memory, own=sid == session_id, origin=origin)
                 if note is not None:
                     state.add_note(note)
+
+    async def _place(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
+        """Memory nodes on the session's canvas, each ``derived_from`` the node of its source (a
+        turn or an env event): written under the session lock, like every graph change."""
+        state = self.ctx.sessions.get(session_id)
+        if state is None or not memories:
+            return
+        async with self.ctx.lock(session_id):
+            nodes, edges = [], []
+            for memory in memories:
+                source = next((n for n in map(self._source_node(state), memory.source_evidence_ids) if n), None)
+                node = GraphNode(kind=NodeKind.MEMORY, label=_label(memory), ref_id=memory.fragment_id,
+                                 created_at=memory.recorded_at, attrs={"memory_type": memory.type, "scope": memory.scope})
+                state.add_node(node)
+                nodes.append(node)
+                if source is not None:
+                    edge = GraphEdge(src=node.node_id, dst=source, kind=EdgeKind.DERIVED_FROM, created_at=memory.recorded_at)
+                    state.add_edge(edge)
+                    edges.append(edge)
+
+            def write() -> None:
+                with self.ctx.store.transaction():
+                    for node in nodes:
+                        self.ctx.store.save_node(session_id, node)
+                    for edge in edges:
+                        self.ctx.store.save_edge(session_id, edge)
+
+            await self.ctx.on_store(write)
+
+    @staticmethod
+    def _source_node(state: SessionState) -> Callable[[str], str | None]:
+        def node(evidence_id: str) -> str | None:
+            view = state.messages.get(evidence_id)
+            return state.node_of(view.turn_id) if view is not None and view.turn_id else state.node_of(evidence_id)
+        return node
 
     # ------------------------------------------------------------------ topics
 
@@ -212,7 +256,20 @@ class MemoryService:
         session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
         await self.ctx.on_store(self._save, changed)
         self._show(session_id, [changed])
+        await self._mark(session_id, changed)
         return changed
+
+    async def _mark(self, session_id: str, memory: MemoryFragment) -> None:
+        """The memory's node (if it has one on an open canvas) follows an edit, a pin, a revocation."""
+        state = self.ctx.sessions.get(session_id)
+        node_id = state.node_of(memory.fragment_id) if state is not None else None
+        if state is None or node_id is None or node_id not in state.graph:
+            return
+        async with self.ctx.lock(session_id):
+            state.graph.update_node(node_id, label=_label(memory),
+                                    attrs={"revoked": bool(memory.revoked_at), "pinned_memory": memory.pinned})
+            node = state.graph.node(node_id)
+            await self.ctx.on_store(self.ctx.store.save_node, session_id, node)
 
     def _save(self, memory: MemoryFragment) -> None:
         """On the store thread: rewrite a memory, in the store and in the writer's copy."""
