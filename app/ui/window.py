@@ -41,6 +41,7 @@ from app.ui.file_actions import FileActions
 from app.ui.menus import build_menus
 from app.ui.panels.env import EnvPanel, failure_row, history_rows, routed_rows
 from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
+from app.ui.panels.memory import MemoryPanel
 from app.ui.panels.node_page import node_details
 from app.ui.panels.streams import StreamsPanel
 from app.ui.panels.transcript import TranscriptPanel
@@ -101,17 +102,20 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self.env = EnvPanel(self)
         self.sessions = SessionsPanel(self)
         self.transcript = TranscriptPanel(self)
+        self.memory = MemoryPanel(self)
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
             "streams": self._dock("Streams", self.streams, Qt.DockWidgetArea.RightDockWidgetArea),
             "environment": self._dock("Environment", self.env, Qt.DockWidgetArea.RightDockWidgetArea),
             "sessions": self._dock("Sessions", self.sessions, Qt.DockWidgetArea.LeftDockWidgetArea),
             "conversation": self._dock("Conversation", self.transcript, Qt.DockWidgetArea.RightDockWidgetArea),
+            "memory": self._dock("Memory", self.memory, Qt.DockWidgetArea.LeftDockWidgetArea),
         }
+        self.tabifyDockWidget(self.docks["sessions"], self.docks["memory"])
         self.tabifyDockWidget(self.docks["streams"], self.docks["environment"])
         self.tabifyDockWidget(self.docks["inspector"], self.docks["conversation"])
-        self.docks["inspector"].raise_()
-        self.docks["streams"].raise_()
+        for name in ("inspector", "streams", "sessions"):
+            self.docks[name].raise_()
         self.resizeDocks([self.docks["inspector"]], [460], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["sessions"]], [200], Qt.Orientation.Horizontal)
 
@@ -314,6 +318,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     def _connect_sessions(self) -> None:
         self.sessions.bind(self.controller)
+        self.memory.bind(self.controller)
         self.sessions.open_requested.connect(self._open_session)
         self.sessions.new_requested.connect(self.new_session)
         self.sessions.title_changed.connect(

@@ -1,0 +1,237 @@
+"""The Memory dock: what PCM remembers across sessions — browse, search, edit, pin, revoke.
+
+Every memory of the workspace is listed (newest first) with its type, the session it came from
+and whether it still holds; "Your profile" shows the preferences, prohibitions and permissions
+that apply to every session. Selecting one shows its context, links (with their reasons), source
+and earlier versions. Edit writes a new version (the old text is kept); Revoke asks once more,
+then closes the memory for good (it is kept, and never reaches a context again); Pin keeps it out
+of consolidation. Nothing is deleted from here.
+
+It talks to the engine facade (``controller.engine``) through ``controller.spawn``; it reads
+again when shown, after each answered turn, and after each action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+FILTERS = {"All memories": (), "Your profile": ("preference", "prohibition", "permission"), "Facts": ("fact",),
+           "Decisions": ("decision",), "Commitments": ("commitment",), "Events": ("event",),
+           "Notes": ("note", "summary")}
+ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+def memory_state(memory: Any) -> str:
+    """"holds", "closed on DATE" (a newer fact replaced it), "merged" or "revoked"."""
+    if memory.revoked_at:
+        return "revoked"
+    if memory.valid_to:
+        return f"closed {memory.valid_to[:10]}" if memory.closed_at else "merged into a note"
+    return "holds"
+
+
+def row_text(memory: Any, title: str) -> str:
+    """Two lines: type and content; where it came from, since when, and whether it holds."""
+    pin = " · pinned" if memory.pinned else ""
+    return (f"{memory.type}: {memory.content}\n{title or 'untitled session'} · since {memory.valid_from[:10]}"
+            f" · {memory_state(memory)}{pin}")
+
+
+def details_text(memory: Any, contents: dict[str, str]) -> str:
+    """The selected memory: context, scope, keywords, links with their reasons, sources, versions."""
+    lines = [memory.context or memory.type,
+             f"Applies to {'every session' if memory.scope == 'workspace' else 'its session'}; "
+             f"used {memory.access_count} time(s)"
+             + (f", last {memory.last_accessed_at[:16].replace('T', ' ')}" if memory.last_accessed_at else "")]
+    if memory.entities:
+        lines.append("Names: " + ", ".join(memory.entities))
+    for link in memory.links:
+        lines.append(f"Linked ({link['reason']}): {contents.get(link['memory_id'], link['memory_id'])[:80]}")
+    if memory.source_evidence_ids:
+        lines.append("From message " + ", ".join(i[:8] for i in memory.source_evidence_ids))
+    for rev in memory.revisions:
+        if "content" in rev:
+            lines.append(f"Earlier version ({str(rev.get('at', ''))[:10]}): {rev['content']}")
+    return "\n".join(lines)
+
+
+class MemoryPanel(QWidget):
+    """Filter, search, the list, the selected memory's details, and the actions on it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.controller: Any = None
+        self.rows: list[tuple[str, Any]] = []
+        self.titles: dict[str, str] = {}
+        self._confirm_revoke: str | None = None
+
+        self.kind = QComboBox(self)
+        self.kind.addItems(list(FILTERS))
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search memories")
+        self.search.setClearButtonEnabled(True)
+        self.closed_box = QCheckBox("Show closed and revoked", self)
+        self.list = QListWidget(self)
+        self.list.setWordWrap(True)
+        self.empty = QLabel("Nothing remembered yet: memories are written after each answered turn.", self)
+        self.empty.setWordWrap(True)
+        self.details = QLabel(self)
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.edit_box = QLineEdit(self)
+        self.edit_box.setPlaceholderText("New text — Enter saves a new version, Esc cancels")
+        self.edit_box.setVisible(False)
+        self.edit_button = QPushButton("Edit", self)
+        self.pin_button = QPushButton("Pin", self)
+        self.revoke_button = QPushButton("Revoke…", self)
+        actions = QHBoxLayout()
+        for button in (self.edit_button, self.pin_button, self.revoke_button):
+            actions.addWidget(button)
+
+        box = QVBoxLayout(self)
+        box.setContentsMargins(4, 4, 4, 4)
+        top = QHBoxLayout()
+        top.addWidget(self.kind)
+        top.addWidget(self.closed_box)
+        box.addLayout(top)
+        box.addWidget(self.search)
+        box.addWidget(self.list, 1)
+        box.addWidget(self.empty)
+        box.addWidget(self.details)
+        box.addWidget(self.edit_box)
+        box.addLayout(actions)
+
+        self.kind.currentIndexChanged.connect(self._refill)
+        self.closed_box.toggled.connect(self._refill)
+        self.search.textChanged.connect(self._refill)
+        self.list.currentItemChanged.connect(self._on_selected)
+        self.edit_button.clicked.connect(self._start_edit)
+        self.edit_box.returnPressed.connect(self._save_edit)
+        self.pin_button.clicked.connect(self._toggle_pin)
+        self.revoke_button.clicked.connect(self._revoke)
+        self._on_selected(None, None)
+
+    # ------------------------------------------------------------------ the engine side
+
+    def bind(self, controller: Any) -> None:
+        """Read through ``controller.engine``; read again after every answered turn."""
+        self.controller = controller
+        controller.turn_finished.connect(self._on_turn_finished)
+        controller.session_opened.connect(self._on_turn_finished)
+
+    def _on_turn_finished(self, *_args: Any) -> None:
+        QTimer.singleShot(1500, self.reload)  # the writer runs just after the answer
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self.reload()
+
+    def reload(self) -> None:
+        if self.controller is None or self.controller.engine is None or not self.isVisible():
+            return
+        self.controller.spawn(self.refresh(), "Reading memories")
+
+    async def refresh(self) -> None:
+        engine = self.controller.engine
+        self.rows = list(reversed(await engine.memories()))
+        self.titles = {s["session_id"]: s["title"] for s in await engine.list_sessions(archived=True)}
+        self._refill()
+
+    def _act(self, work: Any, what: str) -> None:
+        async def run() -> None:
+            await work
+            await self.refresh()
+
+        self.controller.spawn(run(), what)
+
+    # ------------------------------------------------------------------ the list
+
+    def shown(self) -> list[tuple[str, Any]]:
+        """The rows the filter, the search and the closed box let through."""
+        types = FILTERS[self.kind.currentText()]
+        text = self.search.text().strip().lower()
+        closed = self.closed_box.isChecked()
+        return [(sid, m) for sid, m in self.rows
+                if (not types or m.type in types) and (closed or memory_state(m) == "holds")
+                and (not text or text in m.content.lower() or text in self.titles.get(sid, "").lower())]
+
+    def _refill(self) -> None:
+        current = self.selected_id()
+        self.list.clear()
+        for sid, memory in self.shown():
+            item = QListWidgetItem(row_text(memory, self.titles.get(sid, "")))
+            item.setData(ID_ROLE, memory.fragment_id)
+            self.list.addItem(item)
+            if memory.fragment_id == current:
+                self.list.setCurrentItem(item)
+        self.empty.setVisible(self.list.count() == 0)
+
+    def selected_id(self) -> str | None:
+        item = self.list.currentItem()
+        return None if item is None else str(item.data(ID_ROLE))
+
+    def selected(self) -> Any | None:
+        wanted = self.selected_id()
+        return next((m for _, m in self.rows if m.fragment_id == wanted), None)
+
+    def _on_selected(self, *_args: Any) -> None:
+        memory = self.selected()
+        self._confirm_revoke = None
+        self.revoke_button.setText("Revoke…")
+        self.edit_box.setVisible(False)
+        for button in (self.edit_button, self.pin_button, self.revoke_button):
+            button.setEnabled(memory is not None and not memory.revoked_at)
+        self.pin_button.setText("Unpin" if memory is not None and memory.pinned else "Pin")
+        contents = {m.fragment_id: m.content for _, m in self.rows}
+        self.details.setText("" if memory is None else details_text(memory, contents))
+
+    # ------------------------------------------------------------------ actions
+
+    def _start_edit(self) -> None:
+        memory = self.selected()
+        if memory is not None:
+            self.edit_box.setText(memory.content)
+            self.edit_box.setVisible(True)
+            self.edit_box.setFocus()
+
+    def _save_edit(self) -> None:
+        memory, text = self.selected(), self.edit_box.text().strip()
+        self.edit_box.setVisible(False)
+        if memory is not None and text and text != memory.content:
+            self._act(self.controller.engine.edit_memory(memory.fragment_id, text), "Saving the memory")
+
+    def keyPressEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        if event.key() == Qt.Key.Key_Escape and self.edit_box.isVisible():
+            self.edit_box.setVisible(False)
+            return
+        super().keyPressEvent(event)
+
+    def _toggle_pin(self) -> None:
+        memory = self.selected()
+        if memory is not None:
+            self._act(self.controller.engine.pin_memory(memory.fragment_id, not memory.pinned), "Pinning the memory")
+
+    def _revoke(self) -> None:
+        """First click asks; the second revokes (kept, never recalled again)."""
+        memory = self.selected()
+        if memory is None:
+            return
+        if self._confirm_revoke != memory.fragment_id:
+            self._confirm_revoke = memory.fragment_id
+            self.revoke_button.setText("Click again to revoke for good")
+            return
+        self._act(self.controller.engine.revoke_memory(memory.fragment_id), "Revoking the memory")

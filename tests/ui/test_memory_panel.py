@@ -1,0 +1,67 @@
+"""The Memory dock on the real engine (real SQLite + LanceDB, scripted model): a turn's memories
+are listed with their session, the profile filter, search, edit as a new version, pin, revoke
+with a second click (kept, shown as revoked), and the memory node on the canvas."""
+
+from __future__ import annotations
+
+from app.config import Settings
+from app.core.types import NodeKind
+from app.ui.window import MainWindow
+from tests.ui.conftest import drive, fake_services, until
+
+
+async def _answer(window: MainWindow, text: str) -> None:
+    c = window.controller
+    before = len(c.state.turn_order)
+    window.composer.edit.setPlainText(text)
+    window.composer.send.click()
+    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
+    await c.engine.memory_idle()
+
+
+def _texts(window: MainWindow) -> list[str]:
+    panel = window.memory
+    return [panel.list.item(n).text().split("\n")[0] for n in range(panel.list.count())]
+
+
+def test_memory_dock_lists_edits_pins_and_revokes(qtbot, aloop, settings: Settings) -> None:
+    window = MainWindow(settings, fake_services(["Noted."] * 4))
+    qtbot.addWidget(window)
+    window.show()
+    c, panel = window.controller, window.memory
+    assert drive(aloop, c.load())
+    drive(aloop, _answer(window, "Never send emails to customers. We decided to use Postgres for the store."))
+    window.docks["memory"].raise_()
+    drive(aloop, until(lambda: len(_texts(window)) == 2, 30, "the memories listed"))
+    assert _texts(window) == ["decision: use Postgres for the store", "prohibition: send emails to customers"]
+    assert panel.list.item(1).text().split("\n")[1].endswith(" · holds")  # its session · since … · holds
+    assert [n.label for n in c.state.graph.nodes() if n.kind == NodeKind.MEMORY] == [
+        "prohibition: send emails to customers", "decision: use Postgres for the store"]
+
+    panel.kind.setCurrentText("Your profile")
+    assert _texts(window) == ["prohibition: send emails to customers"]
+    panel.kind.setCurrentText("All memories")
+    panel.search.setText("postgres")
+    assert _texts(window) == ["decision: use Postgres for the store"]
+    panel.search.clear()
+
+    panel.list.setCurrentRow(0)  # the decision
+    assert "Applies to its session" in panel.details.text()
+    panel.edit_button.click()
+    panel.edit_box.setText("use Postgres 16 for the store")
+    panel.edit_box.returnPressed.emit()
+    drive(aloop, until(lambda: _texts(window)[0] == "decision: use Postgres 16 for the store", 30, "the edit"))
+    panel.list.setCurrentRow(0)
+    assert "Earlier version" in panel.details.text() and "use Postgres for the store" in panel.details.text()
+    panel.pin_button.click()
+    drive(aloop, until(lambda: "pinned" in panel.list.item(0).text(), 30, "the pin"))
+
+    panel.list.setCurrentRow(1)  # the prohibition
+    panel.revoke_button.click()
+    assert panel.revoke_button.text() == "Click again to revoke for good"
+    panel.revoke_button.click()
+    drive(aloop, until(lambda: _texts(window) == ["decision: use Postgres 16 for the store"], 30, "the revocation"))
+    panel.closed_box.setChecked(True)
+    assert any("revoked" in panel.list.item(n).text() for n in range(panel.list.count()))  # kept, marked
+    window.close()
+    drive(aloop, until(lambda: window._shut, 30, "shutdown"))
