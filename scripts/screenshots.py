@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 INPUTS = (
-    "I am planning a trip to Lisbon in May. What should I pack?",
+    "I am planning a trip to Lisbon in May. My budget is 900 euros. Never book night buses. What should I pack?",
     "For the Lisbon trip, which neighbourhoods are good for walking?",
     "Explain how quicksort partitions an array around a pivot.",
     "What is the worst case of quicksort and how do I avoid it?",
@@ -106,6 +106,13 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.view.zoom_by(0.35)
     await asyncio.sleep(0.2)
     await grab("05-zoomed-out")
+    await c.engine.memory_idle()
+    window.docks["memory"].raise_()  # what the turns left in memory (across sessions)
+    await asyncio.sleep(0.3)
+    window.memory.list.setCurrentRow(0)
+    await asyncio.sleep(0.2)
+    await grab("05b-memory")
+    window.docks["sessions"].raise_()
     window.view.fit_all()
     window._toggle_theme()
     await asyncio.sleep(0.3)

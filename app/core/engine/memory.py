@@ -130,7 +130,7 @@ class MemoryService:
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
             self._show(session_id, [*write.new, *write.changed.values()])
-            live = {eid for eid, _, source, _ in pieces if source != "history"}
+            live = {eid for eid, _, source, _ in pieces if source in ("user", "answer")}  # an env event is its own node
             await self._place(session_id, [m for m in write.new if set(m.source_evidence_ids) & live])
             elapsed = time.perf_counter() - started
             self.stats.runs += 1
@@ -169,8 +169,8 @@ class MemoryService:
                     state.add_note(note)
 
     async def _place(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
-        """Memory nodes on the session's canvas, each ``derived_from`` the node of its source (a
-        turn or an env event): written under the session lock, like every graph change."""
+        """Memory nodes on the session's canvas, each ``derived_from`` the node of the turn it came
+        from: written under the session lock, like every graph change."""
         state = self.ctx.sessions.get(session_id)
         if state is None or not memories:
             return

@@ -62,7 +62,7 @@ def details_text(memory: Any, contents: dict[str, str]) -> str:
     for link in memory.links:
         lines.append(f"Linked ({link['reason']}): {contents.get(link['memory_id'], link['memory_id'])[:80]}")
     if memory.source_evidence_ids:
-        lines.append("From message " + ", ".join(i[:8] for i in memory.source_evidence_ids))
+        lines.append("From evidence " + ", ".join(i[:8] for i in memory.source_evidence_ids))
     for rev in memory.revisions:
         if "content" in rev:
             lines.append(f"Earlier version ({str(rev.get('at', ''))[:10]}): {rev['content']}")
@@ -87,6 +87,8 @@ class MemoryPanel(QWidget):
         self.closed_box = QCheckBox("Show closed and revoked", self)
         self.list = QListWidget(self)
         self.list.setWordWrap(True)
+        self.list.setAlternatingRowColors(True)
+        self.list.setSpacing(2)
         self.empty = QLabel("Nothing remembered yet: memories are written after each answered turn.", self)
         self.empty.setWordWrap(True)
         self.details = QLabel(self)
