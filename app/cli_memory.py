@@ -29,7 +29,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 def _state(memory: Any) -> str:
     if memory.revoked_at:
-        return "revoked"
+        return "edited" if memory.superseded_by else "revoked"
     if memory.valid_to:
         return "closed" if memory.closed_at else "merged"
     return "valid"

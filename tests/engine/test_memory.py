@@ -109,11 +109,18 @@ def test_a_revoked_memory_never_reaches_a_context_and_replay_stays_exact(make_en
             before = await _turn(engine, two.session_id, "What is my favourite plant?")
             [memory] = [m for _, m in await engine.memories() if m.key == "favourite plant"]
             assert memory.fragment_id in before.build.context.source_ids()
+            # An edit is a new version: later contexts read the new words, replay the old ones.
+            new = await engine.edit_memory(memory.fragment_id, "favourite plant is the olive tree")
+            assert new.fragment_id != memory.fragment_id and new.revisions[-1]["content"] == memory.content
+            edited, _ = await engine.build(two.session_id, "Which plant do I like best, my favourite plant?", budget=1200)
+            assert "olive tree" in edited.context.text() and "fig tree" not in edited.context.text()
+            assert await engine.replay(before.turn_id) == []
+            memory = new
             revoked = await engine.revoke_memory(memory.fragment_id)
             assert revoked.revoked_at and revoked.valid_to  # kept, closed, marked
             after = await _turn(engine, two.session_id, "Tell me again: what is my favourite plant?")
             assert memory.fragment_id not in after.build.context.source_ids()
-            assert "fig tree" not in after.build.context.text()
+            assert "olive tree" not in after.build.context.text()
             assert await engine.replay(before.turn_id) == []  # the earlier turn still saw it
             assert await engine.replay(after.turn_id) == []
             kept = {m.fragment_id: m for _, m in await engine.memories()}

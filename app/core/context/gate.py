@@ -18,7 +18,8 @@ budget with whatever was nearest. The grader here needs no model of its own:
 
 Branch isolation: an item's *relation* to the anchor decides what it must pass. Turns on the
 anchor's branch that the branch's recent window or the graph (merged and linked turns) brought
-in pass as the conversation being continued (grade 1.0); older turns of the same branch tree
+in pass as the conversation being continued (grade 1.0), and so does a remembered fact whose
+subject the input names (every word of its key); older turns of the same branch tree
 ("tree") and every item when the input starts something new are judged on their own merit
 (grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
 while the input continues one — or when the session holds several conversations, among which

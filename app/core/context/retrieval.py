@@ -57,6 +57,7 @@ from app.core.context.recall_model import (
     SearchPort,
 )
 from app.core.session.state import SessionState
+from app.core.text import content_stems
 
 __all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES", "Candidate", "ChannelHit",
            "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "fuse", "recall",
@@ -253,12 +254,15 @@ class _Pool:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
-    def relation(self, item: str, anchor_root: str | None) -> Relation:
-        """How ``item`` stands to the anchor: linked by the graph, in its branch's recent window,
-        elsewhere on its branch tree, or other (another branch, a note, or no anchor)."""
+    def relation(self, item: str, anchor_root: str | None, asked: frozenset[str] = frozenset()) -> Relation:
+        """How ``item`` stands to the anchor: linked by the graph (or a fact whose subject the
+        input names: every word of its key among ``asked``, the input's content words), in its
+        branch's recent window, elsewhere on its branch tree, or other (another branch, a note,
+        or no anchor)."""
         cand = self.candidates.get(item)
         channels = cand.channels if cand is not None else {}
-        if "graph" in channels:
+        note = self.state.notes.get(item)
+        if "graph" in channels or (note is not None and note.key and set(content_stems(note.key)) <= asked):
             return "linked"
         if anchor_root is None or root_of_message(self.state, item) != anchor_root:
             return "other"
@@ -279,6 +283,7 @@ class _Pool:
             if hit is not None:
                 sem[item] = hit.score
         root = self.state.graph.root_of(anchor) if anchor else None
+        asked = frozenset(content_stems(req.query))
         # The full-text channel's own BM25 score relative to its best hit: a second, list-relative
         # lexical estimate (the gate uses it where relative standing is enough).
         bm25 = self.per_channel.get("fulltext", {})
@@ -286,7 +291,7 @@ class _Pool:
         lex_rank = {item: score / best for item, score in bm25.items()} if best > 0 else {}
         lex = {i: gate.coverage(w, t) for i, t in texts.items()}
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank,
-                            relation={i: self.relation(i, root) for i in fused}, policy=policy)
+                            relation={i: self.relation(i, root, asked) for i in fused}, policy=policy)
         for item, g in grades.items():
             cand = self.candidate(item)
             cand.grade, cand.relation = g.grade, g.relation

@@ -17,15 +17,16 @@ it never reaches a context again, while replay of an earlier turn still sees it)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.errors import NoRecordError
-from app.core.memory.evolve import revoked
+from app.core.memory.evolve import edited, revoked
 from app.core.memory.extract import extract_memories
 from app.core.memory.notes import note_of
 from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex
@@ -125,11 +126,12 @@ class MemoryService:
                 if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
                     await asyncio.sleep(0)
             change = await self._observe_topics(session_id, pieces)
-            write, titles = await self.ctx.on_store(self._write, session_id, found, change)
-            self.sessions.titles.update(titles)
+            async with self._visible(session_id) as now:
+                write, titles = await self.ctx.on_store(self._write, session_id, found, change, now)
+                self.sessions.titles.update(titles)
+                self._show(session_id, [*write.new, *write.changed.values()])
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
-            self._show(session_id, [*write.new, *write.changed.values()])
             live = {eid for eid, _, source, _ in pieces if source in ("user", "answer")}  # an env event is its own node
             await self._place(session_id, [m for m in write.new if set(m.source_evidence_ids) & live])
             elapsed = time.perf_counter() - started
@@ -141,14 +143,25 @@ class MemoryService:
             self.stats.per_run_ms.append(elapsed * 1000)
             return write.new
 
-    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange) -> tuple[Write, dict[str, str]]:
+    @contextlib.asynccontextmanager
+    async def _visible(self, session_id: str) -> AsyncIterator[str]:
+        """Hold the locks of ``session_id`` and of every open session, and give the moment: what
+        is stored and shown inside is stamped with it, between two of any session's turns, so a
+        turn either saw it live and in replay, or in neither."""
+        async with contextlib.AsyncExitStack() as stack:
+            for sid in sorted({session_id, *self.ctx.sessions}):
+                await stack.enter_async_context(self.ctx.lock(sid))
+            yield utc_now()
+
+    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange,
+               now: str) -> tuple[Write, dict[str, str]]:
         """On the store thread: decide against everything kept and store it in one transaction."""
         store = self.ctx.store
         titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
         titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
         if self._kept is None:  # read once; every later write goes through this service
             self._kept = {m.fragment_id: m for _, m in store.list_memories()}
-        write = plan_write(found, list(self._kept.values()), utc_now()) if found else Write()
+        write = plan_write(found, list(self._kept.values()), now) if found else Write()
         with store.transaction():
             if write.new:
                 store.add_memories(session_id, write.new)
@@ -248,15 +261,35 @@ class MemoryService:
 
     # ------------------------------------------------------------------ the user's actions
 
-    async def _rewrite(self, memory_id: str, **update: Any) -> MemoryFragment:
+    async def _memory(self, memory_id: str) -> tuple[str, MemoryFragment]:
         memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
         if memory is None:
             raise NoRecordError(f"no memory {memory_id!r}")
-        changed = memory.model_copy(update=update)
-        session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
-        await self.ctx.on_store(self._save, changed)
-        self._show(session_id, [changed])
-        await self._mark(session_id, changed)
+        return await self.ctx.on_store(self.ctx.store.memory_session, memory_id), memory
+
+    async def _rewrite(self, memory_id: str, change: Callable[[MemoryFragment, str], list[MemoryFragment]]
+                       ) -> list[MemoryFragment]:
+        """Apply ``change(memory, now)`` (the memories it returns: rewritten or new) to the store
+        and every open session, stamped under their locks; then the canvas follows."""
+        session_id, memory = await self._memory(memory_id)
+        async with self._visible(session_id) as now:
+            changed = change(memory, now)
+
+            def save() -> None:
+                store = self.ctx.store
+                with store.transaction():
+                    fresh = [m for m in changed if store.get_memory(m.fragment_id) is None]
+                    store.add_memories(session_id, fresh)
+                    for m in changed:
+                        if m not in fresh:
+                            store.save_memory(m)
+                if self._kept is not None:
+                    self._kept.update({m.fragment_id: m for m in changed})
+
+            await self.ctx.on_store(save)
+            self._show(session_id, changed)
+        for m in changed:
+            await self._mark(session_id, m)
         return changed
 
     async def _mark(self, session_id: str, memory: MemoryFragment) -> None:
@@ -271,22 +304,13 @@ class MemoryService:
             node = state.graph.node(node_id)
             await self.ctx.on_store(self.ctx.store.save_node, session_id, node)
 
-    def _save(self, memory: MemoryFragment) -> None:
-        """On the store thread: rewrite a memory, in the store and in the writer's copy."""
-        self.ctx.store.save_memory(memory)
-        if self._kept is not None:
-            self._kept[memory.fragment_id] = memory
-
     async def revoke(self, memory_id: str) -> MemoryFragment:
         """Revoke a memory: closed and marked revoked (kept), out of the index, never recalled again."""
         async with self._lock:
-            memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
-            if memory is None:
-                raise NoRecordError(f"no memory {memory_id!r}")
+            _, memory = await self._memory(memory_id)
             if memory.revoked_at is not None:
                 return memory
-            gone = revoked(memory)
-            changed = await self._rewrite(memory_id, revoked_at=gone.revoked_at, valid_to=gone.valid_to)
+            [changed] = await self._rewrite(memory_id, lambda m, now: [revoked(m, now)])
             if self.ctx.index is not None:
                 await self.ctx.on_index(self.ctx.index.remove, [memory_id])
             return changed
@@ -294,21 +318,19 @@ class MemoryService:
     async def pin(self, memory_id: str, pinned: bool = True) -> MemoryFragment:
         """Pin a memory (consolidation leaves it as it is) or unpin it."""
         async with self._lock:
-            return await self._rewrite(memory_id, pinned=pinned)
+            [changed] = await self._rewrite(memory_id, lambda m, _now: [m.model_copy(update={"pinned": pinned})])
+            return changed
 
     async def edit(self, memory_id: str, content: str) -> MemoryFragment:
-        """A new revision of a memory's content (the earlier one kept in ``revisions``), re-indexed."""
+        """A new version of a memory: a memory of its own that replaces the edited one (which is
+        kept, marked replaced, so a replay of an earlier turn still reads the old words)."""
         async with self._lock:
-            memory = await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
-            if memory is None:
-                raise NoRecordError(f"no memory {memory_id!r}")
-            revisions = [*memory.revisions, {"at": utc_now(), "content": memory.content, "because": "edited"}]
-            edited = await self._rewrite(memory_id, content=content.strip(), revisions=revisions, extractor="user")
+            session_id, _ = await self._memory(memory_id)
+            old, new = await self._rewrite(memory_id, lambda m, now: edited(m, content, now))
             if self.ctx.index is not None:
-                session_id = await self.ctx.on_store(self.ctx.store.memory_session, memory_id)
-                await self.ctx.on_index(self.ctx.index.remove, [memory_id])
-                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, [edited])
-            return edited
+                await self.ctx.on_index(self.ctx.index.remove, [old.fragment_id])
+                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, [new])
+            return new
 
     async def list(self) -> list[tuple[str, MemoryFragment]]:
         """Every memory of the workspace with the session it came from (closed and revoked too)."""

@@ -18,6 +18,7 @@ return to the store. Nothing is deleted: a memory a newer one contradicts is *cl
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -45,6 +46,17 @@ def revoked(memory: MemoryFragment, at: str | None = None) -> MemoryFragment:
     """The memory revoked by the user at ``at``: closed (if still valid) and marked, never deleted."""
     at = at or utc_now()
     return memory.model_copy(update={"revoked_at": at, "valid_to": memory.valid_to or at})
+
+
+def edited(memory: MemoryFragment, content: str, at: str) -> list[MemoryFragment]:
+    """The user's edit: [the memory, replaced (revoked, pointing at its successor), the new
+    version (a memory of its own, the earlier words in its ``revisions``)]."""
+    new = memory.model_copy(update={
+        "fragment_id": "mem-" + hashlib.sha1(f"{memory.fragment_id}\x1f{at}\x1f{content}".encode()).hexdigest()[:20],
+        "content": content.strip(), "extractor": "user", "recorded_at": at, "valid_from": at,
+        "revisions": [*memory.revisions, {"at": at, "content": memory.content, "memory_id": memory.fragment_id}]})
+    old = revoked(memory, at).model_copy(update={"superseded_by": new.fragment_id})
+    return [old, new]
 
 
 def duplicate_of(new: MemoryFragment, kept: Iterable[MemoryFragment]) -> MemoryFragment | None:

@@ -36,9 +36,10 @@ ID_ROLE = Qt.ItemDataRole.UserRole
 
 
 def memory_state(memory: Any) -> str:
-    """"holds", "closed on DATE" (a newer fact replaced it), "merged" or "revoked"."""
+    """One of: holds; closed DATE (a newer fact replaced it); merged into a note; replaced by an
+    edit; revoked."""
     if memory.revoked_at:
-        return "revoked"
+        return "replaced by an edit" if memory.superseded_by else "revoked"
     if memory.valid_to:
         return f"closed {memory.valid_to[:10]}" if memory.closed_at else "merged into a note"
     return "holds"
