@@ -3,8 +3,9 @@
 For each size a fresh session is filled with a synthetic, deterministic history (several people
 talking about recurring topics), then the engine builds contexts (no generation) for a fixed set
 of questions. Reported: p50/p95 of the build split by stage, next to the bare LanceDB top-k
-vector query measured in the same run on the same session (and their ratio); and ingest
-throughput next to the bare embedder's throughput on the same texts.
+vector query measured in the same run on the same session (and their ratio); the same builds with
+the memory and topic channels switched off (interleaved, so noise hits both alike); ingest
+throughput next to the bare embedder's throughput on the same texts, and the memory writer's.
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ async def bench_build(
             if progress:
                 progress(f"{n} turns: ingested {min(n, lo + chunk)}")
         ingest_s = time.perf_counter() - started
+        writer_before = (engine.memory.stats.pieces, engine.memory.stats.seconds)
+        started = time.perf_counter()
+        await engine.memory_idle()  # the memory writer reads the history behind the ingest
+        writer_wait_s = time.perf_counter() - started
+        pieces = engine.memory.stats.pieces - writer_before[0]
+        writer_s = engine.memory.stats.seconds - writer_before[1]
         sample = [m.content for m in history[: min(n, 1000)]]
         started = time.perf_counter()
         await engine.ex.run("embed", engine.embedder.embed, sample)
@@ -105,11 +112,17 @@ async def bench_build(
             t0 = time.perf_counter()
             await engine.ex.run("index", engine.index.search_vector, v, 20, session_id=state.session_id)
             bare.append((time.perf_counter() - t0) * 1000)
+        without: list[float] = []  # the same builds with the memory and topic channels switched off
         for q in qs:
             _, timing = await engine.build(state.session_id, q, budget=budget)  # embeds the query too
             for key, value in timing.model_dump().items():
                 if value is not None and key.endswith("_ms") and key not in ("first_token_ms", "answer_ms"):
                     stages.setdefault(key, []).append(value)
+            engine.config.ablate, kept = ("memory", "topic"), engine.config.ablate
+            try:
+                without.append((await engine.build(state.session_id, q, budget=budget))[1].build_ms)
+            finally:
+                engine.config.ablate = kept
         build = _stats(stages["build_ms"])
         bare_stats = _stats(bare)
         report["sizes"][str(n)] = {
@@ -121,6 +134,10 @@ async def bench_build(
             "ingest_turns_per_s": round(n / ingest_s, 1),
             "bare_embed_texts_per_s": round(embed_rate, 1),
             "ingest_vs_embed": round((n / ingest_s) / embed_rate, 2),
+            "without_memory_topic": _stats(without),
+            "memory_topic_cost_p95": round(build["p95"] / max(_stats(without)["p95"], 1e-6), 2),
+            "memory": {"memories": len(await engine.memories()), "writer_pieces_per_s": round(pieces / writer_s, 1)
+                       if writer_s else None, "writer_wait_after_ingest_s": round(writer_wait_s, 2)},
         }
         if progress:
             progress(f"{n} turns: build p95 {build['p95']} ms")
@@ -141,4 +158,8 @@ def format_bench_report(report: dict[str, Any]) -> str:
         )
         stages = ", ".join(f"{k[:-3]} {v['p50']}/{v['p95']}" for k, v in row["stages"].items())
         lines.append(f"{'':>8} stages p50/p95 ms: {stages}")
+        off, mem = row["without_memory_topic"], row["memory"]
+        lines.append(f"{'':>8} memory and topic channels off: build p50/p95 {off['p50']}/{off['p95']} ms; on/off p95 "
+                     f"{row['memory_topic_cost_p95']}x; {mem['memories']} memories, writer {mem['writer_pieces_per_s']} "
+                     f"pieces/s ({mem['writer_wait_after_ingest_s']} s left after the ingest)")
     return "\n".join(lines)

@@ -195,6 +195,7 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
                 out.write(json.dumps({"id": m.id, "budget": budget, "tokens": record.context.tokens,
                                       "blocks": blocks}, ensure_ascii=False) + "\n")
         await engine.ingest(state.session_id, [_message(m)], chain=False, parents={m.id: parent})
+        await engine.memory_idle()  # its topics and memories, before the next message (as between turns)
 
 
 async def run_purity_eval(engine: Engine, data_dir: Path, budgets: Sequence[int], out_path: Path, *,

@@ -143,6 +143,7 @@ async def run_recall_eval(
             ],
         )
         sessions[conv] = state
+        await engine.memory_idle()  # the memory writer and the topic index read the history first
         if progress:
             progress(f"ingested {conv}: {len(rows)} turns")
     ingest_s = time.perf_counter() - started

@@ -67,6 +67,7 @@ async def run_split_recall_eval(make_engine: EngineMaker, data_dir: Path, budget
             engine = await make_engine(root / conv)
             try:
                 sessions += await _ingest(engine, conv, rows)
+                await engine.memory_idle()
                 asker = await engine.open_session(None, title=f"{conv} questions")
                 for q in (q for q in questions if q["conversation"] == conv):
                     for budget in budgets:
