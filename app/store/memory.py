@@ -86,16 +86,21 @@ class MemoryStore(StoreBase):
                     "COALESCE(json_extract(data, '$.access_count'), 0) + 1, '$.last_accessed_at', ?) "
                     "WHERE fragment_id = ?", (at, fragment_id))
 
-    def messages_by_ids(self, ids: Sequence[str]) -> list[tuple[str, Any]]:
-        """(session id, message) of each stored message among ``ids``, any session (workspace
-        recall resolves other sessions' hits with it)."""
-        out: list[tuple[str, Any]] = []
+    def messages_by_ids(self, ids: Sequence[str], around: int = 0) -> list[tuple[str, int, Any]]:
+        """(session id, seq, message) of each stored message among ``ids`` (any session) and of the
+        ``around`` messages before and after each in its session: workspace recall resolves other
+        sessions' hits, and their neighbours in conversation, with it. Ordered by session and seq."""
+        out: dict[str, tuple[str, int, Any]] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start:start + 500])
             marks = ", ".join("?" for _ in chunk)
-            rows = self._db().execute(f"SELECT * FROM messages WHERE message_id IN ({marks})", chunk)
-            out.extend((row["session_id"], R.MESSAGES.from_row(row)) for row in rows)
-        return out
+            rows = self._db().execute(
+                "SELECT m2.* FROM messages m1 JOIN messages m2 ON m2.session_id = m1.session_id "
+                f"AND m2.seq BETWEEN m1.seq - ? AND m1.seq + ? WHERE m1.message_id IN ({marks})",
+                (around, around, *chunk))
+            for row in rows:
+                out[row["message_id"]] = (row["session_id"], int(row["seq"]), R.MESSAGES.from_row(row))
+        return sorted(out.values(), key=lambda r: (r[0], r[1]))
 
     # ------------------------------------------------------------------ topics
 

@@ -193,8 +193,9 @@ def test_a_new_session_recalls_the_turns_of_earlier_sessions_labelled_and_replay
             assert asked.build.plan["retrieval"]["scope"] == "workspace"
             assert "holds 0 turn(s)" in asked.build.plan["retrieval"]["scope_reason"]
             assert said_id in asked.build.context.source_ids()
-            line = next(t for t in asked.build.context.text().splitlines() if "14 cedar shingles" in t)
-            assert line.endswith("(from session \u201cShed project\u201d)")
+            lines = asked.build.context.text().splitlines()
+            at = next(n for n, t in enumerate(lines) if "14 cedar shingles" in t)
+            assert lines[at - 1].endswith(", session \u201cShed project\u201d:")  # its group's header
             assert await engine.replay(asked.turn_id) == []
             # Once the session holds enough of its own, recall stays in it unless the input points back.
             for text in ("Let us plan the fence now.", "The fence is 20 metres long.", "Posts every 2 metres."):

@@ -99,15 +99,22 @@ class SessionService:
         return len(set(self.titles) - {state.session_id})
 
     async def outside_notes(self, state: SessionState, ids: Sequence[str]) -> list[NoteView]:
-        """Other sessions' messages among ``ids`` as notes of ``state`` (workspace recall): the
-        speaker's words, quoted as history, labelled with their session's title."""
+        """Other sessions' messages among ``ids`` as notes of ``state`` (workspace recall), with the
+        messages just before and after each (its neighbours in conversation, which recall's
+        propagation reaches as it does a turn's): the speaker's words, quoted as history,
+        labelled with their session's title."""
         wanted = [i for i in ids if i not in state.messages and i not in state.notes]
         if not wanted:
             return []
-        found = await self.ctx.on_store(self.ctx.store.messages_by_ids, wanted)
-        notes = [NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
-                          origin=self.titles.get(sid) or "untitled session", source_ids=())
-                 for sid, m in found if sid != state.session_id]
+        found = [r for r in await self.ctx.on_store(self.ctx.store.messages_by_ids, wanted, 1)
+                 if r[0] != state.session_id]
+        notes = []
+        for n, (sid, seq, m) in enumerate(found):  # by session and seq: a message's neighbours sit next to it
+            near = tuple(found[k][2].message_id for k in (n - 1, n + 1)
+                         if 0 <= k < len(found) and found[k][0] == sid and abs(found[k][1] - seq) == 1)
+            if m.message_id not in state.notes:
+                notes.append(NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
+                                      origin=self.titles.get(sid) or "untitled session", neighbours=near))
         for note in notes:
             state.add_note(note)
         return notes

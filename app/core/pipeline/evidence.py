@@ -88,9 +88,12 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
                               selector=cut.selector if cut else ""))
         else:
             note = state.notes[cand.id]
-            text, cut = _fit(note.render(), query, cap, counter, counter.count(note.render()))
+            # Another session's message: its session and day head its group (said once per group).
+            whole = note.text if note.kind == "outside" else note.render()
+            group = f"{note.at[:10]}, session \u201c{note.origin}\u201d:" if note.kind == "outside" else ""
+            text, cut = _fit(whole, query, cap, counter, counter.count(whole))
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
-            items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused,
+            items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused, group=group,
                               order=len(state.order) + number, evidence_ids=(cand.id, *note.source_ids), rank=rank,
                               selector=cut.selector if cut else ""))
         if cut is not None:

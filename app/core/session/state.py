@@ -64,6 +64,7 @@ class NoteView:
     source_ids: tuple[str, ...] = ()  # the evidence a memory was taken from
     memory_type: str = ""  # a memory's type (fact, preference, prohibition, ...)
     key: str = ""  # a fact's subject ("city"): its earlier, closed values share it
+    neighbours: tuple[str, ...] = ()  # another session's message: the notes of the messages next to it
 
     def render(self) -> str:
         text = self.text
@@ -326,9 +327,12 @@ class SessionState:
 
     def neighbours(self, message_id: str) -> Iterator[str]:
         """Messages next to ``message_id`` in conversation: its turn's other messages, the last
-        message of the turn it continues, and the first message of each turn continuing it."""
+        message of the turn it continues, and the first message of each turn continuing it (for
+        another session's message, a note: the notes of the messages before and after it)."""
         view = self.messages.get(message_id)
         if view is None or view.turn_id is None:
+            note = self.notes.get(message_id)
+            yield from (n for n in (note.neighbours if note is not None else ()) if n in self.notes)
             return
         turn = self.turns[view.turn_id]
         for other in turn.message_ids:
