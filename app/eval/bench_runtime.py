@@ -12,6 +12,8 @@ Three measurements, each in fresh sessions of the same engine:
 3. ``interrupt``: the same question asked while a task streams; first token p50/p95 with the
    cut-in (``StreamConfig.cut_in``) and without it (the question waits for the model like any
    other call), and whether the task still ran to completion.
+4. ``writer_on`` / ``interrupt_writer_off``: (3) with the cut-in, the background memory writer on
+   and off in turn; the ratio of their p95 is what the writer costs an interruption's first token.
 
 The optional LLM intent signal (``EngineConfig.llm_intent``) is off during the run: it asks the
 model only when the rules are unsure, which happens for the bare question but not for the same
@@ -114,6 +116,19 @@ async def _bare(engine: Engine, runs: int) -> dict[str, Any]:
     return {"first_token_ms": _stats(latencies), "build_ms": _stats(builds), "prompt_tokens": _stats(prompts)}
 
 
+async def _writer_on_off(engine: Engine, runs: int, after_tokens: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Interruptions (cut in) with the memory writer on and off, one of each in turn (noise hits
+    both alike); their first tokens."""
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(runs):
+        for enabled, into in ((True, on), (False, off)):
+            engine.memory.enabled = enabled
+            got = await _interrupt(engine, 1, True, after_tokens)
+            into.append(got["first_token_ms"]["p50"])
+    return {"first_token_ms": _stats(on)}, {"first_token_ms": _stats(off)}
+
+
 async def _interrupt(engine: Engine, runs: int, cut_in: bool, after_tokens: int) -> dict[str, Any]:
     config = engine.streams.runtime.config
     saved, config.cut_in = config.cut_in, cut_in
@@ -172,9 +187,14 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
         report["interrupt"] = await _interrupt(engine, runs, True, after_tokens)
         say("interruption queued for the model (no cut-in)")
         report["interrupt_queued"] = await _interrupt(engine, runs, False, after_tokens)
+        say("interruption with cut-in, the memory writer on and off in turn")
+        report["writer_on"], report["interrupt_writer_off"] = await _writer_on_off(engine, runs, after_tokens)
     finally:
         engine.config.llm_intent = saved
+        engine.memory.enabled = engine.config.memory_writer
     base = report["bare"]["first_token_ms"]
+    off = report["interrupt_writer_off"]["first_token_ms"]
+    report["writer_cost_p95"] = round(report["writer_on"]["first_token_ms"]["p95"] / max(off["p95"], 1e-6), 2)
     for key in ("interrupt", "interrupt_queued"):
         got = report[key]["first_token_ms"]
         report[key]["ratio_to_bare_p50"] = round(got["p50"] / max(base["p50"], 1e-6), 2)
@@ -205,4 +225,8 @@ def format_streams_report(report: dict[str, Any]) -> str:
                      f"prompt p50 {r['prompt_tokens']['p50']} tokens); routed as interrupt "
                      f"{r['routed_as_interrupt']}/{r['runs']}, answered while the task ran "
                      f"{r['answered_while_task_ran']}/{r['runs']}, tasks completed {r['tasks_completed']}/{r['runs']}")
+    off = report["interrupt_writer_off"]["first_token_ms"]
+    on = report["writer_on"]["first_token_ms"]
+    lines.append(f"interruption, cut in, memory writer on / off in turn: first token p50 {on['p50']} / {off['p50']} ms, "
+                 f"p95 {on['p95']} / {off['p95']} ms; on/off p95 x{report['writer_cost_p95']}")
     return "\n".join(lines)
