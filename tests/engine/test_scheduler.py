@@ -108,6 +108,11 @@ def test_task_is_pushed_streamed_and_popped_with_its_result(make_engine: EngineF
                                        "2. Buy food and drinks for twenty people.")
         assert [u[1] for u in updates] == ["pending", "active", "complete"]
         assert progress == sorted(progress) and progress[-1] == 1.0 and len(progress) > 3
+        # Its result is an artifact node, derived from the task's node and bound to the result's evidence.
+        [artifact] = [n for n in state.graph.nodes() if n.kind == NodeKind.ARTIFACT]
+        assert artifact.ref_id == task.result_evidence_ids[0] and artifact.attrs["version"] == 1
+        assert artifact.label.startswith("Result v1: Write a plan for the garden party")
+        assert [e.dst for e in state.graph.out_edges(artifact.node_id)] == [task.node_id]
         # The build was stack-aware: the new frame and its step instruction, bound to its evidence.
         text = record.build.context.text()
         assert "Current task: Write a plan for the garden party" in text and "numbered steps" in text

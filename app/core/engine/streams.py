@@ -31,13 +31,16 @@ from app.core.runtime.scheduler import (
 )
 from app.core.session.state import SessionState
 from app.core.tasks.stack import FINAL, OPEN, StackDecision, TaskInputs, count_steps, summarize_result
+from app.core.text import quote_label
 from app.core.types import (
     EdgeKind,
     Evidence,
     EvidenceSource,
     EvidenceType,
     GraphEdge,
+    GraphNode,
     Message,
+    NodeKind,
     SourceKind,
     Task,
     TaskStatus,
@@ -216,6 +219,19 @@ class EngineStreams:
                     running.stop(f"stopped by the user: {build.text[:80]!r}")
         return persist
 
+    def _artifact(self, session_id: str, task: Task, result: Evidence) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """A completed task's result as an artifact node (``derived_from`` the task's node, bound to
+        the result's evidence); a task completed again makes the next version."""
+        state = self.ctx.sessions[session_id]
+        if task.node_id is None or task.node_id not in state.graph:
+            return [], []
+        version = 1 + sum(1 for n in state.graph.nodes()
+                          if n.kind == NodeKind.ARTIFACT and n.attrs.get("task_id") == task.task_id)
+        at = result.valid_from
+        node = GraphNode(kind=NodeKind.ARTIFACT, label=quote_label(f"Result v{version}: {task.name}", 60),
+                         ref_id=result.evidence_id, created_at=at, attrs={"task_id": task.task_id, "version": version})
+        return [node], [GraphEdge(src=node.node_id, dst=task.node_id, kind=EdgeKind.DERIVED_FROM, created_at=at)]
+
     def stream_progress(self, handle: StreamHandle) -> None:
         """Show a task stream's progress on its node (not written: the next revision carries it)."""
         state = self.ctx.sessions.get(handle.session_id)
@@ -248,6 +264,8 @@ class EngineStreams:
         output = record.output if record is not None else ""
         attrs = {"tokens": handle.tokens, "steps": count_steps(output)}
         evidences: list[Evidence] = []
+        nodes: list[GraphNode] = []
+        edges: list[GraphEdge] = []
         if finish in ("stop", "length") and output.strip():
             summary = summarize_result(output)
             evidence = Evidence(type=EvidenceType.LLM_OUTPUT, source=EvidenceSource(kind=SourceKind.LLM, name="task result"),
@@ -255,12 +273,13 @@ class EngineStreams:
                                                            "message_id": record.answer_message_id if record else None})
             evidences.append(evidence)
             changed = book.stack.complete(task.task_id, summary, [evidence.evidence_id])
+            nodes, edges = self._artifact(handle.session_id, task, evidence)
         else:
             reason = handle.stop_reason or ("stopped" if finish == "cancelled" else f"no result ({finish})")
             progress = book.stack.set_progress(task.task_id, handle.tokens / max(1, handle.max_tokens))
             changed = progress + book.stack.fail(task.task_id, reason)
             tasks.stop_failed(book, changed, reason)
         change, persist = tasks.apply(handle.session_id, "finish", changed, evidences=evidences, handle=handle,
-                                      extra_attrs=attrs)
+                                      nodes=nodes, edges=edges, extra_attrs=attrs)
         await tasks.write_now(persist)
         tasks.announce(handle.session_id, change.tasks)

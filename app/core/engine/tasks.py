@@ -229,16 +229,16 @@ class TaskService:
                             stream_seq=handle.seq if handle is not None else None)
 
     def apply(self, session_id: str, op: str, changed: Sequence[Task], *, evidences: Sequence[Evidence] = (),
-               handle: StreamHandle | None = None, edges: Sequence[GraphEdge] = (),
+               handle: StreamHandle | None = None, edges: Sequence[GraphEdge] = (), nodes: Sequence[GraphNode] = (),
                extra_attrs: dict[str, Any] | None = None) -> tuple[TaskChange, Callable[[], None]]:
-        """Commit tasks the stack changed, with their nodes' attributes."""
+        """Commit tasks the stack changed, with their nodes' attributes (and new ``nodes``: a result's artifact)."""
         state = self.ctx.sessions[session_id]
         attrs: dict[str, dict[str, Any]] = {}
         for task in changed:
             if task.node_id is not None and task.node_id in state.graph:
                 more = extra_attrs if handle is not None and task.task_id == handle.task_id else None
                 attrs[task.node_id] = task_node_attrs(task, **(more or {}))
-        return self.commit(session_id, op, changed, node_attrs=attrs, edges=edges, evidences=evidences,
+        return self.commit(session_id, op, changed, nodes=nodes, node_attrs=attrs, edges=edges, evidences=evidences,
                             stream_seq=handle.seq if handle is not None else None)
 
     async def _change(self, session_id: str, op: str, changed: Sequence[Task], *,

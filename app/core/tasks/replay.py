@@ -30,6 +30,7 @@ class Folded:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     edges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)  # task results' artifact nodes and edges
     last_rev: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -48,9 +49,9 @@ def fold(events: Iterable[Mapping[str, Any]]) -> Folded:
         for t in payload["tasks"]:
             out.tasks[t["task_id"]] = t
         for n in payload["nodes"]:
-            out.nodes[n["node_id"]] = n
+            (out.artifacts if n["kind"] == NodeKind.ARTIFACT.value else out.nodes)[n["node_id"]] = n
         for e in payload["edges"]:
-            out.edges[e["edge_id"]] = e
+            (out.artifacts if e["kind"] == EdgeKind.DERIVED_FROM.value else out.edges)[e["edge_id"]] = e
     return out
 
 
@@ -91,6 +92,10 @@ def compare(folded: Folded, *, stored: Sequence[Task], live: Sequence[Task], rev
                   and (e.src in live_nodes or e.dst in live_nodes)}
     if live_edges != set(edges):
         out.append(f"task edges: replayed {sorted(edges)} != live {sorted(live_edges)}")
+    results = [n for n in graph.nodes(NodeKind.ARTIFACT) if "task_id" in n.attrs]
+    live_results = {n.node_id for n in results} | {e.edge_id for n in results for e in graph.out_edges(n.node_id)}
+    if live_results != set(folded.artifacts):
+        out.append(f"task results: replayed {sorted(folded.artifacts)} != live {sorted(live_results)}")
     by_task = {t.task_id: t for t in replayed}
     spawned_into = {e["dst"] for e in edges.values() if e["kind"] == EdgeKind.SPAWNED.value}
     for node_id, data in nodes.items():
