@@ -156,7 +156,7 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     dated = req.index_range()
     hits = [] if "memory" not in kinds else await run_blocking(
         search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
-    hits = [(i, s) for i, s in hits if i in state.notes and state.notes[i].kind == "memory"][:size]
+    hits = [(i, s) for i, s in hits if _recallable_memory(state, i)][:size]
     if "env" in kinds:
         hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
                                    kinds=["env"], **dated)
@@ -165,6 +165,20 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
 
 #: The topic channel's search: (query, k, the session to search or None for the workspace) → hits.
 TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
+
+
+_RESTATING = frozenset({"event", "decision", "commitment", "note"})
+
+
+def _recallable_memory(state: SessionState, item: str) -> bool:
+    """A memory note worth recalling: not one that only restates, in other words, messages of this
+    very session that recall reaches itself (an event, decision or commitment said here); facts
+    (with their earlier values) and other sessions' memories are."""
+    note = state.notes.get(item)
+    if note is None or note.kind != "memory":
+        return False
+    restates = note.memory_type in _RESTATING and not note.origin and bool(note.source_ids)
+    return not (restates and all(s in state.messages for s in note.source_ids))
 
 
 class _Pool:

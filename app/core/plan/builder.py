@@ -145,10 +145,11 @@ class PlanContext(BaseModel):
 _SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory", "topic"})
 
 
-_POINTS_BACK = re.compile(
-    r"\b(?:last\s+time|previous(?:ly)?|earlier|before|another\s+session|other\s+session|"
-    r"we\s+(?:discussed|talked|said|decided|agreed)|i\s+(?:told|said|mentioned)|remember|"
-    r"you\s+(?:said|told|suggested))\b", re.IGNORECASE)
+_POINTS_BACK = re.compile(  # pointing at earlier conversations, not at earlier events ("before May")
+    r"\b(?:last\s+time|(?:in|from)\s+(?:a|an|the|our|my|another)\s+(?:previous|earlier|last|other)\s+"
+    r"(?:session|conversation|chat)|another\s+session|we\s+(?:discussed|talked|decided|agreed)|"
+    r"i\s+(?:told\s+you|mentioned)|(?:do\s+you|you)\s+remember|you\s+(?:said|told\s+me|suggested))\b",
+    re.IGNORECASE)
 
 
 def recall_scope(text: str, ctx: PlanContext, config: PlanConfig) -> tuple[Literal["session", "workspace"], str]:
