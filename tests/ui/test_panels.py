@@ -55,6 +55,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     replies[-1] = ANSWER
     engine = engine_in(tmp, replies, budget=150, llm_intent="auto")  # module scope: no make_engine
     engine.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
+    engine.memory.enabled = False  # these panels are read on turns and messages (tests/ui/test_memory_panel.py: memory)
 
     async def main() -> Session:
         await engine.start()

@@ -55,6 +55,12 @@ class Item:
     tokens: int | None = None  # a known count of ``text`` (else the compiler counts it)
     selector: str = ""  # which part of its evidence the line carries (e.g. "chars:0-812")
     rank: int = 0  # position of its evidence type in the plan's evidence priority (lower first)
+    # The evidence the line was derived from (a memory's source messages): refs with the selector
+    # ``SOURCE``, after the line's own, so "[n] → its evidence" stays one ref per numbered line.
+    sources: tuple[str, ...] = ()
+
+
+SOURCE = "source"  # the selector of a ref to the evidence a line was derived from (not shown by it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +305,8 @@ class ContextCompiler:
                 parts.append(group)
             parts.extend(it.text for it in lines)
             content = "\n".join(parts)
-            refs = [Ref(evidence_id=e, selector=it.selector) for it in lines for e in it.evidence_ids]
+            refs = [ref for it in lines for ref in [*(Ref(evidence_id=e, selector=it.selector) for e in it.evidence_ids),
+                                                      *(Ref(evidence_id=s, selector=SOURCE) for s in it.sources)]]
             priority = min((it.priority for it in lines), key=lambda p: PRIORITY_RANK[p])
             block_id = f"{segment.value}:{group or 'all'}:{lines[0].item_id}"
             blocks.append(

@@ -94,8 +94,8 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
             text, cut = _fit(whole, query, cap, counter, counter.count(whole))
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
             items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused, group=group,
-                              order=len(state.order) + number, evidence_ids=(cand.id, *note.source_ids), rank=rank,
-                              selector=cut.selector if cut else ""))
+                              order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
+                              selector=cut.selector if cut else "", sources=note.source_ids))
         if cut is not None:
             compressions.append(Compression.of(cand.id, cut))
     return items + earlier_values(state, items, number)
@@ -111,7 +111,7 @@ def earlier_values(state: SessionState, items: Sequence[Item], number: int) -> l
         if note.key in keys and note.valid_to and not note.removed_at and note.note_id not in have:
             number += 1
             out.append(Item(note.note_id, BlockType.MEMORY, f"[{number}] {note.render()}", Priority.MEDIUM,
-                            order=len(state.order) + number, evidence_ids=(note.note_id, *note.source_ids)))
+                            order=len(state.order) + number, evidence_ids=(note.note_id,), sources=note.source_ids))
     return out
 
 

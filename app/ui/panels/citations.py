@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.core.context.compiler import HEADERS
+from app.core.context.compiler import HEADERS, SOURCE
 from app.core.pipeline.record import TurnRecord
 from app.core.types import BlockType
 
@@ -73,8 +73,9 @@ def _tagged_refs(record: TurnRecord) -> dict[int, str]:
         if block.block_type.value not in _NUMBERED:
             continue
         tags = [int(m.group(1)) for line in block.content.split("\n") if (m := _TAG_RE.match(line))]
-        if len(tags) == len(block.refs):  # one tag per line per ref, in the same order
-            out.update(zip(tags, (r.evidence_id for r in block.refs), strict=True))
+        shown = [r.evidence_id for r in block.refs if r.selector != SOURCE]  # not what a line came from
+        if len(tags) == len(shown):  # one tag per line per ref, in the same order
+            out.update(zip(tags, shown, strict=True))
     return out
 
 
@@ -104,7 +105,7 @@ def context_lines(record: TurnRecord) -> list[ContextLine]:
     out: list[ContextLine] = []
     for index, block in enumerate(record.build.context.blocks):
         kind = block.block_type.value
-        refs = [r.evidence_id for r in block.refs]
+        refs = [r.evidence_id for r in block.refs if r.selector != SOURCE]  # a memory's sources are not shown
         raw = block.content.split("\n") if block.content else []
         header = HEADERS.get(block.block_type, "")
         lines: list[tuple[str, bool]] = [(t, (bool(header) and t == header) or bool(_GROUP_RE.match(t))) for t in raw]
