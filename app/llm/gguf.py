@@ -19,11 +19,11 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core.errors import ModelError
+from app.frozen import python_command
 from app.llm.template import ChatTemplates, template_sources
 
 GGUF_MAGIC = b"GGUF"
@@ -435,7 +435,7 @@ def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode:
         check_templates(info, shown)
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"],
+            python_command("-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"),
             capture_output=True,
             text=True,
             timeout=timeout_s,
