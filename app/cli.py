@@ -20,7 +20,7 @@
     pcm bench providers [--runs N]
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
-    pcm bench startup [--runs 5]       (the desktop app: time to window and to ready)
+    pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -238,7 +238,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app.bench_startup import bench_startup
         from app.bench_startup import format_report as startup_report
 
-        report = bench_startup(args.runs, say=lambda line: print(line, file=sys.stderr))  # a throw-away folder
+        report = bench_startup(args.runs, app=args.app, say=lambda line: print(line, file=sys.stderr))  # throw-away
         print(json.dumps(report, indent=2) if args.json else startup_report(report))
         return 0
     if args.target in ("build", "streams", "sensors"):
@@ -324,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=4, help="streams: concurrent streams")
     p.add_argument("--inputs", type=int, default=8, help="streams: parallel inputs")
     p.add_argument("--files", type=int, default=10000, help="sensors: files in the burst")
+    p.add_argument("--app", metavar="EXE", help="startup: also start this executable (a bundle's pcm-canvas), "
+                                               "taking turns with python -m app")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
     return parser
