@@ -3,9 +3,11 @@ and how a child process runs Python code when there is no ``python`` to start.
 
 The app starts short-lived Python children (the chat-template worker, the GGUF probe, the feed
 parser) as ``sys.executable -P -c CODE``. In a bundle ``sys.executable`` is ``pcm-canvas`` or
-``pcm``, which cannot run Python code by itself; ``python_command`` then prefixes the arguments
-with ``CHILD_FLAG`` and both frozen entry points (``packaging/launch_*.py``) hand such a command
-line to ``run_child`` before anything else is imported. ``run_child`` reads the usual
+``pcm``, which cannot run Python code by itself; ``python_command`` then names the bundle's
+console executable (``pcm``: on Windows the windowed ``pcm-canvas.exe`` may have no standard
+streams to pipe) with ``CHILD_FLAG`` first, and both frozen entry points
+(``packaging/launch_*.py``) hand such a command line to ``run_child`` before anything else is
+imported; ``child_options`` keeps that console child's window hidden on Windows. ``run_child`` reads the usual
 interpreter options (``-P``, ``-I``, ``-u``, ``-c CODE``, ``-m MODULE``, ``FILE``) and runs the
 code as ``python`` would, with the bundle's modules.
 
@@ -15,11 +17,14 @@ Standard library only: the frozen entry points import this module first.
 from __future__ import annotations
 
 import runpy
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 CHILD_FLAG = "--pcm-python"
+CLI_NAME = "pcm"  # the bundle's console executable (packaging/bundle.ini: cli)
 _IGNORED_OPTIONS = {"-P", "-I", "-E", "-s", "-S", "-u", "-B", "-O", "-OO", "-q"}
 
 
@@ -43,9 +48,19 @@ def app_root() -> Path:
 def python_command(*args: str) -> list[str]:
     """A command line that runs ``python *args`` (e.g. ``"-P", "-c", CODE, ...``): this
     interpreter in a source checkout, this executable with ``CHILD_FLAG`` in a bundle."""
-    if is_frozen():
-        return [sys.executable, CHILD_FLAG, *args]
-    return [sys.executable, *args]
+    if not is_frozen():
+        return [sys.executable, *args]
+    exe = Path(sys.executable)
+    cli = exe.with_name(CLI_NAME + exe.suffix)
+    return [str(cli if cli.is_file() else exe), CHILD_FLAG, *args]
+
+
+def child_options() -> dict[str, Any]:
+    """Extra ``subprocess`` arguments for ``python_command``'s process: in a Windows bundle the
+    console executable's window is not shown."""
+    if is_frozen() and sys.platform == "win32":
+        return {"creationflags": getattr(subprocess, "CREATE_NO_WINDOW", 0)}
+    return {}
 
 
 def run_child(argv: Sequence[str]) -> int:

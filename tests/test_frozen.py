@@ -17,7 +17,7 @@ from app.core.errors import ModelError
 from app.llm.template import DEFAULT_TEMPLATE, SAMPLE_MESSAGES, ChatTemplates
 
 ROOT = Path(__file__).resolve().parent.parent
-LAUNCH_PCM = ROOT / "packaging" / "launch_pcm.py"
+LAUNCH = ROOT / "packaging" / "launch.py"
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -33,18 +33,32 @@ def test_outside_a_bundle_paths_are_the_repository_and_children_run_this_interpr
 def test_frozen_app_finds_models_and_resources_inside_the_bundle(tmp_path: Path) -> None:
     """As the bootloader leaves it: sys.frozen set, sys._MEIPASS the contents folder."""
     code = (
-        "import json, sys; sys.frozen = True; sys._MEIPASS = sys.argv[1]\n"
+        "import json, sys; sys.frozen = True; sys._MEIPASS = sys.argv[1]; sys.executable = sys.argv[2]\n"
         "from app import config, frozen\n"
         "print(json.dumps({'root': str(frozen.app_root()), 'models': str(config.default_models_dir()),"
         " 'resources': str(config.RESOURCES_DIR), 'child': frozen.python_command('-c', 'pass')}))"
     )
-    done = _run(code, str(tmp_path))
+    done = _run(code, str(tmp_path), str(tmp_path / "pcm-canvas"))
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["root"] == str(tmp_path)
     assert seen["models"] == str(tmp_path / "models")
     assert seen["resources"] == str(tmp_path / "resources")
-    assert seen["child"] == [sys.executable, frozen.CHILD_FLAG, "-c", "pass"]
+    assert seen["child"] == [str(tmp_path / "pcm-canvas"), frozen.CHILD_FLAG, "-c", "pass"]  # no `pcm` beside it
+
+
+def test_frozen_children_run_on_the_console_executable_beside_the_app(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The windowed desktop executable hands its Python children to `pcm` next to it."""
+    gui, cli = tmp_path / "pcm-canvas", tmp_path / frozen.CLI_NAME
+    gui.write_bytes(b"")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", str(gui))
+    assert frozen.python_command("-c", "pass") == [str(gui), frozen.CHILD_FLAG, "-c", "pass"]
+    cli.write_bytes(b"")
+    assert frozen.python_command("-c", "pass") == [str(cli), frozen.CHILD_FLAG, "-c", "pass"]
+    assert frozen.child_options() == ({"creationflags": subprocess.CREATE_NO_WINDOW}
+                                      if sys.platform == "win32" else {})
 
 
 def test_the_child_flag_runs_code_a_module_or_a_file_as_python_would(tmp_path: Path) -> None:
@@ -68,7 +82,7 @@ def test_the_child_flag_runs_code_a_module_or_a_file_as_python_would(tmp_path: P
 def frozen_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in for the bundle's ``pcm``: the real frozen entry script on this interpreter."""
     exe = tmp_path / "pcm"
-    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{LAUNCH_PCM}" "$@"\n', encoding="utf-8")
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{LAUNCH}" "$@"\n', encoding="utf-8")
     exe.chmod(0o755)
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "executable", str(exe))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core.errors import ModelError
-from app.frozen import python_command
+from app.frozen import child_options, python_command
 from app.llm.template import ChatTemplates, template_sources
 
 GGUF_MAGIC = b"GGUF"
@@ -441,6 +441,7 @@ def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode:
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+            **child_options(),
         )
     except subprocess.TimeoutExpired:
         raise ModelError(f"{shown} did not load within {timeout_s:g} s in a test process; "

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import ModelError
-from app.frozen import python_command
+from app.frozen import child_options, python_command
 
 TEMPLATE_TIMEOUT_S = 2.0
 TEMPLATE_MEMORY_BYTES = 512 << 20
@@ -78,6 +78,7 @@ class _Child:
         self.proc = subprocess.Popen(
             python_command("-P", str(_WORKER), str(memory_bytes)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+            **child_options(),
         )
         self.replies: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._read, name="pcm-template-reader", daemon=True).start()
