@@ -27,6 +27,8 @@ for arg in "$@"; do
   esac
 done
 log() { printf '\033[1m[check]\033[0m %s\n' "$*"; }
+"$VENV/bin/python" -c 'import pytest, mcp' 2>/dev/null || {
+  echo "check.sh: the test tools are missing from $VENV: run bash scripts/setup.sh --dev first" >&2; exit 1; }
 
 BUNDLE="dist/$BUNDLE_FOLDER"
 # The bundle is current when it is newer than every file it is built from.
