@@ -114,7 +114,7 @@ def test_exported_sessions_are_associated_by_the_extension_the_app_writes() -> N
     names, sections = bundle_names(), _sections()
     ext = names["export_ext"]
     ui = (ROOT / "app" / "ui" / "file_actions.py").read_text(encoding="utf-8")
-    assert f'"Context model JSON (*{ext})"' in ui and f'.json"' in ui  # File > Export's filter and default name
+    assert f'"Context model JSON (*{ext})"' in ui and f'{ext}"' in ui  # File > Export's filter and default name
     registry = [_params(line) for line in sections["Registry"]]
     open_with = [r for r in registry if r["subkey"] == f"Software\\Classes\\{ext}\\OpenWithProgids"]
     assert open_with and open_with[0]["valuename"] == names["progid"]
