@@ -43,8 +43,7 @@ log "fetching and verifying the default models"
 log "running PyInstaller (several minutes)"
 rm -rf "dist/$BUNDLE_FOLDER"
 NICE_CMD=(); command -v nice >/dev/null && NICE_CMD=(nice -n "$NICE")
-# (collecting torch's submodules imports them: their deprecation notices are not the build's news)
-PYTHONWARNINGS=ignore::DeprecationWarning "${NICE_CMD[@]}" "$VPY" -m PyInstaller --noconfirm --clean --log-level WARN \
+"${NICE_CMD[@]}" "$VPY" -m PyInstaller --noconfirm --clean --log-level WARN \
   --distpath dist --workpath build/pyinstaller packaging/pcm_canvas.spec
 OUT="dist/$BUNDLE_FOLDER"
 [ -x "$OUT/$BUNDLE_GUI$EXE" ] && [ -x "$OUT/$BUNDLE_CLI$EXE" ] || fail "PyInstaller did not produce $OUT/$BUNDLE_GUI and $OUT/$BUNDLE_CLI"
