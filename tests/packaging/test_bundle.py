@@ -46,14 +46,15 @@ def report() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of dist/<folder> in an empty folder (links kept as links)."""
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A copy of dist/<folder> in an empty folder (links kept as links); removed afterwards (1.4 GB)."""
     built = bundle_dir()
     if not (built / (NAMES["gui"] + EXE)).is_file():
         pytest.fail(f"no bundle at {built}: run bash packaging/build.sh")
     empty = tmp_path_factory.mktemp("elsewhere")
     assert not any(empty.iterdir())
-    return Path(shutil.copytree(built, empty / NAMES["folder"], symlinks=True))
+    yield Path(shutil.copytree(built, empty / NAMES["folder"], symlinks=True))
+    shutil.rmtree(empty, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
