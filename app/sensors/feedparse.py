@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.frozen import child_options, python_command
 from app.sensors.text import html_to_text
 
 PARSE_TIMEOUT_S = 10.0
@@ -247,9 +248,9 @@ def parse_in_child(body: bytes, *, url: str, content_type: str = "", seen: Seque
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_APP_ROOT), os.environ.get("PYTHONPATH")]))}
     try:
         proc = subprocess.run(
-            [sys.executable, "-P", "-c", "import sys; from app.sensors.feedparse import main; sys.exit(main())"],
+            python_command("-P", "-c", "import sys; from app.sensors.feedparse import main; sys.exit(main())"),
             input=json.dumps(request).encode("ascii") + b"\n" + body,
-            capture_output=True, timeout=timeout_s, env=env,
+            capture_output=True, timeout=timeout_s, env=env, **child_options(),
         )
     except subprocess.TimeoutExpired:
         return {"kind": "timeout", "message": f"parsing {url} took longer than {timeout_s:g} s; stopped "

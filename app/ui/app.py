@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Awaitable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import qasync
@@ -88,8 +89,11 @@ def run_until_done(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> 
 
 
 def run_app(settings: Settings, services: Services, *, session_id: str | None = None,
-            self_test: str | None = None) -> int:
+            self_test: str | None = None, open_file: Path | None = None) -> int:
     """Show the main window and run until it is closed; returns the exit status.
+
+    With ``open_file`` (an exported session) that document is imported and opened once the
+    models are loaded.
 
     With ``self_test`` (an input text) the window loads, answers that input on the configured
     models, prints one line about it and closes: exit status 0 when an answer was recorded.
@@ -106,7 +110,9 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
         nonlocal status
         closed = asyncio.Event()
         window.closed.connect(closed.set)
-        if self_test is None:
+        if self_test is None and open_file is not None:
+            window.controller.spawn(window.load_and_import(session_id, open_file), "Opening")
+        elif self_test is None:
             window.start(session_id)
         else:
             status = await _self_test(window, session_id, self_test, window_s)

@@ -104,6 +104,13 @@ class FileActions:
         self.statusBar().showMessage(f"Imported {path.name} as a new session", 10000)
         return session_id
 
+    async def load_and_import(self, session_id: str | None, path: Path) -> str | None:
+        """Start with a document to open (``pcm-canvas FILE``: a double-click on an exported
+        session): load the models, then import ``path`` as a new session and open it."""
+        if not await self.controller.load(session_id):
+            return None
+        return await self.import_from(path)
+
     # ------------------------------------------------------------------ settings and theme
 
     def open_settings(self) -> SettingsDialog:
