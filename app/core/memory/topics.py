@@ -15,7 +15,8 @@ aliases, mentions); nothing already indexed is read again.
 - Topic–message edges (``mentions``) carry the term and rule that made them; topic–topic edges
   are co-occurrence counts within a message.
 - ``search`` is the ``topic`` recall channel: the messages that mention the query's topics,
-  rarer topics weighing more.
+  rarer topics weighing more; a topic in more than ``COMMON_SHARE`` of the messages (the two
+  people of a chat) says nothing about a question and is left out.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from app.core.text import STOPWORDS, stem
 
 ALIAS_SIMILARITY = 0.9  # embedding cosine of two names above which they are one topic
+COMMON_SHARE = 0.05  # a topic mentioned in more than this share of the indexed messages ...
+COMMON_MIN = 20  # ... (and in more than this many) is too common to recall by
 _NAME = re.compile(r"[\w./-]*[A-Za-z][\w./-]*")
 _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _CAPITAL_START = re.compile(r"(?:^|[.!?]\s+|\n)([A-Z][a-z]+)\b")
@@ -261,7 +264,9 @@ class TopicIndex:
         if k <= 0 or not self.topics:
             return []
         wanted = {t for t, _ in (self.resolve(w) for w in re.findall(r"[\w./-]{2,}", query)) if t is not None}
-        total = max(1, len({m.message_id for m in self.mentions}))
+        total = max(1, len(self._seen))
+        # A topic most messages mention (the people of a two-person chat) picks nothing out: left out.
+        wanted = {t for t in wanted if len(self._by_topic.get(t, [])) <= max(COMMON_MIN, COMMON_SHARE * total)}
         scores: dict[str, float] = {}
         order: dict[str, int] = {}
         for topic_id in wanted:

@@ -107,3 +107,11 @@ def test_topics_merge_split_and_search() -> None:
     assert [m.message_id for m in change.mentions] == ["m0"] and index.log[-1]["op"] == "split"
     assert "k8s" not in index.topics[kube].aliases and len(index.messages_of(kube)) == 2
     assert index.observe("s1", "m0", texts[0], AT).mentions == []  # a message is indexed once
+
+
+def test_a_topic_most_messages_mention_is_not_recalled_by() -> None:
+    index = TopicIndex()
+    for n in range(40):  # Caroline in every message; Kyoto in one
+        index.observe("s1", f"m{n}", "Caroline went to Kyoto" if n == 7 else f"Caroline said hello {n}", AT)
+    assert [i for i, _ in index.search("What did Caroline do in Kyoto?", 5)] == ["m7"]
+    assert index.search("What did Caroline say?", 5) == []
