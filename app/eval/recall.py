@@ -42,6 +42,16 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def load_dataset(data_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str],
+                                           dict[str, list[dict[str, Any]]]]:
+    """DIR's messages and questions, each message's text by id, and the messages by conversation."""
+    messages = load_jsonl(data_dir / "messages.jsonl")
+    by_conv: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for m in messages:
+        by_conv[m["conversation"]].append(m)
+    return messages, load_jsonl(data_dir / "questions.jsonl"), {m["id"]: m["text"] for m in messages}, by_conv
+
+
 def _bag(text: str) -> collections.Counter[str]:
     return collections.Counter(_WORD.findall(text.lower()))
 
@@ -125,12 +135,7 @@ async def run_recall_eval(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingest, build at every budget, write PRED lines, score product and baselines."""
-    messages = load_jsonl(data_dir / "messages.jsonl")
-    questions = load_jsonl(data_dir / "questions.jsonl")
-    turns = {m["id"]: m["text"] for m in messages}
-    by_conv: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for m in messages:
-        by_conv[m["conversation"]].append(m)
+    messages, questions, turns, by_conv = load_dataset(data_dir)
     sessions: dict[str, SessionState] = {}
     started = time.perf_counter()
     for conv, rows in by_conv.items():

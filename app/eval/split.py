@@ -21,7 +21,7 @@ from typing import Any
 
 from app.core.engine.facade import Engine
 from app.core.types import Author, AuthorKind, Message, Role
-from app.eval.recall import insufficient, load_jsonl, precision, recalled, summarize
+from app.eval.recall import insufficient, load_dataset, precision, recalled, summarize
 
 _SESSION = re.compile(r"/(D\d+):")
 
@@ -51,12 +51,7 @@ async def _ingest(engine: Engine, conv: str, rows: Sequence[dict[str, Any]]) -> 
 async def run_split_recall_eval(make_engine: EngineMaker, data_dir: Path, budgets: Sequence[int], out_path: Path,
                                 root: Path, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Ingest each conversation's sessions into its own workspace, ask from a new session, score."""
-    messages = load_jsonl(data_dir / "messages.jsonl")
-    questions = load_jsonl(data_dir / "questions.jsonl")
-    turns = {m["id"]: m["text"] for m in messages}
-    by_conv: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for m in messages:
-        by_conv[m["conversation"]].append(m)
+    _, questions, turns, by_conv = load_dataset(data_dir)
     scores: dict[int, list[tuple[str, float]]] = collections.defaultdict(list)
     precise: dict[int, list[tuple[str, float]]] = collections.defaultdict(list)
     flagged: dict[int, list[tuple[str, float]]] = collections.defaultdict(list)

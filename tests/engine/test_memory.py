@@ -90,6 +90,15 @@ def test_a_contradicted_fact_is_closed_not_deleted_and_both_are_shown(make_engin
             assert "Fact: city is Porto" in text
             assert f"Fact: city is Lisbon (until {old.valid_to[:10]}; no longer true)" in text
             assert await engine.replay(asked.turn_id) == []
+            # The Inspector maps each [n] to the line's own evidence: a memory line's source refs
+            # (selector "source") do not shift the numbers of the lines after it.
+            from app.ui.panels.citations import context_lines
+
+            numbered = {line.text: line.evidence_ids for line in context_lines(asked) if line.number}
+            assert numbered[next(t for t in numbered if "Fact: city is Porto" in t)] == (new.fragment_id,)
+            assert numbered[next(t for t in numbered if "city is Lisbon" in t)] == (old.fragment_id,)
+            sources = [r for b in asked.build.context.blocks for r in b.refs if r.selector == "source"]
+            assert {r.evidence_id for r in sources} >= {*new.source_evidence_ids, *old.source_evidence_ids}
         finally:
             await engine.close()
 
