@@ -114,8 +114,9 @@ async def recall(
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
             return []
+        # memories are the memory channel's (it leaves out those that only restate this session)
         return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=scoped,
-                                  kinds=["message", "env"] if scoped is None else None, **req.index_range())
+                                  kinds=["message", "env"], **req.index_range())
 
     async def memory() -> list[tuple[str, float]]:
         if search is None or query_vector is None:
@@ -237,7 +238,7 @@ class _Pool:
             return
         marks = self.per_channel.setdefault("structured", {})
         for item, cand in self.candidates.items():
-            view = self.state.messages.get(item)
+            view = self.state.messages.get(item) or self.state.notes.get(item)
             if view is not None and view.speaker.lower() in wanted and item not in marks:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)

@@ -90,7 +90,8 @@ class MemoryService:
         """History ingested: its names join the topic index, its facts, decisions and events are
         remembered for the session (not as the user's own profile: the speakers may be anyone)."""
         if self.enabled and messages:
-            self.start(session_id, [(m.message_id, m.content, "history", m.at) for m in messages])
+            self.start(session_id, [(m.message_id, m.content, f"history:{m.author.id if m.author else ''}", m.at)
+                                    for m in messages])
 
     def on_env_ingested(self, session_id: str, routed: Sequence[Any]) -> None:
         """``EnvironmentService.env_ingested``: the stored events' ``key: value`` lines become facts."""
@@ -237,7 +238,7 @@ class MemoryService:
         for n, (eid, text, source, at) in enumerate(pieces, start=1):
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            if source in ("user", "history"):
+            if source == "user" or source.startswith("history"):
                 change = index.observe(session_id, eid, text, at)
                 total.topics += change.topics
                 total.updated += change.updated

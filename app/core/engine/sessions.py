@@ -114,7 +114,8 @@ class SessionService:
                          if 0 <= k < len(found) and found[k][0] == sid and abs(found[k][1] - seq) == 1)
             if m.message_id not in state.notes:
                 notes.append(NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
-                                      origin=self.titles.get(sid) or "untitled session", neighbours=near))
+                                      origin=self.titles.get(sid) or "untitled session", neighbours=near,
+                                      speaker=speaker_of(m)))
         for note in notes:
             state.add_note(note)
         return notes

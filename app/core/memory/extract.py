@@ -66,10 +66,7 @@ _KEY_VALUE = re.compile(r"^\s*(?P<k>[A-Za-z][\w .-]{0,40}?)\s*[:=]\s*(?P<v>[^\n]
 _ENTITY = re.compile(
     r"(?:[\w.-]+/[\w./-]+|\b[A-Z][a-zA-Z0-9]+(?:[-_.][A-Za-z0-9]+)*\b|\b[a-z]+\d+[a-z0-9]*\b|\b\d[\d.,:/-]*\d\b)"
 )
-_SENTENCE_START = frozenset({"I", "We", "My", "Our", "The", "A", "An", "It", "This", "That", "And", "But", "So",
-                             "Please", "Let", "Never", "Don't", "Do", "You", "Also", "Always", "What", "How",
-                             "When", "Where", "Why", "Who", "Which", "Is", "Are", "Can", "Could", "Should",
-                             "Remind", "Decision", "Yes", "No", "Ok", "Okay", "Hi", "Hello", "Thanks"})
+_BEFORE_START = frozenset(".!?:;\n\"'(")  # what may come right before a sentence's first word
 
 
 def memory_id(evidence_id: str, kind: str, content: str) -> str:
@@ -79,14 +76,23 @@ def memory_id(evidence_id: str, kind: str, content: str) -> str:
 
 
 def entities(text: str) -> list[str]:
-    """Names, identifiers, paths and numbers in ``text`` (a capitalised first word is not a name)."""
+    """Names, identifiers, paths and numbers in ``text``. A capitalised word that only ever starts
+    a sentence ("Last week…", "Thanks") is not taken for a name; one with inner capitals or digits
+    ("PostgreSQL", "K8s"), or also capitalised inside a sentence, is."""
+    found = [(m.group(0).strip(".,"), _starts_sentence(text, m.start())) for m in _ENTITY.finditer(text)]
+    inside = {word for word, first in found if not first}
     out: dict[str, None] = {}
-    for match in _ENTITY.finditer(text):
-        word = match.group(0).strip(".,")
-        if word in _SENTENCE_START or len(word) < 2:
+    for word, first in found:
+        plain = word[:1].isupper() and word[1:].islower()
+        if len(word) < 2 or (first and plain and word not in inside):
             continue
         out.setdefault(word, None)
     return list(out)[:12]
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    before = text[max(0, at - 40):at].rstrip(" \t")
+    return not before or before[-1] in _BEFORE_START
 
 
 def _memory(kind: MemoryType, content: str, *, evidence_id: str, at: str, source: str, key: str = "",
@@ -122,16 +128,20 @@ def _profile(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFr
             for st in parse_profile_statements(text)]
 
 
-def _facts(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
+def _facts(text: str, evidence_id: str, at: str, source: str, speaker: str = "") -> list[MemoryFragment]:
+    """Keyed facts; with ``speaker`` (imported history, where anyone may speak) a first-person fact
+    is the speaker's ("Maria's home"), so two people's "my family" never close each other."""
+    own = f"{speaker}'s " if speaker else ""
     out: list[MemoryFragment] = []
     for f in extract_facts(text, evidence_id=evidence_id, at=at, reliability=1.0):
         value = _TRAILING.sub("", f.value).strip()
-        memory = _memory("fact", f"{f.key} is {value}", evidence_id=evidence_id, at=at, source=source,
-                         key=f.key, value=value)
         mine = re.search(r"\bmy\s+" + re.escape(f.key), text, re.IGNORECASE) is not None
+        key = own + f.key if mine else f.key
+        memory = _memory("fact", f"{key} is {value}", evidence_id=evidence_id, at=at, source=source,
+                         key=key, value=value)
         out.append(memory.model_copy(update={"scope": "workspace"}) if mine else memory)
     for m in _USER_FACT.finditer(text):
-        key = _USER_FACT_KEYS.get(m.group("verb").lower(), m.group("verb").lower())
+        key = own + _USER_FACT_KEYS.get(m.group("verb").lower(), m.group("verb").lower())
         value = _TRAILING.sub("", m.group("x")).strip()
         memory = _memory("fact", f"{key} is {value}", evidence_id=evidence_id, at=at, source=source,
                          key=key, value=value)
@@ -177,7 +187,8 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
     """The memory objects ``text`` states, deduplicated by id, in order.
 
     ``source``: "user" (the app user's own input: profile, facts, decisions, commitments, events),
-    "history" (imported history: facts, decisions, commitments and events of the session only),
+    "history" or "history:SPEAKER" (imported history: facts, decisions, commitments and events of
+    the session only; a first-person fact is SPEAKER's),
     "answer" (the model's answer: decisions only), or "env:NAME" / "tool:NAME" (an environment event
     or a tool result: its ``key: value`` lines as facts keyed by NAME).
     """
@@ -186,9 +197,10 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
         found += _profile(text, evidence_id, at, "a user turn")
         found += _facts(text, evidence_id, at, "a user turn")
         found += _statements(text, evidence_id, at, "a user turn")
-    elif source == "history":  # imported history: anyone may speak, so no profile and nothing workspace-wide
+    elif source.partition(":")[0] == "history":  # anyone may speak: no profile, nothing workspace-wide
+        speaker = source.partition(":")[2]
         found += [m.model_copy(update={"scope": "session"}) for m in
-                  _facts(text, evidence_id, at, "history") + _statements(text, evidence_id, at, "history")]
+                  _facts(text, evidence_id, at, "history", speaker) + _statements(text, evidence_id, at, "history")]
     else:  # not the user's own words: quoted (fenced) wherever the memory is shown to the model
         if source == "answer":
             found += [m for m in _statements(text, evidence_id, at, "an answer") if m.type == "decision"]

@@ -65,6 +65,7 @@ class NoteView:
     memory_type: str = ""  # a memory's type (fact, preference, prohibition, ...)
     key: str = ""  # a fact's subject ("city"): its earlier, closed values share it
     neighbours: tuple[str, ...] = ()  # another session's message: the notes of the messages next to it
+    speaker: str = ""  # another session's message: who said it (the structured channel matches it)
 
     def render(self) -> str:
         text = self.text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.memory import evolve
-from app.core.memory.extract import extract_memories
+from app.core.memory.extract import entities, extract_memories
 from app.core.memory.notes import memory_line
 from app.core.memory.topics import TopicIndex, numeronym_of
 from app.core.memory.writer import plan_write
@@ -44,6 +44,21 @@ def test_extraction_types_scopes_and_idempotent_ids() -> None:
     line = memory_line(outside[1])
     assert line.startswith("[fact remembered from app.conf]\n<<<\n") and line.endswith("\n>>>")
     assert "&gt;" in line and memory_line(first[2]) == "Fact: city is Lisbon"
+
+
+def test_history_facts_belong_to_their_speaker_and_sentence_starts_are_not_names() -> None:
+    # Imported history: anyone may speak, so "my family" is the speaker's, and two speakers'
+    # facts about their own families are different subjects (neither closes the other).
+    maria = extract_memories("My family is my motivation.", evidence_id="h1", at=AT, source="history:Maria")
+    john = extract_memories("My family is awesome. I live in Boston.", evidence_id="h2", at=AT,
+                            source="history:John")
+    assert [(m.key, m.scope) for m in maria] == [("Maria's family", "session")]
+    assert [m.key for m in john] == ["John's family", "John's home"]
+    assert evolve.closes(john[0], maria) == []
+    # A capitalised word that only starts sentences is not a name; a name inside one is.
+    assert entities("Last week I volunteered with Maria. Thanks!") == ["Maria"]
+    assert entities("Maria went hiking. I met Maria there.") == ["Maria"]
+    assert entities("Postgres is fine. We moved to PostgreSQL and K8s.") == ["PostgreSQL", "K8s"]
 
 
 def test_a_newer_fact_closes_the_older_and_repeats_are_skipped() -> None:
