@@ -388,6 +388,10 @@ class MemoryFragment(_Model):
     extractor: str = "rules"
     revisions: list[dict[str, Any]] = Field(default_factory=list)
 
+    def index_text(self) -> str:
+        """The text the search index embeds for this memory (content, then its keywords)."""
+        return f"{self.content}\nkeywords: {', '.join(self.keywords)}" if self.keywords else self.content
+
 
 class SessionGraphData(_Model):
     nodes: list[GraphNode] = Field(default_factory=list)

@@ -416,9 +416,11 @@ class SearchIndex:
         known = {} if vectors is None else {e.event_id: v for e, v in zip(events, vectors, strict=True)}
         return self.add((env_row(session_id, e) for e in events), vectors=known)
 
-    def index_memory(self, session_id: str, fragments: Iterable[MemoryFragment]) -> int:
-        """Embed and index memory fragments (the live path); return how many were written."""
-        return self.add(memory_row(session_id, f) for f in fragments)
+    def index_memory(self, session_id: str, fragments: Iterable[MemoryFragment],
+                     vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:
+        """Index memory fragments (the live path; ``vectors``: embeddings of their ``index_text``
+        the caller has, by id; the others are embedded); return how many were written."""
+        return self.add((memory_row(session_id, f) for f in fragments), vectors=vectors)
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""

@@ -46,10 +46,7 @@ def message_row(session_id: str, message: Message) -> SearchRow:
 
 def memory_row(session_id: str, fragment: MemoryFragment) -> SearchRow:
     """Return the index row of a memory fragment (content, then its keywords)."""
-    text = fragment.content
-    if fragment.keywords:
-        text = f"{text}\nkeywords: {', '.join(fragment.keywords)}"
-    return SearchRow(fragment.fragment_id, session_id, "memory", text, fragment.valid_from)
+    return SearchRow(fragment.fragment_id, session_id, "memory", fragment.index_text(), fragment.valid_from)
 
 
 def env_row(session_id: str, event: EnvEvent) -> SearchRow:

@@ -156,6 +156,15 @@ def test_k8s_and_kubernetes_are_one_topic_with_a_merge_record(make_engine: Engin
             merges = [e for e in topics.log if e["op"] == "merge" and e["topic_id"] == topic.topic_id]
             assert {(e["alias"], e["rule"]) for e in merges} == {("Kubernetes", "numeronym"), ("kubernetes", "case")}
             assert len(topics.messages_of(topic.topic_id)) == 3
+            # Names the rules cannot tie join by the real embedder's similarity of the two names,
+            # logged with the score; names that differ in their digits never do.
+            for text in ("We keep the jobs in Postgres.", "Which PostgreSQL index fits here?",
+                         "Tests run on py311 today.", "Should we try py312 next?"):
+                await _turn(engine, state.session_id, text)
+            [pg] = [t for t in topics.topics.values() if "Postgres" in t.aliases]
+            assert set(pg.aliases) == {"Postgres", "PostgreSQL"} and pg.aliases["PostgreSQL"].startswith("similar names (")
+            assert any(e["op"] == "merge" and e["alias"] == "PostgreSQL" for e in topics.log)
+            assert {t.name for t in topics.topics.values()} >= {"py311", "py312"}
             # The topic channel recalls the turns that mention the topic, under any of its names.
             record, _ = await engine.build(state.session_id, "Remind me what we said about K8S")
             [run] = [r for r in record.recall.channels if r.channel == "topic"]
@@ -234,6 +243,13 @@ def test_memories_of_a_turn_are_memory_nodes_derived_from_it(make_engine: Engine
             assert node.label == "decision: use Postgres for the store" and node.attrs["memory_type"] == "decision"
             [edge] = [e for e in state.graph.out_edges(node.node_id, EdgeKind.DERIVED_FROM)]
             assert edge.dst == said.node_id
+            # A later memory close in meaning (no name in common: "PostgreSQL" is not "Postgres") is
+            # linked by the real embedder's similarity, with the score as its reason.
+            await _turn(engine, state.session_id, "We decided to store everything in PostgreSQL.")
+            memories = {m.content: m for _, m in await engine.memories()}
+            later = memories["store everything in PostgreSQL"]
+            assert [link["memory_id"] for link in later.links] == [node.ref_id]
+            assert later.links[0]["reason"].startswith("similar (")
             await engine.revoke_memory(node.ref_id)
             assert state.graph.node(node.node_id).label.startswith("(revoked) ")
             assert await engine.replay(said.turn_id) == []

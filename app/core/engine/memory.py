@@ -3,8 +3,10 @@
 The writer runs after each answered turn (``EngineContext.answered``) and each batch of
 environment events: it extracts memory objects by rules (``app.core.memory.extract``), decides
 the write against everything kept (``app.core.memory.writer``: duplicates skipped, contradicted
-facts closed, links and evolution, consolidation), stores it in one transaction, indexes the new
-memories, updates the topic index, and puts the memories into every open session that sees them
+facts closed, links and evolution, consolidation; a link by meaning needs the new memory's
+embedding within ``LINK_SIMILARITY`` of a kept one's, compared in memory), stores it in one
+transaction, indexes the new memories (with the embeddings already made), updates the topic
+index (new names embedded too, for aliases by similarity), and puts the memories into every open session that sees them
 (``app.core.memory.notes``). It is a background task at low priority: one write at a time, after
 a yield, never on the path of a prompt input or a streaming answer; ``idle()`` waits for it.
 A memory the answer's context used gets its ``access_count`` and ``last_accessed_at``.
@@ -23,13 +25,16 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.errors import NoRecordError
-from app.core.memory.evolve import edited, revoked
+from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, edited, revoked
 from app.core.memory.extract import extract_memories
 from app.core.memory.notes import note_of
-from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex
+from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex, name_terms
+from app.core.memory.vectors import VectorRows
 from app.core.memory.writer import Write, plan_write
 from app.core.runtime.background import spawn
 from app.core.session.state import SessionState
@@ -68,6 +73,8 @@ class MemoryService:
         self.stats = WriterStats()
         self._topics_loaded = False
         self._kept: dict[str, MemoryFragment] | None = None  # every memory, latest version (store thread only)
+        self._vectors = VectorRows()  # embeddings of the memories (similarity links), read on first need
+        self._vectors_loaded = False
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         ctx.answered.connect(self._on_answered)
@@ -127,12 +134,13 @@ class MemoryService:
                 if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
                     await asyncio.sleep(0)
             change = await self._observe_topics(session_id, pieces)
+            similar, vectors = await self._similar(found)
             async with self._visible(session_id) as now:
-                write, titles = await self.ctx.on_store(self._write, session_id, found, change, now)
+                write, titles = await self.ctx.on_store(self._write, session_id, found, change, now, similar)
                 self.sessions.titles.update(titles)
                 self._show(session_id, [*write.new, *write.changed.values()])
             if write.new and self.ctx.index is not None:
-                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
+                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new, vectors)
             live = {eid for eid, _, source, _ in pieces if source in ("user", "answer")}  # an env event is its own node
             await self._place(session_id, [m for m in write.new if set(m.source_evidence_ids) & live])
             elapsed = time.perf_counter() - started
@@ -154,15 +162,42 @@ class MemoryService:
                 await stack.enter_async_context(self.ctx.lock(sid))
             yield utc_now()
 
+    def _read_kept(self) -> dict[str, MemoryFragment]:
+        """Every memory (store thread): read once; every later write goes through this service."""
+        if self._kept is None:
+            self._kept = {m.fragment_id: m for _, m in self.ctx.store.list_memories()}
+        return self._kept
+
+    async def _similar(self, found: Sequence[MemoryFragment]
+                       ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
+        """The embeddings of the memories ``found`` that are not kept yet (reused by the index)
+        and, for each, the memories (kept, or found before it) within ``LINK_SIMILARITY``."""
+        kept = await self.ctx.on_store(self._read_kept)
+        fresh = list({m.fragment_id: m for m in found if m.fragment_id not in kept}.values())
+        if not fresh or self.ctx.index is None or self.ctx.embedder is None:
+            return {}, {}
+        if not self._vectors_loaded:
+            for item, vector in (await self.ctx.on_index(self.ctx.index.vectors, list(kept))).items():
+                self._vectors.add(item, vector)
+            self._vectors_loaded = True
+        rows = await self.ctx.embed([m.index_text() for m in fresh])
+        if rows is None:
+            return {}, {}
+        vectors = {m.fragment_id: row for m, row in zip(fresh, rows)}
+        similar: dict[str, dict[str, float]] = {}
+        for item, vector in vectors.items():
+            similar[item] = dict(self._vectors.top(vector, MAX_LINKS, at_least=LINK_SIMILARITY))
+            self._vectors.add(item, vector)
+        return similar, vectors
+
     def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange,
-               now: str) -> tuple[Write, dict[str, str]]:
+               now: str, similar: dict[str, dict[str, float]]) -> tuple[Write, dict[str, str]]:
         """On the store thread: decide against everything kept and store it in one transaction."""
         store = self.ctx.store
         titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
         titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
-        if self._kept is None:  # read once; every later write goes through this service
-            self._kept = {m.fragment_id: m for _, m in store.list_memories()}
-        write = plan_write(found, list(self._kept.values()), now) if found else Write()
+        kept = self._read_kept()
+        write = plan_write(found, list(kept.values()), now, similar) if found else Write()
         with store.transaction():
             if write.new:
                 store.add_memories(session_id, write.new)
@@ -170,7 +205,7 @@ class MemoryService:
                 store.save_memory(memory)
             if change.topics or change.updated or change.mentions or change.log:
                 store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
-        self._kept.update({m.fragment_id: m for m in [*write.new, *write.changed.values()]})
+        kept.update({m.fragment_id: m for m in [*write.new, *write.changed.values()]})
         return write, titles
 
     def _show(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
@@ -235,16 +270,27 @@ class MemoryService:
     async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:
         index = await self.load_topics()
         total = TopicChange()
-        for n, (eid, text, source, at) in enumerate(pieces, start=1):
+        read = [(eid, text, at) for eid, text, source, at in pieces if source == "user" or source.startswith("history")]
+        await self._name_vectors(index, [text for _, text, _ in read])
+        for n, (eid, text, at) in enumerate(read, start=1):
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            if source == "user" or source.startswith("history"):
-                change = index.observe(session_id, eid, text, at)
-                total.topics += change.topics
-                total.updated += change.updated
-                total.mentions += change.mentions
-                total.log += change.log
+            change = index.observe(session_id, eid, text, at)
+            total.topics += change.topics
+            total.updated += change.updated
+            total.mentions += change.mentions
+            total.log += change.log
         return total
+
+    async def _name_vectors(self, index: TopicIndex, texts: Sequence[str]) -> None:
+        """Embed the new names of ``texts`` (and topic names not embedded yet) in one batch, so a
+        name can join a topic by similarity (no embedder: case, inflection and numeronyms only)."""
+        names = [t for text in texts for t in name_terms(text) if index.resolve(t)[0] is None]
+        missing = index.name_vectors.missing([*index.unplaced_names(), *names])
+        vectors = await self.ctx.embed(missing) if missing else None
+        if vectors is not None:
+            index.name_vectors.add(missing, vectors)
+        index.place_names()
 
     async def split_topic(self, topic_id: str, alias: str) -> TopicChange:
         """Undo a merge: ``alias`` leaves ``topic_id`` for a topic of its own (logged)."""

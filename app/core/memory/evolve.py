@@ -86,9 +86,11 @@ def links(new: MemoryFragment, kept: Iterable[MemoryFragment],
     sims = similarity or {}
     mine = {e.lower() for e in new.entities}
     found: list[tuple[int, float, dict[str, str]]] = []
+    seen = {new.fragment_id}
     for old in kept:
-        if not is_valid(old) or old.fragment_id == new.fragment_id:
+        if not is_valid(old) or old.fragment_id in seen:
             continue
+        seen.add(old.fragment_id)
         shared = sorted(mine & {e.lower() for e in old.entities})
         sim = sims.get(old.fragment_id, 0.0)
         if new.key and norm(new.key) == norm(old.key):

@@ -8,8 +8,9 @@ aliases, mentions); nothing already indexed is read again.
   one of its aliases under the rules below, never starts one.
 - Aliases, each recorded with the rule that admitted it: ``case`` ("kubernetes" / "Kubernetes"),
   ``inflection`` (same light stem: "Dockerfiles" / "Dockerfile"), ``numeronym`` ("k8s" = k + 8
-  letters + s: "kubernetes"), ``similar names (0.91)`` (an optional embedding similarity of the
-  two names above ``ALIAS_SIMILARITY``). A merge of a new term into a topic is a log record with
+  letters + s: "kubernetes"), ``similar names (0.93)`` (the embeddings of the two names, when the
+  caller gives them to ``name_vectors``, closer than ``ALIAS_SIMILARITY``: "NYC" / "New-York",
+  "Postgres" / "PostgreSQL"; never two names whose digits differ, "py311" / "py312"). A merge of a new term into a topic is a log record with
   its reason; ``split`` takes an alias out again into a topic of its own, moving its mentions
   (also logged): every merge is reversible.
 - Topic–message edges (``mentions``) carry the term and rule that made them; topic–topic edges
@@ -25,20 +26,22 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from app.core.memory.vectors import VectorRows
 from app.core.text import STOPWORDS, stem
 
-ALIAS_SIMILARITY = 0.9  # embedding cosine of two names above which they are one topic
+ALIAS_SIMILARITY = 0.89  # embedding cosine of two names above which they are one topic
 COMMON_SHARE = 0.05  # a topic mentioned in more than this share of the indexed messages ...
 COMMON_MIN = 20  # ... (and in more than this many) is too common to recall by
 _NAME = re.compile(r"[\w./-]*[A-Za-z][\w./-]*")
 _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _CAPITAL_START = re.compile(r"(?:^|[.!?]\s+|\n)([A-Z][a-z]+)\b")
 
-#: Given a new name and the existing topic names, their similarity (e.g. embedding cosine).
-Similarity = Callable[[str, Sequence[str]], Sequence[float]]
+_DIGITS = re.compile(r"\d+")
 
 
 def topic_key(term: str) -> str:
@@ -101,15 +104,42 @@ def name_terms(text: str) -> list[str]:
     return list(out)
 
 
+class NameVectors:
+    """Embeddings of names, given by the caller, and the topics' names placed among them (the
+    rows a new name is compared with)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, np.ndarray] = {}
+        self.rows = VectorRows()  # by topic id: the vector of its name
+
+    def add(self, names: Iterable[str], vectors: Iterable[np.ndarray]) -> None:
+        for name, vector in zip(names, vectors):
+            self.known[name] = np.asarray(vector, dtype=np.float32)
+
+    def missing(self, names: Iterable[str]) -> list[str]:
+        return [n for n in dict.fromkeys(names) if n not in self.known]
+
+    def place(self, topic_id: str, name: str) -> None:
+        """``topic_id``'s name joins the rows (when its vector is known)."""
+        if name in self.known:
+            self.rows.add(topic_id, self.known[name])
+
+    def nearest(self, name: str) -> tuple[str, float] | None:
+        """The topic whose name is closest to ``name`` and the cosine, or None."""
+        vector = self.known.get(name)
+        best = self.rows.top(vector, 1) if vector is not None else []
+        return best[0] if best else None
+
+
 class TopicIndex:
     """Topics, their aliases and mentions, the merge/split log; incremental and pure."""
 
-    def __init__(self, similarity: Similarity | None = None) -> None:
+    def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
         self.mentions: list[Mention] = []
         self.log: list[dict] = []
         self.cooccur: Counter[tuple[str, str]] = Counter()
-        self.similarity = similarity
+        self.name_vectors = NameVectors()
         self._keys: dict[str, str] = {}  # topic_key of every alias → topic id
         self._by_topic: dict[str, list[Mention]] = {}
         self._seen: set[str] = set()  # message ids already observed
@@ -161,15 +191,26 @@ class TopicIndex:
                     return topic.topic_id, "numeronym"
         return None, ""
 
+    def unplaced_names(self) -> list[str]:
+        """Names of topics not yet in the name matrix (their vectors are wanted)."""
+        return [t.name for i, t in self.topics.items() if i not in self.name_vectors.rows]
+
+    def place_names(self) -> None:
+        """Put the topics whose name vectors are now known into the name matrix."""
+        for topic_id, topic in self.topics.items():
+            if topic_id not in self.name_vectors.rows:
+                self.name_vectors.place(topic_id, topic.name)
+
     def _similar(self, term: str) -> tuple[str | None, str]:
-        if self.similarity is None or not self.topics:
+        """The topic whose name's embedding is within ``ALIAS_SIMILARITY`` of ``term``'s (never
+        across different digits: versions and numbers are different things)."""
+        near = self.name_vectors.nearest(term)
+        if near is None or near[1] < ALIAS_SIMILARITY:
             return None, ""
-        ids = list(self.topics)
-        scores = self.similarity(term, [self.topics[i].name for i in ids])
-        best = max(range(len(ids)), key=lambda n: scores[n])
-        if scores[best] >= ALIAS_SIMILARITY:
-            return ids[best], f"similar names ({scores[best]:.2f})"
-        return None, ""
+        topic_id, score = near
+        if _DIGITS.findall(term) != _DIGITS.findall(self.topics[topic_id].name):
+            return None, ""
+        return topic_id, f"similar names ({score:.2f})"
 
     # ------------------------------------------------------------------ updating
 
@@ -188,6 +229,7 @@ class TopicIndex:
             if topic_id is None and term in names:
                 topic = Topic(new_topic_id(term, at), term, {term: "first seen"}, at)
                 self._put(topic)
+                self.name_vectors.place(topic.topic_id, term)
                 change.topics.append(topic)
                 self._record(change, {"op": "create", "topic_id": topic.topic_id, "name": term, "at": at,
                                       "message_id": message_id})
@@ -235,6 +277,8 @@ class TopicIndex:
         self._keys = {k: v for k, v in self._keys.items() if v != topic_id}
         self._put(topic)
         self._put(new)
+        self.name_vectors.place(new.topic_id, alias)
+        self.name_vectors.place(topic_id, topic.name)  # its name may have changed
         moved = [m for m in self._by_topic.get(topic_id, []) if m.term == alias]
         self._by_topic[topic_id] = [m for m in self._by_topic.get(topic_id, []) if m.term != alias]
         self.mentions = [m for m in self.mentions if not (m.topic_id == topic_id and m.term == alias)]

@@ -10,7 +10,7 @@ is kept, or that repeats a valid one, is skipped).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.memory import evolve
@@ -28,13 +28,16 @@ class Write:
         return bool(self.new or self.changed)
 
 
-def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], now: str) -> Write:
+def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], now: str,
+               similar: Mapping[str, Mapping[str, float]] | None = None) -> Write:
     """Decide the write for ``found`` against ``kept`` (see the module docstring).
 
     Only the memories that could matter are compared (``_Kept`` indexes them by id, statement,
-    fact subject, content words and entity), so a write costs the same with ten or ten thousand
-    memories kept.
+    fact subject, content words and entity; ``similar`` gives, per found memory, the memories
+    whose embeddings are close to its own, with the cosine), so a write costs the same with ten
+    or ten thousand memories kept.
     """
+    similar = similar or {}
     write = Write()
     pool = _Kept(kept)
     for memory in found:
@@ -48,7 +51,9 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
             pool.put(closed, write)
             write.closed.append((old.fragment_id, memory.fragment_id))
             replaced.append({"memory_id": old.fragment_id, "reason": f"replaces an earlier {old.type}: {old.content}"})
-        links = evolve.links(memory, pool.related(memory))
+        near = similar.get(memory.fragment_id, {})
+        related = pool.related(memory) + [pool.get(i) for i in near if pool.has(i)]
+        links = evolve.links(memory, related, near)
         memory = memory.model_copy(update={"links": replaced + links})
         for link in links:
             evolved = evolve.evolve(pool.get(link["memory_id"]), memory, link["reason"], now)

@@ -74,6 +74,16 @@ def test_a_newer_fact_closes_the_older_and_repeats_are_skipped() -> None:
     assert not plan_write([porto], [closed, write.new[0]], "2026-03-03T00:00:00Z")  # idempotent
 
 
+def test_memories_close_in_meaning_are_linked_with_their_similarity() -> None:
+    [old] = extract_memories("We decided to ship the beta in March.", evidence_id="e1", at=AT)
+    [new] = extract_memories("We decided to release a preview next spring.", evidence_id="e2", at=AT)
+    assert not set(old.entities) & set(new.entities)  # nothing but meaning ties them
+    near = {new.fragment_id: {old.fragment_id: 0.82, "mem-unknown": 0.9}}  # an id not kept is ignored
+    [written] = plan_write([new], [old], AT, near).new
+    assert written.links == [{"memory_id": old.fragment_id, "reason": "similar (0.82)"}]
+    assert plan_write([new], [old], AT, {new.fragment_id: {old.fragment_id: 0.6}}).new[0].links == []
+
+
 def test_a_permission_closes_an_earlier_prohibition_and_links_evolve_neighbours() -> None:
     [never] = extract_memories("Never delete files in /data.", evidence_id="e1", at="2026-01-01T00:00:00Z")
     [allowed] = extract_memories("You may delete files in /data.", evidence_id="e2", at="2026-01-02T00:00:00Z")
