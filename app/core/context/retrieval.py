@@ -157,7 +157,8 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     dated = req.index_range()
     hits = [] if "memory" not in kinds else await run_blocking(
         search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
-    hits = [(i, s) for i, s in hits if _recallable_memory(state, i)][:size]
+    changed = {n.key for n in state.notes.values() if n.key and n.valid_to and n.kind == "memory"}
+    hits = [(i, s) for i, s in hits if _recallable_memory(state, i, changed)][:size]
     if "env" in kinds:
         hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
                                    kinds=["env"], **dated)
@@ -168,18 +169,15 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
 TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
 
 
-_RESTATING = frozenset({"event", "decision", "commitment", "note"})
-
-
-def _recallable_memory(state: SessionState, item: str) -> bool:
+def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:
     """A memory note worth recalling: not one that only restates, in other words, messages of this
-    very session that recall reaches itself (an event, decision or commitment said here); facts
-    (with their earlier values) and other sessions' memories are."""
+    very session that recall reaches itself. Other sessions' memories are; so is a fact whose value
+    changed (``changed_keys``: subjects with a closed value), as it carries the times."""
     note = state.notes.get(item)
     if note is None or note.kind != "memory":
         return False
-    restates = note.memory_type in _RESTATING and not note.origin and bool(note.source_ids)
-    return not (restates and all(s in state.messages for s in note.source_ids))
+    restates = not note.origin and bool(note.source_ids) and all(s in state.messages for s in note.source_ids)
+    return not restates or (bool(note.key) and note.key in changed_keys)
 
 
 class _Pool:

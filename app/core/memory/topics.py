@@ -143,6 +143,7 @@ class TopicIndex:
         self._keys: dict[str, str] = {}  # topic_key of every alias → topic id
         self._by_topic: dict[str, list[Mention]] = {}
         self._seen: set[str] = set()  # message ids already observed
+        self._per_session: Counter[str] = Counter()  # messages observed, by session
 
     # ------------------------------------------------------------------ loading
 
@@ -166,7 +167,12 @@ class TopicIndex:
     def _mention(self, mention: Mention) -> None:
         self.mentions.append(mention)
         self._by_topic.setdefault(mention.topic_id, []).append(mention)
-        self._seen.add(mention.message_id)
+        self._see(mention.session_id, mention.message_id)
+
+    def _see(self, session_id: str, message_id: str) -> None:
+        if message_id not in self._seen:
+            self._seen.add(message_id)
+            self._per_session[session_id] += 1
 
     def _count_pairs(self, ids: Collection[str]) -> None:
         ordered = sorted(ids)
@@ -243,7 +249,7 @@ class TopicIndex:
             self._mention(mention)
             change.mentions.append(mention)
         self._count_pairs(found)
-        self._seen.add(message_id)
+        self._see(session_id, message_id)
         return change
 
     def _admit(self, change: TopicChange, topic_id: str, term: str, rule: str, message_id: str, at: str) -> None:
@@ -304,21 +310,22 @@ class TopicIndex:
     def search(self, query: str, k: int, *, sessions: Collection[str] | None = None,
                exclude: Collection[str] = ()) -> list[tuple[str, float]]:
         """The topic channel: messages mentioning the query's topics (rarer topics weigh more),
-        within ``sessions`` when given; best first, then latest."""
+        within ``sessions`` when given; best first, then latest. Rarity is counted among the
+        messages searched: a topic most of them mention is left out."""
         if k <= 0 or not self.topics:
             return []
         wanted = {t for t, _ in (self.resolve(w) for w in re.findall(r"[\w./-]{2,}", query)) if t is not None}
-        total = max(1, len(self._seen))
-        # A topic most messages mention (the people of a two-person chat) picks nothing out: left out.
-        wanted = {t for t in wanted if len(self._by_topic.get(t, [])) <= max(COMMON_MIN, COMMON_SHARE * total)}
+        total = max(1, len(self._seen) if sessions is None else sum(self._per_session[s] for s in sessions))
         scores: dict[str, float] = {}
         order: dict[str, int] = {}
         for topic_id in wanted:
-            hits = [m for m in self._by_topic.get(topic_id, [])
-                    if (sessions is None or m.session_id in sessions) and m.message_id not in exclude]
-            weight = math.log(1 + total / max(1, len(self._by_topic.get(topic_id, []))))
-            for m in hits:
-                scores[m.message_id] = scores.get(m.message_id, 0.0) + weight
-                order.setdefault(m.message_id, len(order))
+            mentions = [m for m in self._by_topic.get(topic_id, []) if sessions is None or m.session_id in sessions]
+            if len(mentions) > max(COMMON_MIN, COMMON_SHARE * total):  # the people of a chat pick nothing out
+                continue
+            weight = math.log(1 + total / max(1, len(mentions)))
+            for m in mentions:
+                if m.message_id not in exclude:
+                    scores[m.message_id] = scores.get(m.message_id, 0.0) + weight
+                    order.setdefault(m.message_id, len(order))
         ranked = sorted(scores, key=lambda i: (-scores[i], -order[i]))
         return [(i, round(scores[i], 6)) for i in ranked[:k]]

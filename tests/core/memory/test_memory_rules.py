@@ -140,3 +140,6 @@ def test_a_topic_most_messages_mention_is_not_recalled_by() -> None:
         index.observe("s1", f"m{n}", "Caroline went to Kyoto" if n == 7 else f"Caroline said hello {n}", AT)
     assert [i for i, _ in index.search("What did Caroline do in Kyoto?", 5)] == ["m7"]
     assert index.search("What did Caroline say?", 5) == []
+    for n in range(2000):  # another, larger session: Caroline is rare in the workspace, not in s1
+        index.observe("s2", f"o{n}", f"note number {n}", AT)
+    assert index.search("What did Caroline say?", 5, sessions={"s1"}) == []
