@@ -53,11 +53,17 @@ def memory_state(memory: Any) -> str:
     return "holds"
 
 
+def added_here(memory: Any) -> bool:
+    """A profile statement the user added in this dock (no message of any session says it)."""
+    return memory.type in FILTERS["Your profile"] and not memory.source_evidence_ids
+
+
 def row_text(memory: Any, title: str) -> str:
-    """Two lines: type and content; where it came from, since when, and whether it holds."""
+    """Two lines: type and content; where it came from (the session, or this dock), since when,
+    and whether it holds."""
     pin = " · pinned" if memory.pinned else ""
-    return (f"{memory.type}: {memory.content}\n{title or 'untitled session'} · since {memory.valid_from[:10]}"
-            f" · {memory_state(memory)}{pin}")
+    where = "added by you" if added_here(memory) else title or "untitled session"
+    return f"{memory.type}: {memory.content}\n{where} · since {memory.valid_from[:10]} · {memory_state(memory)}{pin}"
 
 
 def added_text(result: Any) -> str:
@@ -102,7 +108,7 @@ class MemoryPanel(QWidget):
         self._confirm_revoke: str | None = None
 
         self.profile_box = QLineEdit(self)
-        self.profile_box.setPlaceholderText("Add to your profile, e.g. \u201cNever send emails\u201d")
+        self.profile_box.setPlaceholderText("Add to your profile: \u201cNever\u2026\u201d, \u201cI prefer\u2026\u201d")
         self.profile_box.setToolTip("A preference (\u201cI prefer\u2026\u201d, \u201cAlways\u2026\u201d), a prohibition "
                                     "(\u201cNever\u2026\u201d, \u201cDon't\u2026\u201d) or a permission "
                                     "(\u201cYou may\u2026\u201d): it applies to every session. Enter adds it.")
@@ -137,11 +143,12 @@ class MemoryPanel(QWidget):
 
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
+        box.addWidget(self.profile_box)
         add = QHBoxLayout()
-        add.addWidget(self.profile_box, 1)
-        add.addWidget(self.profile_button)
+        add.addWidget(self.profile_note, 1)
+        add.addStretch()
+        add.addWidget(self.profile_button, 0, Qt.AlignmentFlag.AlignTop)
         box.addLayout(add)
-        box.addWidget(self.profile_note)
         top = QHBoxLayout()
         top.addWidget(self.kind)
         top.addWidget(self.closed_box)
