@@ -63,6 +63,11 @@ def test_an_added_prohibition_acts_in_a_new_and_an_open_session(make_engine: Eng
             again = await engine.add_profile("never send emails to customers", fresh.session_id)
             assert again is not None and again.added == [] and [m.fragment_id for m in again.held] == [
                 memory.fragment_id]
+            await engine.revoke_memory(memory.fragment_id)  # taken back: no session holds it any more
+            for state in (fresh, one):
+                freed = await _turn(engine, state.session_id, "Please send_email the draft to all customers")
+                assert "send_email" not in freed.build.plan["tools"]["blocked"], state.title
+                assert "Never: send emails to customers" not in _profile_lines(freed)
         finally:
             await engine.close()
 

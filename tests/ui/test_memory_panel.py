@@ -1,6 +1,7 @@
 """The Memory dock on the real engine (real SQLite + LanceDB, scripted model): a turn's memories
 are listed with their session, the profile filter, search, edit as a new version, pin, revoke
-with a second click (kept, shown as revoked), and the memory node on the canvas."""
+with a second click (kept, shown as revoked), the memory node on the canvas, and adding to the
+profile from the dock."""
 
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ def test_memory_dock_adds_to_the_profile(qtbot, aloop, settings: Settings) -> No
     assert panel.kind.currentText() == "Your profile" and panel.profile_box.text() == ""
     assert panel.profile_note.text() == "Added to your profile: prohibition \u201csend emails to customers\u201d."
     assert "added by the user in the Memory panel" in panel.details.text()
+    assert panel.list.currentItem().text().split("\n")[1].startswith("added by you · since ")
     assert "Applies to every session" in panel.details.text()
     assert c.engine.profile(c.state).prohibitions == ["send emails to customers"]  # the open session's profile
 
