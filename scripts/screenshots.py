@@ -2,7 +2,8 @@
 
 The session is made by typing into the composer of the real app on the default models: a trip
 branch, a follow-up, an unrelated question (a new root) and a re-anchored turn; then the window
-each inspector tab and the Conversation dock are grabbed, in the light and the dark theme.
+each inspector tab, the Conversation dock, the canvas filtered to one topic and the Memory dock
+(after a statement added to the profile) are grabbed, in the light and the dark theme.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -64,6 +67,9 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.scene.node_selected.emit(last)
     await asyncio.sleep(0.5)
     await grab("02-canvas")
+    await _choose_topic(window, "Lisbon")  # the topic chooser: only the turns that mention Lisbon
+    await grab("02b-topic-filter")
+    window.toolbar.topic.setCurrentIndex(0)
     tabs = getattr(window.inspector, "tabs", None)
     if tabs is not None:
         for i in range(tabs.count()):
@@ -112,6 +118,8 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.memory.list.setCurrentRow(0)
     await asyncio.sleep(0.2)
     await grab("05b-memory")
+    await _add_to_profile(window, "I prefer answers in short bullet points")
+    await grab("05c-memory-profile-added")
     window.docks["sessions"].raise_()
     window.view.fit_all()
     window._toggle_theme()
@@ -128,6 +136,32 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     while not window._shut:
         await asyncio.sleep(0.05)
     return files
+
+
+async def _until(test: Callable[[], Any], seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if test():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _choose_topic(window: Any, name: str) -> None:
+    """Choose the topic ``name`` in the canvas toolbar once the topic list has it."""
+    from PySide6.QtCore import Qt
+
+    topic = window.toolbar.topic
+    await _until(lambda: topic.findText(name, Qt.MatchFlag.MatchStartsWith) > 0)
+    topic.setCurrentIndex(max(0, topic.findText(name, Qt.MatchFlag.MatchStartsWith)))
+    await asyncio.sleep(0.3)
+
+
+async def _add_to_profile(window: Any, text: str) -> None:
+    """Type ``text`` into the Memory dock's profile line and press Enter; wait for its note."""
+    panel = window.memory
+    panel.profile_box.setText(text)
+    panel.profile_box.returnPressed.emit()
+    await _until(panel.profile_note.isVisible)
+    await asyncio.sleep(0.2)
 
 
 def main() -> int:

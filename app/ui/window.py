@@ -15,14 +15,12 @@ import os
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QUndoStack
+from PySide6.QtGui import QCloseEvent, QUndoStack
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
-    QLineEdit,
     QMainWindow,
     QProgressBar,
-    QToolBar,
     QVBoxLayout,
     QWidget,
 )
@@ -34,6 +32,7 @@ from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
 from app.ui.canvas.scene import CanvasScene
+from app.ui.canvas.toolbar import CanvasToolbar
 from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
@@ -152,32 +151,9 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         self._on_memory_tick()
 
     def _build_toolbar(self) -> None:
-        bar = QToolBar("Canvas", self)
-        bar.setObjectName("canvasToolbar")
-        self.addToolBar(bar)
-        self.search = QLineEdit(self)
-        self.search.setPlaceholderText("Filter nodes by text (Ctrl+F)")
-        self.search.setClearButtonEnabled(True)
-        self.search.setMaximumWidth(280)
-        self.search.textChanged.connect(self._apply_filter)
-        bar.addWidget(self.search)
-        self.kind_actions: dict[NodeKind, QAction] = {}
-        for kind in NodeKind:
-            action = QAction(kind.value, self)
-            action.setCheckable(True)
-            action.setChecked(True)
-            action.setToolTip(f"Show {kind.value} nodes")
-            action.toggled.connect(self._apply_filter)
-            bar.addAction(action)
-            self.kind_actions[kind] = action
-        bar.addSeparator()
-        for text, slot, tip in (("Fit", self.view.fit_readable, "Fit everything that stays readable (F); E shows everything"),
-                                ("−", lambda: self.view.zoom_by(1 / 1.25), "Zoom out (-)"),
-                                ("+", lambda: self.view.zoom_by(1.25), "Zoom in (+)")):
-            action = QAction(text, self)
-            action.setToolTip(tip)
-            action.triggered.connect(slot)
-            bar.addAction(action)
+        self.toolbar = CanvasToolbar(self.scene, self.view, self.controller, self)  # filters, topics, zoom
+        self.addToolBar(self.toolbar)
+        self.search, self.kind_actions = self.toolbar.search, self.toolbar.kind_actions
 
     def _connect(self) -> None:
         c = self.controller
@@ -493,7 +469,3 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
     def _on_evidence_hovered(self, evidence_ids: list[str]) -> None:
         state = self.controller.state
         self.scene.highlight(state.nodes_of_evidence(evidence_ids) if state is not None else set())
-
-    def _apply_filter(self) -> None:
-        kinds = {k for k, a in self.kind_actions.items() if a.isChecked()}
-        self.scene.set_filter(self.search.text(), None if len(kinds) == len(NodeKind) else kinds)

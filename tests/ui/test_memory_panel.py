@@ -1,6 +1,7 @@
 """The Memory dock on the real engine (real SQLite + LanceDB, scripted model): a turn's memories
 are listed with their session, the profile filter, search, edit as a new version, pin, revoke
-with a second click (kept, shown as revoked), and the memory node on the canvas."""
+with a second click (kept, shown as revoked), the memory node on the canvas, and adding to the
+profile from the dock."""
 
 from __future__ import annotations
 
@@ -63,5 +64,45 @@ def test_memory_dock_lists_edits_pins_and_revokes(qtbot, aloop, settings: Settin
     drive(aloop, until(lambda: _texts(window) == ["decision: use Postgres 16 for the store"], 30, "the revocation"))
     panel.closed_box.setChecked(True)
     assert any("revoked" in panel.list.item(n).text() for n in range(panel.list.count()))  # kept, marked
+    window.close()
+    drive(aloop, until(lambda: window._shut, 30, "shutdown"))
+
+
+def test_memory_dock_adds_to_the_profile(qtbot, aloop, settings: Settings) -> None:
+    window = MainWindow(settings, fake_services(["Noted."] * 2))
+    qtbot.addWidget(window)
+    window.show()
+    c, panel = window.controller, window.memory
+    assert drive(aloop, c.load())
+    window.docks["memory"].raise_()
+    assert not panel.profile_button.isEnabled()  # nothing typed yet
+    panel.profile_box.setText("What do you prefer?")
+    assert panel.profile_button.isEnabled()
+    panel.profile_button.click()
+    drive(aloop, until(lambda: panel.profile_note.isVisible(), 30, "the note"))
+    assert panel.profile_note.text().startswith("Nothing to add: say it as \u201cI prefer\u2026\u201d")
+    assert panel.profile_box.text() == "What do you prefer?"  # kept, to be said another way
+
+    panel.kind.setCurrentText("Facts")  # the new statement is not a fact: the dock shows the profile
+    panel.profile_box.setText("Never send emails to customers.")
+    assert not panel.profile_note.isVisible()  # typing again clears the note
+    panel.profile_box.returnPressed.emit()  # Enter adds
+    drive(aloop, until(lambda: panel.selected() is not None, 30, "the new memory selected"))
+    memory = panel.selected()
+    assert (memory.type, memory.content) == ("prohibition", "send emails to customers")
+    assert panel.kind.currentText() == "Your profile" and panel.profile_box.text() == ""
+    assert panel.profile_note.text() == "Added to your profile: prohibition \u201csend emails to customers\u201d."
+    assert "added by the user in the Memory panel" in panel.details.text()
+    assert panel.list.currentItem().text().split("\n")[1].startswith("added by you · since ")
+    assert "Applies to every session" in panel.details.text()
+    assert c.engine.profile(c.state).prohibitions == ["send emails to customers"]  # the open session's profile
+
+    panel.profile_box.setText("You may send emails to customers")
+    panel.profile_button.click()
+    drive(aloop, until(lambda: panel.selected() is not None and panel.selected().type == "permission", 30, "the permission"))
+    assert "It replaces the earlier prohibition \u201csend emails to customers\u201d." in panel.profile_note.text()
+    assert _texts(window) == ["permission: send emails to customers"]  # the prohibition is closed
+    assert c.engine.profile(c.state).prohibitions == [] and c.engine.profile(c.state).permissions == [
+        "send emails to customers"]
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))

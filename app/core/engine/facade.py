@@ -12,7 +12,7 @@ streams         the scheduler's host: Q&A, task and interruption streams (``stre
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
 environment     env events: store, index, route, push (``environment.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
-memory          the background memory writer, topics, revoke/pin/edit a memory (``memory.py``)
+memory          the background writer, topics; revoke/pin/edit a memory, add to the profile (``memory.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -35,7 +35,7 @@ from app.core.context.ranking import rrf
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
-from app.core.engine.memory import MemoryService
+from app.core.engine.memory import MemoryService, ProfileAdded
 from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
@@ -193,6 +193,12 @@ class Engine:
     async def edit_memory(self, memory_id: str, content: str) -> MemoryFragment:
         """A new revision of a memory's content; the earlier one is kept in its ``revisions``."""
         return await self.memory.edit(memory_id, content)
+
+    async def add_profile(self, text: str, session_id: str) -> ProfileAdded | None:
+        """Add the profile statements of ``text`` ("I prefer…", "Never…", "You may…") for every
+        session; ``session_id`` (the session open in the window) keeps their record. None when
+        ``text`` states no preference, prohibition or permission (``MemoryService.add_profile``)."""
+        return await self.memory.add_profile(session_id, text)
 
     async def topics(self) -> TopicIndex:
         """The workspace's topic index (topics, aliases, mentions, the merge/split log)."""

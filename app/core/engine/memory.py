@@ -12,8 +12,10 @@ a yield, never on the path of a prompt input or a streaming answer; ``idle()`` w
 A memory the answer's context used gets its ``access_count`` and ``last_accessed_at``.
 
 The user's actions: ``revoke`` (the memory is closed, marked revoked and taken out of the index;
-it never reaches a context again, while replay of an earlier turn still sees it), ``pin`` and
-``edit`` (a new revision, the earlier content kept in ``revisions``).
+it never reaches a context again, while replay of an earlier turn still sees it), ``pin``,
+``edit`` (a new revision, the earlier content kept in ``revisions``) and ``add_profile`` (profile
+statements typed in the Memory panel, written through the writer's path and shown to every
+session's profile).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import numpy as np
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.errors import NoRecordError
-from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, edited, revoked
-from app.core.memory.extract import extract_memories
+from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, duplicate_of, edited, revoked
+from app.core.memory.extract import extract_memories, profile_by_hand
 from app.core.memory.notes import note_of
 from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex, name_terms
 from app.core.memory.vectors import VectorRows
@@ -56,6 +58,15 @@ class WriterStats:
     closed: int = 0
     seconds: float = 0.0
     per_run_ms: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileAdded:
+    """What ``MemoryService.add_profile`` changed."""
+
+    added: list[MemoryFragment]  # the new profile memories
+    held: list[MemoryFragment]  # kept memories that already said a statement (nothing new written for it)
+    closed: list[MemoryFragment]  # earlier statements a new one closed (a permission a prohibition replaces)
 
 
 def _label(memory: MemoryFragment) -> str:
@@ -378,6 +389,34 @@ class MemoryService:
                 await self.ctx.on_index(self.ctx.index.remove, [old.fragment_id])
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, [new])
             return new
+
+    async def add_profile(self, session_id: str, text: str) -> ProfileAdded | None:
+        """Profile statements the user typed in the Memory panel ("I prefer…", "Never…", "You
+        may…", parsed as an input's are): stored as workspace memories under ``session_id`` (the
+        session open in the window) through the writer's decision (a statement already held is not
+        written again; a new prohibition closes a permission of the same words, and so on), and
+        put at once into the profile of every open session; a session opened later reads them from
+        the store. No canvas node: no turn says them. None when ``text`` states none."""
+        async with self._lock:
+            async with self._visible(session_id) as now:
+                found = profile_by_hand(text, at=now)
+                if not found:
+                    return None
+                write, titles = await self.ctx.on_store(self._write, session_id, found, TopicChange(), now, {})
+                self.sessions.titles.update(titles)
+                self._show(session_id, [*write.new, *write.changed.values()])
+                held = await self.ctx.on_store(self._held, found, {m.fragment_id for m in write.new})
+            if write.new and self.ctx.index is not None:
+                await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
+        mine = {m.fragment_id for m in found}
+        return ProfileAdded(added=[m for m in write.new if m.fragment_id in mine], held=held,
+                            closed=[write.changed[old] for old, _ in write.closed if old in write.changed])
+
+    def _held(self, found: Sequence[MemoryFragment], written: set[str]) -> list[MemoryFragment]:
+        """On the store thread: for each of ``found`` not written, the kept memory that says it."""
+        kept = list(self._read_kept().values())
+        same = [duplicate_of(m, kept) for m in found if m.fragment_id not in written]
+        return [m for m in same if m is not None]
 
     async def list(self) -> list[tuple[str, MemoryFragment]]:
         """Every memory of the workspace with the session it came from (closed and revoked too)."""

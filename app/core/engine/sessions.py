@@ -43,6 +43,13 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+def _with_note(profile: UserProfile, note: NoteView) -> UserProfile:
+    """``profile`` with the statement of a ``profile`` note, bound to the memory (and the messages
+    it came from) and labelled with the session it was said in."""
+    statement = ProfileStatement(kind=note.memory_type, text=note.text, span=note.text)
+    return profile.with_statements([statement], (note.note_id, *note.source_ids), note.origin)
+
+
 class SessionService:
     """Opens sessions, derives the user's facts and profile, and ingests history."""
 
@@ -134,25 +141,33 @@ class SessionService:
 
     def profile(self, state: SessionState) -> UserProfile:
         """The user's profile (prohibitions, permissions, preferences): what other sessions'
-        memories hold (the workspace's), then what was stated so far in this one, which wins.
+        memories hold (the workspace's), then what was stated so far in this one, which wins,
+        together with what the user added in the Memory panel, in time order (the later wins).
 
         Only the app user's own inputs count (speaker "user"); named participants of imported
         history are not the person at the keyboard. Cached per state and extended incrementally;
         a change of the workspace's profile notes starts it over.
         """
-        outside = sorted((n for n in state.notes.values() if n.kind == "profile" and not n.removed_at
-                          and not n.valid_to), key=lambda n: (n.added_at, n.note_id))
-        key = tuple(n.note_id for n in outside)
+        live = sorted((n for n in state.notes.values() if n.kind == "profile" and not n.removed_at
+                       and not n.valid_to), key=lambda n: (n.added_at, n.note_id))
+        key = tuple(n.note_id for n in live)
         seen, profile, was = self._profiles.get(state, (0, UserProfile(), ()))
+        by_hand: list[NoteView] = []  # added in the Memory panel: placed among this session's inputs by time
         if was != key:
             seen, profile = 0, UserProfile()
-            for note in outside:
-                statement = ProfileStatement(kind=note.memory_type, text=note.text, span=note.text)
-                profile = profile.with_statements([statement], (note.note_id, *note.source_ids), note.origin)
+            for note in live:
+                if note.source_ids:
+                    profile = _with_note(profile, note)
+                else:
+                    by_hand.append(note)
         for mid in state.order[seen:]:
             view = state.messages[mid]
+            while by_hand and by_hand[0].added_at <= view.at:
+                profile = _with_note(profile, by_hand.pop(0))
             if view.role == Role.USER and view.speaker == Role.USER.value:
                 profile, _ = profile.updated_from(view.text, mid)
+        for note in by_hand:
+            profile = _with_note(profile, note)
         self._profiles[state] = (len(state.order), profile, key)
         return profile
 

@@ -128,6 +128,19 @@ def _profile(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFr
             for st in parse_profile_statements(text)]
 
 
+def profile_by_hand(text: str, *, at: str) -> list[MemoryFragment]:
+    """The profile statements of ``text`` ("I prefer…", "Never…", "You may…") as memories the user
+    added in the Memory panel at ``at``: extractor "user", workspace scope, and no source evidence
+    (no message says them; ``notes.note_of`` shows them to every session, their own included)."""
+    out: dict[str, MemoryFragment] = {}
+    for st in parse_profile_statements(text):
+        memory = _memory(st.kind, st.text, evidence_id=f"profile:{at}", at=at, source="the Memory panel")
+        out.setdefault(memory.fragment_id, memory.model_copy(update={
+            "context": f"{st.kind} added by the user in the Memory panel", "source_evidence_ids": [],
+            "extractor": "user"}))
+    return list(out.values())
+
+
 def _facts(text: str, evidence_id: str, at: str, source: str, speaker: str = "") -> list[MemoryFragment]:
     """Keyed facts; with ``speaker`` (imported history, where anyone may speak) a first-person fact
     is the speaker's ("Maria's home"), so two people's "my family" never close each other."""

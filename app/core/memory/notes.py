@@ -4,7 +4,8 @@ A session sees its own memories (closed facts too: "what was X before?" finds th
 is kept with ``removed_at`` so a replay of an earlier turn still sees what that turn saw) and the
 workspace-scope memories of every other session, labelled with that session's title. The profile
 statements of other sessions become ``profile`` notes, which the session's profile reads (its own
-profile statements come from its messages); they are never recalled as evidence.
+profile statements come from its messages), and so do the statements the user added in the Memory
+panel, in every session; they are never recalled as evidence.
 """
 
 from __future__ import annotations
@@ -30,9 +31,14 @@ def memory_line(memory: MemoryFragment) -> str:
 
 
 def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | None:
-    """The note a session keeps of ``memory`` (None when it does not see it)."""
+    """The note a session keeps of ``memory`` (None when it does not see it).
+
+    A profile statement the user added in the Memory panel (no source evidence: no message of any
+    session says it) is a ``profile`` note of every session, its own included, without an origin:
+    it was said in no session."""
     profile = memory.type in WORKSPACE_TYPES
-    if (own and profile) or (not own and memory.scope != "workspace"):
+    by_hand = profile and not memory.source_evidence_ids
+    if (own and profile and not by_hand) or (not own and memory.scope != "workspace"):
         return None
     if memory.superseded_by and memory.type != "fact" and memory.closed_at is None:
         return None  # merged into a consolidated note, which stands for it
@@ -40,7 +46,7 @@ def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | Non
         memory.fragment_id, "profile" if profile else "memory",
         memory.content if profile else memory_line(memory), memory.valid_from,
         added_at=memory.recorded_at, valid_to=memory.valid_to or "" if memory.closed_at else "",
-        closed_at=memory.closed_at or "", removed_at=memory.revoked_at or "", origin="" if own else origin,
+        closed_at=memory.closed_at or "", removed_at=memory.revoked_at or "", origin="" if own or by_hand else origin,
         source_ids=tuple(memory.source_evidence_ids), memory_type=memory.type,
         key=memory.key.lower() if memory.type == "fact" else "")
 

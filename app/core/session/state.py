@@ -51,7 +51,7 @@ class NoteView:
     """A memory object or environment event the pipeline can recall."""
 
     note_id: str
-    kind: str  # "memory" | "env" | "profile" (a profile statement made in another session)
+    kind: str  # "memory" | "env" | "profile" (a profile statement made in another session, or added by hand)
     text: str
     at: str
     # When the session got it (an event's ``at`` is when it happened): ``as_of`` keeps the notes

@@ -4,7 +4,8 @@ The scene owns one ``node_id -> NodeItem`` map (and one ``edge_id -> EdgeItem`` 
 them only in its ``_on_<graph signal>`` handlers. It places nodes with the incremental
 ``LaneLayout``, keeps edges attached to their nodes, and holds the per-node view states that
 change what is drawn: collapsed subtrees and put-away answer versions (hidden), filtered-out
-nodes (dimmed). A new version of a turn takes its first version's place.
+nodes (dimmed: by text, by kind, and to a set of node ids such as a topic's). A new version of a
+turn takes its first version's place.
 ``CanvasScene`` adds the user interaction on top.
 """
 
@@ -29,6 +30,7 @@ from app.ui.canvas.overview import OverviewPainter
 from app.ui.canvas.style import CanvasStyle, edge_kind, node_kind
 
 DIM_OPACITY = 0.22
+NO_FILTER: tuple[str, frozenset[NodeKind] | None, frozenset[str] | None] = ("", None, None)
 
 
 #: Up to this many nodes an edge that would run behind a card is routed around it; beyond, each
@@ -74,7 +76,8 @@ class GraphMirrorScene(QGraphicsScene):
         self._collapsed: set[str] = set()
         self._hidden: set[str] = set()
         self._dimmed: set[str] = set()
-        self._filter: tuple[str, frozenset[NodeKind] | None] = ("", None)
+        # (text, kinds, node ids): what ``set_filter`` lets through undimmed; NO_FILTER lets all through
+        self._filter: tuple[str, frozenset[NodeKind] | None, frozenset[str] | None] = NO_FILTER
         self._drag_start: dict[str, QPointF] = {}
         # Qt builds its item index on the first query; do it as soon as the loop is idle rather
         # than in the first frame that needs it (~50 ms for 10,000 items).
@@ -90,9 +93,11 @@ class GraphMirrorScene(QGraphicsScene):
 
     def set_graph(self, graph: SessionGraph | None) -> None:
         """Show ``graph`` (stored positions kept, the rest laid out) and follow its signals;
-        ``None`` clears the scene and disconnects."""
+        ``None`` clears the scene and disconnects. The text and kind filter carry over; a filter
+        to node ids does not (they name nodes of the graph shown before)."""
         _disconnect_all(self._connected)
         self._reset()
+        self._filter = (*self._filter[:2], None)
         self._graph = graph
         if graph is None:
             return
@@ -158,8 +163,9 @@ class GraphMirrorScene(QGraphicsScene):
                 self.set_collapsed(node.node_id, True)
             if node.attrs.get(versions.HIDDEN):
                 self._refresh_visibility(node.node_id)
-        if self._filter != ("", None):
-            self.set_filter(self._filter[0], set(self._filter[1]) if self._filter[1] is not None else None)
+        if self._filter != NO_FILTER:
+            text, kinds, _ = self._filter
+            self.set_filter(text, set(kinds) if kinds is not None else None)
         self._overview.dirty = True
 
     def _new_item(self, node: GraphNode) -> NodeItem:
@@ -217,7 +223,7 @@ class GraphMirrorScene(QGraphicsScene):
         self.addItem(item)
         if item.kind == NodeKind.TASK:
             self._overview.dirty = True  # a landmark: its label shows in the overview
-        if self._filter != ("", None) and not self._matches(item):
+        if self._filter != NO_FILTER and not self._matches(item):
             self._set_dimmed(node.node_id, True)
         self._overview.add_node(item, node.node_id in self._dimmed)
         moved.pop(node.node_id, None)
@@ -270,7 +276,7 @@ class GraphMirrorScene(QGraphicsScene):
         item.set_node(node)
         if versions.HIDDEN in node.attrs:  # a version shown or put away, with what continues it
             self._refresh_visibility(node.node_id)
-        if self._filter != ("", None):
+        if self._filter != NO_FILTER:
             self._set_dimmed(node.node_id, not self._matches(item))
 
     # ------------------------------------------------------------------ geometry
@@ -333,10 +339,13 @@ class GraphMirrorScene(QGraphicsScene):
 
     # ------------------------------------------------------------------ filter and collapse
 
-    def set_filter(self, text: str, kinds: set[NodeKind] | None) -> list[str]:
-        """Dim nodes whose label/body does not contain ``text`` (case-insensitive) or whose kind is
-        not in ``kinds``; returns the matching ids (all of them when the filter is empty)."""
-        self._filter = (text.strip().lower(), frozenset(NodeKind(k) for k in kinds) if kinds is not None else None)
+    def set_filter(self, text: str, kinds: set[NodeKind] | None, only: Iterable[str] | None = None) -> list[str]:
+        """Dim nodes whose label/body does not contain ``text`` (case-insensitive), whose kind is
+        not in ``kinds``, or (``only`` given, e.g. a topic's nodes: ``canvas.topic_filter``) whose
+        id is not in ``only``; returns the matching ids (all of them when the filter is empty). A
+        node added later is dimmed when it does not match."""
+        self._filter = (text.strip().lower(), frozenset(NodeKind(k) for k in kinds) if kinds is not None else None,
+                        frozenset(only) if only is not None else None)
         matching: list[str] = []
         for node_id, item in self._items.items():
             match = self._matches(item)
@@ -346,8 +355,8 @@ class GraphMirrorScene(QGraphicsScene):
         return matching
 
     def _matches(self, item: NodeItem) -> bool:
-        needle, kinds = self._filter
-        if kinds is not None and item.kind not in kinds:
+        needle, kinds, only = self._filter
+        if (kinds is not None and item.kind not in kinds) or (only is not None and item.node_id not in only):
             return False
         return not needle or needle in item.text().lower()
 

@@ -1,11 +1,16 @@
-"""The Memory dock: what PCM remembers across sessions — browse, search, edit, pin, revoke.
+"""The Memory dock: what PCM remembers across sessions — browse, search, add to your profile,
+edit, pin, revoke.
 
 Every memory of the workspace is listed (newest first) with its type, the session it came from
 and whether it still holds; "Your profile" shows the preferences, prohibitions and permissions
-that apply to every session. Selecting one shows its context, links (with their reasons), source
-and earlier versions. Edit writes a new version (the old text is kept); Revoke asks once more,
-then closes the memory for good (it is kept, and never reaches a context again); Pin keeps it out
-of consolidation. Nothing is deleted from here.
+that apply to every session. The line at the top adds to that profile: a statement such as
+"I prefer short answers", "Never send emails" or "You may delete files in /tmp" is stored for
+every session (``Engine.add_profile``; it may replace an earlier statement of the same words),
+then listed and selected; text that states none gets a plain note saying how to phrase it.
+Selecting a memory shows its context, links (with their reasons), source and earlier versions.
+Edit writes a new version (the old text is kept); Revoke asks once more, then closes the memory
+for good (it is kept, and never reaches a context again); Pin keeps it out of consolidation.
+Nothing is deleted from here.
 
 It talks to the engine facade (``controller.engine``) through ``controller.spawn``; it reads
 again when shown, after each answered turn, and after each action.
@@ -33,6 +38,9 @@ FILTERS = {"All memories": (), "Your profile": ("preference", "prohibition", "pe
            "Decisions": ("decision",), "Commitments": ("commitment",), "Events": ("event",),
            "Notes": ("note", "summary")}
 ID_ROLE = Qt.ItemDataRole.UserRole
+#: What the profile line says when the text states no preference, prohibition or permission.
+NOTHING_TO_ADD = ("Nothing to add: say it as \u201cI prefer\u2026\u201d, \u201cAlways\u2026\u201d, "
+                  "\u201cNever\u2026\u201d, \u201cDon't\u2026\u201d or \u201cYou may\u2026\u201d (not as a question).")
 
 
 def memory_state(memory: Any) -> str:
@@ -45,11 +53,30 @@ def memory_state(memory: Any) -> str:
     return "holds"
 
 
+def added_here(memory: Any) -> bool:
+    """A profile statement the user added in this dock (no message of any session says it)."""
+    return memory.type in FILTERS["Your profile"] and not memory.source_evidence_ids
+
+
 def row_text(memory: Any, title: str) -> str:
-    """Two lines: type and content; where it came from, since when, and whether it holds."""
+    """Two lines: type and content; where it came from (the session, or this dock), since when,
+    and whether it holds."""
     pin = " · pinned" if memory.pinned else ""
-    return (f"{memory.type}: {memory.content}\n{title or 'untitled session'} · since {memory.valid_from[:10]}"
-            f" · {memory_state(memory)}{pin}")
+    where = "added by you" if added_here(memory) else title or "untitled session"
+    return f"{memory.type}: {memory.content}\n{where} · since {memory.valid_from[:10]} · {memory_state(memory)}{pin}"
+
+
+def added_text(result: Any) -> str:
+    """One line on what ``Engine.add_profile`` did: added, already there, and what it replaced."""
+    quote = lambda m: f"{m.type} \u201c{m.content}\u201d"  # noqa: E731
+    parts = []
+    if result.added:
+        parts.append("Added to your profile: " + "; ".join(map(quote, result.added)) + ".")
+    if result.held:
+        parts.append("Already in your profile: " + "; ".join(map(quote, result.held)) + ".")
+    if result.closed:
+        parts.append("It replaces the earlier " + "; ".join(map(quote, result.closed)) + ".")
+    return " ".join(parts)
 
 
 def details_text(memory: Any, contents: dict[str, str]) -> str:
@@ -80,6 +107,15 @@ class MemoryPanel(QWidget):
         self.titles: dict[str, str] = {}
         self._confirm_revoke: str | None = None
 
+        self.profile_box = QLineEdit(self)
+        self.profile_box.setPlaceholderText("Add to your profile: \u201cNever\u2026\u201d, \u201cI prefer\u2026\u201d")
+        self.profile_box.setToolTip("A preference (\u201cI prefer\u2026\u201d, \u201cAlways\u2026\u201d), a prohibition "
+                                    "(\u201cNever\u2026\u201d, \u201cDon't\u2026\u201d) or a permission "
+                                    "(\u201cYou may\u2026\u201d): it applies to every session. Enter adds it.")
+        self.profile_button = QPushButton("Add to profile", self)
+        self.profile_note = QLabel(self)
+        self.profile_note.setWordWrap(True)
+        self.profile_note.setVisible(False)
         self.kind = QComboBox(self)
         self.kind.addItems(list(FILTERS))
         self.search = QLineEdit(self)
@@ -107,6 +143,12 @@ class MemoryPanel(QWidget):
 
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
+        box.addWidget(self.profile_box)
+        add = QHBoxLayout()
+        add.addWidget(self.profile_note, 1)
+        add.addStretch()
+        add.addWidget(self.profile_button, 0, Qt.AlignmentFlag.AlignTop)
+        box.addLayout(add)
         top = QHBoxLayout()
         top.addWidget(self.kind)
         top.addWidget(self.closed_box)
@@ -118,6 +160,10 @@ class MemoryPanel(QWidget):
         box.addWidget(self.edit_box)
         box.addLayout(actions)
 
+        self.profile_box.textChanged.connect(self._on_profile_text)
+        self.profile_box.returnPressed.connect(self._add_profile)
+        self.profile_button.clicked.connect(self._add_profile)
+        self._on_profile_text("")
         self.kind.currentIndexChanged.connect(self._refill)
         self.closed_box.toggled.connect(self._refill)
         self.search.textChanged.connect(self._refill)
@@ -222,6 +268,47 @@ class MemoryPanel(QWidget):
             self.edit_box.setVisible(False)
             return
         super().keyPressEvent(event)
+
+    def _on_profile_text(self, text: str) -> None:
+        self.profile_button.setEnabled(bool(text.strip()))
+        self.profile_note.setVisible(False)
+
+    def _add_profile(self) -> None:
+        text = self.profile_box.text().strip()
+        if not text or self.controller is None:
+            return
+        if self.controller.engine is None or self.controller.session_id is None:
+            self._say("The models are still loading: add it once a session is open.")
+            return
+        self.controller.spawn(self._added(text, self.controller.session_id), "Adding to your profile")
+
+    async def _added(self, text: str, session_id: str) -> None:
+        result = await self.controller.engine.add_profile(text, session_id)
+        if result is None:  # the text stays, to be said again another way
+            self._say(NOTHING_TO_ADD)
+            return
+        self.profile_box.clear()
+        await self.refresh()
+        shown = (result.added or result.held)[:1]
+        if shown and shown[0].fragment_id not in {m.fragment_id for _, m in self.shown()}:
+            self.kind.setCurrentText("Your profile")  # the filter or search hid it
+            self.search.clear()
+        if shown:
+            self.select(shown[0].fragment_id)
+        self._say(added_text(result))
+
+    def _say(self, line: str) -> None:
+        self.profile_note.setText(line)
+        self.profile_note.setVisible(bool(line))
+
+    def select(self, memory_id: str) -> None:
+        """Select (and scroll to) the memory's row, when the list shows it."""
+        for n in range(self.list.count()):
+            item = self.list.item(n)
+            if item.data(ID_ROLE) == memory_id:
+                self.list.setCurrentItem(item)
+                self.list.scrollToItem(item)
+                return
 
     def _toggle_pin(self) -> None:
         memory = self.selected()

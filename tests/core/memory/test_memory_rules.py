@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.core.memory import evolve
-from app.core.memory.extract import entities, extract_memories
-from app.core.memory.notes import memory_line
+from app.core.memory.extract import entities, extract_memories, profile_by_hand
+from app.core.memory.notes import memory_line, note_of
 from app.core.memory.topics import TopicIndex, numeronym_of
 from app.core.memory.writer import plan_write
 
@@ -44,6 +44,20 @@ def test_extraction_types_scopes_and_idempotent_ids() -> None:
     line = memory_line(outside[1])
     assert line.startswith("[fact remembered from app.conf]\n<<<\n") and line.endswith("\n>>>")
     assert "&gt;" in line and memory_line(first[2]) == "Fact: city is Lisbon"
+
+
+def test_profile_statements_added_by_hand_are_every_sessions_own() -> None:
+    [never, prefer] = profile_by_hand("Never deploy on Fridays. I prefer short answers. My city is Lisbon.", at=AT)
+    assert [(m.type, m.content, m.scope, m.extractor) for m in (never, prefer)] == [
+        ("prohibition", "deploy on Fridays", "workspace", "user"), ("preference", "short answers", "workspace", "user")]
+    assert never.context == "prohibition added by the user in the Memory panel" and never.source_evidence_ids == []
+    assert profile_by_hand("What do I prefer? Hello.", at=AT) == []
+    for own in (True, False):  # no message says it: a profile note of its own session too, said in no session
+        note = note_of(never, own=own, origin="Launch")
+        assert note is not None and (note.kind, note.origin, note.memory_type) == ("profile", "", "prohibition")
+    said = extract_memories("Never deploy on Fridays.", evidence_id="e1", at=AT)[0]
+    assert note_of(said, own=True, origin="") is None  # its own session reads it from the message
+    assert note_of(said, own=False, origin="Launch").origin == "Launch"
 
 
 def test_history_facts_belong_to_their_speaker_and_sentence_starts_are_not_names() -> None:
