@@ -215,6 +215,9 @@ def test_a_new_session_recalls_the_turns_of_earlier_sessions_labelled_and_replay
             at = next(n for n, t in enumerate(lines) if "14 cedar shingles" in t)
             assert lines[at - 1].endswith(", session \u201cShed project\u201d:")  # its group's header
             assert await engine.replay(asked.turn_id) == []
+            # A session created since does not change the scope an earlier turn's replay sees.
+            assert said.build.plan["retrieval"]["scope"] == "session"
+            assert await engine.replay(said.turn_id) == []
             # Once the session holds enough of its own, recall stays in it unless the input points back.
             for text in ("Let us plan the fence now.", "The fence is 20 metres long.", "Posts every 2 metres."):
                 await _turn(engine, two.session_id, text)

@@ -110,6 +110,9 @@ class Recorded:
     tools: ToolRound | None
     tasks: TaskInputs
     system_prompt: str = ""
+    # Other sessions as the plan's recall scope saw them: 1 when it chose the workspace, else 0
+    # (sessions created since must not flip it).
+    other_sessions: int = 0
 
 
 def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
@@ -174,7 +177,8 @@ class TurnService:
             overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
             llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
             system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
-            other_sessions=self.sessions.other_sessions(state), outside=partial(self.sessions.outside_notes, state),
+            other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
+            outside=partial(self.sessions.outside_notes, state),
             topics=ctx.topic_search, ablate=ctx.config.ablate,
         )
         record, timing = await ctx.builder.build(
@@ -252,7 +256,8 @@ class TurnService:
             focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
             recorded=Recorded(channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
                               llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
-                              tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt),
+                              tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt,
+                              other_sessions=int(b.plan.get("retrieval", {}).get("scope") == "workspace")),
         )
 
     # ------------------------------------------------------------------ turns
