@@ -16,7 +16,7 @@ from app.core.context.compiler import CompiledContext, Item
 from app.core.context.compress import Compressed, Compression, compress
 from app.core.context.retrieval import RecallResult
 from app.core.ports import TokenCounter
-from app.core.session.state import SessionState
+from app.core.session.state import NoteView, SessionState
 from app.core.tools.model import ToolRound
 from app.core.types import BlockType, Priority, Role
 
@@ -88,10 +88,10 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
                               selector=cut.selector if cut else ""))
         else:
             note = state.notes[cand.id]
-            # Another session's message: its session and day head its group (said once per group).
-            whole = note.text if note.kind == "outside" else note.render()
-            group = f"{note.at[:10]}, session \u201c{note.origin}\u201d:" if note.kind == "outside" else ""
-            text, cut = _fit(whole, query, cap, counter, counter.count(whole))
+            outside = note.kind == "outside"  # another session's message: compressed as a turn is
+            whole = note.text if outside else note.render()
+            text, cut = _fit(whole, query, max(cap, LONG_TURN) if outside else cap, counter, counter.count(whole))
+            group = outside_group(note) if outside else ""
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
             items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused, group=group,
                               order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
@@ -99,6 +99,14 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
         if cut is not None:
             compressions.append(Compression.of(cand.id, cut))
     return items + earlier_values(state, items, number)
+
+
+def outside_group(note: NoteView) -> str:
+    """The header of another session's messages: its day and title, said once per group (the day
+    only once when the title already holds it)."""
+    day = note.at[:10]
+    title = f"session \u201c{note.origin}\u201d:"
+    return title if day and day in note.origin else f"{day}, {title}"
 
 
 def earlier_values(state: SessionState, items: Sequence[Item], number: int) -> list[Item]:

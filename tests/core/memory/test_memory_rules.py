@@ -157,3 +157,13 @@ def test_a_topic_most_messages_mention_is_not_recalled_by() -> None:
     for n in range(2000):  # another, larger session: Caroline is rare in the workspace, not in s1
         index.observe("s2", f"o{n}", f"note number {n}", AT)
     assert index.search("What did Caroline say?", 5, sessions={"s1"}) == []
+
+
+def test_another_sessions_group_header_says_its_day_once() -> None:
+    from app.core.pipeline.evidence import outside_group
+    from app.core.session.state import NoteView
+
+    note = NoteView("m1", "outside", "Ana: the roof needs 14 shingles", "2026-11-02T10:00:00Z", origin="Shed project")
+    assert outside_group(note) == "2026-11-02, session \u201cShed project\u201d:"
+    dated = NoteView("m2", "outside", "Ana: hi", "2026-11-02T10:00:00Z", origin="Standup 2026-11-02")
+    assert outside_group(dated) == "session \u201cStandup 2026-11-02\u201d:"
