@@ -66,6 +66,9 @@ def test_an_attached_file_is_an_artifact_bound_to_its_event_and_recalled_by_a_de
         out = {(e.kind, e.dst) for e in state.graph.out_edges(node.node_id)}
         assert (EdgeKind.DERIVED_FROM, env.node_id) in out
         assert (EdgeKind.REFERENCES, first.node_id) in out  # the branch the user was on
+        # its event, named by no turn, is routed there too rather than to the environment lane
+        assert attached.routed is not None and attached.routed.target_node == first.node_id
+        assert attached.routed.how == "attached"
         evidence = await engine.with_store(lambda s: s.get_evidence(attached.evidence_id))
         assert evidence.type == EvidenceType.ENV_EVENT and KEY_LINE in evidence.content
         [event] = await engine.env_events(sid)
@@ -117,6 +120,7 @@ def test_changed_text_is_the_next_version_and_the_same_text_none(make_engine: En
         previous = [e for e in state.graph.out_edges(v2.node_id, EdgeKind.DERIVED_FROM) if e.dst == v1.node_id]
         assert previous and previous[0].attrs["previous_version"]
         assert not any(e.kind == EdgeKind.REFERENCES for e in state.graph.out_edges(v1.node_id))  # an empty session
+        assert v1.routed is not None and v1.routed.target_kind == "lane"  # ... has no branch to put it on
         assert len(await engine.env_events(sid)) == 2
         again = await engine.attach_file(sid, notes)
         assert not again.changed and again.version == 2

@@ -12,11 +12,12 @@
    and ingests it with ``EnvironmentService.ingest_env``, the path every watched-folder file
    takes: the event and its evidence stored, its text indexed (vector and full text), an ENV
    node routed like an input (to the task or turn that names the file, else the environment
-   lane), a recall note, the memory writer cued (its ``key: value`` lines become facts). The
-   one difference: an attached file's recall note holds its whole text, not the first 600
+   lane), a recall note, the memory writer cued (its ``key: value`` lines become facts). Two
+   differences: an attached file's recall note holds its whole text, not the first 600
    characters (``app.core.routing.environment.note_text``), so a question about any line of it
    recalls the event and the compiler keeps the lines the question needs, with their
-   ``lines:a-b`` selector;
+   ``lines:a-b`` selector; and one that no task or turn names is routed to the turn the user
+   is working on rather than the environment lane (they attached it there);
 4. under the session lock adds an ARTIFACT node "Attached: notes.txt v2" (``ref_id`` = the
    evidence id, which is the event's id; attrs ``path``, ``version``, ``attached``, ``sha256``,
    ``size``, ``lines``) with edges, all saved in one transaction with an ``artifact.attached``
@@ -26,9 +27,9 @@
      raises instead (a watched file's event and an attached file's look alike on the canvas;
      the artifact says which one the user attached and which version it is);
    * ``derived_from`` the previous version's artifact (v2 → v1), marked ``previous_version``;
-   * ``references`` the turn the user is working on (their chosen focus, else the latest
-     turn) when that is a turn node — the session's current anchor — so the artifact sits on
-     the branch it was attached to; none in an empty session.
+   * ``references`` the turn its event was routed to, else the turn the user is working on
+     (their chosen focus, else the latest turn) — the session's current anchor — so the
+     artifact sits on the branch it was attached to; none in an empty session.
 
 The event and the artifact are two steps (the event is ingested under the session lock first):
 a turn built between them saw the event but not the node, live and in replay alike.
@@ -107,8 +108,11 @@ def _env_node(state: SessionState, artifact: GraphNode) -> str | None:
     return None
 
 
-def _anchor(state: SessionState) -> str | None:
-    """The turn node the user is working on (their focus, else the latest turn), if any."""
+def _anchor(state: SessionState, routed: EnvRouted) -> str | None:
+    """The turn the artifact sits on: the one its event was routed to, else the turn node the
+    user is working on (their focus, else the latest turn), if any."""
+    if routed.target_kind == "turn" and routed.target_node in state.graph:
+        return routed.target_node
     node = state.focus_node()
     return node if node is not None and node in state.graph and state.graph.node(node).kind == NodeKind.TURN else None
 
@@ -191,7 +195,7 @@ class AttachmentService:
             if latest is not None and latest.node_id in state.graph:
                 edges.append(GraphEdge(src=node.node_id, dst=latest.node_id, kind=EdgeKind.DERIVED_FROM,
                                        created_at=at, attrs={**seq, "previous_version": True}))
-            anchor = _anchor(state)
+            anchor = _anchor(state, routed)
             if anchor is not None:
                 edges.append(GraphEdge(src=node.node_id, dst=anchor, kind=EdgeKind.REFERENCES, created_at=at,
                                        attrs={**seq, "route": "attached"}))
