@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.config import Settings
 from app.core.ports import ChatModel, Embedder
 from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
+from app.sensors.attach import read_attachment
 from app.sensors.confined import ConfinedFolders
 from app.store.sqlite import SqliteStore
 
@@ -145,4 +146,5 @@ def build_engine(
     return Engine(
         store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
+        file_reader=read_attachment,
     )

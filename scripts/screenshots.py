@@ -3,7 +3,8 @@
 The session is made by typing into the composer of the real app on the default models: a trip
 branch, a follow-up, an unrelated question (a new root) and a re-anchored turn; then the window
 each inspector tab, the Conversation dock, the canvas filtered to one topic and the Memory dock
-(after a statement added to the profile) are grabbed, in the light and the dark theme.
+(after a statement added to the profile) are grabbed, in the light and the dark theme; a file is
+attached twice (two versions of its artifact).
 """
 
 from __future__ import annotations
@@ -105,6 +106,15 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     window.view.fit_all()
     await asyncio.sleep(0.3)
     await grab("04b-after-task")
+    # A file attached by hand (File › Attach file…, the composer's paperclip), then a new version.
+    notes = data_dir / "packing-list.md"
+    notes.write_text("# Lisbon packing list\n\nowner: Sam\n- light rain jacket\n- walking shoes\n", encoding="utf-8")
+    await window.attach_path(str(notes))
+    notes.write_text(notes.read_text(encoding="utf-8") + "- tram 28 day pass\n", encoding="utf-8")
+    await window.attach_path(str(notes))
+    window.view.fit_all()
+    await asyncio.sleep(0.5)
+    await grab("04d-attached-file")
     window.view.zoom_by(2.5)  # closer than Fit: the minimap shows the whole and where the view is
     await asyncio.sleep(0.3)
     await grab("04c-minimap")

@@ -59,7 +59,8 @@ def engine_in(
     (``delay`` seconds a token); the embedder is ``embedder`` (e.g. the real ``SentenceEmbedder``),
     else ``HashEmbedder(dim=64)``; the counter counts words unless told otherwise. ``config``
     replaces the whole ``EngineConfig``; without it one is made from ``budget``, ``llm_intent``
-    and ``max_streams``. ``read_file`` reads through the app's confined opener (``ConfinedFolders``).
+    and ``max_streams``. ``read_file`` reads through the app's confined opener (``ConfinedFolders``);
+    ``attach_file`` through the app's ``read_attachment``.
     The store is opened on the engine's own "store" thread, as the app does.
 
     A plain function for the places a fixture cannot reach (the desktop's ``build_engine`` hook,
@@ -72,6 +73,7 @@ def engine_in(
     from app.core.ports import WordTokenCounter
     from app.core.runtime.executors import Executors
     from app.llm.fakes import HashEmbedder, ScriptedChatModel
+    from app.sensors.attach import read_attachment
     from app.sensors.confined import ConfinedFolders
     from app.store.index import SearchIndex
     from app.store.sqlite import SqliteStore
@@ -94,6 +96,7 @@ def engine_in(
         executors=ex,
         config=config,
         folder_files=ConfinedFolders,
+        file_reader=read_attachment,
     )
 
 

@@ -23,6 +23,11 @@ class ModelError(CoreError):
     """A model could not be loaded or used. ``str(err)`` is one line meant for the user."""
 
 
+class AttachError(CoreError):
+    """A file could not be attached: it is missing, a folder, not text, too large or unreadable.
+    ``str(err)`` says which, in one line meant for the user (a size limit names the limit)."""
+
+
 class ProviderError(ModelError):
     """A chat provider could not answer: raised by ``ChatProvider.chat`` before any token was
     streamed (a failure after that is returned as ``finish_reason == "error"``).

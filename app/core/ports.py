@@ -201,6 +201,28 @@ class Embedder(Protocol):
         ...
 
 
+class LocalFile(BaseModel):
+    """A local text file as a ``FileReader`` read it: its absolute path (symbolic links
+    resolved), its size in bytes, when it was last modified (ISO 8601, UTC), its text (decoded;
+    an HTML file's visible text), the encoding it was read in and how many hidden HTML elements
+    were left out."""
+
+    path: str
+    size: int
+    text: str
+    modified: str = ""
+    encoding: str = "utf-8"
+    hidden_removed: int = 0
+
+
+class FileReader(Protocol):
+    """Reads a file the user chose (``app.sensors.attach.read_attachment``): blocking, run it in a
+    worker thread. Raises ``AttachError`` with a plain reason when the file is missing, a
+    folder, not a regular file, binary, or larger than ``max_bytes`` (never read then)."""
+
+    def __call__(self, path: str, max_bytes: int) -> LocalFile: ...
+
+
 class WordTokenCounter:
     """The evaluation yardstick: ceil(1.3 × words), as in ../shared/data/README.md."""
 

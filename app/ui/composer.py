@@ -1,7 +1,8 @@
 """Where input is typed, and where the routing of the last input is shown.
 
-``ComposerWidget`` is the text box with a per-turn budget, an anchor chip and Send. Until the
-models are ready it keeps what is typed and says why Send is off. The anchor chip ("pending
+``ComposerWidget`` is the text box with a per-turn budget, an anchor chip, a paperclip button
+("Attach file…", the File menu's action: ``attach_actions``) and Send. Until the models are
+ready it keeps what is typed and says why Send is off. The anchor chip ("pending
 input") can be dragged onto a canvas node to choose where the next input goes (the engine then
 takes that node as the user's override), or cleared to let routing decide.
 
@@ -16,8 +17,19 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
-from PySide6.QtGui import QDrag, QKeyEvent, QMouseEvent
+from PySide6.QtCore import QEvent, QMimeData, QPoint, QPointF, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QDrag,
+    QIcon,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPainterPath,
+    QPalette,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -32,6 +44,27 @@ from PySide6.QtWidgets import (
 )
 
 PENDING_MIME = "application/x-pcm-pending-input"
+
+
+def paperclip_icon(color: QColor | str = "#6b7785", size: int = 32) -> QIcon:
+    """A paperclip drawn with lines and arcs (no emoji font needed), for "Attach file…"."""
+    pixmap = QPixmap(size, size)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    k = size / 32
+    path = QPainterPath(QPointF(20 * k, 10 * k))  # the inner wire, then round the bottom, up and over the top
+    path.lineTo(20 * k, 22 * k)
+    path.arcTo(12 * k, 18 * k, 8 * k, 8 * k, 0, -180)
+    path.lineTo(12 * k, 7 * k)
+    path.arcTo(12 * k, 2 * k, 12 * k, 10 * k, 180, -180)
+    path.lineTo(24 * k, 24 * k)
+    path.arcTo(8 * k, 17 * k, 16 * k, 14 * k, 0, -180)
+    path.lineTo(8 * k, 12 * k)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(QPen(QColor(color), 2.4 * k, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+    painter.drawPath(path)
+    painter.end()
+    return QIcon(pixmap)
 
 
 class _InputEdit(QPlainTextEdit):
@@ -74,9 +107,10 @@ class PendingChip(QLabel):
 
 
 class ComposerWidget(QWidget):
-    """Input box, per-turn budget, anchor chip and Send."""
+    """Input box, per-turn budget, anchor chip, the paperclip and Send."""
 
     submitted = Signal(str, object, int)  # (text, anchor node id or None, budget)
+    attach_requested = Signal()  # the paperclip was clicked (the window runs File › Attach file…)
 
     def __init__(self, default_budget: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -96,6 +130,14 @@ class ComposerWidget(QWidget):
         self.budget.setValue(default_budget)
         self.budget.setSuffix(" tok")
         self.budget.setToolTip("Context budget for this input (tokens)")
+        self.attach = QToolButton(self)
+        self.attach.setObjectName("attachButton")
+        self.attach.setText("Attach file…")
+        self.attach.setIcon(paperclip_icon(self.palette().color(QPalette.ColorRole.ButtonText)))
+        self.attach.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.attach.setToolTip("Attach a text file to this session (Ctrl+Shift+A): it is kept as evidence the "
+                               "answers can use, and shown on the canvas")
+        self.attach.clicked.connect(self.attach_requested)
         self.send = QPushButton("Send", self)
         self.send.setDefault(True)
         self.send.clicked.connect(self._on_send)
@@ -123,6 +165,7 @@ class ComposerWidget(QWidget):
         row.addWidget(self.chip)
         row.addWidget(self.clear_anchor)
         row.addStretch(1)
+        row.addWidget(self.attach)
         row.addWidget(QLabel("Budget", self))
         row.addWidget(self.budget)
         row.addWidget(self.send)
@@ -135,6 +178,12 @@ class ComposerWidget(QWidget):
         self.hide_notice()
         self.set_anchor(None, "")
         self.set_ready(False, "Loading models…")
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        attach = getattr(self, "attach", None)  # not yet there while __init__ runs
+        if event.type() == QEvent.Type.PaletteChange and attach is not None:  # the theme changed: so does the clip
+            attach.setIcon(paperclip_icon(self.palette().color(QPalette.ColorRole.ButtonText)))
+        super().changeEvent(event)
 
     def set_ready(self, ready: bool, reason: str) -> None:
         """Enable Send, or disable it and say why (typing stays possible)."""

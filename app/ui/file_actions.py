@@ -1,5 +1,6 @@
-"""What the File menu does: export and import a session, the settings (with the theme) and the
-open session's own settings (temperature, answer length, standing instruction).
+"""What the File menu does: export and import a session, attach a file (``attach_actions``), the
+settings (with the theme) and the open session's own settings (temperature, answer length,
+standing instruction).
 
 ``FileActions`` is mixed into ``MainWindow`` like ``branch_actions.CanvasActions``. Export and
 import reach the store through the controller and the engine facade (``Engine.with_store``);
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar
 from app.config import Settings, remember_data_dir
 from app.core.errors import CoreError, user_line
 from app.core.ports import SessionGeneration
+from app.ui.attach_actions import AttachActions
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
@@ -41,7 +43,7 @@ def write_document(path: Path, text: str) -> None:
         raise CoreError(f"{path} cannot be written ({err.strerror or err})") from None
 
 
-class FileActions:
+class FileActions(AttachActions):
     """The window's File menu actions (see the module doc)."""
 
     settings: Settings

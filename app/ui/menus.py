@@ -26,6 +26,9 @@ def build_menus(w: Any) -> None:
     action(w, file, "&Export session…", w._ask_export, "Ctrl+E")
     action(w, file, "&Import session…", w._ask_import, "Ctrl+I")
     file.addSeparator()
+    attach = action(w, file, "&Attach file…", w._ask_attach, "Ctrl+Shift+A")
+    w.composer.attach_requested.connect(attach.trigger)  # the composer's paperclip: the same action
+    file.addSeparator()
     action(w, file, "&Settings…", w.open_settings, "Ctrl+,")
     action(w, file, "Session se&ttings…", w.open_session_settings, "Ctrl+Shift+,")
     file.addSeparator()

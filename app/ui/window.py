@@ -435,7 +435,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
 
     async def _show_node(self, node_id: str) -> None:
         state, node = self.controller.state, self.controller.state.graph.node(node_id)  # type: ignore[union-attr]
-        events = await self.controller.env_events() if node.kind == NodeKind.ENV else []
+        events = await self.controller.env_events() if node.kind in (NodeKind.ENV, NodeKind.ARTIFACT) else []
         event, self._selected_turn = next((e for e in events if e.event_id == node.ref_id), None), None
         self.inspector.show_node(*node_details(state.graph, node_id, event))
 

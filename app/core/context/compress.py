@@ -65,7 +65,8 @@ class _Unit:
 
 def _line_units(text: str) -> list[_Unit]:
     lines = text.split("\n")
-    fenced = len(lines) >= 3 and lines[1].strip() == FENCE_OPEN and lines[-1].strip() == FENCE_CLOSE
+    # The opener may carry the quoted text's label ("<<< notes.txt"): ``fence`` writes it so.
+    fenced = len(lines) >= 3 and lines[1].startswith(FENCE_OPEN) and lines[-1].strip() == FENCE_CLOSE
     out = []
     for n, line in enumerate(lines, start=1):
         frame = fenced and (n <= 2 or n == len(lines))

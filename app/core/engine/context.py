@@ -58,6 +58,8 @@ class EngineConfig:
     # The background memory writer (memory objects and topics after each answered turn and env
     # batch); off, nothing new is remembered (what is kept is still recalled).
     memory_writer: bool = True
+    # The largest file a user may attach (``Engine.attach_file``), in bytes; larger ones are refused.
+    attach_max_bytes: int = 2_000_000
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.
     ablate: tuple[str, ...] = ()
 

@@ -5,7 +5,8 @@ coalesced batch from the sensors' intake and, per event: stores the event and it
 transaction for the batch), indexes its text (so search and recall find it), adds an ENV node to
 the graph and routes the event like an input (``env_routing.RouteIndex``): a ``references`` edge
 to the task or turn that names the file / feed / endpoint, or to the most similar one; otherwise
-no edge (the environment lane). Each decision is logged as ``env.routed``. An event that reaches
+no edge (the environment lane) — except a file the user attached (``attachments.py``), which goes
+to the turn they are working on. Each decision is logged as ``env.routed``. An event that reaches
 an ACTIVE task is pushed: ``env_pushed`` emits a ``PushNotice`` with a context compiled for that
 task in mode push, the event pinned as must evidence (logged as ``env.pushed``).
 
@@ -338,7 +339,12 @@ class EnvironmentService:
     def _route_one(self, state: SessionState, event: EnvEvent, route: Route, by_id: dict[str, Task],
                    nodes: list[GraphNode], added_at: str) -> Plan:
         """The event's ENV node (appended to ``nodes``) and its ``references`` edge to the routed
-        target (None in the lane; a later turn is the first to see it)."""
+        target (None in the lane; a later turn is the first to see it). A file the user attached
+        that nothing names goes to the turn they are on instead of the lane: it was put there."""
+        if route.kind == "lane" and event.payload.get("attached"):
+            focus = state.focus_node()
+            if focus is not None and focus in state.graph and state.graph.node(focus).kind == NodeKind.TURN:
+                route = Route("turn", focus, "attached", 1.0, "attached by the user on this branch")
         node = GraphNode(kind=NodeKind.ENV, label=quote_label(env_label(event), 60), ref_id=event.event_id, created_at=added_at,
                          attrs={"kind": event.kind, "uri": event.uri, "change": event.payload.get("change", ""),
                                 "source": event.source, "at": event.at})

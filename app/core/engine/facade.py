@@ -11,6 +11,7 @@ tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
 environment     env events: store, index, route, push (``environment.py``)
+attachments     a file the user attaches: an env event and a versioned artifact node (``attachments.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
 memory          the background writer, topics; revoke/pin/edit a memory, add to the profile (``memory.py``)
 ==============  ===========================================================================
@@ -32,6 +33,7 @@ import numpy as np
 
 from app.core.context.compiler import Fact
 from app.core.context.ranking import rrf
+from app.core.engine.attachments import Attached, AttachmentService
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
@@ -49,7 +51,15 @@ from app.core.memory.topics import TopicIndex
 from app.core.pipeline.builder import ContextBuilder
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.plan.builder import PlanBuilder
-from app.core.ports import ChatModel, Embedder, SearchIndex, SessionGeneration, SessionStore, TokenCounter
+from app.core.ports import (
+    ChatModel,
+    Embedder,
+    FileReader,
+    SearchIndex,
+    SessionGeneration,
+    SessionStore,
+    TokenCounter,
+)
 from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
@@ -68,6 +78,8 @@ class Engine:
     ``folder_files`` makes the ``FolderFiles`` the ``read_file`` tool reads through for a set of
     watched folders (the composition root passes ``app.sensors.confined.ConfinedFolders``, the
     one confined opener); without it ``read_file`` refuses every call (the core does no I/O).
+    ``file_reader`` reads the files the user attaches (``app.sensors.attach.read_attachment``);
+    without it ``attach_file`` refuses.
     """
 
     def __init__(
@@ -81,6 +93,7 @@ class Engine:
         executors: Executors,
         config: EngineConfig | None = None,
         folder_files: FolderFilesFactory | None = None,
+        file_reader: FileReader | None = None,
     ) -> None:
         config = config or EngineConfig()
         builder = ContextBuilder(intents=IntentEngine(None), planner=PlanBuilder(), router=AnchorRouter(config.routing),
@@ -94,6 +107,7 @@ class Engine:
         self.branches = BranchService(ctx, self.sessions, self.turns)
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
+        self.attachments = AttachmentService(ctx, self.sessions, self.environment, file_reader)
         self.recovery = RecoveryService(ctx)
         self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
         self.environment.env_ingested.connect(self.memory.on_env_ingested)
@@ -404,6 +418,14 @@ class Engine:
     async def ingest_env(self, session_id: str, events: Sequence[EnvEvent]) -> list[EnvRouted]:
         """Store, index, draw and route a batch of env events; push those touching an active task."""
         return await self.environment.ingest_env(session_id, events)
+
+    async def attach_file(self, session_id: str, path: str | Path) -> Attached:
+        """Attach a local text file to the session: its text becomes evidence recalled like a
+        watched file's (an env event), and an artifact node "Attached: name v1" bound to it.
+        The same path attached again with changed text is the next version; with the same text
+        nothing is recorded (``Attached.changed`` False). ``AttachError`` when the file is
+        missing, a folder, binary, empty or over ``EngineConfig.attach_max_bytes``."""
+        return await self.attachments.attach(session_id, str(path))
 
     async def env_failures(self, session_id: str) -> list[dict[str, Any]]:
         """Env events the session could not store or index, with why (oldest first)."""

@@ -21,7 +21,7 @@ import numpy as np
 from app.core.text import fence, quote_label
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
 
-NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all of it)
+NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all; an attached file's note too)
 _ORDER = {TaskStatus.ACTIVE: 0, TaskStatus.BLOCKED: 1, TaskStatus.PENDING: 2, TaskStatus.COMPLETE: 3,
           TaskStatus.FAILED: 4}
 
@@ -64,9 +64,11 @@ def index_text(event: EnvEvent) -> str:
 
 
 def note_text(event: EnvEvent, max_chars: int = NOTE_CHARS) -> str:
-    """The event as recall and the compiler see it: labelled, fenced, its content shortened."""
+    """The event as recall and the compiler see it: labelled, fenced, its content shortened to
+    ``max_chars`` — except a file the user attached (``payload["attached"]``), kept whole: they
+    asked for all of it to be remembered, and the compiler keeps the lines a question needs."""
     content = event.content.strip()
-    if len(content) > max_chars:
+    if len(content) > max_chars and not event.payload.get("attached"):
         content = content[:max_chars].rstrip() + " …"
     if not content:
         content = str(event.payload.get("message") or event.payload.get("skipped") or "(no text)")

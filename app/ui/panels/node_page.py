@@ -21,6 +21,7 @@ KIND_TITLES = {NodeKind.ENV: "Environment event", NodeKind.TASK: "Task", NodeKin
 SHOWN_ATTRS: dict[NodeKind, tuple[tuple[str, str], ...]] = {
     NodeKind.ENV: (("kind", "Kind"), ("source", "Source"), ("uri", "Item"), ("change", "Change"), ("at", "When")),
     NodeKind.TASK: (("status", "Status"), ("progress", "Progress"), ("steps", "Steps"), ("tokens", "Tokens")),
+    NodeKind.ARTIFACT: (("path", "File"), ("version", "Version"), ("size", "Bytes"), ("lines", "Lines")),
 }
 
 
@@ -36,7 +37,7 @@ def _routed(graph: Any, node_id: str) -> str:
 
 def node_details(graph: Any, node_id: str, event: Any | None = None) -> tuple[str, list[tuple[str, str]], str]:
     """(title, labelled lines, content) for the node; ``event`` is the stored ``EnvEvent`` of an
-    env node when known (its content and notes)."""
+    env node, or of an attached file's artifact node, when known (its content and notes)."""
     node = graph.node(node_id)
     title = f"{KIND_TITLES.get(node.kind, node.kind.value.title())}: {node.label}"
     lines: list[tuple[str, str]] = []
@@ -47,6 +48,8 @@ def node_details(graph: Any, node_id: str, event: Any | None = None) -> tuple[st
     if node.kind == NodeKind.ENV:
         lines.append(("Routed to", _routed(graph, node_id)))
     content = ""
+    if node.kind == NodeKind.ARTIFACT and node.attrs.get("attached"):
+        lines.append(("Attached", "by you: kept as evidence the answers can use"))
     if event is not None:
         content = event.content or str(event.payload.get("message") or "")
         skipped = event.payload.get("skipped")

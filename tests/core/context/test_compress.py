@@ -35,6 +35,17 @@ def test_a_fact_on_line_400_of_a_long_file_reaches_the_context_with_its_selector
     assert "[… lines 5-400 …]" in cut.text  # the gap is marked
 
 
+def test_a_labelled_fence_keeps_its_header_opener_and_closer() -> None:
+    """``fence`` folds the label onto the opener ("<<< sales.csv"): still a frame, always kept,
+    so compressed outside text never enters a context unfenced."""
+    text = fence("file attached", _file(), "sales.csv")
+    cut = compress(text, "What revenue did the Lisbon office make?", 120, _count)
+    assert cut is not None
+    kept = cut.text.split("\n")
+    assert kept[:2] == ["[file attached]", "<<< sales.csv"] and kept[-1] == ">>>"
+    assert cut.selector.startswith("lines:1-") and cut.selector.endswith(f"lines:{len(text.splitlines())}-{len(text.splitlines())}")
+
+
 def test_sentences_of_prose_and_char_selectors() -> None:
     prose = "Kyoto is lovely. " * 3 + "The Python error was a KeyError in the parser. " + "We saw temples. " * 20
     cut = compress(prose, "why the python error?", 40, _count)
