@@ -155,8 +155,7 @@ class TurnService:
         (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only
         for a turn (``turn_id``); ``recorded`` feeds a recorded build's observations back.
         """
-        ctx = self.ctx
-        state = state or await self.sessions.open(session_id)
+        ctx, state = self.ctx, state or await self.sessions.open(session_id)
         limits = limits or self._session_limits(state)
         t0 = time.perf_counter()
         if query_vector is None:
