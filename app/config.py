@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field
@@ -94,6 +95,9 @@ class Settings(BaseModel):
     n_threads: int = 2
     default_budget: int = 1024
     max_concurrent_streams: int = 2
+    # "auto": the memory writer also asks the chat model which memories a turn states (a background
+    # call that gives way to your inputs; only memories in the turn's own words are kept). "off": rules only.
+    memory_model: Literal["off", "auto"] = "off"
     # The desktop app serves its sessions to MCP clients over HTTP on 127.0.0.1 at this port
     # (bearer token: `pcm mcp --print-token`); 0 leaves it off.
     mcp_port: int = Field(0, ge=0, le=65535)

@@ -58,6 +58,10 @@ class EngineConfig:
     # The background memory writer (memory objects and topics after each answered turn and env
     # batch); off, nothing new is remembered (what is kept is still recalled).
     memory_writer: bool = True
+    # The local model as one more extraction signal of the memory writer ("auto"; "off" never asks):
+    # a background call per user turn that gives way to any prompt input, within the time limit.
+    memory_model: str = "off"
+    memory_model_timeout_s: float = 8.0
     # The largest file a user may attach (``Engine.attach_file``), in bytes; larger ones are refused.
     attach_max_bytes: int = 2_000_000
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.core.engine.context import EngineContext
+from app.core.engine.memory_model import ModelSignal
 from app.core.engine.sessions import SessionService
 from app.core.errors import NoRecordError
 from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, duplicate_of, edited, revoked
@@ -82,6 +83,7 @@ class MemoryService:
         self.enabled = enabled
         self.topics = TopicIndex()
         self.stats = WriterStats()
+        self.model = ModelSignal(ctx)
         self._topics_loaded = False
         self._kept: dict[str, MemoryFragment] | None = None  # every memory, latest version (store thread only)
         self._vectors = VectorRows()  # embeddings of the memories (similarity links), read on first need
@@ -144,6 +146,7 @@ class MemoryService:
                 found += extract_memories(text, evidence_id=eid, at=at, source=source)
                 if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
                     await asyncio.sleep(0)
+            found += await self.model.memories(session_id, pieces)  # the optional model signal
             change = await self._observe_topics(session_id, pieces)
             similar, vectors = await self._similar(found)
             async with self._visible(session_id) as now:

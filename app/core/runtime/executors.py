@@ -12,6 +12,10 @@ when a call waits, sets its own state aside (``model.suspend()``, if the model h
 llama.cpp adapter copies its KV cache out and back, a few ms), runs the waiting call to its end
 on the same thread, and continues exactly where it was. Whichever comes first — the cut-in or
 the call's own turn on the pool — runs it; the other finds it taken.
+
+Background calls (the memory writer's optional model signal): a ``background`` ``ChatStream``
+gives way to every other one — creating a foreground stream stops each background call, queued
+or running, within one token — so background work never holds up a prompt input.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Executors:
             for name in names
         }
         self.urgent = UrgentLane()  # chat calls that may cut into the running generation
+        self.background: set[ChatStream] = set()  # calls that stop when any other one starts
 
     def pool(self, name: str) -> ThreadPoolExecutor:
         return self._pools[name]
@@ -144,9 +149,15 @@ class ChatStream:
         stage: str = "answer",
         json_schema: dict[str, Any] | None = None,
         urgent: bool = False,
+        background: bool = False,
         on_result: Callable[[ChatResult], None] | None = None,
     ) -> None:
         self.cancel = CancelToken()
+        if background:
+            executors.background.add(self)
+        else:
+            for other in list(executors.background):  # a foreground call goes first
+                other.stop()
         self.result: ChatResult | None = None
         self.urgent = urgent
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -159,6 +170,7 @@ class ChatStream:
             lane.cut_in(model)
 
         def settle(result: ChatResult | None, error: BaseException | None) -> None:
+            executors.background.discard(self)
             if self._future.done():
                 return
             if error is not None:
@@ -172,6 +184,8 @@ class ChatStream:
             result: ChatResult | None = None
             error: BaseException | None = None
             try:
+                if background and self.cancel.cancelled:  # gave way before it started
+                    raise RuntimeError("a background call gave way to a prompt input")
                 result = model.chat(
                     messages,
                     params=params,
