@@ -61,13 +61,16 @@ def test_profile_statements_added_by_hand_are_every_sessions_own() -> None:
 
 
 def test_history_facts_belong_to_their_speaker_and_sentence_starts_are_not_names() -> None:
-    # Imported history: anyone may speak, so "my family" is the speaker's, and two speakers'
-    # facts about their own families are different subjects (neither closes the other).
-    maria = extract_memories("My family is my motivation.", evidence_id="h1", at=AT, source="history:Maria")
-    john = extract_memories("My family is awesome. I live in Boston.", evidence_id="h2", at=AT,
+    # Imported history: anyone may speak, so "my car" is the speaker's, and two speakers'
+    # facts about their own cars are different subjects (neither closes the other).
+    maria = extract_memories("My car is a red Fiat.", evidence_id="h1", at=AT, source="history:Maria")
+    john = extract_memories("My car is a blue Volvo. I live in Boston.", evidence_id="h2", at=AT,
                             source="history:John")
-    assert [(m.key, m.scope) for m in maria] == [("Maria's family", "session")]
-    assert [m.key for m in john] == ["John's family", "John's home"]
+    assert [(m.key, m.scope) for m in maria] == [("Maria's car", "session")]
+    assert [m.key for m in john] == ["John's car", "John's home"]
+    # A feeling or a remark is not a value: "my family is my motivation" states no fact.
+    assert extract_memories("My family is my motivation and they keep me going.", evidence_id="h3", at=AT,
+                            source="history:John") == []
     assert evolve.closes(john[0], maria) == []
     # A capitalised word that only starts sentences is not a name; a name inside one is.
     assert entities("Last week I volunteered with Maria. Thanks!") == ["Maria"]
