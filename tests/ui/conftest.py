@@ -71,6 +71,18 @@ async def until(predicate: Callable[[], Any], timeout: float = 120.0, what: str 
         await asyncio.sleep(0.02)
 
 
+async def answer(window: Any, text: str, *, memory: bool = True) -> None:
+    """Type ``text`` into the window's composer, send it, and wait for its answer (and, with
+    ``memory``, for the background memory writer)."""
+    c = window.controller
+    before = len(c.state.turn_order)
+    window.composer.edit.setPlainText(text)
+    window.composer.send.click()
+    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
+    if memory:
+        await c.engine.memory_idle()
+
+
 def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Services:
     """Services whose engine runs on real SQLite + LanceDB with the scripted model and embedder."""
     from app import desktop

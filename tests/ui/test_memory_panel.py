@@ -8,16 +8,7 @@ from __future__ import annotations
 from app.config import Settings
 from app.core.types import NodeKind
 from app.ui.window import MainWindow
-from tests.ui.conftest import drive, fake_services, until
-
-
-async def _answer(window: MainWindow, text: str) -> None:
-    c = window.controller
-    before = len(c.state.turn_order)
-    window.composer.edit.setPlainText(text)
-    window.composer.send.click()
-    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
-    await c.engine.memory_idle()
+from tests.ui.conftest import answer, drive, fake_services, until
 
 
 def _texts(window: MainWindow) -> list[str]:
@@ -31,7 +22,7 @@ def test_memory_dock_lists_edits_pins_and_revokes(qtbot, aloop, settings: Settin
     window.show()
     c, panel = window.controller, window.memory
     assert drive(aloop, c.load())
-    drive(aloop, _answer(window, "Never send emails to customers. We decided to use Postgres for the store."))
+    drive(aloop, answer(window, "Never send emails to customers. We decided to use Postgres for the store."))
     window.docks["memory"].raise_()
     drive(aloop, until(lambda: len(_texts(window)) == 2, 30, "the memories listed"))
     assert _texts(window) == ["decision: use Postgres for the store", "prohibition: send emails to customers"]

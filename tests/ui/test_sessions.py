@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from app.config import Settings
 from app.ui.sessions import UNTITLED
 from app.ui.window import MainWindow
-from tests.ui.conftest import drive, fake_services, until
+from tests.ui.conftest import answer, drive, fake_services, until
 
 
 def _open(qtbot, settings: Settings) -> MainWindow:
@@ -34,20 +34,12 @@ def _titles(window: MainWindow) -> list[str]:
     return [panel.rows[sid].get("title") or UNTITLED for sid in panel.session_ids()]
 
 
-async def _answer(window: MainWindow, text: str) -> None:
-    c = window.controller
-    before = len(c.state.turn_order)
-    window.composer.edit.setPlainText(text)
-    window.composer.send.click()
-    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
-
-
 def test_sessions_are_named_opened_renamed_searched_archived_and_reopened(qtbot, aloop, settings: Settings) -> None:
     window = _open(qtbot, settings)
     c, panel = window.controller, window.sessions
     assert drive(aloop, c.load())
     first = c.session_id
-    drive(aloop, _answer(window, "Plan the Kyoto trip for April\nwith temples"))
+    drive(aloop, answer(window, "Plan the Kyoto trip for April\nwith temples"))
     drive(aloop, until(lambda: _titles(window) == ["Plan the Kyoto trip for April"], 30, "the title"))  # its first input
     assert window.windowTitle() == "PCM Canvas — Plan the Kyoto trip for April"
 
@@ -55,7 +47,7 @@ def test_sessions_are_named_opened_renamed_searched_archived_and_reopened(qtbot,
     drive(aloop, until(lambda: c.session_id not in (None, first), 30, "a new session"))
     second = c.session_id
     drive(aloop, until(lambda: _titles(window) == [UNTITLED, "Plan the Kyoto trip for April"], 30, "two sessions"))
-    drive(aloop, _answer(window, "Why does my_list[3] raise IndexError?"))
+    drive(aloop, answer(window, "Why does my_list[3] raise IndexError?"))
 
     # one click opens a session
     item = panel.list.item(panel.session_ids().index(first))
@@ -120,7 +112,7 @@ def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbo
     dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
     expected = SessionGeneration(temperature=0.9, max_tokens=128, system_prompt="Answer in one sentence.")
     drive(aloop, until(lambda: c.state.generation == expected, 10, "the settings saved"))
-    drive(aloop, _answer(window, "What is a harbour?"))
+    drive(aloop, answer(window, "What is a harbour?"))
     record = drive(aloop, c.engine.turn_record(c.state.turn_order[-1]))
     assert record.params["temperature"] == 0.9 and record.params["max_tokens"] == 128
     assert any("Answer in one sentence." in b.content for b in record.build.context.blocks
@@ -139,7 +131,7 @@ def test_an_answer_cut_at_its_length_offers_continue_which_asks_on_that_turn(qtb
     c = window.controller
     assert drive(aloop, c.load())
     drive(aloop, c.engine.set_generation(c.session_id, SessionGeneration(max_tokens=64)))
-    drive(aloop, _answer(window, "Tell me <b>everything</b> about harbours"))
+    drive(aloop, answer(window, "Tell me <b>everything</b> about harbours"))
     first = c.state.turn_order[-1]
     record = drive(aloop, c.engine.turn_record(first))
     assert record.finish_reason == "length" and len(record.output.split()) == 64

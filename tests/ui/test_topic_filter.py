@@ -9,7 +9,7 @@ from app.core.session.state import SessionState
 from app.core.types import EdgeKind, GraphEdge, GraphNode, Message, NodeKind, Role
 from app.ui.canvas.topic_filter import session_topics, topic_label, topic_messages, topic_nodes
 from app.ui.window import MainWindow
-from tests.ui.conftest import drive, fake_services, until
+from tests.ui.conftest import answer, drive, fake_services, until
 
 
 def _session() -> SessionState:
@@ -49,15 +49,6 @@ def test_a_topic_keeps_its_turns_the_tasks_holding_them_and_what_they_left() -> 
     assert topic_nodes(state, ["u5", "nope"]) == {"t5"}
 
 
-async def _answer(window: MainWindow, text: str) -> None:
-    c = window.controller
-    before = len(c.state.turn_order)
-    window.composer.edit.setPlainText(text)
-    window.composer.send.click()
-    await until(lambda: len(c.state.turn_order) > before and not c.busy(), 60, "the answer")
-    await c.engine.memory_idle()
-
-
 def test_choosing_a_topic_dims_the_turns_that_do_not_mention_it(qtbot, aloop, settings: Settings) -> None:
     window = MainWindow(settings, fake_services(["Noted."] * 4))
     qtbot.addWidget(window)
@@ -68,7 +59,7 @@ def test_choosing_a_topic_dims_the_turns_that_do_not_mention_it(qtbot, aloop, se
     for text in ("We decided to run the billing API on Kubernetes.",
                  "Explain how Quicksort partitions an array in Python.",
                  "Does Kubernetes restart a failed pod by itself?"):
-        drive(aloop, _answer(window, text))
+        drive(aloop, answer(window, text))
     drive(aloop, until(lambda: bar.topic.count() > 1 and "Kubernetes (2)" in
                        [bar.topic.itemText(n) for n in range(bar.topic.count())], 30, "the topics listed"))
     assert bar.topic.itemText(0) == "All topics" and bar.topic.itemText(1) == "Kubernetes (2)"
@@ -85,7 +76,7 @@ def test_choosing_a_topic_dims_the_turns_that_do_not_mention_it(qtbot, aloop, se
     assert scene.is_dimmed(memory) and not scene.is_dimmed(deploy)
     window.kind_actions[NodeKind.MEMORY].setChecked(True)
 
-    drive(aloop, _answer(window, "How many replicas should Kubernetes keep for billing?"))
+    drive(aloop, answer(window, "How many replicas should Kubernetes keep for billing?"))
     new = state.node_of(state.turn_order[-1])
     drive(aloop, until(lambda: bar.topic.currentText() == "Kubernetes (3)", 30, "the list read again"))
     assert not scene.is_dimmed(new) and scene.is_dimmed(sort)  # the chosen topic stays chosen
