@@ -41,7 +41,7 @@ async def _ingest(engine: Engine, conv: str, rows: Sequence[dict[str, Any]]) -> 
     for r in rows:
         parts[dialogue_session(r["id"])].append(r)
     for name, part in sorted(parts.items(), key=lambda p: p[1][0]["ts"]):
-        state = await engine.open_session(None, title=f"{conv} {name} ({part[0]['ts'][:10]})")
+        state = await engine.open_session(None, title=part[0]["ts"][:10])  # as a user names a day's session
         await engine.ingest(state.session_id, [
             Message(message_id=r["id"], role=Role.USER, content=r["text"],
                     author=Author(kind=AuthorKind.USER, id=r["author"]), at=r["ts"]) for r in part])
