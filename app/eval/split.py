@@ -35,7 +35,7 @@ def dialogue_session(message_id: str) -> str:
     return found.group(1) if found else ""
 
 
-async def _ingest(engine: Engine, conv: str, rows: Sequence[dict[str, Any]]) -> int:
+async def _ingest(engine: Engine, rows: Sequence[dict[str, Any]]) -> int:
     """One app session per dialogue session, in the order they happened; returns how many."""
     parts: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for r in rows:
@@ -61,7 +61,7 @@ async def run_split_recall_eval(make_engine: EngineMaker, data_dir: Path, budget
         for conv, rows in by_conv.items():
             engine = await make_engine(root / conv)
             try:
-                sessions += await _ingest(engine, conv, rows)
+                sessions += await _ingest(engine, rows)
                 await engine.memory_idle()
                 asker = await engine.open_session(None, title=f"{conv} questions")
                 for q in (q for q in questions if q["conversation"] == conv):
