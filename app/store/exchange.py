@@ -33,12 +33,14 @@ from app.core.types import (
     EvidenceSource,
     EvidenceType,
     Message,
+    MessageIndexRange,
     Meta,
     PcmExtensions,
     Role,
     SessionDoc,
     SessionGraphData,
     SourceKind,
+    Summary,
     TaskState,
     TodoList,
     ToolState,
@@ -220,6 +222,19 @@ def validate_document(data: Any, schema: dict[str, Any] | None = None) -> Contex
 # ---------------------------------------------------------------------------- export
 
 
+def session_summary(store: SqliteStore, session_id: str) -> Summary | None:
+    """The export's ``session.summary``: the session's current standard summary (engine-made)
+    with the range of message indexes it covers; None when the engine made none (an imported
+    document's own summary, kept with the session, is exported instead)."""
+    made = [s for s in store.list_summaries(session_id) if s.subject == "session" and s.level == "standard"]
+    if not made:
+        return None
+    last = made[-1]
+    return Summary(content=last.content, updated_at=last.created_at,
+                   message_index_range=MessageIndexRange.model_validate({"from": last.covers.first,
+                                                                         "to": last.covers.last}))
+
+
 def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
     """Return the session as a validated, JSON-ready ``ContextDocument`` dict."""
     info = store.get_session(session_id)
@@ -237,7 +252,7 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
     session = SessionDoc(
         session_id=session_id,
         messages=messages,
-        summary=info["summary"],
+        summary=session_summary(store, session_id) or info["summary"],
         task_state=TaskState(
             todo_list=TodoList(tasks=store.list_tasks(session_id),
                                **x("session.task_state.todo_list")),

@@ -58,6 +58,14 @@ class EngineConfig:
     # The background memory writer (memory objects and topics after each answered turn and env
     # batch); off, nothing new is remembered (what is kept is still recalled).
     memory_writer: bool = True
+    # Summaries of the session, its branches and tasks at three levels (engine/summaries.py),
+    # updated in the background once ``summary_every`` new messages wait; off, none is made.
+    summaries: bool = True
+    summary_every: int = 8
+    # Who writes them: "auto" asks the chat model when it is idle (``app.main`` sets it for the
+    # app), "off" keeps to the extractive summarizer; either way the extractive one stands in.
+    summary_model: str = "off"
+    summary_timeout_s: float = 20.0
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.
     ablate: tuple[str, ...] = ()
 

@@ -13,6 +13,7 @@ tools           the tool registry, watched folders, a turn's tool round (``tools
 environment     env events: store, index, route, push (``environment.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
 memory          the background writer, topics; revoke/pin/edit a memory, add to the profile (``memory.py``)
+summaries       session, branch and task summaries at three levels, in the background (``summaries.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -39,6 +40,7 @@ from app.core.engine.memory import MemoryService, ProfileAdded
 from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
+from app.core.engine.summaries import SummaryService
 from app.core.engine.tasks import TaskChange, TaskService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
@@ -57,7 +59,7 @@ from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.registry import ToolRegistry
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, Task
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task
 
 T = TypeVar("T")
 
@@ -96,6 +98,7 @@ class Engine:
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
         self.recovery = RecoveryService(ctx)
         self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
+        self.summaries = SummaryService(ctx, self.sessions, enabled=config.summaries)
         self.environment.env_ingested.connect(self.memory.on_env_ingested)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
@@ -172,6 +175,7 @@ class Engine:
         index catch-up between two batches, close the store, then stop the executors."""
         await self.streams.close()
         await self.memory.idle()
+        await self.summaries.idle()
         await self.recovery.close()
         await self.ctx.on_store(self.ctx.store.close)  # on its own thread; gives up the run lease
         self.ctx.ex.shutdown(wait=True)
@@ -207,6 +211,19 @@ class Engine:
     async def memory_idle(self) -> None:
         """Wait for the background memory writer to finish what it was given."""
         await self.memory.idle()
+
+    async def summarize(self, session_id: str) -> list[SummaryRecord]:
+        """Bring the session's summaries up to date now, however few messages wait; return the
+        new versions written (none when nothing changed: the cache answers)."""
+        await self.summaries.idle()
+        return await self.summaries.update(session_id, flush=True)
+
+    async def session_summaries(self, session_id: str) -> list[SummaryRecord]:
+        """The latest summary of the session, each branch and task at each level."""
+        await self.summaries.idle()
+        if not self.summaries.current(session_id):
+            return await self.ctx.on_store(self.ctx.store.list_summaries, session_id)
+        return self.summaries.current(session_id)
 
     # ------------------------------------------------------------------ sessions
 

@@ -44,6 +44,9 @@ class Executors:
             for name in names
         }
         self.urgent = UrgentLane()  # chat calls that may cut into the running generation
+        # Chat calls started and not finished yet (on the loop): background work that may use the
+        # model (summaries) starts only when none is, and stops its own once another arrives.
+        self.llm_calls = 0
 
     def pool(self, name: str) -> ThreadPoolExecutor:
         return self._pools[name]
@@ -159,6 +162,7 @@ class ChatStream:
             lane.cut_in(model)
 
         def settle(result: ChatResult | None, error: BaseException | None) -> None:
+            executors.llm_calls -= 1
             if self._future.done():
                 return
             if error is not None:
@@ -187,6 +191,7 @@ class ChatStream:
                 loop.call_soon_threadsafe(self._queue.put_nowait, _DONE)
 
         call = _Call(work)
+        executors.llm_calls += 1
         if urgent:
             lane.push(call)
         loop.run_in_executor(executors.pool("llm"), call.run_if_unclaimed)

@@ -1,0 +1,71 @@
+"""Summaries in the engine (issue 14) on real SQLite + LanceDB: the background update after
+history and turns, the cache, the versions' chain, and the export's session summary."""
+
+from __future__ import annotations
+
+import re
+
+from app.core.engine.facade import Engine
+from app.core.types import Author, AuthorKind, Message, Role
+from app.store.exchange import export_session
+from tests.conftest import EngineFactory
+
+
+def _history(n: int, start: int = 0) -> list[Message]:
+    out = []
+    for k in range(start, start + n):
+        who = "Ana" if k % 2 == 0 else "Bo"
+        text = (f"Step {k}: we decided to keep the parser in src/step_{k}.py and ship version 1.{k} "
+                f"on 2024-03-{k % 28 + 1:02d}. The weather was fine.")
+        out.append(Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
+                           at=f"2024-03-01T10:{k // 60:02d}:{k % 60:02d}Z"))
+    return out
+
+
+def test_history_is_summarized_per_subject_and_level_and_the_cache_answers_a_replay(make_engine: EngineFactory) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="summaries")
+        await engine.ingest(state.session_id, _history(40))
+        written = await engine.summarize(state.session_id)
+        current = await engine.session_summaries(state.session_id)
+        kinds = {(s.subject, s.level) for s in current}
+        assert {("session", "brief"), ("session", "standard"), ("session", "detailed"),
+                ("branch", "detailed")} <= kinds
+        session = {s.level: s for s in current if s.subject == "session"}
+        assert session["detailed"].covers.last == 39 and len(session["detailed"].covers.ids) == 40
+        assert session["detailed"].provider == "extractive" and session["detailed"].tokens > 0
+        paths = {level: len(re.findall(r"src/step_\d+\.py", s.content)) for level, s in session.items()}
+        assert 0 < paths["brief"] < paths["standard"] < paths["detailed"]  # kept verbatim, more the more detail
+        assert len(session["brief"].content) < len(session["standard"].content) < len(session["detailed"].content)
+        misses = engine.summaries.stats.misses
+        assert written == [] and misses == 12  # the ingest's cue did it: 2 parts × (session, branch) × 3 levels
+        # a replay of the same conversation (the service forgets what it made): every update is found again
+        again = await engine.summaries.replay(state.session_id)
+        assert again == [] and engine.summaries.stats.misses == misses
+        assert engine.summaries.stats.hits == misses
+        # new turns: the next version is based on the previous one, which is closed (kept)
+        await engine.ingest(state.session_id, _history(10, start=40))
+        await engine.summarize(state.session_id)
+        newer = {s.level: s for s in await engine.session_summaries(state.session_id) if s.subject == "session"}
+        assert newer["standard"].based_on == session["standard"].summary_id
+        history = await engine.ctx.on_store(engine.store.list_summaries, state.session_id, current=False)
+        closed = next(s for s in history if s.summary_id == session["standard"].summary_id)
+        assert closed.valid_to == newer["standard"].created_at
+        doc = await engine.with_store(export_session, state.session_id)
+        summary = doc["session"]["summary"]
+        assert summary["content"] == newer["standard"].content
+        assert summary["message_index_range"] == {"from": 0, "to": 49}
+
+    make_engine.run(body)
+
+
+def test_summaries_off_makes_none(make_engine: EngineFactory) -> None:
+    from app.core.engine.context import EngineConfig
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        await engine.ingest(state.session_id, _history(20))
+        await engine.summaries.idle()
+        assert await engine.session_summaries(state.session_id) == []
+
+    make_engine.run(body, config=EngineConfig(summaries=False))
