@@ -68,6 +68,7 @@ class SummaryService:
         self._cache: dict[str, SummaryRecord] = {}
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
+        self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
         ctx.answered.connect(self._on_answered)
         ctx.ingested.connect(self._on_ingested)
 
@@ -116,6 +117,8 @@ class SummaryService:
             latest = await self._load(session_id)
             written: list[SummaryRecord] = []
             every = 1 if flush else max(1, self.ctx.config.summary_every)
+            # (level, previous text, part) → text: a branch that is the whole session is summarized once
+            self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
             for subject in subjects_of(state):
                 last = latest.get((subject.kind, subject.subject_id, "brief"))
                 parts = new_parts(subject.turns, last.covers.last if last else None)
@@ -149,8 +152,11 @@ class SummaryService:
         texts: dict[str, str] = {}
         made: dict[str, Made] = {}
         for level in LEVELS:
-            p = previous[level]
-            made[level] = await self._text(level, p.content if p else "", part)
+            before = p.content if (p := previous[level]) else ""
+            same = (level, before, tuple(ids))
+            if same not in self._made:
+                self._made[same] = await self._text(level, before, part)
+            made[level] = self._made[same]
             texts[level] = made[level].text
         records = [next_record(previous[level], subject, level, part, texts, made[level], key=keys[level],
                                tokens=self.ctx.counter.count) for level in LEVELS]
