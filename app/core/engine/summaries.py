@@ -118,7 +118,7 @@ class SummaryService:
             written: list[SummaryRecord] = []
             every = 1 if flush else max(1, self.ctx.config.summary_every)
             # (level, previous text, part) → text: a branch that is the whole session is summarized once
-            self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
+            self._made = {}
             for subject in subjects_of(state):
                 last = latest.get((subject.kind, subject.subject_id, "brief"))
                 parts = new_parts(subject.turns, last.covers.last if last else None)
