@@ -307,9 +307,24 @@ def _outside_evidences(store: SqliteStore, have: dict[str, Evidence], session: S
                                 type=EvidenceType.USER_INPUT if message.role == Role.USER else EvidenceType.LLM_OUTPUT,
                                 source=EvidenceSource(kind=SourceKind.USER if message.role == Role.USER else SourceKind.LLM,
                                                       name=message.role.value), metadata={"turn_id": message.turn_id})
+        if evidence is None and message is None:
+            evidence = _summary_evidence(store, evidence_id)
         if evidence is not None:
             out[evidence_id] = evidence
     return out
+
+
+def _summary_evidence(store: SqliteStore, summary_id: str) -> Evidence | None:
+    """A summary a context block cites (its lines' ``turns:a-b`` selectors), as an evidence."""
+    summary = store.get_summary(summary_id)
+    if summary is None:
+        return None
+    return Evidence(evidence_id=summary_id, type=EvidenceType.MEMORY, content=summary.content,
+                    valid_from=summary.created_at, valid_to=summary.valid_to,
+                    source=EvidenceSource(kind=SourceKind.SYSTEM if summary.provider == "extractive" else SourceKind.LLM,
+                                          name=f"{summary.subject} summary ({summary.level})"),
+                    metadata={"summary": summary.model_dump(mode="json", include={"subject", "subject_id", "level",
+                                                                                   "covers", "provider", "model"})})
 
 
 # ---------------------------------------------------------------------------- import

@@ -53,6 +53,11 @@ class SummaryStore(StoreBase):
         rows = self._db().execute(f"SELECT * FROM summaries WHERE {where} ORDER BY seq", (session_id,))
         return [_record(row) for row in rows]
 
+    def get_summary(self, summary_id: str) -> SummaryRecord | None:
+        """A summary version by id (closed ones too), or None."""
+        row = self._one("SELECT * FROM summaries WHERE summary_id = ?", (summary_id,))
+        return None if row is None else _record(row)
+
     def summary_by_key(self, cache_key: str) -> SummaryRecord | None:
         """The latest summary written under ``cache_key``, or None."""
         row = self._one("SELECT * FROM summaries WHERE cache_key = ? ORDER BY created_at DESC LIMIT 1", (cache_key,))

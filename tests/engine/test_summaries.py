@@ -69,3 +69,44 @@ def test_summaries_off_makes_none(make_engine: EngineFactory) -> None:
         assert await engine.session_summaries(state.session_id) == []
 
     make_engine.run(body, config=EngineConfig(summaries=False))
+
+
+def _summary_lines(record) -> list[tuple[str, list[str]]]:  # noqa: ANN001 - a TurnRecord
+    return [(b.content, [r.selector for r in b.refs]) for b in record.build.context.blocks
+            if b.block_type.value == "summary"]
+
+
+def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_the_branch_summary(
+        make_engine: EngineFactory) -> None:
+    fillers = ["the lamp in room {k} is blue", "we walked {k} blocks to the bakery", "the plant on shelf {k} needs water",
+               "there were {k} pigeons on the roof", "song number {k} was too loud"]
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="long branch")
+        sid = state.session_id
+        first = await (await engine.submit(sid, "Let us plan the caching layer.")).done
+        decided = await (await engine.submit(
+            sid, "We decided to store the cache in /var/cache/pcm_v2 with a TTL of 37 minutes.")).done
+        last = decided
+        for k in range(57):
+            last = await (await engine.submit(sid, "Small talk: " + fillers[k % 5].format(k=k + 3) + ".")).done
+        await engine.summaries.idle()
+        asked = await (await engine.submit(sid, "Remind me where the cache is stored and with which TTL, as decided?",
+                                           anchor_override=state.node_of(last.turn_id))).done  # this branch
+        chain = {n for n in state.main_chain(asked.build.anchor_node or "", asked.build.plan["history"]["main_chain_turns"])}
+        assert state.node_of(decided.turn_id) not in chain  # the decision is far beyond the raw window
+        assert first.turn_id != decided.turn_id
+        assert asked.build.plan["history"]["summary_level"] in ("brief", "standard", "detailed")
+        lines = _summary_lines(asked)
+        assert lines, "the branch beyond the window is represented by its summary"
+        content, selectors = lines[0]
+        assert "/var/cache/pcm_v2" in content and "37 minutes" in content  # verbatim, through the summary
+        assert selectors and all(s.startswith("turns:") for s in selectors)
+        assert asked.build.summaries["root"] == state.graph.root_of(asked.build.anchor_node or "")
+        # more turns (and newer summaries) later: the turn still replays exactly as it was built
+        for k in range(10):
+            await (await engine.submit(sid, f"Another note: the kettle {k} is red.")).done
+        await engine.summaries.idle()
+        assert await engine.replay(asked.turn_id) == []
+
+    make_engine.run(body, budget=1200)

@@ -10,7 +10,7 @@ builds it once and hands it to each service (``app.core.engine.sessions``, ``tur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.session.state import SessionState
 from app.core.signals import Signal
-from app.core.types import Message
+from app.core.types import Message, SummaryRecord
 
 T = TypeVar("T")
 
@@ -92,6 +92,13 @@ class EngineContext:
     ingested: Signal[[str, list[Message]]] = field(default_factory=lambda: Signal("ingested"))
     # The topic channel's search (the memory service's topic index); None until it is loaded.
     topic_search: Callable[[str, int, str | None], list[tuple[str, float]]] | None = None
+    # The branch summaries a build is offered (session id → root node → level → summary): the
+    # summary service's current ones; None while there is none.
+    summaries_of: Callable[[str], Mapping[str, Mapping[str, SummaryRecord]]] | None = None
+
+    def summary_offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
+        """The branch summaries of the session a build may use now (none when summaries are off)."""
+        return self.summaries_of(session_id) if self.summaries_of is not None else {}
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""

@@ -71,6 +71,8 @@ class SummaryService:
         self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
         ctx.answered.connect(self._on_answered)
         ctx.ingested.connect(self._on_ingested)
+        if enabled:
+            ctx.summaries_of = self.branches
 
     # ------------------------------------------------------------------ cues
 
@@ -97,6 +99,16 @@ class SummaryService:
     def current(self, session_id: str) -> list[SummaryRecord]:
         """The latest summary of every subject of the session at every level (as loaded or made)."""
         return list(self._latest.get(session_id, {}).values())
+
+    def branches(self, session_id: str) -> dict[str, dict[str, SummaryRecord]]:
+        """The current branch summaries of the session: root node → level → summary."""
+        if session_id not in self._latest and self.enabled:  # not read since the start: read it for the next build
+            spawn(self._load(session_id), name=f"summaries load {session_id}")
+        out: dict[str, dict[str, SummaryRecord]] = {}
+        for (kind, subject_id, level), record in self._latest.get(session_id, {}).items():
+            if kind == "branch":
+                out.setdefault(subject_id, {})[level] = record
+        return out
 
     async def replay(self, session_id: str) -> list[SummaryRecord]:
         """Go through every update of the session's summaries again from the first (the in-memory

@@ -86,3 +86,14 @@ def test_an_update_is_based_on_the_previous_version_and_keeps_its_parts() -> Non
     assert second.content.startswith(first.content)  # anchored: the earlier part is kept as it was
     assert len(second.parts) == 2 and second.tokens == words(second.content)
     assert cache_key("branch", "root", "detailed", ["m0"], None) != cache_key("branch", "root", "detailed", ["m0"], "x")
+
+
+def test_the_plan_chooses_the_summary_level_by_budget_and_confidence() -> None:
+    from app.core.intent.model import Intent, Mode, TaskType
+    from app.core.plan.policies import summary_level
+
+    work = Intent(text="continue the refactor", mode=Mode.TASK, task_type=TaskType.CHANGE)
+    assert [summary_level(work, "balanced", b) for b in (400, 1024, 4096)] == ["brief", "standard", "detailed"]
+    assert summary_level(work, "wide", 1024) == "detailed"  # unsure: one level finer
+    lookup = Intent(text="when was the release?", mode=Mode.QA, task_type=TaskType.RETRIEVAL)
+    assert summary_level(lookup, "wide", 4096) == "brief"  # evidence answers a standalone lookup
