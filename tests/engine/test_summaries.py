@@ -110,3 +110,30 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
         assert await engine.replay(asked.turn_id) == []
 
     make_engine.run(body, budget=1200)
+
+
+def _two_messages() -> list[Message]:
+    said = [("Ana", "We moved the parser to src/parse.py on 2024-05-14 after the review."),
+            ("Bo", "Good. I set the budget to 4096 tokens and told Carla.")]
+    return [Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
+                    at=f"2024-05-14T10:00:0{n}Z") for n, (who, text) in enumerate(said)]
+
+
+def test_the_model_writes_a_summary_that_keeps_the_identifiers_and_the_extractive_one_stands_in_otherwise(
+        make_engine: EngineFactory) -> None:
+    from app.core.engine.context import EngineConfig
+
+    good = "Ana moved the parser to src/parse.py on 2024-05-14; Bo set the budget to 4096 and told Carla."
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        await engine.ingest(state.session_id, _two_messages())
+        made = {s.level: s for s in await engine.summarize(state.session_id) if s.subject == "session"}
+        assert made["standard"].provider != "extractive" and made["standard"].model == "scripted"
+        assert made["standard"].content == good
+        assert made["brief"].provider == "extractive"  # the model's brief dropped the identifiers: refused
+        assert engine.summaries.stats.outcomes["invalid"] == 1
+
+    # one call per level (brief, standard, detailed); the branch is the session and is not asked again
+    make_engine.run(body, ["They talked.", good, good],
+                    config=EngineConfig(summary_model="auto", summary_every=100, llm_intent="off"))
