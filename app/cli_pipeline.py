@@ -273,11 +273,44 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return _with_engine(args, work, chat=False)
 
 
+def cmd_eval_summaries(args: argparse.Namespace, data_dir: Path) -> int:
+    """``pcm eval summaries``: summarize each conversation; retention, compression, coverage, time, cache."""
+    import tempfile
+
+    from app.eval.summaries import format_summary_report, run_summary_eval, write_json
+
+    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-eval-"))
+
+    async def work(engine: Engine) -> int:
+        report = await run_summary_eval(engine, data_dir, limit=args.limit, progress=_err)
+        print(format_summary_report(report))
+        if args.json:
+            write_json(report, Path(args.json))
+        return 0
+
+    return _with_engine(args, work, settings=settings, chat=not args.no_model, counter="words",
+                        prompt_cache=False)
+
+
+def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
+    """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
+    if not (data_dir / "messages.jsonl").is_file():
+        return f"{data_dir}/messages.jsonl not found"
+    if args.kind != "summaries" and not args.out:
+        return f"eval {args.kind} needs --out PRED.jsonl"
+    if args.kind == "recall" and not (data_dir / "questions.jsonl").is_file():
+        return f"{data_dir}/questions.jsonl not found"
+    return None
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     data_dir = Path(args.dir)
-    if not (data_dir / "messages.jsonl").is_file():
-        _err(f"pcm: error: {data_dir}/messages.jsonl not found")
+    problem = _eval_problem(args, data_dir)
+    if problem is not None:
+        _err(f"pcm: error: {problem}")
         return 2
+    if args.kind == "summaries":
+        return cmd_eval_summaries(args, data_dir)
     out = Path(args.out)
     if args.kind == "route":
         from app import main as wiring
@@ -297,9 +330,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         budgets = [int(b) for b in (args.budgets or default).split(",") if b.strip()]
     except ValueError:
         _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
-        return 2
-    if args.kind == "recall" and not (data_dir / "questions.jsonl").is_file():
-        _err(f"pcm: error: {data_dir}/questions.jsonl not found")
         return 2
     settings = Settings.load(args.data_dir)
     if args.data_dir is None:  # evaluation sessions never go into the user's own data folder
@@ -410,9 +440,9 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries"])
     p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
-    p.add_argument("--out", required=True, metavar="PRED.jsonl")
+    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
     p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
                                      "(default 512,1024,2048,4096 / 256,512,1024)")
     p.add_argument("--counter", choices=["model", "words"],
@@ -424,4 +454,9 @@ def add_parsers(sub: Any) -> None:
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
+                                                  "cache_hit_rate} to FILE")
+    p.add_argument("--no-model", action="store_true",
+                   help="summaries: the extractive summarizer only (no chat model is loaded)")
+    p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation")
     p.set_defaults(func=cmd_eval)

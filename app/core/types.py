@@ -108,6 +108,7 @@ class BlockType(StrEnum):
     PLAN = "plan"
     EVIDENCE = "evidence"
     MEMORY = "memory"
+    SUMMARY = "summary"
 
 
 class Priority(StrEnum):
@@ -175,6 +176,37 @@ class Summary(_Model):
     content: str = ""
     updated_at: str = ""
     message_index_range: MessageIndexRange = Field(default_factory=MessageIndexRange)
+
+
+class SummaryCovers(_Model):
+    """The turns a summary covers: the first and last message index in the session, and the ids."""
+
+    first: int = 0
+    last: int = 0
+    ids: list[str] = Field(default_factory=list)
+
+
+class SummaryRecord(_Model):
+    """A summary of a session, a branch (a root's lane), a task or a topic at one level
+    (DESIGN.md §4, seed 004 §3–§4). Updated, not regenerated: a new record is ``based_on`` the
+    previous one of its subject and level (which gets ``valid_to``), and keeps its ``parts``
+    (one per update: ``{"first", "last", "brief", "standard", "detailed"}``), so older parts can
+    be shown coarser (temporal compression) and a part can be expanded to its turns."""
+
+    summary_id: str = Field(default_factory=new_id)
+    subject: Literal["session", "branch", "task", "topic"]
+    subject_id: str
+    level: Literal["brief", "standard", "detailed"]
+    content: str
+    covers: SummaryCovers = Field(default_factory=SummaryCovers)
+    parts: list[dict[str, Any]] = Field(default_factory=list)
+    provider: str = "extractive"
+    model: str = ""
+    tokens: int = 0
+    based_on: str | None = None
+    created_at: str = Field(default_factory=utc_now)
+    valid_to: str | None = None
+    cache_key: str = ""
 
 
 class Task(_Model):

@@ -33,12 +33,14 @@ from app.core.types import (
     EvidenceSource,
     EvidenceType,
     Message,
+    MessageIndexRange,
     Meta,
     PcmExtensions,
     Role,
     SessionDoc,
     SessionGraphData,
     SourceKind,
+    Summary,
     TaskState,
     TodoList,
     ToolState,
@@ -220,6 +222,19 @@ def validate_document(data: Any, schema: dict[str, Any] | None = None) -> Contex
 # ---------------------------------------------------------------------------- export
 
 
+def session_summary(store: SqliteStore, session_id: str) -> Summary | None:
+    """The export's ``session.summary``: the session's current standard summary (engine-made)
+    with the range of message indexes it covers; None when the engine made none (an imported
+    document's own summary, kept with the session, is exported instead)."""
+    made = [s for s in store.list_summaries(session_id) if s.subject == "session" and s.level == "standard"]
+    if not made:
+        return None
+    last = made[-1]
+    return Summary(content=last.content, updated_at=last.created_at,
+                   message_index_range=MessageIndexRange.model_validate({"from": last.covers.first,
+                                                                         "to": last.covers.last}))
+
+
 def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
     """Return the session as a validated, JSON-ready ``ContextDocument`` dict."""
     info = store.get_session(session_id)
@@ -237,7 +252,7 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
     session = SessionDoc(
         session_id=session_id,
         messages=messages,
-        summary=info["summary"],
+        summary=session_summary(store, session_id) or info["summary"],
         task_state=TaskState(
             todo_list=TodoList(tasks=store.list_tasks(session_id),
                                **x("session.task_state.todo_list")),
@@ -292,9 +307,24 @@ def _outside_evidences(store: SqliteStore, have: dict[str, Evidence], session: S
                                 type=EvidenceType.USER_INPUT if message.role == Role.USER else EvidenceType.LLM_OUTPUT,
                                 source=EvidenceSource(kind=SourceKind.USER if message.role == Role.USER else SourceKind.LLM,
                                                       name=message.role.value), metadata={"turn_id": message.turn_id})
+        if evidence is None and message is None:
+            evidence = _summary_evidence(store, evidence_id)
         if evidence is not None:
             out[evidence_id] = evidence
     return out
+
+
+def _summary_evidence(store: SqliteStore, summary_id: str) -> Evidence | None:
+    """A summary a context block cites (its lines' ``turns:a-b`` selectors), as an evidence."""
+    summary = store.get_summary(summary_id)
+    if summary is None:
+        return None
+    return Evidence(evidence_id=summary_id, type=EvidenceType.MEMORY, content=summary.content,
+                    valid_from=summary.created_at, valid_to=summary.valid_to,
+                    source=EvidenceSource(kind=SourceKind.SYSTEM if summary.provider == "extractive" else SourceKind.LLM,
+                                          name=f"{summary.subject} summary ({summary.level})"),
+                    metadata={"summary": summary.model_dump(mode="json", include={"subject", "subject_id", "level",
+                                                                                   "covers", "provider", "model"})})
 
 
 # ---------------------------------------------------------------------------- import

@@ -346,6 +346,32 @@ def _m0007_topics(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0008_summaries(conn: sqlite3.Connection) -> None:
+    """Summaries of sessions, branches, tasks and topics at three levels (issue 14, DESIGN.md §4):
+    one row per version, ``based_on`` the previous one, which gets ``valid_to`` (never deleted);
+    ``cache_key`` finds an unchanged subject's summary again; the rest of the record in ``data``."""
+    _run(
+        conn,
+        (
+            """CREATE TABLE summaries (
+                summary_id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(session_id),
+                seq INTEGER NOT NULL,
+                subject TEXT NOT NULL,
+                subject_id TEXT NOT NULL,
+                level TEXT NOT NULL CHECK (level IN ('brief', 'standard', 'detailed')),
+                cache_key TEXT NOT NULL,
+                based_on TEXT,
+                created_at TEXT NOT NULL,
+                valid_to TEXT,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX summaries_subject ON summaries(session_id, subject, subject_id, level)",
+            "CREATE INDEX summaries_cache ON summaries(cache_key)",
+        ),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
@@ -354,6 +380,7 @@ MIGRATIONS: list[Migration] = [
     ("0005_session_generation", _m0005_session_generation),
     ("0006_model_usage_provider", _m0006_model_usage_provider),
     ("0007_topics", _m0007_topics),
+    ("0008_summaries", _m0008_summaries),
 ]
 
 

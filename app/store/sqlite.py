@@ -58,13 +58,14 @@ from app.store.lookup import IdLookup
 from app.store.memory import MemoryStore
 from app.store.migrations import MIGRATIONS
 from app.store.recovery import UNFINISHED, TurnRecovery
+from app.store.summaries import SummaryStore
 
 __all__ = ["MIGRATIONS", "UNFINISHED", "NotFoundError", "SqliteStore", "StoreError", "StoreThreadError"]
 
 _TURN_FIELDS = frozenset({"anchor_node_id", "status", "record", "answer_message_id"})
 
 
-class SqliteStore(SessionCatalog, IdLookup, TurnRecovery, MemoryStore):
+class SqliteStore(SessionCatalog, IdLookup, TurnRecovery, MemoryStore, SummaryStore):
     """The system of record: sessions, turns, messages, evidence, graph and the event log."""
 
     # ------------------------------------------------------------------ sessions

@@ -10,7 +10,7 @@ builds it once and hands it to each service (``app.core.engine.sessions``, ``tur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.session.state import SessionState
 from app.core.signals import Signal
-from app.core.types import Message
+from app.core.types import Message, SummaryRecord
 
 T = TypeVar("T")
 
@@ -64,6 +64,14 @@ class EngineConfig:
     memory_model_timeout_s: float = 8.0
     # The largest file a user may attach (``Engine.attach_file``), in bytes; larger ones are refused.
     attach_max_bytes: int = 2_000_000
+    # Summaries of the session, its branches and tasks at three levels (engine/summaries.py),
+    # updated in the background once ``summary_every`` new messages wait; off, none is made.
+    summaries: bool = True
+    summary_every: int = 8
+    # Who writes them: "auto" asks the chat model when it is idle (``app.main`` sets it for the
+    # app), "off" keeps to the extractive summarizer; either way the extractive one stands in.
+    summary_model: str = "off"
+    summary_timeout_s: float = 20.0
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.
     ablate: tuple[str, ...] = ()
 
@@ -90,6 +98,13 @@ class EngineContext:
     ingested: Signal[[str, list[Message]]] = field(default_factory=lambda: Signal("ingested"))
     # The topic channel's search (the memory service's topic index); None until it is loaded.
     topic_search: Callable[[str, int, str | None], list[tuple[str, float]]] | None = None
+    # The branch summaries a build is offered (session id → root node → level → summary): the
+    # summary service's current ones; None while there is none.
+    summaries_of: Callable[[str], Mapping[str, Mapping[str, SummaryRecord]]] | None = None
+
+    def summary_offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
+        """The branch summaries of the session a build may use now (none when summaries are off)."""
+        return self.summaries_of(session_id) if self.summaries_of is not None else {}
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""

@@ -14,6 +14,7 @@ environment     env events: store, index, route, push (``environment.py``)
 attachments     a file the user attaches: an env event and a versioned artifact node (``attachments.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
 memory          the background writer, topics; revoke/pin/edit a memory, add to the profile (``memory.py``)
+summaries       session, branch and task summaries at three levels, in the background (``summaries.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -41,6 +42,7 @@ from app.core.engine.memory import MemoryService, ProfileAdded
 from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
+from app.core.engine.summaries import SummaryService
 from app.core.engine.tasks import TaskChange, TaskService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
@@ -67,7 +69,7 @@ from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.registry import ToolRegistry
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, Task
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task
 
 T = TypeVar("T")
 
@@ -110,6 +112,7 @@ class Engine:
         self.attachments = AttachmentService(ctx, self.sessions, self.environment, file_reader)
         self.recovery = RecoveryService(ctx)
         self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
+        self.summaries = SummaryService(ctx, self.sessions, enabled=config.summaries)
         self.environment.env_ingested.connect(self.memory.on_env_ingested)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
@@ -186,6 +189,7 @@ class Engine:
         index catch-up between two batches, close the store, then stop the executors."""
         await self.streams.close()
         await self.memory.idle()
+        await self.summaries.idle()
         await self.recovery.close()
         await self.ctx.on_store(self.ctx.store.close)  # on its own thread; gives up the run lease
         self.ctx.ex.shutdown(wait=True)
@@ -221,6 +225,19 @@ class Engine:
     async def memory_idle(self) -> None:
         """Wait for the background memory writer to finish what it was given."""
         await self.memory.idle()
+
+    async def summarize(self, session_id: str) -> list[SummaryRecord]:
+        """Bring the session's summaries up to date now, however few messages wait; return the
+        new versions written (none when nothing changed: the cache answers)."""
+        await self.summaries.idle()
+        return await self.summaries.update(session_id, flush=True)
+
+    async def session_summaries(self, session_id: str) -> list[SummaryRecord]:
+        """The latest summary of the session, each branch and task at each level."""
+        await self.summaries.idle()
+        if not self.summaries.current(session_id):
+            return await self.ctx.on_store(self.ctx.store.list_summaries, session_id)
+        return self.summaries.current(session_id)
 
     # ------------------------------------------------------------------ sessions
 

@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.engine.context import EngineContext
+from app.core.engine.recorded import Recorded
 from app.core.engine.recovery import AnswerCheckpointer
 from app.core.errors import NoRecordError
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.builder import NEW_ROOT, BuildInputs
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
-from app.core.plan.tools import ToolSpec
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
@@ -38,7 +37,6 @@ from app.core.session.state import SessionState
 from app.core.session.titles import title_from
 from app.core.session.versions import Version
 from app.core.tasks.stack import TaskInputs
-from app.core.tools.model import ToolRound
 from app.core.types import (
     Author,
     AuthorKind,
@@ -99,22 +97,6 @@ class TurnHooks:
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """Observations of the outside a rebuild feeds back instead of asking again (replay,
-    re-anchor): index channel hits, the LLM's intent JSON, tool results, the task stack."""
-
-    channels: Sequence[ChannelRun]
-    llm: dict[str, Any] | None
-    tool_specs: Sequence[ToolSpec] | None
-    tools: ToolRound | None
-    tasks: TaskInputs
-    system_prompt: str = ""
-    # Other sessions as the plan's recall scope saw them: 1 when it chose the workspace, else 0
-    # (sessions created since must not flip it).
-    other_sessions: int = 0
-
-
 def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
     """The text, anchor override and ``Version`` that answer ``node_id``'s input again."""
     text, parent, version = versions.answer_again(state, node_id)
@@ -151,10 +133,9 @@ class TurnService:
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it).
 
-        ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it
-        (``submit`` passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only
-        for a turn (``turn_id``); ``recorded`` feeds a recorded build's observations back.
-        """
+        ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it (``submit``
+        passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn
+        (``turn_id``); ``recorded`` feeds a recorded build's observations back (summaries included)."""
         ctx, state = self.ctx, state or await self.sessions.open(session_id)
         limits = limits or self._session_limits(state)
         t0 = time.perf_counter()
@@ -177,8 +158,8 @@ class TurnService:
             llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
             system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
             other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
-            outside=partial(self.sessions.outside_notes, state),
-            topics=ctx.topic_search, ablate=ctx.config.ablate,
+            outside=partial(self.sessions.outside_notes, state), topics=ctx.topic_search, ablate=ctx.config.ablate,
+            summaries=recorded.summaries if recorded else ctx.summary_offer(session_id),
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
@@ -253,10 +234,7 @@ class TurnService:
             exclude_ids=b.excluded,
             limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
             focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
-            recorded=Recorded(channels=[run for run in b.recall.channels if run.channel in INDEX_CHANNELS],
-                              llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
-                              tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt,
-                              other_sessions=int(b.plan.get("retrieval", {}).get("scope") == "workspace")),
+            recorded=Recorded.of(b),
         )
 
     # ------------------------------------------------------------------ turns

@@ -46,6 +46,7 @@ from app.core.pipeline.candidates import anchor_candidates
 from app.core.pipeline.evidence import check_required, gate_items, recalled_items
 from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
+from app.core.pipeline.summary_items import Offered, recorded_offer, summary_items
 from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
 from app.core.plan.model import ContextPlan
 from app.core.plan.tools import ToolSpec
@@ -106,6 +107,9 @@ class BuildInputs:
     outside: Callable[[list[str]], Awaitable[Any]] | None = None
     topics: TopicSearch | None = None  # the topic channel (the workspace's topic index), when kept
     ablate: tuple[str, ...] = ()  # recall channels switched off (evaluation ablations: "memory", "topic")
+    # The branch summaries on offer (root node → level → summary; ``pipeline/summary_items``):
+    # the engine's current ones, or those a recorded build saw (replay).
+    summaries: Offered = field(default_factory=dict)
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
@@ -261,6 +265,7 @@ class ContextBuilder:
         items.extend(goal_items(intent, plan))
         conversation = self.conversation_items(state, inp, plan, anchor)
         items.extend(conversation)
+        items.extend(summary_items(state, anchor, plan, inp.summaries, inp.text, inp.exclude_ids))
         items.extend(recalled_items(state, recalled, {it.item_id for it in conversation}, counter=self.counter,
                                     query=inp.text, cap=self.item_cap(plan), priority=plan.rerank.evidence_priority,
                                     compressions=compressions))
@@ -348,8 +353,8 @@ class ContextBuilder:
         timing.compile_ms = (t5 - t4) * 1000
         timing.build_ms = (t5 - t0) * 1000
         record = self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack)
-        record.compressed = compressions
-        record.required = required
+        record.compressed, record.required = compressions, required
+        record.summaries = recorded_offer(state, anchor, inp.summaries)
         return record, timing
 
     @staticmethod

@@ -65,6 +65,9 @@ class BuildRecord(BaseModel):
     required: list[RequiredCheck] = Field(default_factory=list)
     system_prompt: str = ""  # the session's standing instruction the build used (replayed as recorded)
     excluded: list[str] = Field(default_factory=list)  # ids the caller kept out of recall (another version's)
+    # The anchor branch's summaries the build was offered ({"root", "levels": {level: summary}}):
+    # an observation of the background summarizer, fed back on replay (``pipeline/summary_items``).
+    summaries: dict[str, Any] = Field(default_factory=dict)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

@@ -422,7 +422,7 @@ class PlanBuilder:
             constraints=dedup_stripped(list(intent.constraints) + [f"never {x}" for x in ctx.profile.prohibitions]),
             prohibitions=dedup_stripped(list(intent.prohibitions) + list(ctx.profile.prohibitions)),
             preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
-            history=history_policy(intent, preset, strategy, clarify), budget=budget,
+            history=history_policy(intent, preset, strategy, clarify, budget.total_tokens), budget=budget,
             retrieval=self._retrieval(intent, preset, scale, ctx), rerank=rerank,
             concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=ToolPolicy(allowed=allowed),
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,

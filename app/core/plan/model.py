@@ -52,6 +52,9 @@ class HistoryPolicy(BaseModel):
     (The branch's recent window is the recall channel ``recent``.)"""
 
     main_chain_turns: int = 6
+    # The level the rest of the branch (beyond those turns) is carried at, as its summary:
+    # "none", "brief", "standard" or "detailed" (``app.core.pipeline.summary_items``).
+    summary_level: str = "none"
 
 
 class BudgetPolicy(BaseModel):

@@ -41,9 +41,26 @@ def dedup_stripped(items: Sequence[str]) -> list[str]:
     return list(seen.values())
 
 
-def history_policy(intent: Intent, preset: RecallPreset, strategy: Band, clarify: bool) -> HistoryPolicy:
+SUMMARY_LEVELS = ("brief", "standard", "detailed")
+
+
+def summary_level(intent: Intent, strategy: Band, budget: int) -> str:
+    """The level the branch beyond the raw turns is summarized at: by budget (brief under 512
+    tokens, standard under 1536, else detailed), one level finer when the intent is unsure (a
+    wide plan), brief for an interruption or a standalone lookup (evidence answers those)."""
+    level = 0 if budget < 512 else 1 if budget < 1536 else 2
+    if strategy == "wide":
+        level = min(2, level + 1)
+    lookup = intent.mode == Mode.QA and intent.task_type == TaskType.RETRIEVAL and "follow_up" not in intent.plan_hints
+    if intent.mode == Mode.INTERRUPT or lookup:
+        level = 0
+    return SUMMARY_LEVELS[level]
+
+
+def history_policy(intent: Intent, preset: RecallPreset, strategy: Band, clarify: bool, budget: int = 0) -> HistoryPolicy:
     """Return how much of the branch to include: the preset's turns, more for a follow-up or a
-    question back, fewer for a standalone lookup or an interruption."""
+    question back, fewer for a standalone lookup or an interruption; and the summary level of
+    the rest (``summary_level``; none without a budget)."""
     follow_up = "follow_up" in intent.plan_hints
     turns = preset.main_chain_turns + (2 if follow_up or clarify else 0)
     if intent.mode == Mode.QA and intent.task_type == TaskType.RETRIEVAL and not follow_up:
@@ -52,7 +69,7 @@ def history_policy(intent: Intent, preset: RecallPreset, strategy: Band, clarify
         turns = min(turns, 4)
     if strategy == "wide" or intent.task_type == TaskType.PLANNING:
         turns += 2  # low confidence or a plan: more of the branch
-    return HistoryPolicy(main_chain_turns=turns)
+    return HistoryPolicy(main_chain_turns=turns, summary_level=summary_level(intent, strategy, budget) if budget else "none")
 
 
 def concurrency_policy(intent: Intent, tasks_running: bool) -> ConcurrencyPolicy:

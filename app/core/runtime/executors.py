@@ -49,9 +49,26 @@ class Executors:
         }
         self.urgent = UrgentLane()  # chat calls that may cut into the running generation
         self.background: set[ChatStream] = set()  # calls that stop when any other one starts
+        # Chat calls started and not finished yet (on the loop): background work that may use the
+        # model (summaries) starts only when none is, and stops its own once another arrives.
+        self.llm_calls = 0
 
     def pool(self, name: str) -> ThreadPoolExecutor:
         return self._pools[name]
+
+    def admit(self, stream: ChatStream, *, background: bool) -> None:
+        """Count a new chat call (on the loop); a foreground one stops every background call."""
+        self.llm_calls += 1
+        if background:
+            self.background.add(stream)
+        else:
+            for other in list(self.background):
+                other.stop()
+
+    def release(self, stream: ChatStream) -> None:
+        """A chat call settled (on the loop)."""
+        self.llm_calls -= 1
+        self.background.discard(stream)
 
     async def run(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -153,11 +170,7 @@ class ChatStream:
         on_result: Callable[[ChatResult], None] | None = None,
     ) -> None:
         self.cancel = CancelToken()
-        if background:
-            executors.background.add(self)
-        else:
-            for other in list(executors.background):  # a foreground call goes first
-                other.stop()
+        executors.admit(self, background=background)
         self.result: ChatResult | None = None
         self.urgent = urgent
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -170,7 +183,7 @@ class ChatStream:
             lane.cut_in(model)
 
         def settle(result: ChatResult | None, error: BaseException | None) -> None:
-            executors.background.discard(self)
+            executors.release(self)
             if self._future.done():
                 return
             if error is not None:
@@ -186,14 +199,8 @@ class ChatStream:
             try:
                 if background and self.cancel.cancelled:  # gave way before it started
                     raise RuntimeError("a background call gave way to a prompt input")
-                result = model.chat(
-                    messages,
-                    params=params,
-                    stage=stage,
-                    json_schema=json_schema,
-                    on_token=on_token,
-                    cancel=self.cancel,
-                )
+                result = model.chat(messages, params=params, stage=stage, json_schema=json_schema,
+                                    on_token=on_token, cancel=self.cancel)
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
                 error = exc
             finally:

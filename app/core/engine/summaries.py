@@ -1,0 +1,231 @@
+"""Summaries: the background service that keeps each subject's summaries up to date.
+
+Cued like the memory writer (``EngineContext.answered`` after each answered turn,
+``EngineContext.ingested`` after a history import), it updates, for the session, each branch and
+each task (``app.core.memory.summary_subjects``), the summaries at three levels from the previous
+version and the new turns (one part per update; nothing is regenerated). It is a background
+task at low priority: one update at a time, after a yield, and only once ``summary_every`` new
+messages wait (``flush`` updates whatever waits).
+
+Who writes a level's text: the chat model, asked only when no other model call is running
+(``Executors.llm_calls``), as a background call that any other call stops within one token (a
+prompt input is never kept waiting), within ``summary_timeout_s``; its text must keep the
+identifiers the extractive summary keeps (``model_valid``). Otherwise — no model, busy, stopped,
+late, failed or invalid — the extractive summarizer writes it. Each outcome is counted.
+
+A cache keyed by (subject, level, covered ids, based_on) finds the summary of an unchanged
+subject again (in memory, else in the store) instead of computing it; hits and misses are
+counted. ``current(session_id)`` is what builds read: the latest version of every subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engine.context import EngineContext
+from app.core.engine.sessions import SessionService
+from app.core.memory.summaries import LEVELS, SummaryTurn, extractive, model_valid
+from app.core.memory.summary_subjects import (
+    LEVEL_TOKENS,
+    Made,
+    Subject,
+    cache_key,
+    new_parts,
+    next_record,
+    subjects_of,
+    summary_messages,
+)
+from app.core.ports import GenerationParams
+from app.core.runtime.background import spawn
+from app.core.runtime.executors import ChatStream
+from app.core.types import Message, SummaryRecord
+
+
+@dataclass
+class SummaryStats:
+    """What the service did: cache hits and misses, who wrote each level, generation times."""
+
+    hits: int = 0
+    misses: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)  # "model" | "busy" | "stopped" | "late" | ...
+    gen_ms: dict[str, list[float]] = field(default_factory=lambda: {level: [] for level in LEVELS})
+
+
+class SummaryService:
+    """See the module docstring."""
+
+    def __init__(self, ctx: EngineContext, sessions: SessionService, *, enabled: bool = True) -> None:
+        self.ctx, self.sessions, self.enabled = ctx, sessions, enabled
+        self.stats = SummaryStats()
+        self._latest: dict[str, dict[tuple[str, str, str], SummaryRecord]] = {}  # session → (kind, id, level) → record
+        self._cache: dict[str, SummaryRecord] = {}
+        self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Task[Any]] = set()
+        self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
+        ctx.answered.connect(self._on_answered)
+        ctx.ingested.connect(self._on_ingested)
+        if enabled:
+            ctx.summaries_of = self.branches
+
+    # ------------------------------------------------------------------ cues
+
+    def _on_answered(self, session_id: str, turn_id: str, message: Message, answer: Message) -> None:
+        del turn_id, message, answer
+        if self.enabled:
+            self.start(session_id)
+
+    def _on_ingested(self, session_id: str, messages: list[Message]) -> None:
+        if self.enabled and messages:
+            self.start(session_id)
+
+    def start(self, session_id: str, *, flush: bool = False) -> None:
+        """Update the session's summaries in the background (kept until done; see ``idle``)."""
+        task = spawn(self.update(session_id, flush=flush), name=f"summaries {session_id}")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def idle(self) -> None:
+        """Wait until every update started so far is done."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    def current(self, session_id: str) -> list[SummaryRecord]:
+        """The latest summary of every subject of the session at every level (as loaded or made)."""
+        return list(self._latest.get(session_id, {}).values())
+
+    def branches(self, session_id: str) -> dict[str, dict[str, SummaryRecord]]:
+        """The current branch summaries of the session: root node → level → summary."""
+        if session_id not in self._latest and self.enabled:  # not read since the start: read it for the next build
+            spawn(self._load(session_id), name=f"summaries load {session_id}")
+        out: dict[str, dict[str, SummaryRecord]] = {}
+        for (kind, subject_id, level), record in self._latest.get(session_id, {}).items():
+            if kind == "branch":
+                out.setdefault(subject_id, {})[level] = record
+        return out
+
+    async def replay(self, session_id: str) -> list[SummaryRecord]:
+        """Go through every update of the session's summaries again from the first (the in-memory
+        cache dropped): unchanged ones are found by their cache key in the store, not computed
+        (``pcm eval summaries`` measures the hit rate so); return the versions written anew."""
+        await self.idle()
+        self._latest[session_id] = {}
+        self._cache.clear()
+        return await self.update(session_id, flush=True)
+
+    # ------------------------------------------------------------------ the update
+
+    async def update(self, session_id: str, *, flush: bool = False) -> list[SummaryRecord]:
+        """Bring every subject of the session up to date; return the new versions written."""
+        async with self._lock:
+            await asyncio.sleep(0)  # behind whatever the loop has queued: prompt inputs go first
+            state = self.ctx.sessions.get(session_id) or await self.sessions.open(session_id)
+            latest = await self._load(session_id)
+            written: list[SummaryRecord] = []
+            every = 1 if flush else max(1, self.ctx.config.summary_every)
+            # (level, previous text, part) → text: a branch that is the whole session is summarized once
+            self._made = {}
+            for subject in subjects_of(state):
+                last = latest.get((subject.kind, subject.subject_id, "brief"))
+                parts = new_parts(subject.turns, last.covers.last if last else None)
+                if sum(len(p) for p in parts) < every:
+                    continue
+                for part in parts:
+                    written += await self._advance(session_id, subject, part, latest)
+            return written
+
+    async def _load(self, session_id: str) -> dict[tuple[str, str, str], SummaryRecord]:
+        if session_id not in self._latest:
+            stored = await self.ctx.on_store(self.ctx.store.list_summaries, session_id)
+            self._latest[session_id] = {(s.subject, s.subject_id, s.level): s for s in stored}
+        return self._latest[session_id]
+
+    async def _advance(self, session_id: str, subject: Subject, part: Sequence[SummaryTurn],
+                       latest: dict[tuple[str, str, str], SummaryRecord]) -> list[SummaryRecord]:
+        """One update of ``subject`` by ``part`` at every level (found in the cache, or made)."""
+        previous = {level: latest.get((subject.kind, subject.subject_id, level)) for level in LEVELS}
+        ids = [t.message_id for t in part]
+        keys = {level: cache_key(subject.kind, subject.subject_id, level,
+                                 [*(p.covers.ids if (p := previous[level]) else []), *ids],
+                                 p.summary_id if (p := previous[level]) else None) for level in LEVELS}
+        found = {level: await self._cached(keys[level]) for level in LEVELS}
+        if all(found.values()):
+            self.stats.hits += len(LEVELS)
+            for level in LEVELS:
+                latest[(subject.kind, subject.subject_id, level)] = found[level]  # type: ignore[assignment]
+            return []
+        self.stats.misses += len(LEVELS)
+        texts: dict[str, str] = {}
+        made: dict[str, Made] = {}
+        for level in LEVELS:
+            before = p.content if (p := previous[level]) else ""
+            same = (level, before, tuple(ids))
+            if same not in self._made:
+                self._made[same] = await self._text(level, before, part)
+            made[level] = self._made[same]
+            texts[level] = made[level].text
+        records = [next_record(previous[level], subject, level, part, texts, made[level], key=keys[level],
+                               tokens=self.ctx.counter.count) for level in LEVELS]
+
+        def write() -> None:
+            with self.ctx.store.transaction():
+                for record in records:
+                    self.ctx.store.add_summary(session_id, record)
+
+        await self.ctx.on_store(write)
+        for record in records:
+            latest[(subject.kind, subject.subject_id, record.level)] = record
+            self._cache[record.cache_key] = record
+        return records
+
+    async def _cached(self, key: str) -> SummaryRecord | None:
+        if key in self._cache:
+            return self._cache[key]
+        record = await self.ctx.on_store(self.ctx.store.summary_by_key, key)
+        if record is not None:
+            self._cache[key] = record
+        return record
+
+    # ------------------------------------------------------------------ one level's text
+
+    async def _text(self, level: str, previous: str, part: Sequence[SummaryTurn]) -> Made:
+        """The part's text at ``level``: the model's when it may and does well, else extractive."""
+        started = time.perf_counter()
+        reference = extractive(part, level)
+        outcome, text, usage = await self._ask_model(level, previous, part)
+        if outcome == "model" and not model_valid(text, part, level, reference):
+            outcome = "invalid"
+        self.stats.outcomes[outcome] += 1
+        self.stats.gen_ms[level].append((time.perf_counter() - started) * 1000)
+        if outcome == "model" and usage is not None:
+            return Made(text.strip(), usage[0], usage[1])
+        return Made(reference, "extractive")
+
+    async def _ask_model(self, level: str, previous: str, part: Sequence[SummaryTurn]
+                         ) -> tuple[str, str, tuple[str, str] | None]:
+        """(outcome, text, (provider, model)) of asking the chat model; never raises."""
+        ctx = self.ctx
+        if ctx.chat is None or ctx.config.summary_model != "auto":
+            return "extractive", "", None
+        if ctx.ex.llm_calls > 0:
+            return "busy", "", None
+        # A background call: any other model call (a prompt input) stops it within one token.
+        stream = ChatStream(ctx.ex, ctx.chat, summary_messages(level, previous, part), stage="summary",
+                            params=GenerationParams(max_tokens=LEVEL_TOKENS[level], temperature=0.0),
+                            background=True)
+        try:
+            result = await asyncio.wait_for(stream.wait(), ctx.config.summary_timeout_s)
+        except asyncio.TimeoutError:
+            stream.stop()
+            return "late", "", None
+        except Exception:  # noqa: BLE001 - a summary only ever falls back
+            return ("stopped" if stream.cancel.cancelled else "error"), "", None
+        if result.finish_reason == "cancelled":
+            return "stopped", "", None
+        if result.finish_reason not in ("stop", "length"):
+            return "error", "", None
+        return "model", result.text, (result.usage.provider, result.usage.model)

@@ -1,0 +1,132 @@
+"""What gets summarized and how one update of a summary is made (pure; the engine's
+``SummaryService`` runs it in the background).
+
+- ``subjects_of(state)``: the session, each branch (the turns of one root's lane: a tree of the
+  session graph) and each task (the turns that continue its node), with their turns in order.
+- ``new_parts(turns, last)``: the turns after the ones already covered, cut into parts at a
+  pause of an hour or more, at most ``PART_MESSAGES`` each (an update covers one part).
+- ``cache_key``: (subject, level, covered ids, based_on) → the key a summary is found again by.
+- ``summary_messages``: the prompt that asks the chat model to update a summary.
+- ``next_record``: the new version of a subject's summary at a level, from the previous one and
+  the new part (anchored: the earlier parts are kept; the brief is re-chosen from the previous
+  brief and the part's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.core.memory.summaries import SummaryTurn, anchored_brief, compose
+from app.core.session.state import SessionState
+from app.core.types import NodeKind, SummaryCovers, SummaryRecord, utc_now
+
+PART_MESSAGES = 32  # the most messages one update (one part) covers
+PAUSE_S = 3600  # a pause this long between two messages starts a new part
+#: Completion tokens a model's summary may take, by level.
+LEVEL_TOKENS = {"brief": 64, "standard": 180, "detailed": 360}
+LEVEL_ASK = {
+    "brief": "one or two sentences",
+    "standard": "one paragraph of at most six sentences",
+    "detailed": "a detailed summary, one line per point, keeping every fact",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """One thing summarized: its kind, id and turns in order."""
+
+    kind: str  # session | branch | task | topic
+    subject_id: str
+    turns: tuple[SummaryTurn, ...]
+
+
+def _turns(state: SessionState, ids: Sequence[str]) -> tuple[SummaryTurn, ...]:
+    views = sorted((state.messages[m] for m in ids if m in state.messages), key=lambda v: v.seq)
+    return tuple(SummaryTurn(v.message_id, v.seq, v.speaker, v.text, v.at) for v in views if v.text.strip())
+
+
+def subjects_of(state: SessionState) -> list[Subject]:
+    """The session, its branches (one per root with turns) and its tasks, each with its turns."""
+    out = [Subject("session", state.session_id, _turns(state, state.order))]
+    lanes: dict[str, list[str]] = {}
+    for node in state.graph.nodes(NodeKind.TURN):
+        lanes.setdefault(state.graph.root_of(node.node_id), []).extend(state.turn_messages(node.node_id))
+    out += [Subject("branch", root, _turns(state, ids)) for root, ids in lanes.items()]
+    for task in state.graph.nodes(NodeKind.TASK):
+        ids = [m for n in state.graph.descendants(task.node_id) for m in state.turn_messages(n)]
+        if ids:
+            out.append(Subject("task", task.ref_id or task.node_id, _turns(state, ids)))
+    return [s for s in out if s.turns]
+
+
+def _seconds(at: str) -> float | None:
+    try:
+        return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def new_parts(turns: Sequence[SummaryTurn], last: int | None) -> list[list[SummaryTurn]]:
+    """The turns after index ``last`` (all when None), cut into parts (see the module docstring)."""
+    fresh = [t for t in turns if last is None or t.index > last]
+    parts: list[list[SummaryTurn]] = []
+    for turn in fresh:
+        if parts:
+            before = _seconds(parts[-1][-1].at)
+            now = _seconds(turn.at)
+            pause = before is not None and now is not None and now - before >= PAUSE_S
+            if len(parts[-1]) < PART_MESSAGES and not pause:
+                parts[-1].append(turn)
+                continue
+        parts.append([turn])
+    return parts
+
+
+def cache_key(kind: str, subject_id: str, level: str, ids: Sequence[str], based_on: str | None) -> str:
+    """The key of a summary of ``kind``/``subject_id`` at ``level`` covering ``ids`` on top of ``based_on``."""
+    text = "\x1f".join([kind, subject_id, level, based_on or "", *ids])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def summary_messages(level: str, previous: str, turns: Sequence[SummaryTurn]) -> list[dict[str, str]]:
+    """The chat messages that ask for the level's update of ``previous`` with ``turns``."""
+    lines = "\n".join(f"{t.speaker}: {t.text}" if t.speaker else t.text for t in turns)
+    system = ("You summarize conversations. Copy every name, number, date and file path exactly as written. "
+              "Write plain sentences; add nothing that was not said.")
+    user = (f"Summary so far:\n{previous or '(none)'}\n\nNew messages:\n{lines}\n\n"
+            f"Summarize the new messages as {LEVEL_ASK[level]}.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """One level's text of a new part and who made it."""
+
+    text: str
+    provider: str  # the model's provider, or "extractive"
+    model: str = ""
+
+
+def next_record(previous: SummaryRecord | None, subject: Subject, level: str, part: Sequence[SummaryTurn],
+                texts: dict[str, str], made: Made, *, key: str, tokens: Any) -> SummaryRecord:
+    """The new version of ``subject``'s summary at ``level``: the previous parts and the new one
+    (``texts``: the part at each level), composed with older parts coarser; ``tokens`` counts text."""
+    parts = [*(previous.parts if previous else []),
+             {"first": part[0].index, "last": part[-1].index, "first_id": part[0].message_id,
+              "last_id": part[-1].message_id, **texts}]
+    if level == "brief":
+        content = anchored_brief(previous.content if previous else "", texts["brief"])
+    else:
+        content = compose(parts, level)
+    ids = [*(previous.covers.ids if previous else []), *(t.message_id for t in part)]
+    first = previous.covers.first if previous else part[0].index
+    return SummaryRecord(
+        subject=subject.kind, subject_id=subject.subject_id, level=level, content=content,
+        covers=SummaryCovers(first=first, last=part[-1].index, ids=ids), parts=parts,
+        provider=made.provider, model=made.model, tokens=int(tokens(content)),
+        based_on=previous.summary_id if previous else None, created_at=utc_now(), cache_key=key,
+    )
