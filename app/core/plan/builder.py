@@ -143,8 +143,6 @@ class PlanContext(BaseModel):
 # --------------------------------------------------------------------------- configuration
 
 _SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory", "topic"})
-#: Channels that read only the session itself: an empty session's recall sizes go to the index.
-_SESSION_CHANNELS = ("structured", "graph", "recent")
 
 
 _POINTS_BACK = re.compile(  # pointing at earlier conversations, not at earlier events ("before May")
@@ -446,17 +444,12 @@ class PlanBuilder:
                             tool_calls=0 if clarify else preset.tool_calls, timeouts_ms=timeouts)
 
     def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float, ctx: PlanContext) -> RetrievalPolicy:
-        """Return the recall policy: channel sizes (scaled; in an empty session searching the
-        workspace, the sizes of the channels that read only the session go to the vector and
-        full-text channels), the pool they are fused from, the date range the input's time
-        expression names (``app.core.plan.timespan``), the filters, and the scope (``recall_scope``)."""
+        """Return the recall policy: channel sizes (scaled), the pool they are fused from, the date
+        range the input's time expression names (``app.core.plan.timespan``), the filters, and the
+        scope (``recall_scope``)."""
         channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
                     for c, n in channel_sizes(intent, preset, self.config).items()}
         scope, why = recall_scope(intent.text, ctx, self.config)
-        if scope == "workspace" and ctx.session_turns == 0:  # nothing here: the index channels search for it
-            idle = sum(channels.pop(c, 0) for c in _SESSION_CHANNELS)
-            channels |= {"vector": channels["vector"] + idle // 2, "fulltext": channels["fulltext"] + idle - idle // 2,
-                         **{c: 0 for c in _SESSION_CHANNELS}}
         return RetrievalPolicy(channels=channels, candidate_pool=sum(channels.values()),
                                date_range=date_range(intent.text, ctx.now), filters=retrieval_filters(intent),
                                scope=scope, scope_reason=why)
