@@ -353,7 +353,7 @@ have has had not just really a an the my our your his her their its""".split())
 #: A value in the speaker's own terms is a feeling, not a value of the subject: "my art is important to me".
 _FEELING = frozenset("i me my mine myself i'm".split())
 _VALUE_WORDS = 8  # a longer "value" is a remark, not a value
-#: Something concrete in a value (a name, a number, a path): "the X is …" needs one to be a fact.
+#: Something concrete in a value (a name, a number, a path): "the/our X is …" needs one to be a fact.
 _CONCRETE = re.compile(r"\d|/|\b[A-Z][\w-]*")
 
 
@@ -362,8 +362,8 @@ def extract_facts(text: str, *, evidence_id: str, at: str, reliability: float) -
 
     Deliberately narrow (a possessive or "the" + "is/are/was/will be", a subject of at most
     three words with no function word, a value of at most eight words not about the speaker; after
-    "the", a value naming something concrete: "the deadline is Friday", not "the community is
-    amazing"): a missed fact costs nothing, a wrong key would raise a false conflict.
+    "the" or "our", a value naming something concrete: "the deadline is Friday", not "our community
+    is amazing"): a missed fact costs nothing, a wrong key would raise a false conflict.
     """
     out: list[Fact] = []
     for match in _FACT.finditer(text):
@@ -372,7 +372,7 @@ def extract_facts(text: str, *, evidence_id: str, at: str, reliability: float) -
         words, said = key.split(), value.lower().replace(",", " ").split()
         if len(words) > 3 or _NOT_IN_KEY.intersection(words) or len(said) > _VALUE_WORDS or _FEELING.intersection(said):
             continue
-        if match.group(0)[:3].lower() == "the" and not _CONCRETE.search(value):
+        if match.group(0)[:3].lower() in ("the", "our") and not _CONCRETE.search(value):
             continue
         if key and value:
             out.append(Fact(key=key, value=value, evidence_id=evidence_id, reliability=reliability, at=at))
