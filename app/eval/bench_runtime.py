@@ -1,6 +1,6 @@
 """``pcm bench streams``: the multi-stream runtime on the engine as configured (the real model).
 
-Three measurements, each in fresh sessions of the same engine:
+The measurements, each in fresh sessions of the same engine:
 
 1. ``parallel``: ``n`` inputs (tasks and questions, alternating) submitted at once to a session
    with ``k`` slots; per stream its path, first token and total time (from submission), the
@@ -14,6 +14,9 @@ Three measurements, each in fresh sessions of the same engine:
    other call), and whether the task still ran to completion.
 4. ``writer_on`` / ``interrupt_writer_off``: (3) with the cut-in, the background memory writer on
    and off in turn; the ratio of their p95 is what the writer costs an interruption's first token.
+5. ``summaries_on`` / ``interrupt_summaries_off``: the same with summaries on — the worst case:
+   an update after every answered turn, written by the chat model (a background call the
+   interruption stops) — and off, in turn.
 
 The optional LLM intent signal (``EngineConfig.llm_intent``) is off during the run: it asks the
 model only when the rules are unsure, which happens for the bare question but not for the same
@@ -116,17 +119,27 @@ async def _bare(engine: Engine, runs: int) -> dict[str, Any]:
     return {"first_token_ms": _stats(latencies), "build_ms": _stats(builds), "prompt_tokens": _stats(prompts)}
 
 
-async def _writer_on_off(engine: Engine, runs: int, after_tokens: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Interruptions (cut in) with the memory writer on and off, one of each in turn (noise hits
-    both alike); their first tokens."""
+async def _on_off(engine: Engine, runs: int, after_tokens: int, switch: Callable[[bool], None]
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Interruptions (cut in) with some background work on and off (``switch``), one of each in
+    turn (noise hits both alike); their first tokens."""
     on: list[float] = []
     off: list[float] = []
     for _ in range(runs):
         for enabled, into in ((True, on), (False, off)):
-            engine.memory.enabled = enabled
+            switch(enabled)
             got = await _interrupt(engine, 1, True, after_tokens)
             into.append(got["first_token_ms"]["p50"])
     return {"first_token_ms": _stats(on)}, {"first_token_ms": _stats(off)}
+
+
+def _summaries_switch(engine: Engine) -> Callable[[bool], None]:
+    """On: summaries after every answered turn, asking the chat model (the worst case for an input
+    that arrives meanwhile); off: none."""
+    def switch(enabled: bool) -> None:
+        engine.summaries.enabled = enabled
+        engine.config.summary_every, engine.config.summary_model = (1, "auto") if enabled else (8, "off")
+    return switch
 
 
 async def _interrupt(engine: Engine, runs: int, cut_in: bool, after_tokens: int) -> dict[str, Any]:
@@ -188,13 +201,25 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
         say("interruption queued for the model (no cut-in)")
         report["interrupt_queued"] = await _interrupt(engine, runs, False, after_tokens)
         say("interruption with cut-in, the memory writer on and off in turn")
-        report["writer_on"], report["interrupt_writer_off"] = await _writer_on_off(engine, runs, after_tokens)
+        report["writer_on"], report["interrupt_writer_off"] = await _on_off(
+            engine, runs, after_tokens, lambda on: setattr(engine.memory, "enabled", on))
+        engine.memory.enabled = engine.config.memory_writer
+        say("interruption with cut-in, summaries (by the model, after every turn) on and off in turn")
+        summary_config = engine.config.summary_every, engine.config.summary_model
+        try:
+            report["summaries_on"], report["interrupt_summaries_off"] = await _on_off(
+                engine, runs, after_tokens, _summaries_switch(engine))
+        finally:
+            engine.config.summary_every, engine.config.summary_model = summary_config
     finally:
         engine.config.llm_intent = saved
         engine.memory.enabled = engine.config.memory_writer
+        engine.summaries.enabled = engine.config.summaries
     base = report["bare"]["first_token_ms"]
     off = report["interrupt_writer_off"]["first_token_ms"]
     report["writer_cost_p95"] = round(report["writer_on"]["first_token_ms"]["p95"] / max(off["p95"], 1e-6), 2)
+    summaries_off = report["interrupt_summaries_off"]["first_token_ms"]
+    report["summaries_cost_p95"] = round(report["summaries_on"]["first_token_ms"]["p95"] / max(summaries_off["p95"], 1e-6), 2)
     for key in ("interrupt", "interrupt_queued"):
         got = report[key]["first_token_ms"]
         report[key]["ratio_to_bare_p50"] = round(got["p50"] / max(base["p50"], 1e-6), 2)
@@ -229,4 +254,8 @@ def format_streams_report(report: dict[str, Any]) -> str:
     on = report["writer_on"]["first_token_ms"]
     lines.append(f"interruption, cut in, memory writer on / off in turn: first token p50 {on['p50']} / {off['p50']} ms, "
                  f"p95 {on['p95']} / {off['p95']} ms; on/off p95 x{report['writer_cost_p95']}")
+    off = report["interrupt_summaries_off"]["first_token_ms"]
+    on = report["summaries_on"]["first_token_ms"]
+    lines.append(f"interruption, cut in, summaries by the model after every turn on / off in turn: first token p50 "
+                 f"{on['p50']} / {off['p50']} ms, p95 {on['p95']} / {off['p95']} ms; on/off p95 x{report['summaries_cost_p95']}")
     return "\n".join(lines)
