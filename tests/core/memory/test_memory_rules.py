@@ -68,6 +68,9 @@ def test_history_facts_belong_to_their_speaker_and_sentence_starts_are_not_names
                             source="history:John")
     assert [(m.key, m.scope) for m in maria] == [("Maria's car", "session")]
     assert [m.key for m in john] == ["John's car", "John's home"]
+    # After "the" or "our" a value must name something concrete; a feeling or a remark is no value.
+    assert [m.key for m in extract_memories("Our deadline is Friday. Our community is amazing. The plan is to wait.",
+                                            evidence_id="h4", at=AT, source="history:John")] == ["deadline"]
     # A feeling or a remark is not a value: "my family is my motivation" states no fact.
     assert extract_memories("My family is my motivation and they keep me going.", evidence_id="h3", at=AT,
                             source="history:John") == []
