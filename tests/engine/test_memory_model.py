@@ -13,9 +13,10 @@ import pytest
 from app.core.engine.context import EngineConfig
 from app.core.engine.facade import Engine
 from app.core.engine.memory_model import LOG_TYPE
-from app.core.memory.model_signal import read_model_memories
+from app.core.memory.model_signal import GROUNDED, read_model_memories
 from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream, Executors
+from app.core.text import content_stems
 from app.llm.fakes import ScriptedChatModel
 from tests.conftest import EngineFactory
 
@@ -90,11 +91,15 @@ def test_the_real_model_signal_is_recorded_and_grounded(make_engine: EngineFacto
         [entry] = [e["payload"] for e in await engine.with_store(lambda s: s.list_events(state.session_id))
                    if e["type"] == LOG_TYPE]
         assert entry["status"] in ("ok", "invalid", "late")
-        words = set(TURN.lower().replace(".", "").split())
+        turn = set(content_stems(TURN))
         for _, memory in await engine.memories():
             if memory.extractor == "model":  # whatever the small model said, only the turn's words stay
+                said = content_stems(memory.content)
                 assert memory.scope == "session" and "model" in memory.tags
-                assert sum(w in words for w in memory.content.lower().split()) > 0
+                assert sum(w in turn for w in said) >= GROUNDED * len(said)
+        # What the model answered is read back through the same check: nothing it said is kept otherwise.
+        kept, _ = read_model_memories(entry["output"], TURN, evidence_id=entry["evidence_id"], at="x")
+        assert {m.content for m in kept} == {m.content for _, m in await engine.memories() if m.extractor == "model"}
 
     config = EngineConfig(llm_intent="off", memory_model="auto", generation=GenerationParams(max_tokens=16))
     try:
