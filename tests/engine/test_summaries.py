@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from app.core.engine.facade import Engine
+from app.core.pipeline.builder import NEW_ROOT
+from app.core.pipeline.detail import DetailAction, DetailError
+from app.core.pipeline.record import TurnRecord
+from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 from app.store.exchange import export_session
 from tests.conftest import EngineFactory
@@ -71,31 +77,36 @@ def test_summaries_off_makes_none(make_engine: EngineFactory) -> None:
     make_engine.run(body, config=EngineConfig(summaries=False))
 
 
-def _summary_lines(record) -> list[tuple[str, list[str]]]:  # noqa: ANN001 - a TurnRecord
+def _summary_lines(record: TurnRecord) -> list[tuple[str, list[str]]]:
     return [(b.content, [r.selector for r in b.refs]) for b in record.build.context.blocks
             if b.block_type.value == "summary"]
 
 
+FILLERS = ["the lamp in room {k} is blue", "we walked {k} blocks to the bakery", "the plant on shelf {k} needs water",
+           "there were {k} pigeons on the roof", "song number {k} was too loud"]
+DECISION = "We decided to store the cache in /var/cache/pcm_v2 with a TTL of 37 minutes."
+QUESTION = "Remind me where the cache is stored and with which TTL, as decided?"
+
+
+async def _long_branch(engine: Engine, turns: int = 60) -> tuple[SessionState, TurnRecord, TurnRecord]:
+    """A branch of ``turns`` turns whose second holds a decision; (state, the decision's turn, the last)."""
+    state = await engine.open_session(None, title="long branch")
+    await (await engine.submit(state.session_id, "Let us plan the caching layer.")).done
+    decided = last = await (await engine.submit(state.session_id, DECISION)).done
+    for k in range(turns - 2):
+        last = await (await engine.submit(state.session_id, "Small talk: " + FILLERS[k % 5].format(k=k + 3) + ".")).done
+    await engine.summaries.idle()
+    return state, decided, last
+
+
 def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_the_branch_summary(
         make_engine: EngineFactory) -> None:
-    fillers = ["the lamp in room {k} is blue", "we walked {k} blocks to the bakery", "the plant on shelf {k} needs water",
-               "there were {k} pigeons on the roof", "song number {k} was too loud"]
-
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None, title="long branch")
+        state, decided, last = await _long_branch(engine)
         sid = state.session_id
-        first = await (await engine.submit(sid, "Let us plan the caching layer.")).done
-        decided = await (await engine.submit(
-            sid, "We decided to store the cache in /var/cache/pcm_v2 with a TTL of 37 minutes.")).done
-        last = decided
-        for k in range(57):
-            last = await (await engine.submit(sid, "Small talk: " + fillers[k % 5].format(k=k + 3) + ".")).done
-        await engine.summaries.idle()
-        asked = await (await engine.submit(sid, "Remind me where the cache is stored and with which TTL, as decided?",
-                                           anchor_override=state.node_of(last.turn_id))).done  # this branch
+        asked = await (await engine.submit(sid, QUESTION, anchor_override=state.node_of(last.turn_id))).done
         chain = {n for n in state.main_chain(asked.build.anchor_node or "", asked.build.plan["history"]["main_chain_turns"])}
         assert state.node_of(decided.turn_id) not in chain  # the decision is far beyond the raw window
-        assert first.turn_id != decided.turn_id
         assert asked.build.plan["history"]["summary_level"] in ("brief", "standard", "detailed")
         lines = _summary_lines(asked)
         assert lines, "the branch beyond the window is represented by its summary"
@@ -108,6 +119,60 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
             await (await engine.submit(sid, f"Another note: the kettle {k} is red.")).done
         await engine.summaries.idle()
         assert await engine.replay(asked.turn_id) == []
+
+    make_engine.run(body, budget=1200)
+
+
+def _raw_turns(record: TurnRecord) -> set[str]:
+    """The messages a context carries as raw turns of a branch (conversation blocks)."""
+    return {r.evidence_id for b in record.build.context.blocks if b.block_type.value == "conversation" for r in b.refs}
+
+
+def test_expand_collapse_and_focus_recompile_a_turn_within_its_budget_and_replay_exactly(
+        make_engine: EngineFactory) -> None:
+    async def body(engine: Engine) -> None:
+        state, decided, last = await _long_branch(engine)
+        sid = state.session_id
+        other = await (await engine.submit(sid, "Separately: the garden plan needs 12 tulips by May.",
+                                           anchor_override=NEW_ROOT)).done
+        asked = await (await engine.submit(sid, QUESTION, anchor_override=state.node_of(last.turn_id))).done
+        decision_id = state.turns[decided.turn_id].message_ids[0]
+        span = next(s for c, sels in _summary_lines(asked) if "pcm_v2" in c for s in sels).removeprefix("turns:")
+        levels = []
+        for _ in range(3):  # the part holding the decision, one level finer each time, then its raw turns
+            step = await engine.detail(asked.turn_id, DetailAction(kind="expand", span=span))
+            levels.append(step.detail.spans[span])
+            assert step.record.build.context.tokens <= step.record.build.context.budget == asked.build.context.budget
+        assert levels[-1] == "raw" and levels[0] in ("standard", "detailed")
+        first, end = (int(x) for x in span.split("-"))
+        covered = set(state.order[first:end + 1])
+        assert decision_id in covered and not covered <= _raw_turns(asked)
+        raw = step.record.build
+        assert covered <= _raw_turns(step.record)  # the part's turns are back, raw
+        assert f"turns:{span}" not in {r.selector for b in raw.context.blocks for r in b.refs}  # instead of its line
+        assert step.record.revisions[-1].kind == "detail" and step.record.revisions[0].build.comparable() == asked.build.comparable()
+        assert await engine.replay(asked.turn_id) == []  # the detail is recorded with the turn
+        with pytest.raises(DetailError, match="already shown in full"):
+            await engine.detail(asked.turn_id, DetailAction(kind="expand", span=span))
+        back = await engine.detail(asked.turn_id, DetailAction(kind="collapse", message_id=decision_id))
+        assert back.detail.spans[span] == "detailed" and not covered & _raw_turns(back.record)
+        assert f"turns:{span}" in {r.selector for b in back.record.build.context.blocks for r in b.refs}
+        # the oldest raw turn of the window, collapsed: it is carried by the summary from now on
+        oldest = min((state.messages[m] for m in _raw_turns(back.record)), key=lambda v: v.seq)
+        folded = await engine.detail(asked.turn_id, DetailAction(kind="collapse", message_id=oldest.message_id))
+        assert folded.detail.through is not None and folded.detail.through >= oldest.seq
+        assert oldest.message_id not in _raw_turns(folded.record)
+        # focus: the other branch becomes a subject of this context too
+        focused = await engine.detail(asked.turn_id, DetailAction(kind="focus", node_id=state.node_of(other.turn_id)))
+        texts = "\n".join(b.content for b in focused.record.build.context.blocks)
+        assert "12 tulips" in texts and focused.record.build.context.tokens <= asked.build.context.budget
+        assert await engine.replay(asked.turn_id) == []
+        events = [e for e in await engine.with_store(lambda s: s.list_events(sid)) if e["type"] == "turn.detail"]
+        assert [e["payload"]["action"]["kind"] for e in events] == ["expand"] * 3 + ["collapse"] * 2 + ["focus"]
+        # answering again answers with the detail the user set
+        again = await (await engine.answer_again(sid, state.node_of(asked.turn_id))).done
+        assert again.build.detail == focused.record.build.detail
+        assert await engine.replay(again.turn_id) == []
 
     make_engine.run(body, budget=1200)
 
@@ -132,8 +197,37 @@ def test_the_model_writes_a_summary_that_keeps_the_identifiers_and_the_extractiv
         assert made["standard"].provider != "extractive" and made["standard"].model == "scripted"
         assert made["standard"].content == good
         assert made["brief"].provider == "extractive"  # the model's brief dropped the identifiers: refused
+        assert made["detailed"].provider == "extractive"  # the verbatim level is never the model's
         assert engine.summaries.stats.outcomes["invalid"] == 1
+        [ask, *_] = engine.chat.calls  # type: ignore[attr-defined]
+        assert ask["stage"] == "summary" and "src/parse.py" in ask["messages"][-1]["content"]  # the model reads the part's key sentences
 
-    # one call per level (brief, standard, detailed); the branch is the session and is not asked again
-    make_engine.run(body, ["They talked.", good, good],
+    # one call per level the model writes (brief, standard); the branch is the session and is not asked again
+    make_engine.run(body, ["They talked.", good],
                     config=EngineConfig(summary_model="auto", summary_every=100, llm_intent="off"))
+
+
+def test_a_main_topic_of_the_session_gets_its_own_summary_of_the_turns_that_mention_it(
+        make_engine: EngineFactory) -> None:
+    said = [f"Note {k}: the Kubernetes cluster in zone {k} runs version 1.{k}." if k % 3 == 0
+            else f"Lunch on day {k} was soup with {k} crackers." for k in range(24)]
+    messages = [Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id="Ana", name="Ana"), content=text,
+                        at=f"2024-03-01T10:00:{k:02d}Z") for k, text in enumerate(said)]
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        await engine.ingest(state.session_id, messages)
+        await engine.memory_idle()  # the topic index has read the history
+        await engine.summarize(state.session_id)
+        index = await engine.topics()
+        topics = {s.subject_id: s for s in await engine.session_summaries(state.session_id)
+                  if s.subject == "topic" and s.level == "detailed"}
+        named = {index.topics[t].name.lower(): s for t, s in topics.items()}
+        assert "kubernetes" in named
+        summary = named["kubernetes"]
+        mentioning = {state.order[k] for k in range(0, 24, 3)}
+        assert set(summary.covers.ids) == mentioning  # only the turns that mention it
+        assert "Kubernetes cluster in zone" in summary.content and "soup" not in summary.content
+        assert summary.provider == "extractive"
+
+    make_engine.run(body)

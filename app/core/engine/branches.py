@@ -18,15 +18,16 @@ recording the input to attaching its node, so no build sees half of a change.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.core.engine.turns import TurnService, write_cited
 from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord, TurnRevision
 from app.core.session import versions
-from app.core.session.evidence import message_evidence
 from app.core.session.graph import GraphChange, SessionGraph
 from app.core.session.state import SessionState, override_spans
 from app.core.types import EdgeKind, GraphEdge, utc_now
@@ -34,7 +35,20 @@ from app.core.types import EdgeKind, GraphEdge, utc_now
 if TYPE_CHECKING:
     from app.core.engine.context import EngineContext
     from app.core.engine.sessions import SessionService
-    from app.core.engine.turns import TurnService
+
+
+@contextlib.asynccontextmanager
+async def settled(turns: TurnService, turn_id: str, session_id: str) -> AsyncIterator[None]:
+    """Hold the session's lock once ``turn_id``'s answer is recorded: its bookkeeping writes the
+    turn's record too, so a change of the record after the fact waits for it."""
+    while True:
+        running = turns.running.get(turn_id)
+        if running is not None:
+            await asyncio.wait([running.done])
+        async with turns.ctx.lock(session_id):
+            if turn_id not in turns.running:  # (its submit may have held the lock meanwhile)
+                yield
+                return
 
 
 class BranchError(CoreError, ValueError):
@@ -163,15 +177,9 @@ class BranchService:
         row = await self.ctx.on_store(self.ctx.store.get_turn, turn_id)
         if row is None:
             raise UnknownNodeError(f"unknown turn {turn_id!r}")
-        session_id = row["session_id"]
-        state = await self.sessions.open(session_id)
-        while True:
-            running = self.turns.running.get(turn_id)
-            if running is not None:  # its answer's bookkeeping writes the record too: let it land first
-                await asyncio.wait([running.done])
-            async with self.ctx.lock(session_id):
-                if turn_id not in self.turns.running:  # (its submit may have held the lock meanwhile)
-                    return await self._change_anchor_locked(state, turn_id, anchor, undo)
+        state = await self.sessions.open(row["session_id"])
+        async with settled(self.turns, turn_id, state.session_id):
+            return await self._change_anchor_locked(state, turn_id, anchor, undo)
 
     async def _change_anchor_locked(self, state: SessionState, turn_id: str, anchor: str | None,
                                     undo: bool) -> Reanchored:
@@ -221,8 +229,6 @@ class BranchService:
         )
         new = record.model_copy(update={"build": build, "timing": timing, "revisions": [*record.revisions, revision]})
         data = new.model_dump(mode="json")
-        cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
-        sources = [past.messages[i] for i in sorted(cited) if i in past.messages] if past is not None else []
         event: dict[str, Any] = {"turn_id": turn_id, "node_id": node, "from": current, "to": anchor, "at_seq": at_seq,
                                  "removed_edges": revision.removed_edges, "added_edges": revision.added_edges}
         if undoes is not None:
@@ -234,9 +240,8 @@ class BranchService:
 
         def persist() -> None:
             with store.transaction():
-                for view in sources:  # messages become evidences the first time a context cites them
-                    if store.get_evidence(view.message_id) is None:
-                        store.add_evidence(session_id, message_evidence(view))
+                if past is not None:
+                    write_cited(store, past, build)
                 for edge in [*removed, *added]:
                     store.save_edge(session_id, edge)
                 store.update_turn(turn_id, anchor_node_id=anchor, record=data)

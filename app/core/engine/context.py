@@ -98,6 +98,8 @@ class EngineContext:
     ingested: Signal[[str, list[Message]]] = field(default_factory=lambda: Signal("ingested"))
     # The topic channel's search (the memory service's topic index); None until it is loaded.
     topic_search: Callable[[str, int, str | None], list[tuple[str, float]]] | None = None
+    # A session's main topics (topic id → message ids) that get a summary; None until loaded.
+    topic_messages: Callable[[str], dict[str, list[str]]] | None = None
     # The branch summaries a build is offered (session id → root node → level → summary): the
     # summary service's current ones; None while there is none.
     summaries_of: Callable[[str], Mapping[str, Mapping[str, SummaryRecord]]] | None = None

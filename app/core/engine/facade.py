@@ -14,7 +14,8 @@ environment     env events: store, index, route, push (``environment.py``)
 attachments     a file the user attaches: an env event and a versioned artifact node (``attachments.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
 memory          the background writer, topics; revoke/pin/edit a memory, add to the profile (``memory.py``)
-summaries       session, branch and task summaries at three levels, in the background (``summaries.py``)
+summaries       session, branch, task and topic summaries at three levels, in the background (``summaries.py``)
+details         progressive detail: expand, collapse, focus a turn's context; a subtree's summary (``detail.py``)
 ==============  ===========================================================================
 
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
@@ -37,6 +38,7 @@ from app.core.context.ranking import rrf
 from app.core.engine.attachments import Attached, AttachmentService
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
+from app.core.engine.detail import Detailed, DetailService, SubtreeSummary
 from app.core.engine.environment import EnvironmentService, EnvRouted
 from app.core.engine.memory import MemoryService, ProfileAdded
 from app.core.engine.recovery import RecoveryReport, RecoveryService
@@ -51,6 +53,7 @@ from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.intent.profile import UserProfile
 from app.core.memory.topics import TopicIndex
 from app.core.pipeline.builder import ContextBuilder
+from app.core.pipeline.detail import DetailAction
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.plan.builder import PlanBuilder
 from app.core.ports import (
@@ -113,6 +116,7 @@ class Engine:
         self.recovery = RecoveryService(ctx)
         self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
         self.summaries = SummaryService(ctx, self.sessions, enabled=config.summaries)
+        self.details = DetailService(ctx, self.sessions, self.turns)
         self.environment.env_ingested.connect(self.memory.on_env_ingested)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
@@ -364,6 +368,14 @@ class Engine:
     async def replay(self, turn_id: str) -> list[str]:
         """Rebuild a turn from the stored state as it was; return the differences (none: exact)."""
         return await self.turns.replay(turn_id)
+
+    async def detail(self, turn_id: str, action: DetailAction) -> Detailed:
+        """Expand, collapse or focus the turn's context and recompile it (``detail.py``)."""
+        return await self.details.detail(turn_id, action)
+
+    async def subtree_summary(self, session_id: str, node_id: str) -> SubtreeSummary | None:
+        """What a collapsed node shows: the brief summary of what continues it."""
+        return await self.details.subtree_summary(session_id, node_id)
 
     # ------------------------------------------------------------------ branch actions of the canvas
 

@@ -46,6 +46,7 @@ from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragm
 
 #: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).
 Piece = tuple[str, str, str, str]
+TOPIC_SUMMARY_LEAST, TOPIC_SUMMARY_MOST = 4, 8  # a session's topics that get a summary: mentions, how many
 YIELD_EVERY = 100  # pieces extracted (or indexed for topics) between two yields to the loop
 
 
@@ -276,10 +277,14 @@ class MemoryService:
                 self.topics.load([Topic(**t) for t in topics], [Mention(*m) for m in mentions], log)
                 self._topics_loaded = True
                 self.ctx.topic_search = self._topic_search
+                self.ctx.topic_messages = self._topic_messages
         return self.topics
 
     def _topic_search(self, query: str, k: int, session_id: str | None) -> list[tuple[str, float]]:
         return self.topics.search(query, k, sessions=None if session_id is None else {session_id})
+
+    def _topic_messages(self, session_id: str) -> dict[str, list[str]]:
+        return self.topics.session_topics(session_id, least=TOPIC_SUMMARY_LEAST, most=TOPIC_SUMMARY_MOST)
 
     async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:
         index = await self.load_topics()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
+from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord
 from app.core.pipeline.summary_items import Offered, offer_from_record
 from app.core.plan.tools import ToolSpec
@@ -19,7 +20,7 @@ from app.core.tools.model import ToolRound
 class Recorded:
     """Observations of the outside a rebuild feeds back instead of asking again (replay,
     re-anchor): index channel hits, the LLM's intent JSON, tool results, the task stack, the
-    branch summaries the build was offered."""
+    branch summaries the build was offered; and the progressive detail the user set."""
 
     channels: Sequence[ChannelRun]
     llm: dict[str, Any] | None
@@ -31,6 +32,7 @@ class Recorded:
     # (sessions created since must not flip it).
     other_sessions: int = 0
     summaries: Offered = field(default_factory=dict)
+    detail: Detail = field(default_factory=Detail)  # the user's choice, not an observation, but recorded the same way
 
     @classmethod
     def of(cls, b: BuildRecord) -> Recorded:
@@ -39,4 +41,4 @@ class Recorded:
                    llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
                    tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt,
                    other_sessions=int(b.plan.get("retrieval", {}).get("scope") == "workspace"),
-                   summaries=offer_from_record(b.summaries))
+                   summaries=offer_from_record(b.summaries), detail=Detail.model_validate(b.detail))

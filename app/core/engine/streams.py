@@ -114,11 +114,12 @@ class EngineStreams:
         async with self.ctx.lock(handle.session_id):
             if handle.stop_reason:
                 raise StreamStopped(handle.stop_reason)
-            text, anchor, version = handle.text, handle.anchor_override, None
-            if handle.version_of:  # regenerate: the turn's input again, where the turn is
+            text, anchor, version, detail = handle.text, handle.anchor_override, None, None
+            if handle.version_of:  # regenerate: the turn's input again, where the turn is, with its detail
                 text, anchor, version = again(state, handle.version_of)
+                detail = await self.turns.detail_of(state.graph.node(handle.version_of).ref_id)
             return await self.turns.submit_locked(state, text, handle.budget, anchor, on_token,
-                                                  hooks=self._hooks(handle), version=version)
+                                                  hooks=self._hooks(handle), version=version, detail=detail)
 
     def _hooks(self, handle: StreamHandle) -> TurnHooks:
         """The hooks that make the turn run ``handle``'s input as a qa, task or interruption."""

@@ -1,13 +1,15 @@
 """Summaries: the background service that keeps each subject's summaries up to date.
 
 Cued like the memory writer (``EngineContext.answered`` after each answered turn,
-``EngineContext.ingested`` after a history import), it updates, for the session, each branch and
-each task (``app.core.memory.summary_subjects``), the summaries at three levels from the previous
+``EngineContext.ingested`` after a history import), it updates, for the session, each branch,
+each task and each main topic (``app.core.memory.summary_subjects``), the summaries at three levels from the previous
 version and the new turns (one part per update; nothing is regenerated). It is a background
 task at low priority: one update at a time, after a yield, and only once ``summary_every`` new
 messages wait (``flush`` updates whatever waits).
 
-Who writes a level's text: the chat model, asked only when no other model call is running
+Who writes a level's text: at the detailed level (``MODEL_LEVELS``) and for a topic, the
+extractive summarizer (a topic's turns are scattered over the session: the model's time goes to
+the session, branches and tasks, which contexts use); otherwise the chat model, asked only when no other model call is running
 (``Executors.llm_calls``), as a background call that any other call stops within one token (a
 prompt input is never kept waiting), within ``summary_timeout_s``; its text must keep the
 identifiers the extractive summary keeps (``model_valid``). Otherwise — no model, busy, stopped,
@@ -32,6 +34,7 @@ from app.core.engine.sessions import SessionService
 from app.core.memory.summaries import LEVELS, SummaryTurn, extractive, model_valid
 from app.core.memory.summary_subjects import (
     LEVEL_TOKENS,
+    MODEL_LEVELS,
     Made,
     Subject,
     cache_key,
@@ -129,7 +132,8 @@ class SummaryService:
             every = 1 if flush else max(1, self.ctx.config.summary_every)
             # (level, previous text, part) → text: a branch that is the whole session is summarized once
             self._made = {}
-            for subject in subjects_of(state):
+            topics = self.ctx.topic_messages(session_id) if self.ctx.topic_messages is not None else {}
+            for subject in subjects_of(state, topics):
                 last = latest.get((subject.kind, subject.subject_id, "brief"))
                 parts = new_parts(subject.turns, last.covers.last if last else None)
                 if sum(len(p) for p in parts) < every:
@@ -165,7 +169,8 @@ class SummaryService:
             before = p.content if (p := previous[level]) else ""
             same = (level, before, tuple(ids))
             if same not in self._made:
-                self._made[same] = await self._text(level, before, part)
+                self._made[same] = await self._text(level, before, part,
+                                                    model=subject.kind != "topic" and level in MODEL_LEVELS)
             made[level] = self._made[same]
             texts[level] = made[level].text
         records = [next_record(previous[level], subject, level, part, texts, made[level], key=keys[level],
@@ -192,11 +197,11 @@ class SummaryService:
 
     # ------------------------------------------------------------------ one level's text
 
-    async def _text(self, level: str, previous: str, part: Sequence[SummaryTurn]) -> Made:
+    async def _text(self, level: str, previous: str, part: Sequence[SummaryTurn], *, model: bool = True) -> Made:
         """The part's text at ``level``: the model's when it may and does well, else extractive."""
         started = time.perf_counter()
         reference = extractive(part, level)
-        outcome, text, usage = await self._ask_model(level, previous, part)
+        outcome, text, usage = await self._ask_model(level, previous, part) if model else ("extractive", "", None)
         if outcome == "model" and not model_valid(text, part, level, reference):
             outcome = "invalid"
         self.stats.outcomes[outcome] += 1

@@ -26,6 +26,7 @@ from app.core.errors import NoRecordError
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.builder import NEW_ROOT, BuildInputs
+from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
@@ -97,6 +98,18 @@ class TurnHooks:
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
 
 
+def write_cited(store: Any, state: SessionState, build: BuildRecord) -> None:
+    """Make the messages and memories ``build``'s context cites evidences, the first time a
+    context cites them (inside the caller's transaction, on the store thread)."""
+    cited = sorted({r.evidence_id for b in build.context.blocks for r in b.refs})
+    for view in (state.messages[i] for i in cited if i in state.messages):
+        if store.get_evidence(view.message_id) is None:
+            store.add_evidence(state.session_id, message_evidence(view))
+    for note in (state.notes[i] for i in cited if i in state.notes):
+        if note.kind != "env" and store.get_evidence(note.note_id) is None:
+            store.add_evidence(state.session_id, note_evidence(note))
+
+
 def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
     """The text, anchor override and ``Version`` that answer ``node_id``'s input again."""
     text, parent, version = versions.answer_again(state, node_id)
@@ -130,12 +143,14 @@ class TurnService:
         turn_id: str | None = None,
         tasks: TaskInputs | None = None,
         recorded: Recorded | None = None,
+        detail: Detail | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it).
 
         ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it (``submit``
         passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn
-        (``turn_id``); ``recorded`` feeds a recorded build's observations back (summaries included)."""
+        (``turn_id``); ``recorded`` feeds a recorded build's observations back (summaries and the
+        user's progressive detail included); ``detail`` is the detail of a new build."""
         ctx, state = self.ctx, state or await self.sessions.open(session_id)
         limits = limits or self._session_limits(state)
         t0 = time.perf_counter()
@@ -160,6 +175,7 @@ class TurnService:
             other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
             outside=partial(self.sessions.outside_notes, state), topics=ctx.topic_search, ablate=ctx.config.ablate,
             summaries=recorded.summaries if recorded else ctx.summary_offer(session_id),
+            detail=recorded.detail if recorded else detail or Detail(),
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
@@ -225,16 +241,17 @@ class TurnService:
         return result.parsed, "ok"
 
     async def rebuild(self, record: TurnRecord, past: SessionState, *, anchor_override: str | None,
-                      input_id: str) -> tuple[BuildRecord, StageTiming]:
+                      input_id: str, recorded: Recorded | None = None) -> tuple[BuildRecord, StageTiming]:
         """A recorded turn's build again on ``past`` (the session as of the turn): its text, time,
-        budget and model limits, focus and observations of the outside as recorded."""
+        budget and model limits, focus and observations of the outside as recorded (``recorded``
+        replaces them: a detail change sets another detail)."""
         b = record.build
         return await self.build(
             record.session_id, b.text, budget=b.budget, at=b.at, anchor_override=anchor_override, state=past,
             exclude_ids=b.excluded,
             limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
             focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
-            recorded=Recorded.of(b),
+            recorded=recorded or Recorded.of(b),
         )
 
     # ------------------------------------------------------------------ turns
@@ -256,15 +273,24 @@ class TurnService:
     async def answer_again(self, session_id: str, node_id: str, *, budget: int | None = None,
                            on_token: Callable[[str], None] | None = None) -> TurnRun:
         """Regenerate: answer ``node_id``'s input again as a new version of its turn, continuing the
-        same node, shown in place of the others (``app.core.session.versions``)."""
+        same node, shown in place of the others (``app.core.session.versions``), with the
+        progressive detail the user set on its context."""
         state = await self.sessions.open(session_id)
         async with self.ctx.lock(session_id):
             text, anchor, version = again(state, node_id)
-            return await self.submit_locked(state, text, budget, anchor, on_token, version=version)
+            detail = await self.detail_of(state.graph.node(node_id).ref_id)
+            return await self.submit_locked(state, text, budget, anchor, on_token, version=version, detail=detail)
+
+    async def detail_of(self, turn_id: str | None) -> Detail | None:
+        """The progressive detail set on a turn's context (None: none, or no recorded build)."""
+        try:
+            return Detail.model_validate((await self.record(turn_id)).build.detail) if turn_id else None
+        except NoRecordError:
+            return None
 
     async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
                             on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None,
-                            version: Version | None = None) -> TurnRun:
+                            version: Version | None = None, detail: Detail | None = None) -> TurnRun:
         """``submit`` for a caller that holds the session lock (the scheduler's streams).
 
         An ``anchor_override`` that is no node of this session (one pinned in another session,
@@ -283,6 +309,7 @@ class TurnService:
                 input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
                 turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
                 exclude_ids=version.excluded if version is not None else versions.put_away_messages(state),
+                detail=detail,
             )
         except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
             await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
@@ -327,15 +354,8 @@ class TurnService:
         """Write a built turn in one transaction (on the store thread): the messages its context
         cites as evidences, its node and edge, intent, plan, blocks, ``more`` writes and its record."""
         store, build, session_id, turn_id = self.ctx.store, record.build, record.session_id, record.turn_id
-        cited = {r.evidence_id for b in build.context.blocks for r in b.refs}
-        sources = [state.messages[i] for i in sorted(cited) if i in state.messages]  # the input included
         with store.transaction():
-            for view in sources:  # messages become evidences the first time a context cites them
-                if store.get_evidence(view.message_id) is None:
-                    store.add_evidence(session_id, message_evidence(view))
-            for note in (state.notes[i] for i in sorted(cited) if i in state.notes):  # and memories
-                if note.kind != "env" and store.get_evidence(note.note_id) is None:
-                    store.add_evidence(session_id, note_evidence(note))
+            write_cited(store, state, build)  # the input included
             store.save_node(session_id, node)
             if edge is not None:
                 store.save_edge(session_id, edge)

@@ -1,8 +1,9 @@
 """What gets summarized and how one update of a summary is made (pure; the engine's
 ``SummaryService`` runs it in the background).
 
-- ``subjects_of(state)``: the session, each branch (the turns of one root's lane: a tree of the
-  session graph) and each task (the turns that continue its node), with their turns in order.
+- ``subjects_of(state, topics)``: the session, each branch (the turns of one root's lane: a tree of
+  the session graph), each task (the turns that continue its node) and each main topic of the
+  session (the turns that mention it), with their turns in order.
 - ``new_parts(turns, last)``: the turns after the ones already covered, cut into parts at a
   pause of an hour or more, at most ``PART_MESSAGES`` each (an update covers one part).
 - ``cache_key``: (subject, level, covered ids, based_on) → the key a summary is found again by.
@@ -15,23 +16,27 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.memory.summaries import SummaryTurn, anchored_brief, compose
+from app.core.memory.summaries import SummaryTurn, anchored_brief, compose, extractive
 from app.core.session.state import SessionState
 from app.core.types import NodeKind, SummaryCovers, SummaryRecord, utc_now
 
 PART_MESSAGES = 32  # the most messages one update (one part) covers
 PAUSE_S = 3600  # a pause this long between two messages starts a new part
+#: The levels the chat model may write. The detailed level is always extractive: it is the
+#: verbatim record of the part (its identifiers restorable word for word), which a small model's
+#: paraphrase does not keep, and writing it would take the model longest.
+MODEL_LEVELS = ("brief", "standard")
 #: Completion tokens a model's summary may take, by level.
-LEVEL_TOKENS = {"brief": 64, "standard": 180, "detailed": 360}
+LEVEL_TOKENS = {"brief": 64, "standard": 140}
+PREVIOUS_WORDS = 60  # of the previous summary the model reads (its end: what the new part continues)
 LEVEL_ASK = {
     "brief": "one or two sentences",
     "standard": "one paragraph of at most six sentences",
-    "detailed": "a detailed summary, one line per point, keeping every fact",
 }
 
 
@@ -49,8 +54,9 @@ def _turns(state: SessionState, ids: Sequence[str]) -> tuple[SummaryTurn, ...]:
     return tuple(SummaryTurn(v.message_id, v.seq, v.speaker, v.text, v.at) for v in views if v.text.strip())
 
 
-def subjects_of(state: SessionState) -> list[Subject]:
-    """The session, its branches (one per root with turns) and its tasks, each with its turns."""
+def subjects_of(state: SessionState, topics: Mapping[str, Sequence[str]] | None = None) -> list[Subject]:
+    """The session, its branches (one per root with turns), its tasks and its main ``topics``
+    (topic id → the ids of the messages that mention it), each with its turns."""
     out = [Subject("session", state.session_id, _turns(state, state.order))]
     lanes: dict[str, list[str]] = {}
     for node in state.graph.nodes(NodeKind.TURN):
@@ -60,6 +66,7 @@ def subjects_of(state: SessionState) -> list[Subject]:
         ids = [m for n in state.graph.descendants(task.node_id) for m in state.turn_messages(n)]
         if ids:
             out.append(Subject("task", task.ref_id or task.node_id, _turns(state, ids)))
+    out += [Subject("topic", topic_id, _turns(state, ids)) for topic_id, ids in (topics or {}).items()]
     return [s for s in out if s.turns]
 
 
@@ -93,11 +100,18 @@ def cache_key(kind: str, subject_id: str, level: str, ids: Sequence[str], based_
 
 
 def summary_messages(level: str, previous: str, turns: Sequence[SummaryTurn]) -> list[dict[str, str]]:
-    """The chat messages that ask for the level's update of ``previous`` with ``turns``."""
-    lines = "\n".join(f"{t.speaker}: {t.text}" if t.speaker else t.text for t in turns)
+    """The chat messages that ask for the level's update of ``previous`` with ``turns``.
+
+    The model reads the part's key sentences (its extractive standard summary: every identifier
+    the model's text is checked for, in a fraction of the words) and the end of the previous
+    summary, not the whole part: reading the prompt is most of a small local model's time (about
+    4 ms a token on two cores), so a part of 32 messages would cost 5–8 s before the first word.
+    The part comes first, so the levels' prompts share their beginning (a prompt cache reads it once)."""
+    said = extractive(turns, "standard")
+    before = " ".join(previous.split()[-PREVIOUS_WORDS:]) if previous else "(none)"
     system = ("You summarize conversations. Copy every name, number, date and file path exactly as written. "
               "Write plain sentences; add nothing that was not said.")
-    user = (f"Summary so far:\n{previous or '(none)'}\n\nNew messages:\n{lines}\n\n"
+    user = (f"Key sentences of the new messages:\n{said}\n\nSummary so far (its end):\n{before}\n\n"
             f"Summarize the new messages as {LEVEL_ASK[level]}.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

@@ -302,6 +302,18 @@ class TopicIndex:
     def messages_of(self, topic_id: str) -> list[Mention]:
         return list(self._by_topic.get(topic_id, []))
 
+    def session_topics(self, session_id: str, *, least: int, most: int) -> dict[str, list[str]]:
+        """The session's main topics (at most ``most``, each mentioned by at least ``least`` of
+        its messages and not by half of them or more, like the people of a chat): topic id → message ids."""
+        total = self._per_session[session_id]
+        counts: dict[str, list[str]] = {}
+        for topic_id, mentions in self._by_topic.items():
+            ids = list(dict.fromkeys(m.message_id for m in mentions if m.session_id == session_id))
+            if least <= len(ids) < max(least + 1, total / 2):
+                counts[topic_id] = ids
+        ranked = sorted(counts, key=lambda t: (-len(counts[t]), t))[:most]
+        return {t: counts[t] for t in ranked}
+
     def related(self, topic_id: str, k: int = 5) -> list[tuple[str, int]]:
         """Topics that co-occur with ``topic_id`` in a message, most often first (id, count)."""
         pairs = [(b if a == topic_id else a, n) for (a, b), n in self.cooccur.items() if topic_id in (a, b)]

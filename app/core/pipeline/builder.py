@@ -43,6 +43,7 @@ from app.core.intent.engine import IntentEngine
 from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.candidates import anchor_candidates
+from app.core.pipeline.detail import Detail
 from app.core.pipeline.evidence import check_required, gate_items, recalled_items
 from app.core.pipeline.fitting import Fitted, PromptFitter
 from app.core.pipeline.record import BuildRecord, StageTiming
@@ -110,6 +111,8 @@ class BuildInputs:
     # The branch summaries on offer (root node → level → summary; ``pipeline/summary_items``):
     # the engine's current ones, or those a recorded build saw (replay).
     summaries: Offered = field(default_factory=dict)
+    # The progressive detail the user set on the turn's context (``pipeline/detail``).
+    detail: Detail = field(default_factory=Detail)
 
 
 #: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
@@ -263,9 +266,8 @@ class ContextBuilder:
         facts.extend(extract_facts(inp.text, evidence_id=inp.input_id, at=inp.at, reliability=1.0))
         items.extend(profile_items(inp.profile))
         items.extend(goal_items(intent, plan))
-        conversation = self.conversation_items(state, inp, plan, anchor)
+        conversation = self.history_items(state, inp, plan, anchor)
         items.extend(conversation)
-        items.extend(summary_items(state, anchor, plan, inp.summaries, inp.text, inp.exclude_ids))
         items.extend(recalled_items(state, recalled, {it.item_id for it in conversation}, counter=self.counter,
                                     query=inp.text, cap=self.item_cap(plan), priority=plan.rerank.evidence_priority,
                                     compressions=compressions))
@@ -277,17 +279,35 @@ class ContextBuilder:
         evidence quota (at least 64 tokens)."""
         return max(64, plan.budget.segments.get("evidence", 0) // 2)
 
-    def conversation_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None) -> list[Item]:
-        """The anchor's main chain, nearest turn first in priority (its messages, minus excluded ones)."""
+    def history_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None) -> list[Item]:
+        """The branch of the anchor and of a node the user focused (``inp.detail``): each main
+        chain's raw window and the summary lines before it (one item per id)."""
+        detail = inp.detail
+        items = [*self.conversation_items(state, inp, plan, anchor, detail.through),
+                 *summary_items(state, anchor, plan, inp.summaries, inp.text, inp.exclude_ids, detail)]
+        focus = detail.focus
+        if focus is not None and focus != anchor and focus in state.graph:
+            focused = detail.model_copy(update={"through": None})
+            items += [*self.conversation_items(state, inp, plan, focus),
+                      *summary_items(state, focus, plan, inp.summaries, inp.text, inp.exclude_ids, focused)]
+        first: dict[str, Item] = {}
+        for it in items:
+            first.setdefault(it.item_id, it)
+        return list(first.values())
+
+    def conversation_items(self, state: SessionState, inp: BuildInputs, plan: ContextPlan, anchor: str | None,
+                           through: int | None = None) -> list[Item]:
+        """The anchor's main chain, nearest turn first in priority (its messages, minus excluded
+        ones and those up to index ``through``, which the user collapsed into the summary)."""
         if anchor is None or anchor not in state.graph:
             return []
         excluded = set(inp.exclude_ids)
         items: list[Item] = []
         for distance, node in enumerate(state.main_chain(anchor, plan.history.main_chain_turns)):
             for mid in state.turn_messages(node):
-                if mid in excluded:
-                    continue
                 view = state.messages[mid]
+                if mid in excluded or (through is not None and view.seq <= through):
+                    continue
                 items.append(
                     Item(mid, BlockType.CONVERSATION, state.render_message(view), Priority.HIGH if distance == 0 else Priority.MEDIUM,
                          score=1.0 / (1 + distance), order=view.seq, evidence_ids=(mid,))
@@ -354,7 +374,9 @@ class ContextBuilder:
         timing.build_ms = (t5 - t0) * 1000
         record = self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack)
         record.compressed, record.required = compressions, required
-        record.summaries = recorded_offer(state, anchor, inp.summaries)
+        record.summaries = recorded_offer(state, [anchor, inp.detail.focus], inp.summaries)
+        if not inp.detail.empty() or inp.detail.actions:
+            record.detail = inp.detail.model_dump(mode="json")
         return record, timing
 
     @staticmethod

@@ -68,6 +68,8 @@ class BuildRecord(BaseModel):
     # The anchor branch's summaries the build was offered ({"root", "levels": {level: summary}}):
     # an observation of the background summarizer, fed back on replay (``pipeline/summary_items``).
     summaries: dict[str, Any] = Field(default_factory=dict)
+    # The progressive detail the user set on this context (``pipeline/detail.Detail``; empty: none).
+    detail: dict[str, Any] = Field(default_factory=dict)
 
     def comparable(self) -> dict[str, Any]:
         """The record without timings of channel queries (wall-clock, not decisions)."""

@@ -12,23 +12,29 @@ Summaries pass the relevance gate like any candidate: the part just before the w
 the branch's continuity (grade 1.0, as the branch's own turns do); an older part must be about
 the input by its words (the gate's lexical support against the plan's threshold). They are
 packed at low priority, from what the budget leaves once everything else is placed.
+
+The user's progressive detail (``pipeline/detail``) sets a part's level (a part they chose is
+not graded away), shows it as its raw turns, hides it, or moves the raw window's start (what is
+collapsed before it is carried by the summary).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.core.context.compiler import Item
 from app.core.context.gate import GatePolicy, coverage, support, weights
 from app.core.memory.summaries import LEVELS, part_level
+from app.core.pipeline.detail import RAW, Detail, span_of
 from app.core.plan.model import ContextPlan
 from app.core.session.state import SessionState
 from app.core.text import history_text
-from app.core.types import BlockType, Priority, SummaryRecord
+from app.core.types import BlockType, Priority, Ref, SummaryRecord
 
 #: What a build was offered: branch root node → level → the branch's summary at that level.
 Offered = Mapping[str, Mapping[str, SummaryRecord]]
+DETAIL_LEVEL = "standard"  # the level detail starts from when the plan carries no summary
 
 
 def offered_for(state: SessionState, anchor: str | None, offered: Offered) -> dict[str, SummaryRecord]:
@@ -38,25 +44,36 @@ def offered_for(state: SessionState, anchor: str | None, offered: Offered) -> di
     return dict(offered.get(state.graph.root_of(anchor), {}))
 
 
-def recorded_offer(state: SessionState, anchor: str | None, offered: Offered) -> dict[str, Any]:
-    """What the build record keeps of the offer: the anchor's branch, its summaries as JSON."""
-    mine = offered_for(state, anchor, offered)
-    if not mine or anchor is None:
+def recorded_offer(state: SessionState, subjects: Sequence[str | None], offered: Offered) -> dict[str, Any]:
+    """What the build record keeps of the offer: the branch of each subject node (the anchor,
+    then a focused node), their summaries as JSON (``{"root", "levels", "more": [...]}``)."""
+    kept: list[dict[str, Any]] = []
+    for node in subjects:
+        mine = offered_for(state, node, offered)
+        if mine and node is not None and all(k["root"] != state.graph.root_of(node) for k in kept):
+            kept.append({"root": state.graph.root_of(node),
+                         "levels": {k: v.model_dump(mode="json") for k, v in mine.items()}})
+    if not kept:
         return {}
-    return {"root": state.graph.root_of(anchor), "levels": {k: v.model_dump(mode="json") for k, v in mine.items()}}
+    return {**kept[0], "more": kept[1:]} if len(kept) > 1 else kept[0]
 
 
 def offer_from_record(recorded: Mapping[str, Any]) -> dict[str, dict[str, SummaryRecord]]:
     """The offer a recorded build saw (``recorded_offer``'s output read back)."""
     if not recorded:
         return {}
-    return {recorded["root"]: {k: SummaryRecord.model_validate(v) for k, v in recorded["levels"].items()}}
+    return {r["root"]: {k: SummaryRecord.model_validate(v) for k, v in r["levels"].items()}
+            for r in [recorded, *recorded.get("more", [])]}
 
 
 def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, offered: Offered,
-                  query: str, excluded: Sequence[str] = ()) -> list[Item]:
-    """The summary lines of the anchor's branch before its raw window (see the module docstring)."""
+                  query: str, excluded: Sequence[str] = (), detail: Detail | None = None) -> list[Item]:
+    """The summary lines of the anchor's branch before its raw window, at the levels ``detail``
+    sets (a part shown raw gives its turns; see the module docstring)."""
+    detail = detail or Detail()
     level = plan.history.summary_level
+    if level not in LEVELS and not detail.empty():
+        level = DETAIL_LEVEL  # the plan carries no summary, but the user asked for detail
     mine = offered_for(state, anchor, offered)
     record = mine.get(level) if level in LEVELS else None
     if record is None or anchor is None:
@@ -64,22 +81,60 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
     window = [state.messages[m].seq for n in state.main_chain(anchor, plan.history.main_chain_turns)
               for m in state.turn_messages(n) if m not in excluded]
     start = min(window) if window else state.messages[state.order[-1]].seq + 1 if state.order else 0
+    if detail.through is not None:
+        start = max(start, detail.through + 1)
     parts = [(k, p) for k, p in enumerate(record.parts) if p["last"] < start]
     if not parts:
         return []
     n = len(record.parts)
     outside = state.outside_lines()  # what an answer copied from outside text stays quoted
-    texts = {k: history_text(p[part_level(n - 1 - k, level)], outside) for k, p in parts}
+    shown = {k: detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in parts}
+    texts = {k: history_text(p[shown[k]], outside) for k, p in parts if shown[k] in LEVELS}
     word_weights = weights(query, texts.values())
     policy = GatePolicy(threshold=plan.rerank.relevance_threshold)
     items: list[Item] = []
     last = parts[-1][0]
     for k, part in parts:
-        grade = 1.0 if k == last else support(None, coverage(word_weights, texts[k]), policy)
+        span = span_of(part)
+        if shown[k] == RAW:
+            items += raw_items(state, record, part, excluded)
+            continue
+        if k not in texts:  # hidden by the user
+            continue
+        chosen = span in detail.spans  # what the user asked to see is not graded away
+        grade = 1.0 if k == last or chosen else support(None, coverage(word_weights, texts[k]), policy)
         if grade < policy.threshold or not texts[k]:
             continue
-        span = f"{part['first']}-{part['last']}"
         items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,
                           f"(turns {span}) {texts[k]}", Priority.LOW, score=grade, order=part["first"],
                           evidence_ids=(record.summary_id,), selector=f"turns:{span}"))
     return items
+
+
+def raw_items(state: SessionState, record: SummaryRecord, part: Mapping[str, Any],
+              excluded: Sequence[str] = ()) -> list[Item]:
+    """The turns a summary part covers, as conversation lines (an expanded part)."""
+    ids = record.covers.ids
+    try:
+        covered = ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
+    except ValueError:
+        return []
+    views = [state.messages[m] for m in covered if m in state.messages and m not in excluded]
+    return [Item(v.message_id, BlockType.CONVERSATION, state.render_message(v), Priority.HIGH, score=0.5,
+                 order=v.seq, evidence_ids=(v.message_id,)) for v in views]
+
+
+def shown_levels(detail: Detail, refs: Iterable[Ref], offered: Offered) -> dict[str, str]:
+    """Span → the level each summary part of a built context is shown at: the user's choice,
+    else the level its line in the context has (``refs``: the context's block refs)."""
+    by_id = {r.summary_id: r for levels in offered.values() for r in levels.values()}
+    shown = dict(detail.spans)
+    for ref in refs:
+        record = by_id.get(ref.evidence_id)
+        span = ref.selector.removeprefix("turns:")
+        if record is None or span == ref.selector or span in shown:
+            continue
+        ages = [len(record.parts) - 1 - k for k, p in enumerate(record.parts) if span_of(p) == span]
+        if ages:
+            shown[span] = part_level(ages[0], record.level)
+    return shown
