@@ -142,15 +142,13 @@ class TurnService:
         focus_chosen: bool = False,
         turn_id: str | None = None,
         tasks: TaskInputs | None = None,
-        recorded: Recorded | None = None,
-        detail: Detail | None = None,
+        recorded: Recorded | None = None, detail: Detail | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it).
 
         ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it (``submit``
-        passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn
-        (``turn_id``); ``recorded`` feeds a recorded build's observations back (summaries and the
-        user's progressive detail included); ``detail`` is the detail of a new build."""
+        passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn (``turn_id``);
+        ``recorded`` feeds a recorded build's observations (summaries, the user's detail) back."""
         ctx, state = self.ctx, state or await self.sessions.open(session_id)
         limits = limits or self._session_limits(state)
         t0 = time.perf_counter()

@@ -375,8 +375,6 @@ class ContextBuilder:
         record = self.record(inp, intent, result, decision, anchor, req, recalled, fitted, tool_round, stack)
         record.compressed, record.required = compressions, required
         record.summaries = recorded_offer(state, [anchor, inp.detail.focus], inp.summaries)
-        if not inp.detail.empty() or inp.detail.actions:
-            record.detail = inp.detail.model_dump(mode="json")
         return record, timing
 
     @staticmethod
@@ -386,6 +384,7 @@ class ContextBuilder:
         """The build's record: what every stage decided, as JSON-ready data."""
         return BuildRecord(
             text=inp.text,
+            detail=inp.detail.model_dump(mode="json") if inp.detail.actions else {},
             at=inp.at,
             budget=inp.budget,
             intent=intent.model_dump(mode="json"),
