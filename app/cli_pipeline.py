@@ -449,7 +449,8 @@ def add_parsers(sub: Any) -> None:
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
-    p.add_argument("--ablate", metavar="CHANNELS", help="recall / purity: switch recall channels off, e.g. memory,topic")
+    p.add_argument("--ablate", metavar="CHANNELS", help="recall / purity: switch recall channels off, e.g. memory,topic; "
+                   "summaries: contexts get no branch summary")
     p.add_argument("--split-sessions", action="store_true",
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")

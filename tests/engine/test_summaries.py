@@ -231,3 +231,15 @@ def test_a_main_topic_of_the_session_gets_its_own_summary_of_the_turns_that_ment
         assert summary.provider == "extractive"
 
     make_engine.run(body)
+
+
+def test_the_summaries_ablation_offers_contexts_no_branch_summary(make_engine: EngineFactory) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        await engine.ingest(state.session_id, _history(40))
+        await engine.summarize(state.session_id)
+        assert engine.ctx.summary_offer(state.session_id)
+        engine.config.ablate = ("summaries",)
+        assert engine.ctx.summary_offer(state.session_id) == {}
+
+    make_engine.run(body)

@@ -72,7 +72,8 @@ class EngineConfig:
     # app), "off" keeps to the extractive summarizer; either way the extractive one stands in.
     summary_model: str = "off"
     summary_timeout_s: float = 20.0
-    # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing.
+    # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing;
+    # "summaries": builds are offered no branch summary.
     ablate: tuple[str, ...] = ()
 
 
@@ -105,8 +106,11 @@ class EngineContext:
     summaries_of: Callable[[str], Mapping[str, Mapping[str, SummaryRecord]]] | None = None
 
     def summary_offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
-        """The branch summaries of the session a build may use now (none when summaries are off)."""
-        return self.summaries_of(session_id) if self.summaries_of is not None else {}
+        """The branch summaries of the session a build may use now (none when summaries are off or
+        ablated: ``ablate`` holds "summaries")."""
+        if self.summaries_of is None or "summaries" in self.config.ablate:
+            return {}
+        return self.summaries_of(session_id)
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""
