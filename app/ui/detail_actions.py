@@ -67,10 +67,11 @@ def detailed_line(done: Detailed, label: str, before_label: str, order: list[str
 
 
 def collapsed_text(found: SubtreeSummary | None, hidden: int) -> str:
-    """What a collapsed node shows: "Summary of N hidden turns: …" ("" when nothing continues it)."""
+    """What a collapsed node shows: "Summary of N hidden turns:" over the summary ("" when nothing
+    continues it)."""
     if found is None or not found.text.strip():
         return ""
-    return f"Summary of {hidden} hidden turn{'s' if hidden != 1 else ''}: {found.text.strip()}"
+    return f"Summary of {hidden} hidden turn{'s' if hidden != 1 else ''}:\n{found.text.strip()}"
 
 
 class DetailActions:

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import DetailAction
 from app.core.types import BlockType
+from app.ui.canvas.style import BODY_LINE, BODY_MAX_LINES, TURN_HEADER
 from app.ui.window import MainWindow
 from tests.ui.conftest import drive, fake_services, until
 from tests.ui.test_detail_ui import QUESTION, history
@@ -94,8 +95,10 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
     scene.node_action.emit("collapse", node)
     drive(aloop, until(lambda: item.summary, 30, "the collapsed node's summary"))
     hidden = 49 + 1  # the history turns after it and the question's turn
-    assert item.summary.startswith(f"Summary of {hidden} hidden turns: ")
+    assert item.summary.startswith(f"Summary of {hidden} hidden turns:\n")
     assert "src/step_" in item.summary and item.body == item.summary
+    lines = item.body_lines()  # the card grew for the summary and keeps a line for its "+N" badge
+    assert 0 < len(lines) < BODY_MAX_LINES and item.height == TURN_HEADER + (len(lines) + 1) * BODY_LINE + 8
     assert item.toolTip().startswith(item.node.label + "\n\n" + f"Summary of {hidden} hidden turns:")
     assert not scene.item(state.node_of(asked)).isVisible()
     scene.node_action.emit("expand", node)
@@ -106,7 +109,7 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
     drive(aloop, c.open_session(sid))  # the session opens with the node collapsed: its summary shows
     reopened = scene.item(node)
     assert reopened is not item and scene.is_collapsed(node)
-    drive(aloop, until(lambda: reopened.summary.startswith(f"Summary of {hidden} hidden turns: "), 30,
+    drive(aloop, until(lambda: reopened.summary.startswith(f"Summary of {hidden} hidden turns:\n"), 30,
                        "the summary after reopening"))
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))

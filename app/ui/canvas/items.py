@@ -234,9 +234,10 @@ class NodeItem(QGraphicsRectItem):
             return
         self.body = text
         width = self._rect.width() - 20
-        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES)
+        badge_row = 1 if self.summary else 0  # the "+N" badge of a collapsed node gets a line of its own
+        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES - badge_row)
         if self.kind == NodeKind.TURN:
-            lines = len(self._body_lines)
+            lines = len(self._body_lines) + badge_row if self._body_lines else 0
             height = TURN_HEADER + lines * BODY_LINE + 8 if lines else TURN_MIN_HEIGHT
             height = min(TURN_MAX_HEIGHT, max(TURN_MIN_HEIGHT, height))
             if height != self._rect.height():

@@ -270,6 +270,7 @@ class ContextTabWidget(ScrollTab):
         row = next((kinds.index(k) for k in wanted if k in kinds), 0)
         if blocks:
             self.blocks.setCurrentCell(row, 0)
+            self.blocks.scrollToItem(self.blocks.item(row, 0))
         self._on_block_selected(row if blocks else -1, 0, -1, -1)  # also when the current cell did not move
         if kept is not None:
             self.detail.select(kept[1])

@@ -27,7 +27,7 @@ from app.core.types import BlockType, ContextBlock
 from app.ui.panels.widgets import set_role, short_id
 
 #: How a part is shown, in the words of the "You set" line and the status bar.
-LEVEL_WORDS = {RAW: "shown in full", "detailed": "summarized in detail", "standard": "summarized",
+LEVEL_WORDS = {RAW: "shown in full", "detailed": "summarized in detail", "standard": "summarized at standard length",
                "brief": "summarized briefly", HIDDEN: "left out"}
 #: The same, short, after a part's name in the list.
 LEVEL_TAGS = {RAW: "in full", "detailed": "detailed", "standard": "standard", "brief": "brief", HIDDEN: "left out"}
