@@ -2,7 +2,8 @@
 branch (history ingested and summarized) whose question's context carries a summary line;
 "More detail" three times brings that part's turns back raw, each time the inspector shows the
 recompiled record with the Context tab still open and the status bar says what changed; what
-cannot apply is said in one line; a branch is brought in; a collapsed node shows the summary of
+cannot apply is said in one line; one of those turns, made less detailed, puts the part back into the
+summary; a branch is brought in; a collapsed node shows the summary of
 what it hides, gives its own answer back when expanded, and shows it again when the session
 opens with the node still collapsed."""
 
@@ -79,8 +80,14 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
                        "the refusal"))
     assert len(window.inspector.record.revisions) == 3
 
+    assert context.detail.select(sorted(part_turns & raw)[0])  # one of the part's turns: less detail
+    context.detail.less.click()
+    drive(aloop, until(lambda: len(window.inspector.record.revisions) == 4, 30, "the part summarized again"))
+    assert status.currentMessage().startswith(f"Less detail: turns {span} are now summarized in detail")
+    assert not part_turns & {r.evidence_id for b in _blocks(window, BlockType.CONVERSATION) for r in b.refs}
+
     context.detail.bring.click()  # the garden branch, beside this one
-    drive(aloop, until(lambda: len(window.inspector.record.revisions) == 4, 30, "the branch brought in"))
+    drive(aloop, until(lambda: len(window.inspector.record.revisions) == 5, 30, "the branch brought in"))
     assert window.inspector.record.build.detail["focus"] == garden
     assert status.currentMessage().startswith("Bring in: the branch “Separately: the garden needs 12 tulips.” "
                                               "is now part of this context (")
