@@ -4,7 +4,9 @@ The session is made by typing into the composer of the real app on the default m
 branch, a follow-up, an unrelated question (a new root) and a re-anchored turn; then the window
 each inspector tab, the Conversation dock, the canvas filtered to one topic and the Memory dock
 (after a statement added to the profile) are grabbed, in the light and the dark theme; a file is
-attached twice (two versions of its artifact).
+attached twice (two versions of its artifact). A long chat imported as history and summarized
+shows progressive detail: the Context tab's Detail row on a summary line, that part made more
+detailed, and a collapsed node showing the summary of what it hides.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     await grab("05b-memory")
     await _add_to_profile(window, "I prefer answers in short bullet points")
     await grab("05c-memory-profile-added")
+    await _detail_shots(window, grab)
     window.docks["sessions"].raise_()
     window.view.fit_all()
     window._toggle_theme()
@@ -146,6 +149,83 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     while not window._shut:
         await asyncio.sleep(0.05)
     return files
+
+
+CHAT = (  # an imported chat: each line a decision worth keeping, then small talk
+    "We move the shop to the new server shop-02 on {day} March; the old one stays up for a week.",
+    "The database dump goes to /srv/backup/shop_{k}.sql before each step.",
+    "Staging listens on port 84{k:02d}; production stays on 443.",
+    "Nice weather today, I had lunch outside.",
+    "Invoices are exported as PDF into the folder invoices/{day}-03.",
+    "Lena reviews the checkout change number {k} before it ships.",
+    "The coffee machine on floor 2 is broken again.",
+    "Payments switch to the provider PayFlow from version 2.{k} on.",
+)
+
+
+def _chat(n: int) -> list[Any]:
+    """``n`` messages of an imported planning chat between two people."""
+    from app.core.types import Author, AuthorKind, Message, Role
+
+    out = []
+    for k in range(n):
+        who = ("Maya", "Tom")[k % 2]
+        text = CHAT[k % len(CHAT)].format(k=k, day=k % 27 + 1)
+        out.append(Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
+                           at=f"2024-03-{k // 10 + 1:02d}T10:{k % 60:02d}:00Z"))
+    return out
+
+
+async def _detail_shots(window: Any, grab: Callable[[str], Any]) -> None:
+    """Progressive detail: a 60-message chat imported as history and summarized, a question on
+    its end; the Context tab's Detail row on the summary block, one part made more detailed, a
+    node collapsed on the canvas showing its summary. The first session is opened again after."""
+    from PySide6.QtWidgets import QScrollArea
+
+    from app.core.types import BlockType
+
+    c, context = window.controller, window.inspector.context
+    first = c.session_id
+    await c.open_session(None, title="Shop move (imported chat)")
+    state = c.state
+    await c.engine.ingest(state.session_id, _chat(60))
+    await c.engine.summarize(state.session_id)
+    end = state.node_of(state.turn_order[-1])
+    window.composer.set_anchor(end, "")
+    window.composer.edit.setPlainText("Where does the database dump go before each step?")
+    window.composer.send.click()
+    await _until(lambda: len(state.turn_order) > 60 and not c.busy(), 300)
+    asked = state.turn_order[-1]
+    await window._show_turn(asked)
+    window.docks["inspector"].raise_()
+    for name in ("streams", "environment"):  # the inspector gets the whole right column: blocks and Detail row in view
+        window.docks[name].hide()
+    window.inspector.tabs.setCurrentWidget(context)
+    kinds = [b.block_type for b in window.inspector.record.build.context.blocks]
+    if BlockType.SUMMARY not in kinds:
+        print("detail shots: the question's context has no summary line", kinds, flush=True)
+    context.blocks.setCurrentCell(kinds.index(BlockType.SUMMARY) if BlockType.SUMMARY in kinds else 0, 0)
+    area = context.findChild(QScrollArea)
+    await asyncio.sleep(0.2)
+    area.ensureWidgetVisible(context.detail, 0, 40)
+    await grab("08-context-detail")
+    context.detail.more.click()
+    await _until(lambda: bool(window.inspector.record.revisions), 120)
+    await asyncio.sleep(0.3)
+    area.ensureWidgetVisible(context.detail, 0, 40)
+    await grab("08b-context-more-detail")
+    for name in ("streams", "environment"):
+        window.docks[name].show()
+    node = state.node_of(state.turn_order[40])
+    window._on_node_action("collapse", node)
+    await _until(lambda: bool(window.scene.item(node).summary), 60)
+    window.scene.select([node])
+    window.view.center_on_node(node)
+    await asyncio.sleep(0.3)
+    await grab("08c-collapsed-summary")
+    await c.open_session(first)
+    window.statusBar().clearMessage()
+    await asyncio.sleep(0.3)
 
 
 async def _until(test: Callable[[], Any], seconds: float = 10.0) -> None:

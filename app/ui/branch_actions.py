@@ -84,6 +84,7 @@ class CanvasActions:
         def _turn_of(self, node_id: str) -> str | None: ...
         def _on_error(self, message: str) -> None: ...
         async def _show_turn(self, turn_id: str) -> None: ...
+        def show_subtree_summary(self, node_id: str, collapsed: bool) -> Any: ...
 
     def reanchor(self, turn_id: str, target: str | None) -> None:
         """Re-anchor ``turn_id`` onto ``target`` (None: a new branch) as an undoable command."""
@@ -145,6 +146,7 @@ class CanvasActions:
         elif action in ("collapse", "expand"):
             collapsed = action == "collapse"
             self.scene.set_collapsed(node_id, collapsed)
+            self.show_subtree_summary(node_id, collapsed)  # the summary of what it hides, on the node
             c.call("Saving the collapse", engine.set_collapsed, sid, node_id, collapsed)
         elif action == "undo_reanchor":
             turn_id = self._turn_of(node_id)

@@ -3,7 +3,8 @@
 The window wires widgets to the ``EngineController`` and holds no engine logic: the scene
 mirrors the session graph through its signals; turn progress arrives as controller signals;
 canvas branch actions go back through the controller (``branch_actions``; re-anchoring and
-injecting undoable); File menu actions are ``file_actions.FileActions``. Startup shows the
+injecting undoable); File menu actions are ``file_actions.FileActions``; the Context tab's
+detail row and collapsed nodes' summaries are ``detail_actions.DetailActions``. Startup shows the
 window at once; the models load in the background while the status bar says what is happening.
 """
 
@@ -36,6 +37,7 @@ from app.ui.canvas.toolbar import CanvasToolbar
 from app.ui.canvas.view import CanvasView
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
+from app.ui.detail_actions import DetailActions
 from app.ui.file_actions import FileActions
 from app.ui.menus import build_menus
 from app.ui.panels.env import EnvPanel, failure_row, history_rows, routed_rows
@@ -62,7 +64,7 @@ def resident_memory_mb() -> float | None:
 CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
 
 
-class MainWindow(CanvasActions, FileActions, QMainWindow):
+class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
     """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
 
     closed = Signal()  # after the engine has shut down
@@ -193,6 +195,7 @@ class MainWindow(CanvasActions, FileActions, QMainWindow):
         hover = getattr(self.inspector, "evidence_hovered", None)
         if hover is not None:
             hover.connect(self._on_evidence_hovered)
+        self._connect_detail()  # after session_opened's own slot: the canvas has the graph by then
 
     # ------------------------------------------------------------------ startup and shutdown
 

@@ -9,6 +9,7 @@ elided once, when it changes, never while painting.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,8 @@ class NodeItem(QGraphicsRectItem):
         self.streaming = False
         self.highlighted = False
         self.collapsed_count = 0
+        self.summary = ""  # collapsed: what the hidden subtree says, shown instead of the body
+        self._own_body = ""  # the node's own body meanwhile
         self._body_lines: list[str] = []
         self._body_truncated = False
         self._label_lines: list[str] | None = None  # elided lazily, per level of detail
@@ -167,7 +170,7 @@ class NodeItem(QGraphicsRectItem):
         w, h = node_size(self.kind)
         self._set_size(w, h)
         self.setFlags(_NODE_FLAGS)
-        self.setToolTip(node.label)
+        self.setToolTip(self._tooltip())
         self.setZValue(1.0)
         self._read_attrs()
 
@@ -194,12 +197,34 @@ class NodeItem(QGraphicsRectItem):
         if node.label != self.node.label:
             self._label_lines = self._label_mid = self._label_far = None
         self.node = node
-        self.setToolTip(node.label)
+        self.setToolTip(self._tooltip())
         self._read_attrs()
         self.update()
 
+    def set_summary(self, text: str) -> None:
+        """Show ``text`` (a collapsed subtree's summary) as the body, muted, and in the tooltip;
+        "" shows the node's own body again."""
+        if text == self.summary:
+            return
+        if not self.summary:
+            self._own_body = self.body
+        self.summary, self._body_truncated = text, False
+        self._show_body(text or self._own_body, self.streaming)
+        self.setToolTip(self._tooltip())
+
+    def _tooltip(self) -> str:
+        paragraphs = [textwrap.fill(p, 90) for p in self.summary.split("\n") if p.strip()]
+        return "\n\n".join([self.node.label, "\n".join(paragraphs)]) if paragraphs else self.node.label
+
     def set_body(self, text: str, *, streaming: bool = False) -> None:
-        """Show ``text`` under the label (turn cards grow up to a maximum height)."""
+        """Show ``text`` under the label (turn cards grow up to a maximum height); while a
+        summary shows, it is kept for when the node is expanded."""
+        if self.summary:
+            self._own_body, self.streaming = text, streaming
+            return
+        self._show_body(text, streaming)
+
+    def _show_body(self, text: str, streaming: bool) -> None:
         was_streaming, self.streaming = self.streaming, streaming
         if self._body_truncated and text.startswith(self.body[: sample_length(BODY_MAX_LINES)]):
             # the visible part is settled: a token batch appended past the ellipsis
@@ -209,9 +234,10 @@ class NodeItem(QGraphicsRectItem):
             return
         self.body = text
         width = self._rect.width() - 20
-        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES)
+        badge_row = 1 if self.summary else 0  # the "+N" badge of a collapsed node gets a line of its own
+        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES - badge_row)
         if self.kind == NodeKind.TURN:
-            lines = len(self._body_lines)
+            lines = len(self._body_lines) + badge_row if self._body_lines else 0
             height = TURN_HEADER + lines * BODY_LINE + 8 if lines else TURN_MIN_HEIGHT
             height = min(TURN_MAX_HEIGHT, max(TURN_MIN_HEIGHT, height))
             if height != self._rect.height():
@@ -369,7 +395,7 @@ class NodeItem(QGraphicsRectItem):
             painter.setPen(s.border[kind])
             painter.drawLine(QPointF(10, TURN_HEADER - 4), QPointF(self._rect.width() - 10, TURN_HEADER - 4))
             painter.setFont(s.font_body)
-            painter.setPen(s.muted_pen if self.streaming else s.text_pen)
+            painter.setPen(s.muted_pen if self.streaming or self.summary else s.text_pen)
             for i, line in enumerate(self._body_lines):
                 painter.drawText(QPointF(10, TURN_HEADER + 10 + BODY_LINE * i), line)
         if kind == NodeKind.TASK:

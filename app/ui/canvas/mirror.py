@@ -377,7 +377,7 @@ class GraphMirrorScene(QGraphicsScene):
 
     def set_collapsed(self, node_id: str, collapsed: bool) -> None:
         """Hide (or show again) every node continuing ``node_id``, directly or not; the node shows
-        a "+N" badge while collapsed."""
+        a "+N" badge while collapsed (and the summary the window gives it, ``set_node_summary``)."""
         item = self._items.get(node_id)
         if item is None or node_id not in self._layout:
             return
@@ -388,6 +388,14 @@ class GraphMirrorScene(QGraphicsScene):
         for child in self._layout.children(node_id):
             self._refresh_visibility(child)
         item.set_collapsed_count(len(self._layout.descendants(node_id)) if collapsed else 0)
+        if not collapsed:
+            item.set_summary("")
+
+    def set_node_summary(self, node_id: str, text: str) -> None:
+        """Show what the subtree hidden under a collapsed node says, on the node ("" takes it off)."""
+        item = self._items.get(node_id)
+        if item is not None and (node_id in self._collapsed or not text):
+            item.set_summary(text)
 
     def is_collapsed(self, node_id: str) -> bool:
         return node_id in self._collapsed

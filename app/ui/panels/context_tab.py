@@ -1,21 +1,28 @@
 """The Context tab: the budget by segment, the compiled blocks in prompt order, what was dropped,
 and the exact prompt messages sent to the model.
 
-Built from ``BuildRecord.context`` (``CompiledContext``) and ``BuildRecord.prompt``.
+Built from ``BuildRecord.context`` (``CompiledContext``) and ``BuildRecord.prompt``. Under the
+selected block, its Detail row (``detail_row``) changes how much of the branch the context
+carries; the choice leaves as ``detail_requested(turn_id, DetailAction)``. When the same turn is
+shown again (recompiled), the block of the same kind and the same part stay selected.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QWidget
 
 from app.core.context.compiler import SEGMENT_ORDER
+from app.core.pipeline.detail import RAW
 from app.core.pipeline.record import TurnRecord
+from app.core.types import BlockType
 from app.ui import theme
+from app.ui.panels.detail_row import Branch, DetailRow, block_parts, shown_of, unseen, unseen_parts
 from app.ui.panels.widgets import (
     IDS_ROLE,
     HoverTracker,
@@ -138,10 +145,16 @@ class BudgetBarWidget(QWidget):
 
 
 class ContextTabWidget(ScrollTab):
-    """Shows what the model was given: budget use, blocks, dropped items and the exact prompt."""
+    """Shows what the model was given: budget use, blocks, dropped items and the exact prompt.
+    ``branch_lookup`` (the window's) names the session's other branches a record's context could
+    bring in; ``label_lookup`` a node's label."""
+
+    detail_requested = Signal(str, object)  # (turn_id, DetailAction)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.branch_lookup: Callable[[TurnRecord], list[Branch]] | None = None
+        self.label_lookup: Callable[[str], str] | None = None
         layout = self.column
         self.budget_bar = BudgetBarWidget()
         self.blocks = make_table(["#", "Type", "Priority", "Tokens", "Refs", "Content"])
@@ -150,6 +163,8 @@ class ContextTabWidget(ScrollTab):
         self.block_view.setFont(theme.monospace_font())
         self.block_view.setMaximumHeight(150)
         self.block_view.setPlaceholderText("Select a block to read it in full.")
+        self.detail_title = section_label("Detail")
+        self.detail = DetailRow()
         self.dropped = make_table(["Item", "Segment", "Tokens", "Reason"], sortable=True)
         self.no_dropped = set_role(QLabel("Nothing was dropped: every candidate line fit the budget."), "muted")
         self.prompt = QPlainTextEdit()
@@ -163,17 +178,26 @@ class ContextTabWidget(ScrollTab):
         for widget in (
             self.summary, section_label("Budget by segment (tokens)"), self.budget_bar,
             section_label("Blocks in prompt order"), self.blocks, self.block_view,
+            self.detail_title, self.detail,
             section_label("Dropped"), self.no_dropped, self.dropped,
             section_label("Exact prompt sent"), self.prompt, self.raw,
         ):
             layout.addWidget(widget)
         layout.addStretch(1)
         self.blocks.currentCellChanged.connect(self._on_block_selected)
+        self.detail.requested.connect(self._on_detail_requested)
         self._record: TurnRecord | None = None
+        self._shown: dict[str, str] = {}
 
     def show_record(self, record: TurnRecord | None) -> None:
         """Fill every section from ``record`` (clear them for None)."""
+        previous = self._record
+        again = previous is not None and record is not None and previous.turn_id == record.turn_id
+        kept = (self._block_type(), self.detail.current_key()) if again else None
         self._record = record
+        self._shown = shown_of(record) if record is not None else {}
+        self.detail_title.setVisible(record is not None)
+        self.detail.setVisible(record is not None)
         if record is None:
             self.summary.setText("")
             self.budget_bar.set_usage([], 0, 0)
@@ -211,8 +235,9 @@ class ContextTabWidget(ScrollTab):
                          SortableItem(str(block.token_estimate), block.token_estimate), refs_item, content])
         fill_table(self.blocks, rows)
         fit_height(self.blocks, 14)
-        if ctx.blocks:
-            self.blocks.setCurrentCell(0, 0)
+        self.detail.show_context(record.build.detail, self.branch_lookup(record) if self.branch_lookup else [],
+                                 self.label_lookup or (lambda _node: ""), unseen(record))
+        self._select_block(kept)
         dropped_rows = []
         for d in ctx.dropped:
             item = SortableItem(short_id(d.item_id), d.item_id)
@@ -226,11 +251,43 @@ class ContextTabWidget(ScrollTab):
         self.prompt.setPlainText(prompt_text(record.build.prompt))
         self.raw.set_data(ctx.model_dump(mode="json"))
 
+    def _block_type(self) -> BlockType | None:
+        """The kind of the selected block (None: none selected)."""
+        row, record = self.blocks.currentRow(), self._record
+        blocks = record.build.context.blocks if record is not None else []
+        return blocks[row].block_type if 0 <= row < len(blocks) else None
+
+    def _select_block(self, kept: tuple[BlockType | None, str] | None) -> None:
+        """Select the first block, or (the same turn recompiled) the block of the kind selected
+        before with the same part; a summary part now shown in full: the branch's turns."""
+        blocks = self._record.build.context.blocks if self._record is not None else []
+        kinds = [b.block_type for b in blocks]
+        wanted = [kept[0]] if kept is not None and kept[0] is not None else []
+        if kept is not None and self._shown.get(kept[1]) == RAW:  # its turns are in the branch's block now
+            wanted = [BlockType.CONVERSATION]
+        elif BlockType.SUMMARY in wanted:
+            wanted.append(BlockType.CONVERSATION)
+        row = next((kinds.index(k) for k in wanted if k in kinds), 0)
+        if blocks:
+            self.blocks.setCurrentCell(row, 0)
+            self.blocks.scrollToItem(self.blocks.item(row, 0))
+        self._on_block_selected(row if blocks else -1, 0, -1, -1)  # also when the current cell did not move
+        if kept is not None:
+            self.detail.select(kept[1])
+
+    def _on_detail_requested(self, action: object) -> None:
+        if self._record is not None:
+            self.detail_requested.emit(self._record.turn_id, action)
+
     def _on_block_selected(self, row: int, _column: int, _prev_row: int, _prev_column: int) -> None:
-        if self._record is None or not 0 <= row < len(self._record.build.context.blocks):
+        record = self._record
+        hidden = unseen_parts(record) if record is not None else []  # in no block: offered with any
+        if record is None or not 0 <= row < len(record.build.context.blocks):
             self.block_view.setPlainText("")
+            self.detail.show_parts(hidden, self._shown)
             return
-        block = self._record.build.context.blocks[row]
+        block = record.build.context.blocks[row]
+        self.detail.show_parts(block_parts(block, self._shown) + hidden, self._shown)
         refs = ", ".join(r.evidence_id for r in block.refs) or "none"
         self.block_view.setPlainText(
             f"{block.block_id} · {block.block_type.value} · {block.priority.value} · {block.token_estimate} tokens\n"
