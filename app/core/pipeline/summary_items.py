@@ -13,9 +13,10 @@ the branch's continuity (grade 1.0, as the branch's own turns do); an older part
 the input by its words (the gate's lexical support against the plan's threshold). They are
 packed at low priority, from what the budget leaves once everything else is placed.
 
-The user's progressive detail (``pipeline/detail``) sets a part's level (a part they chose is
-not graded away), shows it as its raw turns, hides it, or moves the raw window's start (what is
-collapsed before it is carried by the summary).
+The user's progressive detail (``pipeline/detail``) sets a part's level, shows it as its raw
+turns, hides it, or moves the raw window's start (what is collapsed before it is carried by the
+summary). What the user chose to see is neither graded away nor left to what the budget leaves:
+it is packed first (priority must), within the total budget, and the rest makes room.
 """
 
 from __future__ import annotations
@@ -106,21 +107,22 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
         if grade < policy.threshold or not texts[k]:
             continue
         items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,
-                          f"(turns {span}) {texts[k]}", Priority.LOW, score=grade, order=part["first"],
+                          f"(turns {span}) {texts[k]}", Priority.MUST if chosen else Priority.LOW, score=grade,
+                          order=part["first"],
                           evidence_ids=(record.summary_id,), selector=f"turns:{span}"))
     return items
 
 
 def raw_items(state: SessionState, record: SummaryRecord, part: Mapping[str, Any],
               excluded: Sequence[str] = ()) -> list[Item]:
-    """The turns a summary part covers, as conversation lines (an expanded part)."""
+    """The turns a summary part covers, as conversation lines (an expanded part, packed first)."""
     ids = record.covers.ids
     try:
         covered = ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
     except ValueError:
         return []
     views = [state.messages[m] for m in covered if m in state.messages and m not in excluded]
-    return [Item(v.message_id, BlockType.CONVERSATION, state.render_message(v), Priority.HIGH, score=0.5,
+    return [Item(v.message_id, BlockType.CONVERSATION, state.render_message(v), Priority.MUST, score=0.5,
                  order=v.seq, evidence_ids=(v.message_id,)) for v in views]
 
 
