@@ -243,3 +243,29 @@ def test_the_summaries_ablation_offers_contexts_no_branch_summary(make_engine: E
         assert engine.ctx.summary_offer(state.session_id) == {}
 
     make_engine.run(body)
+
+
+def test_the_model_is_asked_for_a_summary_only_once_no_call_has_run_for_a_quiet_moment(
+        make_engine: EngineFactory) -> None:
+    import time
+
+    from app.core.engine.context import EngineConfig
+    from app.llm.fakes import ScriptedChatModel
+
+    class Timed(ScriptedChatModel):
+        def chat(self, messages, **kw):  # type: ignore[no-untyped-def, override]
+            self.started = [*getattr(self, "started", []), (kw.get("stage", "answer"), time.monotonic())]
+            return super().chat(messages, **kw)
+
+    chat = Timed(["Noted.", "x", "y"])
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        await (await engine.submit(state.session_id, "We moved the parser to src/parse.py on 2024-05-14.")).done
+        answered = engine.ex.foreground_done
+        await engine.summarize(state.session_id)
+        asked = [at for stage, at in chat.started if stage == "summary"]
+        assert asked and min(asked) - answered >= 0.4  # (quiet 0.4 s): not right after the answer
+
+    make_engine.run(body, chat=chat, config=EngineConfig(summary_model="auto", summary_every=100, llm_intent="off",
+                                                          summary_quiet_s=0.4))

@@ -72,6 +72,7 @@ class EngineConfig:
     # app), "off" keeps to the extractive summarizer; either way the extractive one stands in.
     summary_model: str = "off"
     summary_timeout_s: float = 20.0
+    summary_quiet_s: float = 2.0  # the model writes a summary only after this long without a call
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing;
     # "summaries": builds are offered no branch summary.
     ablate: tuple[str, ...] = ()

@@ -9,11 +9,13 @@ messages wait (``flush`` updates whatever waits).
 
 Who writes a level's text: at the detailed level (``MODEL_LEVELS``) and for a topic, the
 extractive summarizer (a topic's turns are scattered over the session: the model's time goes to
-the session, branches and tasks, which contexts use); otherwise the chat model, asked only when no other model call is running
-(``Executors.llm_calls``), as a background call that any other call stops within one token (a
-prompt input is never kept waiting), within ``summary_timeout_s``; its text must keep the
-identifiers the extractive summary keeps (``model_valid``). Otherwise — no model, busy, stopped,
-late, failed or invalid — the extractive summarizer writes it. Each outcome is counted.
+the session, branches and tasks, which contexts use); otherwise the chat model, asked only when
+no other model call is running (``Executors.llm_calls``) and none has for ``summary_quiet_s``,
+as a background call that any other call stops within one token (a prompt input is never kept
+waiting), within ``summary_timeout_s``; its text must keep the identifiers the extractive
+summary keeps (``model_valid``). Otherwise — no model, busy, stopped, late, failed or invalid —
+the extractive summarizer writes it. Each outcome is counted. The service yields to the loop
+before each level's text, so a prompt input waits for one piece at most.
 
 A cache keyed by (subject, level, covered ids, based_on) finds the summary of an unchanged
 subject again (in memory, else in the store) instead of computing it; hits and misses are
@@ -199,6 +201,7 @@ class SummaryService:
 
     async def _text(self, level: str, previous: str, part: Sequence[SummaryTurn], *, model: bool = True) -> Made:
         """The part's text at ``level``: the model's when it may and does well, else extractive."""
+        await asyncio.sleep(0)  # a piece at a time: a prompt input waiting on the loop goes first
         started = time.perf_counter()
         reference = extractive(part, level)
         outcome, text, usage = await self._ask_model(level, previous, part) if model else ("extractive", "", None)
@@ -210,13 +213,25 @@ class SummaryService:
             return Made(text.strip(), usage[0], usage[1])
         return Made(reference, "extractive")
 
+    async def _model_quiet(self) -> bool:
+        """Wait until no model call has run for ``summary_quiet_s`` (inputs come in bursts: the
+        next one finds the model free, not reading a summary's prompt, which cannot stop halfway);
+        False when a call is running."""
+        ex = self.ctx.ex
+        while ex.llm_calls == 0:
+            wait = ex.foreground_done + self.ctx.config.summary_quiet_s - time.monotonic()
+            if wait <= 0:
+                return True
+            await asyncio.sleep(wait)
+        return False
+
     async def _ask_model(self, level: str, previous: str, part: Sequence[SummaryTurn]
                          ) -> tuple[str, str, tuple[str, str] | None]:
         """(outcome, text, (provider, model)) of asking the chat model; never raises."""
         ctx = self.ctx
         if ctx.chat is None or ctx.config.summary_model != "auto":
             return "extractive", "", None
-        if ctx.ex.llm_calls > 0:
+        if not await self._model_quiet():
             return "busy", "", None
         # A background call: any other model call (a prompt input) stops it within one token.
         stream = ChatStream(ctx.ex, ctx.chat, summary_messages(level, previous, part), stage="summary",

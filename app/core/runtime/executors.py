@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ class Executors:
         # Chat calls started and not finished yet (on the loop): background work that may use the
         # model (summaries) starts only when none is, and stops its own once another arrives.
         self.llm_calls = 0
+        self.foreground_done = 0.0  # ``time.monotonic()`` when the last foreground call settled
 
     def pool(self, name: str) -> ThreadPoolExecutor:
         return self._pools[name]
@@ -68,6 +70,8 @@ class Executors:
     def release(self, stream: ChatStream) -> None:
         """A chat call settled (on the loop)."""
         self.llm_calls -= 1
+        if stream not in self.background:
+            self.foreground_done = time.monotonic()
         self.background.discard(stream)
 
     async def run(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
