@@ -138,7 +138,7 @@ async def recall(
         given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
         given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
-        given("topic", lambda: local(lambda: topics(req.query, sizes["topic"], scoped) if topics else [])),
+        given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
     if outside is not None and req.scope == "workspace":  # other sessions' messages become notes
         await outside([i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
@@ -167,6 +167,19 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
 
 #: The topic channel's search: (query, k, the session to search or None for the workspace) → hits.
 TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
+
+
+def _topic(state: SessionState, req: RecallRequest, topics: TopicSearch | None, size: int,
+           scoped: str | None) -> list[tuple[str, float]]:
+    """The topic channel, within the plan's date range when it filters, as the other channels
+    are (this session's messages are dated here; another session's hits are not dated here and
+    are kept)."""
+    if topics is None or not size:
+        return []
+    if req.date_mode != "filter":
+        return topics(req.query, size, scoped)
+    hits = topics(req.query, 2 * size, scoped)
+    return [(i, s) for i, s in hits if i not in state.messages or req.in_range(state.messages[i].at)][:size]
 
 
 def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:

@@ -41,6 +41,25 @@ def test_structured_filters_by_speaker_kind_and_date_range() -> None:
     assert _run(RecallRequest(**{**base, "channel_sizes": {"structured": 1}}, speakers=["Ana"])) == ["m2"]
 
 
+
+def test_the_topic_channel_keeps_to_the_date_range_like_the_others() -> None:
+    def topics(query: str, k: int, session: str | None) -> list[tuple[str, float]]:
+        return [("m0", 2.0), ("m2", 1.5), ("other-session", 1.0)][:k]  # m0 is of 1 January
+
+    async def no_index(*_a, **_k):  # pragma: no cover - no index channels requested
+        return []
+
+    def hits(**day: str) -> list[str]:
+        req = RecallRequest(query="plan", channel_sizes={"topic": 3}, now="2024-01-05T12:00:00", **day)
+        result = asyncio.run(recall(_state(), req, query_vector=None, search=None, run_blocking=no_index,
+                                    topics=topics))
+        return [i for i, _ in next(r for r in result.channels if r.channel == "topic").hits]
+
+    assert hits() == ["m0", "m2", "other-session"]
+    day = dict(since="2024-01-04T12:00:00", until="2024-01-05T12:00:01")
+    assert hits(**day, date_mode="filter") == ["m2", "other-session"]  # (another session's is not dated here)
+    assert hits(**day, date_mode="prefer") == ["m0", "m2", "other-session"]
+
 def _fused(req: RecallRequest, runs: list, state: SessionState | None = None):
     from app.core.context.retrieval import PCM_FUSION, fuse
 
