@@ -12,7 +12,7 @@ parts (each part is the level's summary of the turns one update covered):
   a part that names at least one of the question's entities (its identifiers; questions naming
   none are not counted);
 - generation time per level (p50, p95 in ms) of every part the run made (the model's or the
-  extractive one's, as the run allowed);
+  extractive one's, as the run allowed), and of the model's calls alone (the table's last lines);
 - cache hit rate: the same conversations' summaries gone through again from the first update
   (``SummaryService.replay``): the share of level updates found in the cache.
 """
@@ -116,6 +116,9 @@ async def run_summary_eval(engine: Engine, data_dir: Path, *, limit: int | None 
             "gen_ms_p50": round(_quantile(stats.gen_ms[level], 0.5), 2),
             "gen_ms_p95": round(_quantile(stats.gen_ms[level], 0.95), 2),
         } for level, t in tally.items()},
+        # the model's calls alone (the levels it writes), for the generation time it costs
+        "model_ms": {level: {"n": len(ms), "p50": round(_quantile(ms, 0.5), 1), "p95": round(_quantile(ms, 0.95), 1)}
+                     for level, ms in stats.model_ms.items() if ms},
         "cache_hit_rate": round((stats.hits - hits) / replayed, 4) if replayed else 0.0,
         "questions_counted": tally["brief"].asked,
         "outcomes": dict(stats.outcomes),
@@ -133,6 +136,8 @@ def format_summary_report(report: dict[str, Any]) -> str:
     for level, row in report["levels"].items():
         lines.append(f"{level:<9} {row['identifier_retention']:>9.3f}  {row['compression_ratio']:>11.3f}  "
                      f"{row['gold_coverage']:>13.3f}  {row['gen_ms_p50']:>10.1f}  {row['gen_ms_p95']:>10.1f}")
+    for level, row in report.get("model_ms", {}).items():
+        lines.append(f"the model's {row['n']} {level} calls: p50 {row['p50']:.0f} ms, p95 {row['p95']:.0f} ms")
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report["outcomes"].items()))
     lines.append(f"cache hit rate on a replay: {report['cache_hit_rate']:.3f}; "
                  f"{report['questions_counted']} questions counted for gold coverage; who wrote the parts: {outcomes}")

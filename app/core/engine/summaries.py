@@ -53,12 +53,15 @@ from app.core.types import Message, SummaryRecord
 
 @dataclass
 class SummaryStats:
-    """What the service did: cache hits and misses, who wrote each level, generation times."""
+    """What the service did: cache hits and misses, who wrote each level, generation times (of
+    every part, and of the model's calls alone)."""
 
     hits: int = 0
     misses: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)  # "model" | "busy" | "stopped" | "late" | ...
     gen_ms: dict[str, list[float]] = field(default_factory=lambda: {level: [] for level in LEVELS})
+    # of the parts the model wrote (valid or not): from asking to its last token, by level
+    model_ms: dict[str, list[float]] = field(default_factory=lambda: {level: [] for level in LEVELS})
 
 
 class SummaryService:
@@ -237,6 +240,7 @@ class SummaryService:
         stream = ChatStream(ctx.ex, ctx.chat, summary_messages(level, previous, part), stage="summary",
                             params=GenerationParams(max_tokens=LEVEL_TOKENS[level], temperature=0.0),
                             background=True)
+        asked = time.perf_counter()
         try:
             result = await asyncio.wait_for(stream.wait(), ctx.config.summary_timeout_s)
         except asyncio.TimeoutError:
@@ -248,4 +252,5 @@ class SummaryService:
             return "stopped", "", None
         if result.finish_reason not in ("stop", "length"):
             return "error", "", None
+        self.stats.model_ms[level].append((time.perf_counter() - asked) * 1000)
         return "model", result.text, (result.usage.provider, result.usage.model)
