@@ -41,7 +41,7 @@ from app.ui.detail_actions import DetailActions
 from app.ui.file_actions import FileActions
 from app.ui.menus import build_menus
 from app.ui.panels.env import EnvPanel, failure_row, history_rows, routed_rows
-from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel
+from app.ui.panels.inspector import UNBUILT_NOTE, InspectorPanel, history_note
 from app.ui.panels.memory import MemoryPanel
 from app.ui.panels.node_page import node_details
 from app.ui.panels.streams import StreamsPanel
@@ -443,7 +443,10 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.inspector.show_node(*node_details(state.graph, node_id, event))
 
     async def _show_turn(self, turn_id: str) -> None:
-        record = await self.controller.record(turn_id)
+        c = self.controller
+        record = await c.record(turn_id)
+        if record is None and c.engine is not None and c.session_id is not None:  # history, or no build: say which
+            c.statuses.update(await c.engine.turn_statuses(c.session_id))
         self._select_turn(turn_id, record)
 
     def _select_turn(self, turn_id: str, record: TurnRecord | None) -> None:
@@ -458,8 +461,12 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
                                    routing.get("anchor_id"))  # its routing's scored lines: only for the selection
         self._show_versions(node)
         self.transcript.show_branch(self.controller.state, node)
-        if record is None and self.controller.statuses.get(turn_id) == "interrupted":
+        status, state = self.controller.statuses.get(turn_id), self.controller.state
+        if record is None and status == "interrupted":
             self.inspector.show_note(UNBUILT_NOTE)
+        elif record is None and status == "history" and state is not None and state.turns[turn_id].message_ids:
+            view = state.messages[state.turns[turn_id].message_ids[0]]
+            self.inspector.show_note(history_note(view.speaker, view.text, view.at))
         live = self.controller.live.get(turn_id)
         if live is not None and live.text and hasattr(self.inspector, "set_streaming_text"):
             self.inspector.set_streaming_text(live.text)

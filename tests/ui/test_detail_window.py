@@ -120,3 +120,18 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
                        "the summary after reopening"))
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))
+
+
+def test_an_imported_history_turn_says_what_it_is_instead_of_asking_to_select_a_turn(qtbot, aloop,
+                                                                                      settings: Settings) -> None:
+    window = MainWindow(settings, fake_services(["Noted."]))
+    qtbot.addWidget(window)
+    c = window.controller
+    assert drive(aloop, c.load())
+    drive(aloop, c.engine.ingest(c.session_id, history(3)))
+    first = c.state.turn_order[0]
+    drive(aloop, window._show_turn(first))
+    note = window.inspector.empty.text()
+    assert window.inspector.stack.currentWidget() is window.inspector.empty
+    assert note.startswith("Imported history") and c.state.messages[c.state.order[0]].text[:30] in note
+    assert "No context was built" in note

@@ -22,6 +22,13 @@ from app.ui.panels.turn import TurnPanel
 from app.ui.panels.widgets import HoverTracker, empty_label, restyle, set_role, short_id
 
 EMPTY_HINT = "Select a turn on the canvas to see how its context was built: intent, plan, evidence, context and timing."
+def history_note(speaker: str, text: str, at: str) -> str:
+    """What the inspector says of an imported history turn (no context was built for it)."""
+    said = text if len(text) <= 400 else text[:400] + "…"
+    return (f"Imported history{' from ' + speaker if speaker else ''}, {at[:10]}:\n\n“{said}”\n\n"
+            "No context was built for it: its text is evidence that later turns recall and cite.")
+
+
 UNBUILT_NOTE = ("Interrupted: the app stopped before this turn's context was built. Its input is kept in the "
                 "session; ask it again to get an answer.")
 
