@@ -1,4 +1,5 @@
-"""Long, varied prose for tests of inputs longer than the model's context (deterministic)."""
+"""Deterministic texts for tests: long, varied prose for inputs longer than the model's context, and
+a decision log whose every message names a file, a version and a date (what summaries keep)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,18 @@ def long_paste(words: int = 3000, *, seed: int = 7) -> str:
         paragraphs.append(" ".join(sentences))
     body = "\n\n".join(paragraphs)
     return "Here is the warehouse report for this month.\n\n" + body + "\n\nWhat should we fix first?"
+
+
+def step_history(n: int, start: int = 0) -> list:
+    """``n`` messages (from step ``start``) of one conversation between Ana and Bo, each naming a file,
+    a version and a date: a long branch whose summaries must keep those identifiers."""
+    from app.core.types import Author, AuthorKind, Message, Role
+
+    out = []
+    for k in range(start, start + n):
+        who = "Ana" if k % 2 == 0 else "Bo"
+        text = (f"Step {k}: we decided to keep the parser in src/step_{k}.py and ship version 1.{k} "
+                f"on 2024-03-{k % 28 + 1:02d}. The weather was fine.")
+        out.append(Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
+                           at=f"2024-03-01T10:{k // 60:02d}:{k % 60:02d}Z"))
+    return out

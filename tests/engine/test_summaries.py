@@ -15,17 +15,7 @@ from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 from app.store.exchange import export_session
 from tests.conftest import EngineFactory
-
-
-def _history(n: int, start: int = 0) -> list[Message]:
-    out = []
-    for k in range(start, start + n):
-        who = "Ana" if k % 2 == 0 else "Bo"
-        text = (f"Step {k}: we decided to keep the parser in src/step_{k}.py and ship version 1.{k} "
-                f"on 2024-03-{k % 28 + 1:02d}. The weather was fine.")
-        out.append(Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
-                           at=f"2024-03-01T10:{k // 60:02d}:{k % 60:02d}Z"))
-    return out
+from tests.texts import step_history as _history
 
 
 def test_history_is_summarized_per_subject_and_level_and_the_cache_answers_a_replay(make_engine: EngineFactory) -> None:

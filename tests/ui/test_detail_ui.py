@@ -17,24 +17,13 @@ import pytest
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import DetailAction
 from app.core.pipeline.record import TurnRecord
-from app.core.types import Author, AuthorKind, BlockType, Message, Role
+from app.core.types import BlockType
 from app.ui.panels.context_tab import ContextTabWidget
 from app.ui.panels.detail_row import NO_PARTS, block_parts
 from tests.conftest import engine_in
+from tests.texts import step_history as history
 
 QUESTION = "Where is the parser kept?"
-
-
-def history(n: int) -> list[Message]:
-    """``n`` messages of one conversation, each naming a file and a version (summaries keep those)."""
-    out = []
-    for k in range(n):
-        who = "Ana" if k % 2 == 0 else "Bo"
-        text = (f"Step {k}: we decided to keep the parser in src/step_{k}.py and ship version 1.{k} "
-                f"on 2024-03-{k % 28 + 1:02d}. The weather was fine.")
-        out.append(Message(role=Role.USER, author=Author(kind=AuthorKind.USER, id=who, name=who), content=text,
-                           at=f"2024-03-01T10:{k // 60:02d}:{k % 60:02d}Z"))
-    return out
 
 
 @dataclass
