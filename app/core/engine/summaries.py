@@ -75,6 +75,7 @@ class SummaryService:
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         self._made: dict[tuple[str, str, tuple[str, ...]], Made] = {}
+        self._key_sentences: dict[tuple[str, ...], str] = {}  # the current part's (``_said``)
         ctx.answered.connect(self._on_answered)
         ctx.ingested.connect(self._on_ingested)
         if enabled:
@@ -206,8 +207,9 @@ class SummaryService:
         """The part's text at ``level``: the model's when it may and does well, else extractive."""
         await asyncio.sleep(0)  # a piece at a time: a prompt input waiting on the loop goes first
         started = time.perf_counter()
-        reference = extractive(part, level)
-        outcome, text, usage = await self._ask_model(level, previous, part) if model else ("extractive", "", None)
+        said = self._said(part)  # the part's key sentences: the standard level's text and the model's input
+        reference = said if level == "standard" else extractive(part, level)
+        outcome, text, usage = await self._ask_model(level, previous, said) if model else ("extractive", "", None)
         if outcome == "model" and not model_valid(text, part, level, reference):
             outcome = "invalid"
         self.stats.outcomes[outcome] += 1
@@ -215,6 +217,13 @@ class SummaryService:
         if outcome == "model" and usage is not None:
             return Made(text.strip(), usage[0], usage[1])
         return Made(reference, "extractive")
+
+    def _said(self, part: Sequence[SummaryTurn]) -> str:
+        """The part's extractive standard summary, made once per part (every level reads it)."""
+        key = tuple(t.message_id for t in part)
+        if key not in self._key_sentences:
+            self._key_sentences = {key: extractive(part, "standard")}  # one part at a time
+        return self._key_sentences[key]
 
     async def _model_quiet(self) -> bool:
         """Wait until no model call has run for ``summary_quiet_s`` (inputs come in bursts: the
@@ -228,8 +237,7 @@ class SummaryService:
             await asyncio.sleep(wait)
         return False
 
-    async def _ask_model(self, level: str, previous: str, part: Sequence[SummaryTurn]
-                         ) -> tuple[str, str, tuple[str, str] | None]:
+    async def _ask_model(self, level: str, previous: str, said: str) -> tuple[str, str, tuple[str, str] | None]:
         """(outcome, text, (provider, model)) of asking the chat model; never raises."""
         ctx = self.ctx
         if ctx.chat is None or ctx.config.summary_model != "auto":
@@ -237,7 +245,7 @@ class SummaryService:
         if not await self._model_quiet():
             return "busy", "", None
         # A background call: any other model call (a prompt input) stops it within one token.
-        stream = ChatStream(ctx.ex, ctx.chat, summary_messages(level, previous, part), stage="summary",
+        stream = ChatStream(ctx.ex, ctx.chat, summary_messages(level, previous, said), stage="summary",
                             params=GenerationParams(max_tokens=LEVEL_TOKENS[level], temperature=0.0),
                             background=True)
         asked = time.perf_counter()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.memory.summaries import SummaryTurn, anchored_brief, compose, extractive
+from app.core.memory.summaries import SummaryTurn, anchored_brief, compose
 from app.core.session.state import SessionState
 from app.core.types import NodeKind, SummaryCovers, SummaryRecord, utc_now
 
@@ -99,15 +99,15 @@ def cache_key(kind: str, subject_id: str, level: str, ids: Sequence[str], based_
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def summary_messages(level: str, previous: str, turns: Sequence[SummaryTurn]) -> list[dict[str, str]]:
-    """The chat messages that ask for the level's update of ``previous`` with ``turns``.
+def summary_messages(level: str, previous: str, said: str) -> list[dict[str, str]]:
+    """The chat messages that ask for the level's update of ``previous`` with a part whose key
+    sentences are ``said`` (``extractive(part, "standard")``).
 
     The model reads the part's key sentences (its extractive standard summary: every identifier
     the model's text is checked for, in a fraction of the words) and the end of the previous
     summary, not the whole part: reading the prompt is most of a small local model's time (about
     4 ms a token on two cores), so a part of 32 messages would cost 5–8 s before the first word.
     The part comes first, so the levels' prompts share their beginning (a prompt cache reads it once)."""
-    said = extractive(turns, "standard")
     before = " ".join(previous.split()[-PREVIOUS_WORDS:]) if previous else "(none)"
     system = ("You summarize conversations. Copy every name, number, date and file path exactly as written. "
               "Write plain sentences; add nothing that was not said.")
