@@ -2,7 +2,7 @@
 
 ``date_range(text, now)`` reads the first time expression of ``text`` that names a span of
 calendar time ("yesterday", "last week", "in March", "3 days ago", "since May", "in 2023",
-"this morning", "recently") and returns it as a ``DateRange`` of ISO timestamps relative to
+"this morning", "recently", or a calendar date: "7 July, 2023", "July 7th", "2023-07-07") and returns it as a ``DateRange`` of ISO timestamps relative to
 ``now`` (the moment of the input): ``start`` inclusive, ``end`` exclusive, both in the format the
 store uses (``YYYY-MM-DDTHH:MM:SS``, UTC). Nothing matched, or ``now`` unknown → ``None``.
 
@@ -116,22 +116,43 @@ def _weekday_span(day: str, now: datetime) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
+_ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
+_NO_DAY = r"(?!\.?\s+\d{1,2}(?:st|nd|rd|th)?\b)"  # "of March 7th" is a day, not the month
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("iso", re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")),
+    ("day_month", re.compile(rf"\b{_ORD}\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+(\d{{4}})\b)?")),
+    ("month_day", re.compile(rf"\b({_MONTH_RE})\.?\s+{_ORD}\b(?:,?\s+(\d{{4}})\b)?")),
     ("day", re.compile(r"\b(today|yesterday|this morning|this afternoon|tonight|last night)\b")),
     ("ago", re.compile(rf"\b{_NUM}\s+{_UNIT}\s+ago\b")),
     ("past", re.compile(rf"\b(?:in\s+|over\s+|during\s+)?the\s+(?:last|past)\s+{_NUM}\s+{_UNIT}\b")),
     ("past1", re.compile(r"\b(?:in\s+|over\s+|during\s+)?the\s+(?:last|past)\s+(hour|day|week|month|year)\b")),
     ("calendar", re.compile(r"\b(this|last)\s+(week|month|year)\b")),
     ("weekday", re.compile(r"\b(?:on\s+|last\s+)(" + "|".join(WEEKDAYS) + r")\b")),
-    ("since", re.compile(rf"\bsince\s+({_MONTH_RE})\b(?:\s+(\d{{4}}))?")),
-    ("month", re.compile(rf"\b(?:in|during|of|from)\s+({_MONTH_RE})\b(?:\s+(\d{{4}}))?")),
+    ("since", re.compile(rf"\bsince\s+({_MONTH_RE})\b{_NO_DAY}(?:\s+(\d{{4}}))?")),
+    ("month", re.compile(rf"\b(?:in|during|of|from)\s+({_MONTH_RE})\b{_NO_DAY}(?:\s+(\d{{4}}))?")),
     ("year", re.compile(r"\b(?:in|during)\s+((?:19|20)\d{2})\b")),
     ("recent", re.compile(r"\b(recently|lately|these days|the other day)\b")),
 )
 
 
+def _date_span(year: int | None, month: int, day: int, now: datetime) -> tuple[datetime, datetime]:
+    """One calendar day: of the given year, else its latest occurrence not after ``now``.
+
+    Raises ``ValueError`` for a day the month does not have ("30 February")."""
+    if year is None:
+        year = now.year if (month, day) <= (now.month, now.day) else now.year - 1
+    start = datetime(year, month, day)
+    return start, start + timedelta(days=1)
+
+
 def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    """The ``[start, end)`` of one matched expression."""
+    """The ``[start, end)`` of one matched expression (``ValueError``: not a real date)."""
+    if kind == "iso":
+        return _date_span(int(m.group(1)), int(m.group(2)), int(m.group(3)), now)
+    if kind in ("day_month", "month_day"):
+        day, month = (m.group(1), m.group(2)) if kind == "day_month" else (m.group(2), m.group(1))
+        year = int(m.group(3)) if m.group(3) else None
+        return _date_span(year, _month_index(month), int(day), now)
     if kind == "day":
         found = _relative_day(m.group(1), now)
         assert found is not None
@@ -177,15 +198,20 @@ def date_range(text: str, now: str) -> DateRange | None:
     if moment is None:
         return None
     lowered = text.lower().replace("\u2019", "'")
-    found: list[tuple[int, str, re.Match[str]]] = []
+    found: list[tuple[int, int, str, re.Match[str], tuple[datetime, datetime]]] = []
     for kind, pattern in _PATTERNS:
-        m = pattern.search(lowered)
-        if m is not None:
-            found.append((m.start(), kind, m))
+        for m in pattern.finditer(lowered):
+            if kind == "month_day" and text[m.start():m.start() + 4] == "may ":
+                continue  # "you may 2 ...": the verb; the month is written "May"
+            try:
+                span = _resolve(kind, m, moment)
+            except ValueError:  # "30 February", "2023-13-40": not a date, look further
+                continue
+            found.append((m.start(), -len(m.group(0)), kind, m, span))
+            break
     if not found:
         return None
-    _, kind, m = min(found, key=lambda f: (f[0], -len(f[2].group(0))))
-    start, end = _resolve(kind, m, moment)
+    _, _, kind, m, (start, end) = min(found, key=lambda f: (f[0], f[1]))
     end = min(end, moment + timedelta(seconds=1))  # nothing said after the input
     if start >= end:  # a span in the future: nothing stored can fall in it
         return None
