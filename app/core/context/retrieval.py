@@ -284,11 +284,18 @@ class _Pool:
         """How ``item`` stands to the anchor: linked by the graph (or a fact whose subject the
         input names: every word of its key among ``asked``, the input's content words), in its
         branch's recent window, elsewhere on its branch tree, or other (another branch, a note,
-        or no anchor)."""
+        or no anchor). A note restating turns of this session that all lie on other branch trees
+        stands where they stand: another conversation's fact is judged as another branch is."""
         cand = self.candidates.get(item)
         channels = cand.channels if cand is not None else {}
         note = self.state.notes.get(item)
-        if "graph" in channels or (note is not None and note.key and set(content_stems(note.key)) <= asked):
+        if "graph" in channels:
+            return "linked"
+        if note is not None and anchor_root is not None and note.source_ids and all(
+                s in self.state.messages and root_of_message(self.state, s) not in (None, anchor_root)
+                for s in note.source_ids):
+            return "other"
+        if note is not None and note.key and set(content_stems(note.key)) <= asked:
             return "linked"
         if anchor_root is None or root_of_message(self.state, item) != anchor_root:
             return "other"

@@ -142,6 +142,32 @@ def test_other_branches_need_meaning_and_words_once_the_session_has_several() ->
     assert result.kept_ids() == [] and result.gate is not None and result.gate.insufficient
 
 
+def test_a_fact_of_another_conversation_is_judged_as_that_conversation() -> None:
+    """A remembered fact whose subject the input names passes as linked, unless every message it
+    restates lies on another branch tree than the anchor's: then it must pass as another branch."""
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import GraphNode, NodeKind
+
+    state = _state()
+    nodes = []
+    for i in range(3):  # three roots: each turn its own conversation
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+        nodes.append(node.node_id)
+    state.add_note(NoteView("fact", "memory", "Fact: file is corrupt", "2024-01-05T09:00:00",
+                            source_ids=("m1",), key="file", memory_type="fact"))
+    runs = [ChannelRun(channel="memory", size=1, hits=[("fact", 0.2)])]
+
+    def relation(anchor: str) -> str | None:
+        req = RecallRequest(query="which file do I edit?", channel_sizes={}, top_k=5, anchor_node=anchor,
+                            relevance_threshold=0.3)
+        return next(c.relation for c in _fused(req, runs, state).candidates if c.id == "fact")
+
+    assert relation(nodes[1]) == "linked"  # its message is on the anchor's tree
+    assert relation(nodes[2]) == "other"  # Ben's conversation, not this one
+
+
 def test_an_index_channel_past_the_plans_time_limit_is_skipped_and_recorded() -> None:
     import time
 
