@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTreeWidgetItem
 
 from app.core.pipeline.record import TurnRecord
 from app.ui.panels.citations import citation_map, context_lines, split_citations
-from app.ui.panels.context_tab import prompt_text
+from app.ui.panels.context_tab import SegmentBar, prompt_text
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.plan_tab import FAMILIES
 from app.ui.panels.timing_tab import tokens_per_second
@@ -295,9 +295,14 @@ def test_context_tab_shows_blocks_in_order_budget_dropped_and_the_exact_prompt(p
     bar.resize(300, bar.height())  # a narrow dock: the legend wraps, every entry inside the bar
     metrics, right = bar.fontMetrics(), []
     for seg, (x, _row) in zip(bar.segments, bar.legend_places(metrics), strict=True):
-        right.append(x + 14 + metrics.horizontalAdvance(f"{seg.name} {seg.used}/{seg.quota}"))
+        right.append(x + 14 + metrics.horizontalAdvance(seg.legend()))
     assert max(right) <= bar.width() and max(row for _, row in bar.legend_places(metrics)) >= 1
     assert bar.minimumHeight() > 3 * bar.ROW_H + 30  # taller for the second row
+    # the branch summary has no share of its own: it is not "over its quota" when it uses leftovers
+    summary, evidence = SegmentBar("summary", 0, 132), SegmentBar("evidence", 200, 260)
+    assert (summary.legend(), summary.over()) == ("summary 132 of leftover", False)
+    assert (evidence.legend(), evidence.over()) == ("evidence 260/200", True)
+    assert "what the other segments left" in summary.line()
     dropped = panel.context.dropped
     assert dropped.rowCount() == len(ctx.dropped)
     shown = {dropped.item(r, 0).toolTip(): dropped.item(r, 3).text() for r in range(dropped.rowCount())}

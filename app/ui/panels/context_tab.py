@@ -46,6 +46,21 @@ class SegmentBar:
     quota: int
     used: int
 
+    def legend(self) -> str:
+        """The legend entry: "evidence 120/200"; a segment without a share of its own (the branch
+        summary) shows what it took of what the others left: "summary 132 of leftover"."""
+        return f"{self.name} {self.used}/{self.quota}" if self.quota else f"{self.name} {self.used} of leftover"
+
+    def over(self) -> bool:
+        """Used more than planned (it borrowed from what other segments left)."""
+        return 0 < self.quota < self.used
+
+    def line(self) -> str:
+        """The tooltip line."""
+        if self.quota:
+            return f"{self.name}: {self.used} used of {self.quota} planned"
+        return f"{self.name}: {self.used} used of what the other segments left (no share of its own)"
+
 
 def prompt_text(prompt: list[dict[str, str]]) -> str:
     """The prompt messages one after another, each under a ``── role ──`` line, contents verbatim."""
@@ -70,7 +85,7 @@ class BudgetBarWidget(QWidget):
         """Show ``segments`` against ``budget`` (``tokens`` = the whole context as counted)."""
         self.segments, self.budget, self.tokens = segments, budget, tokens
         self._fit_height()
-        lines = [f"{s.name}: {s.used} used of {s.quota} planned" for s in segments]
+        lines = [s.line() for s in segments]
         self.setToolTip(f"context {tokens} / {budget} tokens\n" + "\n".join(lines))
         self.update()
 
@@ -115,11 +130,11 @@ class BudgetBarWidget(QWidget):
             painter.drawLine(int(bx), 1, int(bx), int(4 + 2 * self.ROW_H + 8))
         first = 4.0 + 2 * (self.ROW_H + 6) + 4
         for seg, (x, row) in zip(self.segments, self.legend_places(fm), strict=True):
-            text, top = f"{seg.name} {seg.used}/{seg.quota}", first + row * self.ROW_H
+            text, top = seg.legend(), first + row * self.ROW_H
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(theme.segment_color(seg.name))
             painter.drawRect(QRectF(x, top + 4, 10, 10))
-            painter.setPen(QColor(colors.warn) if seg.used > seg.quota else text_color)
+            painter.setPen(QColor(colors.warn) if seg.over() else text_color)
             painter.drawText(QRectF(x + 14, top, fm.horizontalAdvance(text) + 4, self.ROW_H),
                              int(Qt.AlignmentFlag.AlignVCenter), text)
         painter.end()
@@ -128,7 +143,7 @@ class BudgetBarWidget(QWidget):
         """(x, row) of each segment's legend entry: as many per row as the width holds."""
         places, x, row = [], 0.0, 0
         for seg in self.segments:
-            width = fm.horizontalAdvance(f"{seg.name} {seg.used}/{seg.quota}") + 26
+            width = fm.horizontalAdvance(seg.legend()) + 26
             if x > 0 and x + width - 8 > self.width():
                 x, row = 0.0, row + 1
             places.append((x, row))
