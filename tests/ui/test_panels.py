@@ -25,7 +25,7 @@ from app.ui.panels.context_tab import SegmentBar, prompt_text
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.plan_tab import FAMILIES
 from app.ui.panels.timing_tab import tokens_per_second
-from app.ui.panels.widgets import MeterWidget, fmt_ms
+from app.ui.panels.widgets import MeterWidget, fit_height, fmt_ms, make_table
 from tests.conftest import engine_in
 
 INPUTS = [
@@ -485,3 +485,18 @@ def test_a_theme_switch_recolours_the_shown_record_and_keeps_a_streamed_answer(
         qapp.setStyle(style)
         qapp.setPalette(palette)
         qapp.setStyleSheet(sheet)
+
+
+def test_a_fitted_table_keeps_room_for_its_horizontal_scroll_bar(qtbot) -> None:
+    table = make_table(["a", "b"])
+    qtbot.addWidget(table)
+    table.resize(160, 200)
+    table.show()
+    qtbot.waitExposed(table)
+    table.setRowCount(3)
+    table.setColumnWidth(0, 40)  # both columns fit the width
+    fit_height(table)
+    narrow_fit = table.minimumHeight()
+    table.setColumnWidth(0, 400)  # wider than the table: a horizontal scroll bar appears
+    fit_height(table)
+    assert table.minimumHeight() == narrow_fit + table.horizontalScrollBar().sizeHint().height()

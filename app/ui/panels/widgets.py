@@ -149,6 +149,8 @@ def fit_height(table: QTableWidget, max_rows: int = 12) -> None:
     rows = min(table.rowCount(), max_rows)
     height = table.horizontalHeader().height() + 2 * table.frameWidth() + 4
     height += sum(table.rowHeight(r) for r in range(rows)) if rows else 24
+    if table.horizontalHeader().length() > table.viewport().width():  # a scroll bar would hide the last row
+        height += table.horizontalScrollBar().sizeHint().height()
     table.setMinimumHeight(height)
     table.setMaximumHeight(height if table.rowCount() <= max_rows else 16777215)
 
