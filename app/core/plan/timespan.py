@@ -181,6 +181,11 @@ def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, date
     return now - timedelta(days=RECENT_DAYS), now
 
 
+def _the_verb_may(text: str, m: re.Match[str], group: int) -> bool:
+    """The month word (``group``) of a day match is "may" written in lowercase in ``text``."""
+    return text[m.start(group):m.end(group)] == "may"
+
+
 def parse_now(now: str) -> datetime | None:
     """``now`` as a naive UTC datetime ('Z' and offsets accepted), or None when it is not ISO."""
     try:
@@ -201,8 +206,8 @@ def date_range(text: str, now: str) -> DateRange | None:
     found: list[tuple[int, int, str, re.Match[str], tuple[datetime, datetime]]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(lowered):
-            if kind == "month_day" and text[m.start():m.start() + 4] == "may ":
-                continue  # "you may 2 ...": the verb; the month is written "May"
+            if kind in ("day_month", "month_day") and _the_verb_may(text, m, 2 if kind == "day_month" else 1):
+                continue  # "you may 2 ...", "4 may be": the verb; the month is written "May"
             try:
                 span = _resolve(kind, m, moment)
             except ValueError:  # "30 February", "2023-13-40": not a date, look further
