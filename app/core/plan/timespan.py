@@ -2,9 +2,11 @@
 
 ``date_range(text, now)`` reads the first time expression of ``text`` that names a span of
 calendar time ("yesterday", "last week", "in March", "3 days ago", "since May", "in 2023",
-"this morning", "recently", or a calendar date: "7 July, 2023", "July 7th", "2023-07-07") and returns it as a ``DateRange`` of ISO timestamps relative to
-``now`` (the moment of the input): ``start`` inclusive, ``end`` exclusive, both in the format the
-store uses (``YYYY-MM-DDTHH:MM:SS``, UTC). Nothing matched, or ``now`` unknown → ``None``.
+"this morning", "recently", or one calendar day: "7 July, 2023", "July 7th", "2023-07-07"; a
+day without its year is its latest occurrence) and returns it as a ``DateRange`` of ISO
+timestamps relative to ``now`` (the moment of the input): ``start`` inclusive, ``end``
+exclusive, both in the format the store uses (``YYYY-MM-DDTHH:MM:SS``, UTC). Nothing matched,
+or ``now`` unknown → ``None``.
 
 The range bounds *when a stored item was said or observed*: "what did we decide last week"
 looks at last week's turns. It is applied by the structured, vector and full-text channels (the
