@@ -173,13 +173,25 @@ def _topic(state: SessionState, req: RecallRequest, topics: TopicSearch | None, 
            scoped: str | None) -> list[tuple[str, float]]:
     """The topic channel, within the plan's date range when it filters, as the other channels
     are (this session's messages are dated here; another session's hits are not dated here and
-    are kept)."""
+    are kept). While the input continues a branch of a session holding several conversations,
+    this session's hits keep to the anchor's branch tree: a topic every conversation of the
+    session shares ("install", "ubuntu") would otherwise rank the others' turns up; they enter
+    through the other channels, on their own merit."""
     if topics is None or not size:
         return []
-    if req.date_mode != "filter":
+    anchor = req.anchor_node if req.anchor_node and req.anchor_node in state.graph else None
+    root = state.graph.root_of(anchor) if anchor and _several_conversations(state) else None
+    if req.date_mode != "filter" and root is None:
         return topics(req.query, size, scoped)
     hits = topics(req.query, 2 * size, scoped)
-    return [(i, s) for i, s in hits if i not in state.messages or req.in_range(state.messages[i].at)][:size]
+    return [(i, s) for i, s in hits if i not in state.messages or (
+        (req.date_mode != "filter" or req.in_range(state.messages[i].at))
+        and (root is None or root_of_message(state, i) == root))][:size]
+
+
+def _several_conversations(state: SessionState) -> bool:
+    """The session's branches grow from more than one root (several conversations)."""
+    return len({state.graph.root_of(n) for n in state.graph.frontiers()}) > 1
 
 
 def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:
@@ -306,7 +318,7 @@ class _Pool:
         anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
         # Other branches must be about the input by meaning and words at once while it continues a
         # branch, or when the session holds several conversations (a new one among them).
-        several = len({self.state.graph.root_of(n) for n in self.state.graph.frontiers()}) > 1
+        several = _several_conversations(self.state)
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several)
         texts = {i: _text(self.state, i) for i in fused}
         w = gate.weights(req.query, texts.values())

@@ -60,6 +60,34 @@ def test_the_topic_channel_keeps_to_the_date_range_like_the_others() -> None:
     assert hits(**day, date_mode="filter") == ["m2", "other-session"]  # (another session's is not dated here)
     assert hits(**day, date_mode="prefer") == ["m0", "m2", "other-session"]
 
+def test_the_topic_channel_keeps_to_the_anchors_tree_among_several_conversations() -> None:
+    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+    state = _state()
+    nodes = []
+    for i in range(3):
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+        nodes.append(node.node_id)
+    state.add_edge(GraphEdge(src=nodes[2], dst=nodes[0], kind=EdgeKind.CONTINUES))  # t1: another conversation
+
+    def topics(query: str, k: int, session: str | None) -> list[tuple[str, float]]:
+        return [("m1", 2.0), ("m0", 1.5), ("other-session", 1.0)][:k]
+
+    async def no_index(*_a, **_k):  # pragma: no cover - no index channels requested
+        return []
+
+    def hits(anchor: str | None) -> list[str]:
+        req = RecallRequest(query="plan", channel_sizes={"topic": 3}, anchor_node=anchor)
+        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index,
+                                    topics=topics))
+        return [i for i, _ in next(r for r in result.channels if r.channel == "topic").hits]
+
+    assert hits(nodes[2]) == ["m0", "other-session"]  # Ben's conversation (m1) is left to the other channels
+    assert hits(None) == ["m1", "m0", "other-session"]  # a new conversation: the whole session
+
+
 def _fused(req: RecallRequest, runs: list, state: SessionState | None = None):
     from app.core.context.retrieval import PCM_FUSION, fuse
 
