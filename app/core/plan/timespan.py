@@ -204,7 +204,9 @@ def date_range(text: str, now: str) -> DateRange | None:
     moment = parse_now(now) if now else None
     if moment is None:
         return None
-    lowered = text.lower().replace("\u2019", "'")
+    # lowercased character by character where that keeps the length ("İ" lowers to two), so that
+    # an offset in ``lowered`` is the same offset in ``text``
+    lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text).replace("\u2019", "'")
     found: list[tuple[int, int, str, re.Match[str], tuple[datetime, datetime]]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(lowered):

@@ -38,6 +38,7 @@ def test_no_expression_no_time_or_a_future_span_gives_no_range() -> None:
     assert date_range("the meeting on 30 February", NOW) is None  # not a date
     assert date_range("we may 2 times try it", NOW) is None  # "may" the verb is lowercase
     assert date_range("4 may be enough", NOW) is None
+    assert date_range("İstanbul: we may 2 times try it", NOW) is None  # "İ" lowers to two characters
 
 
 def test_a_date_that_does_not_exist_lets_a_later_expression_count() -> None:
