@@ -25,7 +25,12 @@ subject the input names (every word of its key); older turns of the same branch 
 while the input continues one — or when the session holds several conversations, among which
 the input starts a new one — must be about the input by meaning and by words at once (support
 is the lesser of the two, against stricter levels, and words by their absolute share only): neighbouring conversations share a
-vocabulary and a register, and similarity alone lets them leak in.
+vocabulary and a register, and similarity alone lets them leak in. Such a turn must also add to
+the conversation being continued: hold a word of the input that none of that conversation's
+turns (the branch's window and linked turns) holds. A turn of another conversation repeating
+what this one already says about the input is that conversation's, not this one's; what only
+it says is what the input may be reaching for (CRAG: external knowledge where the retrieved
+knowledge falls short).
 Pure functions over ids, texts and scores.
 """
 
@@ -66,6 +71,7 @@ class Grade(BaseModel):
     lex: float = 0.0
     lex_rank: float = 0.0
     relation: Relation = "other"
+    adds: bool = True  # holds a word of the input the conversation being continued does not
     passed: bool = False
 
 
@@ -100,6 +106,14 @@ def coverage(word_weights: Mapping[str, float], text: str) -> float:
     return sum(w for word, w in word_weights.items() if word in have) / total
 
 
+def unsaid(word_weights: Mapping[str, float], said: Iterable[str]) -> frozenset[str]:
+    """The words of ``word_weights`` (the input's) that none of the texts ``said`` holds."""
+    held: set[str] = set()
+    for text in said:
+        held |= terms(text)
+    return frozenset(word for word in word_weights if word not in held)
+
+
 def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool = False) -> float:
     """How clearly the item is about the query, in [0, 1]: by meaning or by words; ``strict``,
     by meaning (against ``other_sem_full``) and by words at once."""
@@ -112,8 +126,10 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
           relation: Mapping[str, Relation], policy: GatePolicy,
-          lex_rank: Mapping[str, float] | None = None) -> dict[str, Grade]:
-    """The grade of every item of ``fused`` (ids with a fused score); see the module doc."""
+          lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None) -> dict[str, Grade]:
+    """The grade of every item of ``fused`` (ids with a fused score); see the module doc.
+    ``adds``: whether an item holds a word of the input the conversation being continued does
+    not (``unsaid``); an item of another branch without one fails under ``strict_other``."""
     ranked = sorted(fused.values(), reverse=True)
     top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
     out: dict[str, Grade] = {}
@@ -125,9 +141,11 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         lr = (lex_rank or {}).get(item, 0.0)
         strict = policy.strict_other and kind == "other"
         words = lx if strict else max(lx, lr)
-        value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict)
+        new = not strict or (adds or {}).get(item, True)
+        value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict) * new
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
-                          lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, passed=value >= policy.threshold)
+                          lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, adds=new,
+                          passed=value >= policy.threshold)
     return out
 
 
@@ -148,4 +166,7 @@ def reason(g: Grade, threshold: float) -> str:
     """The drop reason shown in the evidence panel."""
     how = f"grade {g.grade:.2f} < {threshold:.2f}: score {g.rel:.2f} of the best"
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
-    return f"{BELOW} ({how}, words {g.lex:.2f}, full-text {g.lex_rank:.2f})"
+    how += f", words {g.lex:.2f}, full-text {g.lex_rank:.2f}"
+    if not g.adds:
+        how += "; another conversation's, and every word of the input it holds is already in this one"
+    return f"{BELOW} ({how})"

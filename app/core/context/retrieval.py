@@ -335,8 +335,11 @@ class _Pool:
         best = max(bm25.values(), default=0.0)
         lex_rank = {item: score / best for item, score in bm25.items()} if best > 0 else {}
         lex = {i: gate.coverage(w, t) for i, t in texts.items()}
-        grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank,
-                            relation={i: self.relation(i, root, asked) for i in fused}, policy=policy)
+        relation = {i: self.relation(i, root, asked) for i in fused}
+        # What the conversation being continued does not already say: another branch's turn must add some of it.
+        unsaid = gate.unsaid(w, (texts[i] for i in fused if relation[i] in ("branch", "linked")))
+        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] == "other"}
+        grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds)
         for item, g in grades.items():
             cand = self.candidate(item)
             cand.grade, cand.relation = g.grade, g.relation

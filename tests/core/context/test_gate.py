@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.context.gate import BELOW, GatePolicy, coverage, grade, reason, support, uncovered, weights
+from app.core.context.gate import BELOW, GatePolicy, coverage, grade, reason, support, uncovered, unsaid, weights
 
 
 def test_weights_favour_rare_words_and_coverage_counts_them() -> None:
@@ -55,3 +55,21 @@ def test_bm25_standing_counts_except_for_another_conversation() -> None:
     strict = grade(fused, sem=sem, lex={}, lex_rank=lex_rank, relation=relation,
                    policy=GatePolicy(threshold=0.3, strict_other=True))
     assert not any(g.passed for g in strict.values())
+
+
+def test_another_conversation_must_add_a_word_this_one_does_not_hold() -> None:
+    w = weights("is the gftp client good", ["gftp crashed", "try the lftp client", "gftp is fine"])
+    assert unsaid(w, ["my gftp crashed again"]) == {"client", "good"}
+    assert unsaid(w, []) == frozenset(w)  # nothing said yet: every word is new
+    fused = {"same": 1.0, "new": 1.0}
+    relation = {"same": "other", "new": "other"}
+    sem = {"same": 0.8, "new": 0.8}
+    lex = {"same": 0.9, "new": 0.9}
+    adds = {"same": False, "new": True}
+    strict = grade(fused, sem=sem, lex=lex, relation=relation, adds=adds,
+                   policy=GatePolicy(threshold=0.3, strict_other=True))
+    assert strict["new"].passed
+    assert not strict["same"].passed and strict["same"].grade == 0.0 and not strict["same"].adds
+    assert "already in this one" in reason(strict["same"], 0.3)
+    loose = grade(fused, sem=sem, lex=lex, relation=relation, adds=adds, policy=GatePolicy(threshold=0.3))
+    assert loose["same"].passed  # starting something new: there is no conversation to repeat

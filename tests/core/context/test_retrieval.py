@@ -215,3 +215,28 @@ def test_an_index_channel_past_the_plans_time_limit_is_skipped_and_recorded() ->
     runs = {r.channel: r for r in result.channels}
     assert runs["vector"].skipped and "time limit of 50 ms" in runs["vector"].error and not runs["vector"].hits
     assert not runs["fulltext"].skipped and result.kept_ids() == ["m2"]
+
+
+def test_another_conversation_enters_only_for_what_this_one_does_not_say() -> None:
+    """Continuing a conversation about a gftp upload, a turn of another conversation that says
+    "gftp" and "upload" again adds nothing and is dropped; one that holds "ssl", which the
+    conversation does not, passes the gate."""
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import GraphNode, NodeKind
+
+    state = SessionState("s")
+    texts = ["the gftp upload failed", "gftp upload works for me", "gftp has ssl support"]
+    for i, text in enumerate(texts):
+        state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")  # each its own conversation
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+    runs = [ChannelRun(channel="recent", size=1, hits=[("m0", 1.0)]),
+            ChannelRun(channel="vector", size=2, hits=[("m1", 0.8), ("m2", 0.8)])]
+    req = RecallRequest(query="gftp upload over ssl", channel_sizes={}, top_k=5, relevance_threshold=0.3,
+                        anchor_node=state.turns["t0"].node_id)
+    result = _fused(req, runs, state)
+    assert sorted(result.kept_ids()) == ["m0", "m2"]
+    dropped = next(c for c in result.candidates if c.id == "m1")
+    assert dropped.relation == "other" and "already in this one" in dropped.reason
