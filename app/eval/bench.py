@@ -5,7 +5,8 @@ talking about recurring topics), then the engine builds contexts (no generation)
 of questions. Reported: p50/p95 of the build split by stage, next to the bare LanceDB top-k
 vector query measured in the same run on the same session (and their ratio); the same builds with
 the memory and topic channels switched off (interleaved, each side first for every other
-question, so noise and warmed caches hit both alike); ingest throughput next to the bare embedder's throughput on the same texts, and the memory writer's.
+question, so noise and warmed caches hit both alike); ingest throughput next to the bare
+embedder's throughput on the same texts, and the memory writer's.
 """
 
 from __future__ import annotations

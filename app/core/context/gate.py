@@ -24,13 +24,13 @@ subject the input names (every word of its key); older turns of the same branch 
 (grade ≥ the plan's threshold, which the confidence band sets). A turn of *another* branch,
 while the input continues one — or when the session holds several conversations, among which
 the input starts a new one — must be about the input by meaning and by words at once (support
-is the lesser of the two, against stricter levels, and words by their absolute share only): neighbouring conversations share a
-vocabulary and a register, and similarity alone lets them leak in. Such a turn must also add to
-the conversation being continued: hold a word of the input that none of that conversation's
-turns (the branch's window and linked turns) holds. A turn of another conversation repeating
-what this one already says about the input is that conversation's, not this one's; what only
-it says is what the input may be reaching for (CRAG: external knowledge where the retrieved
-knowledge falls short).
+is the lesser of the two, against stricter levels, and words by their absolute share only):
+neighbouring conversations share a vocabulary and a register, and similarity alone lets them
+leak in. Such a turn must also add to the conversation being continued: hold a word of the input
+that none of that conversation's turns (the branch's window and linked turns) holds. A turn of
+another conversation repeating what this one already says about the input is that
+conversation's, not this one's; what only it says is what the input may be reaching for (CRAG:
+external knowledge where the retrieved knowledge falls short).
 Pure functions over ids, texts and scores.
 """
 
