@@ -11,6 +11,7 @@
     pcm [--data-dir DIR] replay turn ID
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
+    pcm [--data-dir DIR] memory add "Never deploy on Fridays." [--session ID]
     pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl

@@ -1,13 +1,18 @@
-"""``pcm memory list|show|revoke`` and ``pcm topics``: the workspace's memory from the command line.
+"""``pcm memory list|show|revoke|add`` and ``pcm topics``: the workspace's memory from the command line.
 
     pcm memory list [--type fact] [--session ID] [--all] [--json]
     pcm memory show MEMORY_ID
     pcm memory revoke MEMORY_ID
+    pcm memory add "Never deploy on Fridays." [--session ID]
     pcm topics [--json]
 
-They read and write SQLite directly (no models load). A revoked memory keeps its row (closed and
-marked revoked) and never reaches a context again; an app that has the session open sees the
-revocation the next time it opens it.
+All but ``add`` read and write SQLite directly (no models load). A revoked memory keeps its row
+(closed and marked revoked) and never reaches a context again; an app that has the session open
+sees the revocation the next time it opens it. ``add`` states profile statements ("I prefer…",
+"Never…", "You may…") as the Memory panel's field does: the engine's memory writer decides (a
+statement already held is not written again; a new prohibition closes a permission of the same
+words) and embeds them, so the embedder loads; they apply to every session, and the session
+given (default: the last used one, or a new "Profile" session) keeps their record.
 """
 
 from __future__ import annotations
@@ -94,11 +99,13 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("memory", help="list, show or revoke the workspace's memories")
-    p.add_argument("action", choices=["list", "show", "revoke"])
-    p.add_argument("memory_id", nargs="?", metavar="MEMORY_ID", help="show, revoke: the memory's id")
+    p = sub.add_parser("memory", help="list, show, revoke or add the workspace's memories")
+    p.add_argument("action", choices=["list", "show", "revoke", "add"])
+    p.add_argument("memory_id", nargs="?", metavar="MEMORY_ID|TEXT",
+                   help="show, revoke: the memory's id; add: profile statements (\"Never deploy on Fridays.\")")
     p.add_argument("--type", help="list: only this type (fact, preference, prohibition, decision, ...)")
-    p.add_argument("--session", metavar="ID", help="list: only memories taken from this session")
+    p.add_argument("--session", metavar="ID", help="list: only memories taken from this session; add: the "
+                   "session that keeps their record (default: the last used one)")
     p.add_argument("--all", action="store_true", help="list: also closed, merged and revoked memories")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_checked)
@@ -109,6 +116,37 @@ def add_parsers(sub: Any) -> None:
 
 
 def _checked(args: argparse.Namespace) -> int:
+    if args.action == "add":
+        if not (args.memory_id or "").strip():
+            raise CoreError('pcm memory add needs the statement, e.g. pcm memory add "Never deploy on Fridays."')
+        return cmd_memory_add(args)
     if args.action != "list" and not args.memory_id:
         raise CoreError(f"pcm memory {args.action} needs a MEMORY_ID (pcm memory list shows them)")
     return cmd_memory(args)
+
+
+def cmd_memory_add(args: argparse.Namespace) -> int:
+    """``pcm memory add TEXT``: the profile statements of TEXT, for every session (module doc)."""
+    from app.cli_pipeline import _with_engine, resolve_id
+
+    text = args.memory_id.strip()
+
+    async def work(engine: Any) -> int:
+        if args.session:
+            session_id = await engine.with_store(resolve_id, "session", args.session)
+        else:
+            session_id = await engine.with_store(lambda store: store.last_used_session_id())
+        state = await engine.open_session(session_id, title="Profile")
+        added = await engine.add_profile(text, state.session_id)
+        if added is None:
+            print('no preference, prohibition or permission in that text ("I prefer…", "Never…", "You may…")')
+            return 1
+        for memory in added.added:
+            print(f"added {memory.fragment_id}\t{memory.type}\t{memory.content}")
+        for memory in added.held:
+            print(f"already held {memory.fragment_id}\t{memory.type}\t{memory.content}")
+        for memory in added.closed:
+            print(f"closed {memory.fragment_id}\t{memory.type}\t{memory.content}")
+        return 0
+
+    return _with_engine(args, work, chat=False, counter="words")

@@ -53,3 +53,26 @@ def test_memory_list_show_revoke_and_topics(tmp_path: Path, capsys: pytest.Captu
     assert main([*data, "memory", "show", "nope"]) == 2
     assert "no memory 'nope'" in capsys.readouterr().err
     assert main([*data, "memory", "revoke"]) == 2
+
+
+def test_memory_add_states_profile_statements_for_every_session(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``pcm memory add`` goes through the engine's memory writer (the real embedder loads): a
+    statement is written once, a later one that says it again is held, not written again."""
+    sid, _ = _workspace(tmp_path)
+    data = ["--data-dir", str(tmp_path)]
+    assert main([*data, "memory", "add", "I prefer short answers. You may use sudo.", "--session", sid]) == 0
+    out = capsys.readouterr().out
+    assert "added" in out and "preference\tshort answers" in out and "permission" in out
+    assert main([*data, "memory", "add", "Never use sudo."]) == 0  # the last used session keeps it
+    out = capsys.readouterr().out
+    assert "prohibition\tuse sudo" in out and "closed" in out and "permission" in out
+    assert main([*data, "memory", "add", "I prefer short answers."]) == 0
+    assert "already held" in capsys.readouterr().out
+    assert main([*data, "memory", "add", "hello there"]) == 1
+    assert "no preference, prohibition or permission" in capsys.readouterr().out
+    assert main([*data, "memory", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    profile = {r["content"]: r for r in rows if r["scope"] == "workspace" and r["session_id"] == sid}
+    assert profile["short answers"]["type"] == "preference" and profile["use sudo"]["type"] == "prohibition"
+    assert main([*data, "memory", "add"]) == 2
