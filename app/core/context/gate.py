@@ -31,6 +31,12 @@ that none of that conversation's turns (the branch's window and linked turns) ho
 another conversation repeating what this one already says about the input is that
 conversation's, not this one's; what only it says is what the input may be reaching for (CRAG:
 external knowledge where the retrieved knowledge falls short).
+When the session holds several conversations, the anchor's tree beyond its recent window (and
+beyond what the graph links) is held to the same two tests (``strict_tree``). There the trees
+were grown by routing, and every input routed to the wrong conversation joined two of them: the
+farther back a tree reaches, the more of it is another conversation's talk. Its recent window
+and linked turns still pass as the conversation being continued; a session of one conversation
+keeps judging its older turns on their own merit.
 Pure functions over ids, texts and scores.
 """
 
@@ -58,6 +64,7 @@ class GatePolicy(BaseModel):
     cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
     ref_rank: int = 3  # rel is measured against the score at this rank (a third of the list, if shorter)
     strict_other: bool = False  # a branch is continued, or there are several: other branches need both signals
+    strict_tree: bool = False  # several conversations: the anchor tree's turns outside its window need them too
     other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
     other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
 
@@ -129,7 +136,8 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
           lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None) -> dict[str, Grade]:
     """The grade of every item of ``fused`` (ids with a fused score); see the module doc.
     ``adds``: whether an item holds a word of the input the conversation being continued does
-    not (``unsaid``); an item of another branch without one fails under ``strict_other``."""
+    not (``unsaid``); an item of another branch without one fails under ``strict_other``, an
+    older turn of the anchor's tree under ``strict_tree``."""
     ranked = sorted(fused.values(), reverse=True)
     top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
     out: dict[str, Grade] = {}
@@ -139,7 +147,7 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         s = sem.get(item)
         lx = lex.get(item, 0.0)
         lr = (lex_rank or {}).get(item, 0.0)
-        strict = policy.strict_other and kind == "other"
+        strict = (policy.strict_other and kind == "other") or (policy.strict_tree and kind == "tree")
         words = lx if strict else max(lx, lr)
         new = not strict or (adds or {}).get(item, True)
         value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict) * new
@@ -168,5 +176,6 @@ def reason(g: Grade, threshold: float) -> str:
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
     how += f", words {g.lex:.2f}, full-text {g.lex_rank:.2f}"
     if not g.adds:
-        how += "; another conversation's, and every word of the input it holds is already in this one"
+        whose = "an older turn of this tree" if g.relation == "tree" else "another conversation's"
+        how += f"; {whose}, and every word of the input it holds is already in this one"
     return f"{BELOW} ({how})"

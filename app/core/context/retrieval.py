@@ -317,9 +317,11 @@ class _Pool:
         """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
         anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
         # Other branches must be about the input by meaning and words at once while it continues a
-        # branch, or when the session holds several conversations (a new one among them).
+        # branch, or when the session holds several conversations (a new one among them); with
+        # several, so must the anchor tree's turns beyond its recent window (gate module doc).
         several = _several_conversations(self.state)
-        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several)
+        policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
+                            strict_tree=several)
         texts = {i: _text(self.state, i) for i in fused}
         w = gate.weights(req.query, texts.values())
         sem = dict(known_sem)
@@ -338,7 +340,7 @@ class _Pool:
         relation = {i: self.relation(i, root, asked) for i in fused}
         # What the conversation being continued does not already say: another branch's turn must add some of it.
         unsaid = gate.unsaid(w, (texts[i] for i in fused if relation[i] in ("branch", "linked")))
-        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] == "other"}
+        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] in ("other", "tree")}
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds)
         for item, g in grades.items():
             cand = self.candidate(item)

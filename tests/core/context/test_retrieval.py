@@ -240,3 +240,39 @@ def test_another_conversation_enters_only_for_what_this_one_does_not_say() -> No
     assert sorted(result.kept_ids()) == ["m0", "m2"]
     dropped = next(c for c in result.candidates if c.id == "m1")
     assert dropped.relation == "other" and "already in this one" in dropped.reason
+
+
+def test_older_turns_of_the_tree_are_held_to_the_other_conversations_bar_when_there_are_several() -> None:
+    """m0 opened a conversation about a gftp upload and m2 continues it (the recent window); an
+    older turn of that tree repeating "gftp upload" passes on its own merit while the session holds
+    one conversation, and is dropped once a second conversation (m3) has started: then the tree
+    was grown by routing and its older turns must add a word of the input, as "ssl" does."""
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+    def session(conversations: int) -> SessionState:
+        state = SessionState("s")
+        texts = ["gftp upload works for me", "gftp has ssl support", "the gftp upload failed", "anyone seen my keys"]
+        nodes = []
+        for i, text in enumerate(texts[:3 + (conversations > 1)]):
+            state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text,
+                                      at=f"2024-01-0{i + 1}T10:00:00", author=Author(kind=AuthorKind.USER, id="ana"),
+                                      turn_id=f"t{i}"))
+            node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+            state.add_node(node)
+            state.turns[f"t{i}"].node_id = node.node_id
+            nodes.append(node.node_id)
+        for i in (1, 2):  # one tree: m0 ← m1 ← m2
+            state.add_edge(GraphEdge(src=nodes[i], dst=nodes[i - 1], kind=EdgeKind.CONTINUES))
+        return state
+
+    runs = [ChannelRun(channel="recent", size=1, hits=[("m2", 1.0)]),
+            ChannelRun(channel="vector", size=2, hits=[("m0", 0.8), ("m1", 0.8)])]
+    for conversations, kept in ((1, ["m0", "m1", "m2"]), (2, ["m1", "m2"])):
+        state = session(conversations)
+        req = RecallRequest(query="gftp upload over ssl", channel_sizes={}, top_k=5, relevance_threshold=0.3,
+                            anchor_node=state.turns["t2"].node_id)
+        result = _fused(req, runs, state)
+        assert sorted(result.kept_ids()) == kept, conversations
+    dropped = next(c for c in result.candidates if c.id == "m0")
+    assert dropped.relation == "tree" and "an older turn of this tree" in dropped.reason
