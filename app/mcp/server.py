@@ -2,7 +2,7 @@
 
 Tools with the names, parameters and defaults of the design's §6 (``get_context_summary``,
 ``get_relevant_snippets``, ``configure_llm_provider``) and what agents using memory servers rely
-on (``record_event``, ``search_memory``, ``search_facts``, ``list_sessions``, ``get_status``);
+on (``record_event``, ``add_profile_statement``, ``search_memory``, ``search_facts``, ``list_sessions``, ``get_status``);
 resources ``pcm://sessions`` and ``pcm://sessions/{session_id}`` and ``pcm://turns/{turn_id}``.
 Each tool returns text within its token limit and structured content with evidence, session and
 turn ids (``service.ContextService``). A bad argument is an MCP error naming the field. Nothing
@@ -104,6 +104,16 @@ def build_server(service: ContextService) -> MCPServer:
         """Record an input or an observation into a session. Returns at once with the ids it will
         have; the events are stored in the order they arrive."""
         return await _run(service.record_event(text, sessionId, kind, author))
+
+    @mcp.tool()
+    async def add_profile_statement(
+        text: Annotated[str, Field(description='What the user wants from now on: "I prefer…", "Never…", "You may…"')],
+        sessionId: Annotated[str | None, Field(description="Session that keeps the record (default: the one used last)")] = None,
+    ) -> CallToolResult:
+        """Add the user's lasting preferences, prohibitions or permissions; every session's context
+        carries them from now on. One already held is not written again; a prohibition closes the
+        permission it contradicts (closed, not deleted)."""
+        return await _run(service.add_profile(text, sessionId))
 
     @mcp.tool()
     async def search_memory(query: str, limit: int = 10) -> CallToolResult:

@@ -253,6 +253,29 @@ class ContextService:
         return f"Queued as {message.message_id} in session {sid}.", {
             "session_id": sid, "message_id": message.message_id, "evidence_id": message.message_id, "queued": True}
 
+    async def add_profile(self, text: str, session_id: str | None = None) -> tuple[str, dict[str, Any]]:
+        """The profile statements of ``text`` for every session, as ``pcm memory add`` adds them;
+        ``session_id`` (the session used last, or a new one) keeps their record."""
+        if not text.strip():
+            raise ToolArgumentError("text: nothing to add")
+        if session_id is not None:
+            known = {r["session_id"] for r in await self.engine.list_sessions(archived=True)}
+            if session_id not in known:
+                raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
+        sid = session_id or await self.engine.last_used_session()
+        # an agent writing is not the user opening a session: only a first session is created
+        state = await (self.engine.session_state(sid) if sid else self.engine.open_session(None, title="Profile"))
+        added = await self.engine.add_profile(text, state.session_id)
+        if added is None:
+            raise ToolArgumentError('text: no preference, prohibition or permission in it ("I prefer…", '
+                                    '"Never…", "You may…")')
+        parts = {"added": added.added, "held": added.held, "closed": added.closed}
+        lines = [f"{what.replace('held', 'already held')}: {m.type}: {m.content}" for what, ms in parts.items()
+                 for m in ms]
+        return "\n".join(lines), {"session_id": state.session_id, **{
+            what: [{"memory_id": m.fragment_id, "type": m.type, "content": m.content} for m in ms]
+            for what, ms in parts.items()}}
+
     async def _write(self) -> None:
         assert self._queue is not None
         while True:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.model  # the real embedder, in this process and in the 
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"get_context_summary", "get_relevant_snippets", "configure_llm_provider", "record_event",
-         "search_memory", "search_facts", "list_sessions", "get_status"}
+         "add_profile_statement", "search_memory", "search_facts", "list_sessions", "get_status"}
 KYOTO = "We visit the Fushimi Inari shrine in Kyoto on day two of the trip"
 PYTHON = "My script raises KeyError: 'user_id' when the JSON has no user field"
 RAIL = "The JR rail pass for seven days costs 50,000 yen; buy it before leaving"
@@ -140,6 +140,15 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
             assert queued.structured_content["queued"] and queued.structured_content["session_id"] == folder["trip"]
             await _until_found(client, "tea ceremony booked", queued.structured_content["message_id"])
 
+            rule = {"text": "Never book trains before 7 am.", "sessionId": folder["trip"]}
+            added = (await client.call_tool("add_profile_statement", rule)).structured_content
+            assert [m["type"] for m in added["added"]] == ["prohibition"] and added["session_id"] == folder["trip"]
+            again = (await client.call_tool("add_profile_statement", rule)).structured_content
+            assert not again["added"] and again["held"][0]["memory_id"] == added["added"][0]["memory_id"]
+            brief = await client.call_tool("get_context_summary", {"query": "Which train do we take on day two?",
+                                                                   "conversationIds": [folder["bug"]]})
+            assert "before 7 am" in brief.content[0].text  # a profile holds in every session
+
             notes = (await client.call_tool("search_memory", {"query": "rail pass price"})).structured_content
             assert notes["memories"][0]["kind"] == "env" and "50,000 yen" in notes["memories"][0]["content"]
             assert notes["memories"][0]["session_id"] == folder["trip"]
@@ -155,6 +164,8 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
                 ("get_context_summary", {"query": "x", "level": "everything"}, "level"),
                 ("record_event", {"text": "x", "sessionId": "nope"}, "sessionId"),
                 ("record_event", {}, "text"),
+                ("add_profile_statement", {"text": "the weather is nice"}, "text"),
+                ("add_profile_statement", {"text": "Never x", "sessionId": "nope"}, "sessionId"),
                 ("search_facts", {"sessionId": "nope"}, "sessionId"),
                 ("configure_llm_provider", {"provider": "acme", "config": {}}, "provider"),
             ]:
