@@ -7,6 +7,7 @@
     pcm [--data-dir DIR] store rebuild-index|reconcile
     pcm [--data-dir DIR] demo [--prompt TEXT]
     pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json]
+    pcm [--data-dir DIR] attach FILE [--session ID | --new]
     pcm [--data-dir DIR] show turn ID [--json]
     pcm [--data-dir DIR] replay turn ID
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
@@ -329,7 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     add_provider_parsers(sub)
     add_memory_parsers(sub)
+    from app.cli_attach import add_parser as add_attach_parser
     from app.mcp.run import add_parser as add_mcp_parser
+
+    add_attach_parser(sub)
 
     add_mcp_parser(sub)
 
