@@ -334,7 +334,6 @@ def build_parser() -> argparse.ArgumentParser:
     from app.mcp.run import add_parser as add_mcp_parser
 
     add_attach_parser(sub)
-
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")

@@ -2,11 +2,12 @@
 
 Tools with the names, parameters and defaults of the design's §6 (``get_context_summary``,
 ``get_relevant_snippets``, ``configure_llm_provider``) and what agents using memory servers rely
-on (``record_event``, ``add_profile_statement``, ``search_memory``, ``search_facts``, ``list_sessions``, ``get_status``);
-resources ``pcm://sessions`` and ``pcm://sessions/{session_id}`` and ``pcm://turns/{turn_id}``.
-Each tool returns text within its token limit and structured content with evidence, session and
-turn ids (``service.ContextService``). A bad argument is an MCP error naming the field. Nothing
-deletes. Transports: stdio (``pcm mcp``) and streamable HTTP on 127.0.0.1 behind a bearer token
+on (``record_event``, ``add_profile_statement``, ``search_memory``, ``search_facts``,
+``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
+and ``pcm://turns/{turn_id}``. Each tool returns text within its token limit and structured content
+with evidence, session and turn ids (``service.ContextService``). A bad argument is an MCP error
+naming the field. Nothing deletes: a prohibition closes the permission it contradicts, keeping it.
+Transports: stdio (``pcm mcp``) and streamable HTTP on 127.0.0.1 behind a bearer token
 (``pcm mcp --http``, ``http.serve``).
 """
 

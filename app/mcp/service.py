@@ -238,10 +238,7 @@ class ContextService:
             raise ToolArgumentError("text: nothing to record")
         if kind not in ("input", "observation"):
             raise ToolArgumentError("kind: 'input' or 'observation'")
-        if session_id is not None:
-            known = {r["session_id"] for r in await self.engine.list_sessions(archived=True)}
-            if session_id not in known:
-                raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
+        await self._check_session(session_id)
         sid = session_id or await self.engine.last_used_session() or (await self.engine.open_session(None)).session_id
         who = Author(kind=AuthorKind.USER if kind == "input" else AuthorKind.TOOL, id=author or "mcp")
         message = Message(message_id=new_id(), role=Role.USER if kind == "input" else Role.TOOL,
@@ -258,10 +255,7 @@ class ContextService:
         ``session_id`` (the session used last, or a new one) keeps their record."""
         if not text.strip():
             raise ToolArgumentError("text: nothing to add")
-        if session_id is not None:
-            known = {r["session_id"] for r in await self.engine.list_sessions(archived=True)}
-            if session_id not in known:
-                raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
+        await self._check_session(session_id)
         sid = session_id or await self.engine.last_used_session()
         # an agent writing is not the user opening a session: only a first session is created
         state = await (self.engine.session_state(sid) if sid else self.engine.open_session(None, title="Profile"))
@@ -275,6 +269,13 @@ class ContextService:
         return "\n".join(lines), {"session_id": state.session_id, **{
             what: [{"memory_id": m.fragment_id, "type": m.type, "content": m.content} for m in ms]
             for what, ms in parts.items()}}
+
+    async def _check_session(self, session_id: str | None) -> None:
+        """A ``sessionId`` argument names a stored session (None: the caller picks one)."""
+        if session_id is not None:
+            known = {r["session_id"] for r in await self.engine.list_sessions(archived=True)}
+            if session_id not in known:
+                raise ToolArgumentError(f"sessionId: no session {session_id!r} (list_sessions gives the ids)")
 
     async def _write(self) -> None:
         assert self._queue is not None
