@@ -340,7 +340,8 @@ class _Pool:
         relation = {i: self.relation(i, root, asked) for i in fused}
         # What the conversation being continued does not already say: another branch's turn must add some of it.
         unsaid = gate.unsaid(w, (texts[i] for i in fused if relation[i] in ("branch", "linked")))
-        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] in ("other", "tree")}
+        judged = {"other", "tree"} if several else {"other"}  # the relations held to the "adds" rule
+        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] in judged}
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds)
         for item, g in grades.items():
             cand = self.candidate(item)
