@@ -316,6 +316,22 @@ def test_collapse_hides_the_subtree_and_expand_restores_it(canvas, graph: Sessio
     assert all(e.isVisible() for e in scene.items() if isinstance(e, EdgeItem))
 
 
+def test_a_pile_of_satellites_shows_how_many_lie_under_its_top(qtbot, canvas, graph: SessionGraph) -> None:
+    scene, _ = canvas
+    for n in range(4):  # b has m already: m, d0 in the row, d1..d3 on the pile over d0
+        graph.add_node(_node(f"d{n}", NodeKind.ARTIFACT, f"report v{n}"))
+        graph.add_edge(GraphEdge(src=f"d{n}", dst="b", kind=EdgeKind.DERIVED_FROM))
+    tops = {n: scene.item(n).pile_count for n in ("m", "d0", "d1", "d2", "d3")}
+    assert tops == {"m": 0, "d0": 0, "d1": 0, "d2": 0, "d3": 3}
+    assert scene.item("d3").zValue() > scene.item("d0").zValue()  # the newest lies on top
+    assert "3 more lie under this one" in scene.item("d3").toolTip()
+    graph.move_node("d3", 2000.0, 2000.0)  # dragged aside: the next one is the top
+    assert scene.item("d3").pile_count == 0 and scene.item("d2").pile_count == 2
+    assert "more lie" not in scene.item("d3").toolTip()
+    reopened, _ = shown_canvas(qtbot, graph)  # a session opened afresh shows the same pile
+    assert [reopened.item(n).pile_count for n in ("d0", "d1", "d2", "d3")] == [0, 0, 2, 0]
+
+
 # ---------------------------------------------------------------------- pointer interaction
 
 

@@ -117,6 +117,24 @@ def test_memory_and_artifacts_hang_under_the_node_they_come_from() -> None:
     assert layout.position("b")[1] == ay  # satellites do not push the lane
 
 
+def test_satellites_beyond_the_row_pile_up_on_its_last_place() -> None:
+    layout = LaneLayout()
+    _live(layout, "a")
+    for n in range(6):
+        _live(layout, f"m{n}", MEMORY)
+        layout.add_edge(LayoutEdge(f"m{n}", "a", EdgeKind.DERIVED_FROM))
+    ax, ay = layout.position("a")
+    assert layout.position("m0") == (ax, ay + G.satellite_dy)
+    last = (ax + G.satellite_width, ay + G.satellite_dy)
+    assert layout.position("m1") == last  # the row is full: the rest pile on its last place
+    steps = [layout.position(f"m{n}")[0] - last[0] for n in range(1, 6)]
+    assert steps == [0, G.pile_step, 2 * G.pile_step, 3 * G.pile_step, 3 * G.pile_step]  # bounded
+    assert layout.pile("a") == ["m1", "m2", "m3", "m4", "m5"] and layout.anchor_of("m3") == "a"
+    layout.pin("m5", (900.0, 900.0))  # dragged off the pile
+    assert layout.pile("a") == ["m1", "m2", "m3", "m4"]
+    assert layout.anchor_of("a") is None
+
+
 def test_adding_nodes_never_moves_placed_nodes() -> None:
     rng = random.Random(11)
     layout = LaneLayout()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -19,20 +18,16 @@ from PySide6.QtGui import QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem, QWidget
 
 from app.core.types import GraphNode, NodeKind
+from app.ui.canvas.shapes import geometry, node_size
 from app.ui.canvas.style import (
-    ARTIFACT_SIZE,
     BODY_LINE,
     BODY_MAX_LINES,
-    CARD_WIDTH,
-    ENV_SIZE,
     LOD_DOT,
     LOD_FULL,
     LOD_LABEL,
     LOD_LABEL_MID,
-    MEMORY_SIZE,
     PORT_Y,
     SHAPE_NAMES,
-    TASK_SIZE,
     TURN_HEADER,
     TURN_MAX_HEIGHT,
     TURN_MIN_HEIGHT,
@@ -45,93 +40,6 @@ _ELIDE = Qt.TextElideMode.ElideRight
 _CENTER = Qt.AlignmentFlag.AlignCenter
 _NO_PEN = QPen(Qt.PenStyle.NoPen)
 _NODE_FLAGS = QGraphicsItem.GraphicsItemFlag.ItemIsSelectable | QGraphicsItem.GraphicsItemFlag.ItemIsMovable
-_LABEL_LEFT = {NodeKind.TURN: 34.0, NodeKind.TASK: 40.0, NodeKind.ENV: 32.0, NodeKind.MEMORY: 34.0,
-               NodeKind.ARTIFACT: 8.0}
-_GLYPH_AT = {NodeKind.TURN: (10.0, 9.0), NodeKind.TASK: (20.0, 10.0), NodeKind.ENV: (11.0, 12.0),
-             NodeKind.MEMORY: (14.0, 19.0), NodeKind.ARTIFACT: (8.0, 8.0)}
-
-
-@dataclass(frozen=True)
-class _Geometry:
-    """Rectangles and paths of a node of one kind and size, shared by all such nodes."""
-
-    rect: QRectF
-    bounds: QRectF
-    outline: QPainterPath
-    inner: QPainterPath | None
-    glyph_at: QPointF
-    label_x: float
-    label_width: float
-    label_rect: QRectF
-    dot_rect: QRectF
-    badge_rect: QRectF
-    progress_rect: QRectF
-
-
-_GEOMETRY: dict[tuple[NodeKind, float, float], _Geometry] = {}
-
-
-def _geometry(kind: NodeKind, w: float, h: float) -> _Geometry:
-    key = (kind, w, h)
-    found = _GEOMETRY.get(key)
-    if found is None:
-        rect = QRectF(0, 0, w, h)
-        left = _LABEL_LEFT[kind]
-        found = _GEOMETRY[key] = _Geometry(
-            rect=rect, bounds=rect.adjusted(-5, -10, 5, 5), outline=outline_path(kind, w, h),
-            inner=outline_path(kind, w, h, inset=4) if kind == NodeKind.TASK else None,
-            glyph_at=QPointF(*_GLYPH_AT[kind]), label_x=left,
-            label_width=w - left - (80 if kind in (NodeKind.TURN, NodeKind.TASK) else 14),
-            label_rect=QRectF(8, 0, w - 16, h), dot_rect=QRectF(w - 22, 6, 16, 16),
-            badge_rect=QRectF(w - 44, h - 20, 38, 15), progress_rect=QRectF(22, h - 16, w - 44, 6),
-        )
-    return found
-
-
-NODE_SIZES: dict[NodeKind, tuple[float, float]] = {
-    NodeKind.TURN: (CARD_WIDTH, TURN_MIN_HEIGHT), NodeKind.TASK: TASK_SIZE, NodeKind.ENV: ENV_SIZE,
-    NodeKind.MEMORY: MEMORY_SIZE, NodeKind.ARTIFACT: ARTIFACT_SIZE,
-}
-
-
-def node_size(kind: NodeKind) -> tuple[float, float]:
-    """The initial (for turns: minimum) size of a node of ``kind``."""
-    return NODE_SIZES[kind]
-
-
-def outline_path(kind: NodeKind, w: float, h: float, inset: float = 0.0) -> QPainterPath:
-    """The outline of a node of ``kind`` in a ``w`` x ``h`` box (shrunk by ``inset``)."""
-    r = QRectF(inset, inset, w - 2 * inset, h - 2 * inset)
-    path = QPainterPath()
-    if kind == NodeKind.TURN:
-        path.addRoundedRect(r, 10, 10)
-    elif kind == NodeKind.TASK:
-        tip = 16.0
-        path.moveTo(r.left() + tip, r.top())
-        path.lineTo(r.right() - tip, r.top())
-        path.lineTo(r.right(), r.center().y())
-        path.lineTo(r.right() - tip, r.bottom())
-        path.lineTo(r.left() + tip, r.bottom())
-        path.lineTo(r.left(), r.center().y())
-        path.closeSubpath()
-    elif kind == NodeKind.ENV:
-        path.addRoundedRect(r, r.height() / 2, r.height() / 2)
-    elif kind == NodeKind.MEMORY:
-        path.addEllipse(r)
-    else:  # artifact: a page with a folded top-right corner
-        fold = 14.0
-        path.moveTo(r.left(), r.top())
-        path.lineTo(r.right() - fold, r.top())
-        path.lineTo(r.right(), r.top() + fold)
-        path.lineTo(r.right(), r.bottom())
-        path.lineTo(r.left(), r.bottom())
-        path.closeSubpath()
-        path.moveTo(r.right() - fold, r.top())
-        path.lineTo(r.right() - fold, r.top() + fold)
-        path.lineTo(r.right(), r.top() + fold)
-    return path
-
-
 def wrap_text(text: str, style: CanvasStyle, width: float, max_lines: int) -> tuple[list[str], bool]:
     """Wrap ``text`` in the body font to ``width``; at most ``max_lines`` lines, the last one
     ending with an ellipsis when the text goes on. Returns (lines, truncated)."""
@@ -158,6 +66,7 @@ class NodeItem(QGraphicsRectItem):
         self.streaming = False
         self.highlighted = False
         self.collapsed_count = 0
+        self.pile_count = 0  # satellites lying under this one on its card's strip
         self.summary = ""  # collapsed: what the hidden subtree says, shown instead of the body
         self._own_body = ""  # the node's own body meanwhile
         self._body_lines: list[str] = []
@@ -212,9 +121,22 @@ class NodeItem(QGraphicsRectItem):
         self._show_body(text or self._own_body, self.streaming)
         self.setToolTip(self._tooltip())
 
+    def set_pile_count(self, count: int) -> None:
+        """Show how many satellites lie under this one (a "+N" badge on its corner; 0 hides it)."""
+        if count != self.pile_count:
+            self.pile_count = count
+            self.setToolTip(self._tooltip())
+            self.update()
+
     def _tooltip(self) -> str:
+        parts = [self.node.label]
         paragraphs = [textwrap.fill(p, 90) for p in self.summary.split("\n") if p.strip()]
-        return "\n\n".join([self.node.label, "\n".join(paragraphs)]) if paragraphs else self.node.label
+        if paragraphs:
+            parts.append("\n".join(paragraphs))
+        if self.pile_count:
+            more = "1 more lies" if self.pile_count == 1 else f"{self.pile_count} more lie"
+            parts.append(f"{more} under this one: drag it aside to see them.")
+        return "\n\n".join(parts)
 
     def set_body(self, text: str, *, streaming: bool = False) -> None:
         """Show ``text`` under the label (turn cards grow up to a maximum height); while a
@@ -291,7 +213,7 @@ class NodeItem(QGraphicsRectItem):
                 self.set_body(answer)
 
     def _set_size(self, w: float, h: float) -> None:
-        g = _geometry(self.kind, w, h)
+        g = geometry(self.kind, w, h)
         self._rect, self._bounds, self._outline, self._inner = g.rect, g.bounds, g.outline, g.inner
         self._glyph_at, self._label_x, self._label_width = g.glyph_at, g.label_x, g.label_width
         self._label_rect, self._dot_rect, self._badge_rect = g.label_rect, g.dot_rect, g.badge_rect
@@ -337,6 +259,8 @@ class NodeItem(QGraphicsRectItem):
             self._paint_label_only(painter, lod)
         else:
             self._paint_full(painter)
+        if self.pile_count:
+            self._paint_pile_badge(painter)
 
     # ------------------------------------------------------------------ painting helpers
 
@@ -461,6 +385,17 @@ class NodeItem(QGraphicsRectItem):
             painter.drawRoundedRect(self._badge_rect, 7, 7)
             painter.setPen(s.white_pen)
             painter.drawText(*self._small_text("collapsed", f"+{self.collapsed_count}", self._badge_rect))
+
+    def _paint_pile_badge(self, painter: QPainter) -> None:
+        """"+N" on the top-right corner, over the border, as on a stack of cards."""
+        s = self._style
+        rect = QRectF(self._rect.width() - 26, -8, 30, 16)
+        painter.setFont(s.font_small)
+        painter.setPen(s.background_pen)
+        painter.setBrush(s.solid[self.kind])
+        painter.drawRoundedRect(rect, 8, 8)
+        painter.setPen(s.white_pen)
+        painter.drawText(*self._small_text("pile", f"+{self.pile_count}", rect))
 
     def _status_pill(self, status: str) -> tuple[QRectF, QPointF, str]:
         """The badge box sized to ``status``, right-aligned in the header, and its text position."""

@@ -11,7 +11,9 @@ Branches are lanes (rows) and time flows left to right (columns):
   (its next two cells must be free), so that two lanes sharing a row never look like one chain;
 - turn/task nodes that continue nothing open a new row at the bottom, at column 0;
 - memory, artifact and env nodes are satellites: placed under the first lane node they are linked
-  to, in the strip each lane reserves below its cards; until linked, memory and artifacts wait in
+  to, in the strip each lane reserves below its cards (one row; when it is full, the newer ones pile
+  up on its last place, a few pixels apart, and ``pile`` tells the scene how deep the pile is for a
+  count badge); until linked, memory and artifacts wait in
   a loose lane on top, and env nodes in an environment lane above lane 0, in arrival order, each
   no further left than the rightmost column used so far (in line with the conversation of their
   time).
@@ -50,7 +52,8 @@ class LaneGeometry:
     satellite_dy: float = 180.0  # from a lane node's top to its satellites' top
     satellite_width: float = 140.0
     satellites_per_row: int = 2
-    satellite_cascade: float = 14.0  # extra satellites beyond a row are stacked with this offset
+    pile_step: float = 5.0  # satellites beyond the row pile up on its last place, this far apart
+    pile_steps: int = 3  # ...for this many steps; deeper ones lie under the top (the badge counts them)
     row_scan: int = 48  # rows searched below a branch point for a free place
     branch_headroom: int = 2  # free columns left after an idle tip when a branch shares its row
 
@@ -153,6 +156,20 @@ class LaneLayout:
     def satellites_of(self, node_id: str) -> list[str]:
         """Memory/artifact nodes hanging under ``node_id``."""
         return list(self._slots[node_id].satellites)
+
+    def anchor_of(self, node_id: str) -> str | None:
+        """The lane node a satellite hangs under (None for other nodes)."""
+        slot = self._slots.get(node_id)
+        return slot.anchor if slot is not None and slot.role == "satellite" else None
+
+    def pile(self, anchor_id: str) -> list[str]:
+        """The satellites of ``anchor_id`` lying on the last place of its strip, bottom to top
+        (one alone is no pile; a pinned one has been dragged off it)."""
+        slot = self._slots.get(anchor_id)
+        if slot is None:
+            return []
+        start = max(1, self.geometry.satellites_per_row) - 1
+        return [s for s in slot.satellites[start:] if self._slots[s].pinned_at is None]
 
     def is_pinned(self, node_id: str) -> bool:
         return self._slots[node_id].pinned_at is not None
@@ -311,9 +328,9 @@ class LaneLayout:
         g = self.geometry
         slot = self._slots[node_id]
         ax, ay = self._slots[slot.anchor].position if slot.anchor else (0.0, 0.0)
-        row, col = divmod(slot.index, max(1, g.satellites_per_row))
-        slot.position = (ax + col * g.satellite_width + row * g.satellite_cascade,
-                         ay + g.satellite_dy + row * g.satellite_cascade)
+        col = min(slot.index, max(1, g.satellites_per_row) - 1)
+        step = min(slot.index - col, g.pile_steps) * g.pile_step
+        slot.position = (ax + col * g.satellite_width + step, ay + g.satellite_dy + step)
 
 
 def lay_out(

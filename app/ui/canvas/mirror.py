@@ -154,6 +154,7 @@ class GraphMirrorScene(QGraphicsScene):
             x, y = (node.x, node.y) if stored else self._layout.position(group if group in self._layout else node.node_id)
             item.setPos(x, y)
             self.addItem(item)
+        self._refresh_piles(self._items)
         for edge in edges:  # routed around cards once all are in place (one index, not one per edge)
             self._add_edge_item(edge, route=False)
         for item in self._edge_items.values():
@@ -234,6 +235,7 @@ class GraphMirrorScene(QGraphicsScene):
             return
         moved = self._layout.add_edge(LayoutEdge(edge.src, edge.dst, edge_kind(edge.kind)))
         self._apply_moves(moved)
+        self._refresh_piles(moved)
         item = self._add_edge_item(edge)
         if edge.kind == EdgeKind.CONTINUES and edge.src in self._items:
             self._refresh_visibility(edge.src)
@@ -263,6 +265,20 @@ class GraphMirrorScene(QGraphicsScene):
         self._layout.pin(node.node_id, (node.x, node.y) if node.pinned else None)
         if item.pos() != QPointF(node.x, node.y):
             self._apply_moves({node.node_id: (node.x, node.y)})
+        item.set_pile_count(0)  # dragged off its pile (or put back: the pile badges its top again)
+        self._refresh_piles((node.node_id,))
+
+    def _refresh_piles(self, node_ids: Iterable[str]) -> None:
+        """Redraw the satellite piles that ``node_ids`` lie on: newest on top, and the top badged
+        with how many lie under it."""
+        anchors = {a for n in node_ids if n in self._layout and (a := self._layout.anchor_of(n)) is not None}
+        for anchor in anchors:
+            pile = self._layout.pile(anchor)
+            for depth, node_id in enumerate(pile):
+                item = self._items.get(node_id)
+                if item is not None:
+                    item.setZValue(1.0 + 0.001 * depth)
+                    item.set_pile_count(len(pile) - 1 if depth == len(pile) - 1 else 0)
 
     def _version_spot(self, node: GraphNode) -> Point | None:
         """A new version of a turn takes the place of the version it joins (one shows at a time)."""
@@ -316,6 +332,7 @@ class GraphMirrorScene(QGraphicsScene):
         moved = {n: self._layout.position(n) for n in self._items
                  if n in self._layout and not self._layout.is_pinned(n)}
         self._apply_moves(moved)
+        self._refresh_piles(self._items)
 
     def newest_node(self) -> str | None:
         """The node added last that is shown (None without one)."""

@@ -21,7 +21,8 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF
 
 from app.core.types import EdgeKind, NodeKind
 from app.ui.canvas.edges import EdgeItem
-from app.ui.canvas.items import NODE_SIZES, NodeItem
+from app.ui.canvas.items import NodeItem
+from app.ui.canvas.shapes import NODE_SIZES
 from app.ui.canvas.style import LOD_LABEL, CanvasStyle
 
 OVERVIEW_SCALE = LOD_LABEL  # below this scale (and with enough nodes) views draw the overview
