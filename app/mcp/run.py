@@ -32,6 +32,7 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
         try:
             for line in (await engine.start()).lines():
                 _say(line)
+            engine.set_watched_folders(settings.watched_folders)  # what attach_file (like read_file) may read
             service = ContextService(engine, data_dir=settings.data_dir, add_provider=add_provider)
             mcp = build_server(service)
             try:
@@ -89,7 +90,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "mcp", help="serve PCM's context to other tools (Model Context Protocol)",
         description="Serve PCM's sessions to MCP clients: tools get_context_summary, get_relevant_snippets, "
-                    "configure_llm_provider, record_event, search_memory, search_facts, list_sessions, "
+                    "configure_llm_provider, record_event, add_profile_statement, "
+                    "attach_file (files in the watched folders only), search_memory, search_facts, list_sessions, "
                     "get_status; resources pcm://sessions, pcm://sessions/{id}, pcm://turns/{id}. Over stdio by "
                     "default (register the command `pcm mcp` in the client); --http serves streamable HTTP on "
                     "127.0.0.1 with a bearer token ($PCM_MCP_TOKEN, else kept in the data folder: --print-token).")

@@ -2,8 +2,8 @@
 
 Tools with the names, parameters and defaults of the design's §6 (``get_context_summary``,
 ``get_relevant_snippets``, ``configure_llm_provider``) and what agents using memory servers rely
-on (``record_event``, ``add_profile_statement``, ``search_memory``, ``search_facts``,
-``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
+on (``record_event``, ``add_profile_statement``, ``attach_file``, ``search_memory``,
+``search_facts``, ``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
 and ``pcm://turns/{turn_id}``. Each tool returns text within its token limit and structured content
 with evidence, session and turn ids (``service.ContextService``). A bad argument is an MCP error
 naming the field. Nothing deletes: a prohibition closes the permission it contradicts, keeping it.
@@ -115,6 +115,18 @@ def build_server(service: ContextService) -> MCPServer:
         carries them from now on. One already held is not written again; a prohibition closes the
         permission it contradicts (closed, not deleted)."""
         return await _run(service.add_profile(text, sessionId))
+
+    @mcp.tool()
+    async def attach_file(
+        path: Annotated[str, Field(description="A text file in a folder the user watches: absolute, or relative "
+                                               "to a watched folder")],
+        sessionId: Annotated[str | None, Field(description="Session to attach it to (default: the one used last)")] = None,
+    ) -> CallToolResult:
+        """Attach a text file as evidence of a session, as the user's "Attach file…" does: recalled
+        like a watched file, a question about any line of it gets that line. Changed text is the next
+        version; the same text records nothing. Only files inside the folders the user watches
+        (Settings → Environment) may be attached."""
+        return await _run(service.attach_file(path, sessionId))
 
     @mcp.tool()
     async def search_memory(query: str, limit: int = 10) -> CallToolResult:

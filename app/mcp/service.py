@@ -11,6 +11,8 @@ directly as well as through the official MCP client (``tests/mcp``).
 - ``record_event``: an input or observation stored into a session in arrival order by a writer
   task, on the branch the anchor router picks for it (a build without generation); the call
   returns at once with the message id the record will have.
+- ``attach_file``: a text file inside a watched folder attached to a session as evidence, versioned
+  by its text (``Engine.attach_file`` with ``watched_only``: the confined opener ``read_file`` uses).
 - ``facts``: keyed statements the user made (``Engine.facts``), each with when it became true and,
   when a later statement replaced it, until when.
 - ``memory``: stored notes (memory fragments and environment events) relevant to a query.
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.core.engine.facade import Engine
-from app.core.errors import CoreError
+from app.core.errors import AttachError, CoreError
 from app.core.types import Author, AuthorKind, BlockType, Message, Role, new_id, utc_now
 
 log = logging.getLogger(__name__)
@@ -269,6 +271,27 @@ class ContextService:
         return "\n".join(lines), {"session_id": state.session_id, **{
             what: [{"memory_id": m.fragment_id, "type": m.type, "content": m.content} for m in ms]
             for what, ms in parts.items()}}
+
+    async def attach_file(self, path: str, session_id: str | None = None) -> tuple[str, dict[str, Any]]:
+        """Attach the text file at ``path`` to ``session_id`` (the session used last, or a new one)
+        as the user's "Attach file…" does, but read as ``read_file`` reads: only inside the folders
+        the user watches (an agent gets no wider view of the disk than the model has)."""
+        if not path.strip():
+            raise ToolArgumentError("path: no file named")
+        await self._check_session(session_id)
+        # no session yet: a new id, created only once the file has been read (a refusal leaves none)
+        sid = session_id or await self.engine.last_used_session() or new_id()
+        try:
+            done = await self.engine.attach_file(sid, path, watched_only=True)
+        except AttachError as exc:
+            raise ToolArgumentError(f"path: {exc}") from None
+        data = {"session_id": done.session_id, "evidence_id": done.evidence_id, "node_id": done.node_id,
+                "name": done.name, "path": done.path, "version": done.version, "changed": done.changed,
+                "lines": done.lines, "bytes": done.size}
+        if not done.changed:
+            return f"Unchanged: {done.name} v{done.version} is already attached with this text.", data
+        return (f"Attached {done.name} v{done.version} ({done.lines} lines) to session {done.session_id}; "
+                f"evidence {done.evidence_id}."), data
 
     async def _check_session(self, session_id: str | None) -> None:
         """A ``sessionId`` argument names a stored session (None: the caller picks one)."""

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.model  # the real embedder, in this process and in the 
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"get_context_summary", "get_relevant_snippets", "configure_llm_provider", "record_event",
-         "add_profile_statement", "search_memory", "search_facts", "list_sessions", "get_status"}
+         "add_profile_statement", "attach_file", "search_memory", "search_facts", "list_sessions", "get_status"}
 KYOTO = "We visit the Fushimi Inari shrine in Kyoto on day two of the trip"
 PYTHON = "My script raises KeyError: 'user_id' when the JSON has no user field"
 RAIL = "The JR rail pass for seven days costs 50,000 yen; buy it before leaving"
@@ -91,6 +91,15 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         await engine.close()
         return {"data": data, "trip": trip.session_id, "bug": bug.session_id, "kyoto": kyoto.message_id}
 
+    watched = data.parent / "watched"  # the folder the user watches: what an agent may attach from
+    watched.mkdir()
+    (watched / "ferry.md").write_text("# Ferry\nThe Miyajima ferry leaves Hiroshima port at 9:10.\n", encoding="utf-8")
+    (data.parent / "secret.txt").write_text("not for agents", encoding="utf-8")
+    (watched / "link.txt").symlink_to(data.parent / "secret.txt")
+    settings = Settings.load(data)
+    settings.watched_folders = [watched]
+    settings.save()
+
     return asyncio.run(write())
 
 
@@ -149,6 +158,18 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
                                                                    "conversationIds": [folder["bug"]]})
             assert "before 7 am" in brief.content[0].text  # a profile holds in every session
 
+            ferry = {"path": "ferry.md", "sessionId": folder["trip"]}  # relative to the watched folder
+            attached = (await client.call_tool("attach_file", ferry)).structured_content
+            assert attached["changed"] and attached["version"] == 1 and attached["session_id"] == folder["trip"]
+            again = await client.call_tool("attach_file", {**ferry, "path": str(folder["data"].parent / "watched/ferry.md")})
+            assert not again.structured_content["changed"] and "Unchanged" in again.content[0].text
+            timetable = (await client.call_tool("search_memory", {"query": "Miyajima ferry departure"})).structured_content
+            assert any(m["evidence_id"] == attached["evidence_id"] for m in timetable["memories"])
+            for path, why in [(str(folder["data"].parent / "secret.txt"), "outside the watched folders"),
+                              ("link.txt", "link out of the watched folder"), ("nothing.md", "no file")]:
+                refused = await client.call_tool("attach_file", {"path": path})
+                assert refused.is_error and "path: " in refused.content[0].text and why in refused.content[0].text
+
             notes = (await client.call_tool("search_memory", {"query": "rail pass price"})).structured_content
             assert notes["memories"][0]["kind"] == "env" and "50,000 yen" in notes["memories"][0]["content"]
             assert notes["memories"][0]["session_id"] == folder["trip"]
@@ -167,6 +188,7 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
                 ("add_profile_statement", {"text": "the weather is nice"}, "text"),
                 ("add_profile_statement", {"text": "Never x", "sessionId": "nope"}, "sessionId"),
                 ("search_facts", {"sessionId": "nope"}, "sessionId"),
+                ("attach_file", {"path": "ferry.md", "sessionId": "nope"}, "sessionId"),
                 ("configure_llm_provider", {"provider": "acme", "config": {}}, "provider"),
             ]:
                 bad = await client.call_tool(tool, args)

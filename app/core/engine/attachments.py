@@ -127,10 +127,10 @@ class AttachmentService:
         self.reader = reader
         self._lock = asyncio.Lock()
 
-    async def read(self, path: str) -> LocalFile:
-        """The file's text through the reader port; ``AttachError`` for anything it refuses, and
-        for an empty file."""
-        reader = self.reader
+    async def read(self, path: str, reader: FileReader | None = None) -> LocalFile:
+        """The file's text through ``reader`` (default: the reader port); ``AttachError`` for
+        anything it refuses, and for an empty file."""
+        reader = reader or self.reader
         if reader is None:
             raise AttachError("files cannot be attached here: this engine was set up without a file reader")
         if not path.strip():
@@ -146,10 +146,11 @@ class AttachmentService:
             raise AttachError(f"{name} is empty: there is nothing to attach")
         return file
 
-    async def attach(self, session_id: str, path: str) -> Attached:
-        """Attach the file at ``path`` to the session; return what was done (``Attached``)."""
+    async def attach(self, session_id: str, path: str, reader: FileReader | None = None) -> Attached:
+        """Attach the file at ``path`` to the session, read by ``reader`` (default: the reader
+        port); return what was done (``Attached``)."""
         async with self._lock:
-            file = await self.read(path)
+            file = await self.read(path, reader)
             state = await self.sessions.open(session_id)
             event = attach_event(file)
             sha = digest(file.text)

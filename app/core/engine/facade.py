@@ -448,13 +448,16 @@ class Engine:
         """Store, index, draw and route a batch of env events; push those touching an active task."""
         return await self.environment.ingest_env(session_id, events)
 
-    async def attach_file(self, session_id: str, path: str | Path) -> Attached:
+    async def attach_file(self, session_id: str, path: str | Path, *, watched_only: bool = False) -> Attached:
         """Attach a local text file to the session: its text becomes evidence recalled like a
         watched file's (an env event), and an artifact node "Attached: name v1" bound to it.
         The same path attached again with changed text is the next version; with the same text
         nothing is recorded (``Attached.changed`` False). ``AttachError`` when the file is
-        missing, a folder, binary, empty or over ``EngineConfig.attach_max_bytes``."""
-        return await self.attachments.attach(session_id, str(path))
+        missing, a folder, binary, empty or over ``EngineConfig.attach_max_bytes``. With
+        ``watched_only`` (an agent attaching, not the user) it is read as ``read_file`` reads:
+        through the confined opener, inside the watched folders only."""
+        reader = self.tools.confined_reader() if watched_only else None
+        return await self.attachments.attach(session_id, str(path), reader)
 
     async def env_failures(self, session_id: str) -> list[dict[str, Any]]:
         """Env events the session could not store or index, with why (oldest first)."""

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.engine.context import EngineContext
+from app.core.errors import AttachError
 from app.core.intent.model import Intent
 from app.core.plan.model import ContextPlan
 from app.core.plan.tools import ToolSpec, filter_tools
-from app.core.ports import GenerationParams
+from app.core.ports import FileReader, GenerationParams, LocalFile
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import SessionState
 from app.core.tools.builtin import (
@@ -31,7 +32,7 @@ from app.core.tools.builtin import (
     builtin_tools,
     newest_feed_items,
 )
-from app.core.tools.model import ToolChoice, ToolOutcome, ToolRound
+from app.core.tools.model import ToolChoice, ToolNotFound, ToolOutcome, ToolRefused, ToolRound
 from app.core.tools.registry import ToolRegistry, choice_names
 from app.core.tools.selection import (
     parse_model_choice,
@@ -83,6 +84,26 @@ class ToolService:
         factory = self._folder_files
         self.files = factory(self.watched_folders) if factory is not None and self.watched_folders else None
         return self.watched_folders
+
+    def confined_reader(self) -> FileReader:
+        """A ``FileReader`` reading as ``read_file`` does: through the ``FolderFiles`` port (the
+        confined opener), inside the watched folders only — what an agent may attach. Every
+        refusal is an ``AttachError`` in plain words."""
+        files = self.files
+
+        def read(path: str, max_bytes: int) -> LocalFile:
+            if files is None:
+                raise AttachError("no folder is watched, so no file may be attached this way (the user "
+                                  "chooses watched folders in Settings → Environment)")
+            try:
+                got = files.read_text(path, max_bytes)
+            except (ToolRefused, ToolNotFound) as exc:
+                raise AttachError(str(exc)) from None
+            if got.truncated:
+                raise AttachError(f"{got.label} is {got.size} bytes; files up to {max_bytes} bytes can be attached")
+            return LocalFile(path=got.uri, size=got.size, text=got.text, hidden_removed=got.hidden_removed)
+
+        return read
 
     # ------------------------------------------------------------------ ports of the built-ins
 
