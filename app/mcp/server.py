@@ -28,7 +28,8 @@ INSTRUCTIONS = (
     "PCM Canvas keeps every input, answer and environment event of the user's sessions, and "
     "compiles budgeted contexts whose every line names its evidence. Use get_relevant_snippets "
     "for passages, get_context_summary for a compiled context about a question, search_facts for "
-    "what the user stated (with validity times), record_event to add what happened."
+    "what the user stated (with validity times), record_event to add what happened, attach_file "
+    "for a text file in a folder the user watches."
 )
 
 
