@@ -6,9 +6,11 @@ ready it keeps what is typed and says why Send is off. The anchor chip ("pending
 input") can be dragged onto a canvas node to choose where the next input goes (the engine then
 takes that node as the user's override), or cleared to let routing decide.
 
-``RoutingBanner`` shows, for the latest input, the anchor it was routed to and the runner-up
-candidates with their scores; when routing was ambiguous it offers the choice inline (one button
-per branch, and "New branch"), which re-anchors the turn.
+``RoutingBanner`` shows, for the latest input, the turn it continues and why in words (the one
+or two features that weighed most: "close in meaning and recent"), with the runner-up candidates'
+scores, or that it starts a new branch; the router's own reason is the tooltip. When routing was
+ambiguous it offers the choice inline (one button per branch, and "New branch"), which
+re-anchors the turn.
 """
 
 from __future__ import annotations
@@ -236,6 +238,19 @@ class ComposerWidget(QWidget):
         self.set_anchor(None, "")
 
 
+#: What each routing feature means for the user, when it weighed most in a choice.
+_FEATURE_WORDS = {"sem": "close in meaning", "task": "the same task", "recency": "recent",
+                  "focus": "where you were working", "address": "you named its author",
+                  "reply": "it was waiting for your answer", "author": "your own latest turn",
+                  "override": "where you put such inputs before"}
+
+
+def _why(components: dict[str, float]) -> str:
+    """The one or two features that weighed most in a routing choice, in words ("" for none)."""
+    top = sorted(((v, k) for k, v in components.items() if v > 0 and k in _FEATURE_WORDS), reverse=True)[:2]
+    return " and ".join(_FEATURE_WORDS[k] for _, k in top)
+
+
 class RoutingBanner(QFrame):
     """The anchor of the latest input with the runner-ups' scores; an inline choice when ambiguous."""
 
@@ -273,15 +288,21 @@ class RoutingBanner(QFrame):
             return "a new branch" if node_id is None else f"«{html.escape(labels.get(node_id, node_id[:8])[:32])}»"
 
         others = [c for c in cands if c["node_id"] != anchor][:3]
-        score = next((c["score"] for c in cands if c["node_id"] == anchor), None)
-        head = f"<b>Routed to {name(anchor)}</b>" + (f" — score {score:.2f}" if score is not None else "")
+        chosen = next((c for c in cands if c["node_id"] == anchor), None)
+        runner = ", ".join(f"{name(c['node_id'])} {c['score']:.2f}" for c in others)
+        if chosen is not None:
+            why = _why(chosen.get("components") or {})
+            head = f"<b>Continues {name(anchor)}</b>" + (f" — {why}" if why else "") + f" (score {chosen['score']:.2f}"
+            text = head + (f"; next: {runner})" if runner else ")")
+        else:  # a new branch: nothing earlier came close enough
+            text = "<b>Starts a new branch</b> — no earlier turn was close enough" + (
+                f" (closest: {runner})" if runner else "")
         if routing.get("override"):
-            head = f"<b>Continues {name(routing['override'])}</b> — your choice"
+            text = f"<b>Continues {name(routing['override'])}</b> — your choice"
         if version:
             after = routing.get("override")
-            head = "<b>Answering again</b> — a new version of this turn" + (f", continuing {name(after)}" if after else "")
-        runner = ", ".join(f"{name(c['node_id'])} {c['score']:.2f}" for c in others)
-        text = head + (f" · runner-ups: {runner}" if runner else "") + f" · <i>{html.escape(routing.get('reason', ''))}</i>"
+            text = "<b>Answering again</b> — a new version of this turn" + (f", continuing {name(after)}" if after else "")
+        self.summary.setToolTip(routing.get("reason", ""))  # the router's own figures, for the curious
         if routing.get("ambiguous"):
             asked = routing.get("clarification") or ""  # names the two rivals by id
             rivals = sorted((c["node_id"] for c in cands if c["node_id"] and c["node_id"] in asked), key=asked.index)
