@@ -97,6 +97,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
         self.inspector = InspectorPanel(self)
         self.inspector.evidence.text_lookup = self._evidence_text
+        self.inspector.turn.label_of = self._label_of
         self.inspector.turn.continue_requested.connect(  # an answer cut at its limit: the rest, on that turn
             lambda node: self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value()))
         self.streams = StreamsPanel(self)
@@ -324,6 +325,10 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
     def _on_turn_queued(self, key: str, text: str) -> None:
         self.streams.add_stream(key, text[:60])
         self.streams.update_stream(key, 0, "queued")
+
+    def _label_of(self, node_id: str) -> str:
+        state = self.controller.state
+        return state.graph.node(node_id).label if state is not None and node_id in state.graph else ""
 
     def _labels(self) -> dict[str, str]:
         state = self.controller.state

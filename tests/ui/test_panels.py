@@ -23,6 +23,7 @@ from app.core.pipeline.record import TurnRecord
 from app.ui.panels.citations import citation_map, context_lines, split_citations
 from app.ui.panels.context_tab import SegmentBar, prompt_text
 from app.ui.panels.inspector import InspectorPanel
+from app.ui.panels.plain import MODE_WORDS
 from app.ui.panels.plan_tab import FAMILIES
 from app.ui.panels.timing_tab import tokens_per_second
 from app.ui.panels.widgets import MeterWidget, fit_height, fmt_ms, make_table
@@ -222,6 +223,16 @@ def test_plan_and_intent_tabs_say_what_was_decided_in_plain_words_first(panel: I
 
 
 # ---------------------------------------------------------------------- evidence
+
+
+def test_the_turn_header_names_the_anchor_and_the_intent_in_words(panel: InspectorPanel, session: Session) -> None:
+    b = session.record.build
+    header = panel.turn.header.text()
+    assert f"· {MODE_WORDS[b.intent['mode']]}" in header and f"{b.intent['mode']} /" not in header
+    assert b.anchor_node and b.anchor_node[:8] in header  # no label source: the short id
+    panel.turn.label_of = {b.anchor_node: "Plan the <b>Q3</b> budget"}.get
+    panel.show_record(session.record)
+    assert "continues «Plan the &lt;b&gt;Q3&lt;/b&gt; budget»" in panel.turn.header.text()  # the user's text, as text
 
 
 def test_evidence_tab_lists_kept_and_dropped_candidates_with_reasons(panel: InspectorPanel, session: Session) -> None:

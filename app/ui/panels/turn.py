@@ -9,6 +9,7 @@ highlight the turns that hold that evidence. ``set_streaming_text`` shows an ans
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QFont
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import Citation, citation_map, context_lines, evidence_texts, split_citations
+from app.ui.panels.plain import MODE_WORDS, TASK_WORDS
 from app.ui.panels.widgets import IDS_ROLE, HoverTracker, empty_label, section_label, set_role, short_id
 
 EMPTY_HINT = "Select a turn on the canvas to see its input, its answer and the evidence it cites."
@@ -66,6 +68,7 @@ class TurnPanel(QWidget):
         self._streaming = False
         self._links: dict[str, list[str]] = {}
         self._last_hover: list[str] = []
+        self.label_of: Callable[[str], str] | None = None  # a node's label, to name the anchor (the window's)
 
         self.stack = QStackedWidget()
         self.empty = empty_label(EMPTY_HINT)
@@ -187,10 +190,13 @@ class TurnPanel(QWidget):
         if not keep_stream:
             self._answer, self._streaming = record.output, False
         b = record.build
-        anchor = "new task root" if b.anchor_node is None else f"continues {short_id(b.anchor_node)}"
+        label = self.label_of(b.anchor_node) if self.label_of is not None and b.anchor_node else ""
+        anchor = ("starts a new branch" if b.anchor_node is None else
+                  f"continues «{html.escape(label[:40])}»" if label else f"continues {short_id(b.anchor_node)}")
+        kind = TASK_WORDS.get(str(b.intent.get("task_type")), "")
         self.header.setText(
             f"<b>Turn {short_id(record.turn_id)}</b> · {b.at[:19].replace('T', ' ')} · {anchor} · "
-            f"{b.intent.get('mode', '?')} / {b.intent.get('task_type', '?')}"
+            f"{MODE_WORDS.get(str(b.intent.get('mode')), 'an input')}{f', {kind}' if kind else ''}"
         )
         self.input.setText(b.text)
         self._fill_lines(record)
