@@ -84,7 +84,8 @@ fi
 # 4. The app and its dependencies (re-run only when pyproject.toml changes). The stamp says which
 # set is installed; the runtime set is part of the dev set, so (a) after (b) installs nothing.
 PROJECT_HASH=$(sha256sum pyproject.toml | cut -c1-16)
-read -r STAMP_HASH STAMP_SET < "$STAMPS/project" 2>/dev/null || true
+STAMP_HASH=""; STAMP_SET=""
+[ -f "$STAMPS/project" ] && read -r STAMP_HASH STAMP_SET < "$STAMPS/project" || true
 if [ "${STAMP_HASH:-}" != "$PROJECT_HASH" ] || { [ "$DEV" = 1 ] && [ "${STAMP_SET:-}" != dev ]; }; then
   EXTRA=""; SET=runtime
   [ "$DEV" = 1 ] || [ "${STAMP_SET:-}" = dev ] && { EXTRA="[dev]"; SET=dev; }
