@@ -328,8 +328,17 @@ def test_a_pile_of_satellites_shows_how_many_lie_under_its_top(qtbot, canvas, gr
     graph.move_node("d3", 2000.0, 2000.0)  # dragged aside: the next one is the top
     assert scene.item("d3").pile_count == 0 and scene.item("d2").pile_count == 2
     assert "more lie" not in scene.item("d3").toolTip()
-    reopened, _ = shown_canvas(qtbot, graph)  # a session opened afresh shows the same pile
+    reopened, view = shown_canvas(qtbot, graph)  # a session opened afresh shows the same pile
     assert [reopened.item(n).pile_count for n in ("d0", "d1", "d2", "d3")] == [0, 0, 2, 0]
+    view.set_zoom(1.0, reopened.item("d2").scene_rect().center())
+    top = reopened.item("d2")
+    badge = view.mapFromScene(top.mapToScene(QPointF(top.pile_badge_rect().center().x(), -5)))  # above the border
+    under = reopened.item("d1").pos()
+    _mouse(view, QEvent.Type.MouseButtonPress, badge, Qt.MouseButton.LeftButton)
+    _mouse(view, QEvent.Type.MouseButtonRelease, badge, Qt.MouseButton.NoButton)
+    assert reopened.item("d1").pile_count == 2 and top.pile_count == 0  # the next one came up
+    assert reopened.item("d1").zValue() > top.zValue() and reopened.item("d1").pos() != under
+    assert not graph.node("d2").pinned  # a click, not a drag: nothing is pinned
 
 
 # ---------------------------------------------------------------------- pointer interaction

@@ -124,6 +124,7 @@ class NodeItem(QGraphicsRectItem):
     def set_pile_count(self, count: int) -> None:
         """Show how many satellites lie under this one (a "+N" badge on its corner; 0 hides it)."""
         if count != self.pile_count:
+            self.prepareGeometryChange()  # the shape takes in the badge, or gives it back
             self.pile_count = count
             self.setToolTip(self._tooltip())
             self.update()
@@ -135,7 +136,8 @@ class NodeItem(QGraphicsRectItem):
             parts.append("\n".join(paragraphs))
         if self.pile_count:
             more = "1 more lies" if self.pile_count == 1 else f"{self.pile_count} more lie"
-            parts.append(f"{more} under this one: drag it aside to see them.")
+            parts.append(f"{more} under this one: click +{self.pile_count} to bring the next up, or drag "
+                         "this one aside.")
         return "\n\n".join(parts)
 
     def set_body(self, text: str, *, streaming: bool = False) -> None:
@@ -226,6 +228,10 @@ class NodeItem(QGraphicsRectItem):
     # ------------------------------------------------------------------ QGraphicsItem
 
     def shape(self) -> QPainterPath:
+        if self.pile_count:  # the "+N" is clickable where it stands over the border too
+            shape = QPainterPath(self._outline)
+            shape.addRect(self.pile_badge_rect())
+            return shape
         return self._outline
 
     def paint(self, painter: QPainter, _option: QStyleOptionGraphicsItem, _widget: QWidget | None = None) -> None:
@@ -386,10 +392,14 @@ class NodeItem(QGraphicsRectItem):
             painter.setPen(s.white_pen)
             painter.drawText(*self._small_text("collapsed", f"+{self.collapsed_count}", self._badge_rect))
 
+    def pile_badge_rect(self) -> QRectF:
+        """Where the "+N" of a pile's top is drawn (item coordinates)."""
+        return QRectF(self._rect.width() - 26, -8, 30, 16)
+
     def _paint_pile_badge(self, painter: QPainter) -> None:
         """"+N" on the top-right corner, over the border, as on a stack of cards."""
         s = self._style
-        rect = QRectF(self._rect.width() - 26, -8, 30, 16)
+        rect = self.pile_badge_rect()
         painter.setFont(s.font_small)
         painter.setPen(s.background_pen)
         painter.setBrush(s.solid[self.kind])

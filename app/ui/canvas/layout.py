@@ -18,7 +18,8 @@ Branches are lanes (rows) and time flows left to right (columns):
   no further left than the rightmost column used so far (in line with the conversation of their
   time).
 
-``LaneLayout`` is incremental: adding a node never moves an existing node. The one exception is a
+``LaneLayout`` is incremental: adding a node never moves an existing node (a user's click on a
+pile, ``cycle_pile``, reorders that pile). The one exception is a
 node whose link arrives after it (``node_added`` then ``edge_added``): the newcomer moves from its
 provisional place, and the lane it had opened is given back when it is the last one. When a
 ``continues`` edge is replaced (re-anchoring) the moved node and its subtree are re-placed.
@@ -170,6 +171,19 @@ class LaneLayout:
             return []
         start = max(1, self.geometry.satellites_per_row) - 1
         return [s for s in slot.satellites[start:] if self._slots[s].pinned_at is None]
+
+    def cycle_pile(self, anchor_id: str) -> dict[str, Point]:
+        """Put the top of ``anchor_id``'s pile at its bottom, so the one under it shows (a user's
+        click, not an arrival); returns the pile's new positions."""
+        pile = self.pile(anchor_id)
+        if len(pile) < 2:
+            return {}
+        slots = [self._slots[s].index for s in pile]
+        for node_id, index in zip([pile[-1], *pile[:-1]], slots, strict=True):
+            self._slots[node_id].index = index
+            self._slots[anchor_id].satellites[index] = node_id
+            self._position_satellite(node_id)
+        return {node_id: self._slots[node_id].position for node_id in pile}
 
     def is_pinned(self, node_id: str) -> bool:
         return self._slots[node_id].pinned_at is not None

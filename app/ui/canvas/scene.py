@@ -215,6 +215,9 @@ class CanvasScene(GraphMirrorScene):
         moved = {n: p for n, p in starts.items()
                  if n in self._items and (self._items[n].pos() - p).manhattanLength() > 0.5}
         if not moved:
+            item = self._items.get(primary)
+            if item is not None and item.pile_count and item.pile_badge_rect().contains(item.mapFromScene(event.scenePos())):
+                self.cycle_pile(primary)  # a click on a pile's "+N"
             return
         self._overview.dirty = True
         target = self.node_at(event.scenePos(), exclude=set(moved) | {primary})
