@@ -339,6 +339,7 @@ def test_a_pile_of_satellites_shows_how_many_lie_under_its_top(qtbot, canvas, gr
     assert reopened.item("d1").pile_count == 2 and top.pile_count == 0  # the next one came up
     assert reopened.item("d1").zValue() > top.zValue() and reopened.item("d1").pos() != under
     assert not graph.node("d2").pinned  # a click, not a drag: nothing is pinned
+    assert reopened.selected_ids() == ["d1"]  # and the one that came up is the one shown
 
 
 # ---------------------------------------------------------------------- pointer interaction

@@ -319,6 +319,8 @@ class NodeItem(QGraphicsRectItem):
         top = 22.0 if kind == NodeKind.TURN else (self._rect.height() / 2 - 8 * (len(self._label_lines) - 1) + 5)
         if kind == NodeKind.TASK:
             top -= 6
+        elif kind == NodeKind.ARTIFACT:
+            top += 6  # under the page glyph in the top-left corner, not through it
         for i, line in enumerate(self._label_lines):
             painter.drawText(QPointF(self._label_x, top + 16 * i), line)
         if kind == NodeKind.TURN and self._body_lines:

@@ -268,13 +268,17 @@ class GraphMirrorScene(QGraphicsScene):
         item.set_pile_count(0)  # dragged off its pile (or put back: the pile badges its top again)
         self._refresh_piles((node.node_id,))
 
-    def cycle_pile(self, node_id: str) -> None:
-        """Bring the satellite under ``node_id`` (the top of a pile) up; the top goes to the bottom."""
+    def cycle_pile(self, node_id: str) -> str | None:
+        """Bring the satellite under ``node_id`` (the top of a pile) up, the top going to the
+        bottom; returns the new top (None when ``node_id`` tops no pile)."""
         anchor = self._layout.anchor_of(node_id) if node_id in self._layout else None
-        if anchor is not None:
-            moved = self._layout.cycle_pile(anchor)
-            self._apply_moves(moved)
-            self._refresh_piles(moved)
+        if anchor is None:
+            return None
+        moved = self._layout.cycle_pile(anchor)
+        self._apply_moves(moved)
+        self._refresh_piles(moved)
+        pile = self._layout.pile(anchor)
+        return pile[-1] if moved else None
 
     def _refresh_piles(self, node_ids: Iterable[str]) -> None:
         """Redraw the satellite piles that ``node_ids`` lie on: newest on top, and the top badged

@@ -217,7 +217,9 @@ class CanvasScene(GraphMirrorScene):
         if not moved:
             item = self._items.get(primary)
             if item is not None and item.pile_count and item.pile_badge_rect().contains(item.mapFromScene(event.scenePos())):
-                self.cycle_pile(primary)  # a click on a pile's "+N"
+                top = self.cycle_pile(primary)  # a click on a pile's "+N": the next one up, and shown
+                if top is not None:
+                    self.select([top])
             return
         self._overview.dirty = True
         target = self.node_at(event.scenePos(), exclude=set(moved) | {primary})
