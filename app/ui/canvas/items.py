@@ -124,7 +124,6 @@ class NodeItem(QGraphicsRectItem):
     def set_pile_count(self, count: int) -> None:
         """Show how many satellites lie under this one (a "+N" badge on its corner; 0 hides it)."""
         if count != self.pile_count:
-            self.prepareGeometryChange()  # the shape takes in the badge, or gives it back
             self.pile_count = count
             self.setToolTip(self._tooltip())
             self.update()

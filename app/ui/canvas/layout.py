@@ -11,12 +11,11 @@ Branches are lanes (rows) and time flows left to right (columns):
   (its next two cells must be free), so that two lanes sharing a row never look like one chain;
 - turn/task nodes that continue nothing open a new row at the bottom, at column 0;
 - memory, artifact and env nodes are satellites: placed under the first lane node they are linked
-  to, in the strip each lane reserves below its cards (one row; when it is full, the newer ones pile
-  up on its last place, a few pixels apart, and ``pile`` tells the scene how deep the pile is for a
-  count badge); until linked, memory and artifacts wait in
-  a loose lane on top, and env nodes in an environment lane above lane 0, in arrival order, each
-  no further left than the rightmost column used so far (in line with the conversation of their
-  time).
+  to, in the strip each lane reserves below its cards (one row; when it is full, the newer ones
+  pile up on its last place, a few pixels apart, and ``pile`` tells the scene how deep the pile is
+  for a count badge); until linked, memory and artifacts wait in a loose lane on top, and env
+  nodes in an environment lane above lane 0, in arrival order, each no further left than the
+  rightmost column used so far (in line with the conversation of their time).
 
 ``LaneLayout`` is incremental: adding a node never moves an existing node (a user's click on a
 pile, ``cycle_pile``, reorders that pile). The one exception is a
