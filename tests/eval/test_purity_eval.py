@@ -7,7 +7,9 @@ from pathlib import Path
 
 from app.core.engine.facade import Engine
 from app.eval.data import StreamMessage
-from app.eval.purity import format_purity_report, run_purity_eval, score_contexts
+from app.core.pipeline.record import BuildRecord
+from app.core.types import BlockType, ContextBlock, Priority, Ref, SummaryCovers, SummaryRecord
+from app.eval.purity import carried_ids, format_purity_report, run_purity_eval, score_contexts
 from tests.conftest import EngineFactory
 
 #: Two conversations interleaved: ana and bob on a printer, cid and dee on a wifi card.
@@ -43,6 +45,18 @@ def test_score_contexts_counts_own_and_leaked_words() -> None:
     result = score_contexts(msgs, gold, {("m2", 100): ["m0", "m1"]})[100]
     # own: "a: one two" (3 words); leaked: "a: three" (2 words)
     assert result["purity"] == 3 / 5 and result["leak_words"] == 2 and result["thread_recall"] == 1.0
+
+
+def test_a_summary_line_carries_the_turns_it_covers() -> None:
+    ids = [f"m{i}" for i in range(6)]
+    summary = SummaryRecord(subject="branch", subject_id="root", level="brief", content="...",
+                            covers=SummaryCovers(first=0, last=5, ids=ids),
+                            parts=[{"first": 0, "last": 2, "first_id": "m0", "last_id": "m2"},
+                                   {"first": 3, "last": 5, "first_id": "m3", "last_id": "m5"}])
+    record = BuildRecord.model_construct(summaries={"root": "root", "levels": {"brief": summary.model_dump(mode="json")}})
+    block = ContextBlock(block_id="b", block_type=BlockType.SUMMARY, content="(turns 3-5) ...", priority=Priority.LOW,
+                         refs=[Ref(evidence_id=summary.summary_id, selector="turns:3-5"), Ref(evidence_id="m9")])
+    assert carried_ids(record, block) == ["m3", "m4", "m5", "m9"]  # its words count where they came from
 
 
 def test_purity_eval_routes_builds_and_scores_against_baselines(make_engine: EngineFactory, tmp_path: Path) -> None:

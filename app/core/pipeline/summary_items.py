@@ -113,14 +113,19 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
     return items
 
 
+def covered_ids(record: SummaryRecord, part: Mapping[str, Any]) -> list[str]:
+    """The message ids a summary part covers, in order ([] when the record does not hold them)."""
+    ids = record.covers.ids
+    try:
+        return ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
+    except ValueError:
+        return []
+
+
 def raw_items(state: SessionState, record: SummaryRecord, part: Mapping[str, Any],
               excluded: Sequence[str] = ()) -> list[Item]:
     """The turns a summary part covers, as conversation lines (an expanded part, packed first)."""
-    ids = record.covers.ids
-    try:
-        covered = ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
-    except ValueError:
-        return []
+    covered = covered_ids(record, part)
     views = [state.messages[m] for m in covered if m in state.messages and m not in excluded]
     return [Item(v.message_id, BlockType.CONVERSATION, state.render_message(v), Priority.MUST, score=0.5,
                  order=v.seq, evidence_ids=(v.message_id,)) for v in views]
