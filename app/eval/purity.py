@@ -31,10 +31,8 @@ import numpy as np
 
 from app.core.engine.facade import Engine
 from app.core.pipeline.builder import NEW_ROOT
-from app.core.pipeline.detail import span_of
-from app.core.pipeline.record import BuildRecord
-from app.core.pipeline.summary_items import covered_ids, offer_from_record
-from app.core.types import Author, AuthorKind, ContextBlock, Message, Role
+from app.core.pipeline.summary_items import carried_ids
+from app.core.types import Author, AuthorKind, Message, Role
 from app.eval.data import StreamMessage, group_streams, load_stream_messages
 from app.eval.route import ChatStreamRouter
 
@@ -169,21 +167,6 @@ def baselines(messages: Sequence[StreamMessage], scored: set[str], budgets: Sequ
     return {"recent": rec, "bm25": bm}
 
 
-def carried_ids(record: BuildRecord, block: ContextBlock) -> list[str]:
-    """The message ids whose text ``block`` carries: its refs' evidence ids, except that a summary
-    line (a ref ``turns:a-b`` to a summary record) stands for the turns it covers, so that its words
-    are counted where they came from (all of those turns' words: a summary line is shorter)."""
-    summaries = {r.summary_id: r for levels in offer_from_record(record.summaries).values()
-                 for r in levels.values()}
-    out: list[str] = []
-    for ref in block.refs:
-        summary = summaries.get(ref.evidence_id)
-        span = ref.selector.removeprefix("turns:")
-        part = next((p for p in summary.parts if span_of(p) == span), None) if summary is not None else None
-        out += covered_ids(summary, part) if summary is not None and part is not None else [ref.evidence_id]
-    return out
-
-
 def _message(m: StreamMessage) -> Message:
     return Message(message_id=m.id, role=Role.USER, content=m.text or ".", at=m.ts,
                    author=Author(kind=AuthorKind.USER, id=m.author or "?"))
@@ -205,7 +188,7 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
                 record, timing = await engine.turns.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
                                                           anchor_override=anchor, state=state,
                                                           query_vector=vectors[k])
-                blocks = [{"block_type": b.block_type.value, "source_ids": carried_ids(record, b),
+                blocks = [{"block_type": b.block_type.value, "source_ids": carried_ids(record.summaries, b),
                            "content": b.content} for b in record.context.blocks]
                 contexts[(m.id, budget)] = [s for b in blocks for s in b["source_ids"]]
                 stats["build_ms"].append(timing.build_ms)

@@ -28,6 +28,7 @@ from typing import Any
 from app.core.context.ranking import ranked, rrf
 from app.core.engine.facade import Engine
 from app.core.pipeline.evidence import INSUFFICIENT
+from app.core.pipeline.summary_items import carried_ids
 from app.core.ports import TokenCounter
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
@@ -167,7 +168,7 @@ async def run_recall_eval(
                 build_ms.append(timing.build_ms)
                 blocks = [
                     {"block_id": b.block_id, "block_type": b.block_type.value, "priority": b.priority.value,
-                     "content": b.content, "source_ids": [r.evidence_id for r in b.refs]}
+                     "content": b.content, "source_ids": carried_ids(record.summaries, b)}
                     for b in record.context.blocks
                 ]
                 over += record.context.tokens > budget

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from app.core.engine.facade import Engine
-from app.eval.data import StreamMessage
-from app.core.pipeline.record import BuildRecord
+from app.core.pipeline.summary_items import carried_ids
 from app.core.types import BlockType, ContextBlock, Priority, Ref, SummaryCovers, SummaryRecord
-from app.eval.purity import carried_ids, format_purity_report, run_purity_eval, score_contexts
+from app.eval.data import StreamMessage
+from app.eval.purity import format_purity_report, run_purity_eval, score_contexts
 from tests.conftest import EngineFactory
 
 #: Two conversations interleaved: ana and bob on a printer, cid and dee on a wifi card.
@@ -53,10 +53,10 @@ def test_a_summary_line_carries_the_turns_it_covers() -> None:
                             covers=SummaryCovers(first=0, last=5, ids=ids),
                             parts=[{"first": 0, "last": 2, "first_id": "m0", "last_id": "m2"},
                                    {"first": 3, "last": 5, "first_id": "m3", "last_id": "m5"}])
-    record = BuildRecord.model_construct(summaries={"root": "root", "levels": {"brief": summary.model_dump(mode="json")}})
+    offer = {"root": "root", "levels": {"brief": summary.model_dump(mode="json")}}  # as BuildRecord.summaries
     block = ContextBlock(block_id="b", block_type=BlockType.SUMMARY, content="(turns 3-5) ...", priority=Priority.LOW,
                          refs=[Ref(evidence_id=summary.summary_id, selector="turns:3-5"), Ref(evidence_id="m9")])
-    assert carried_ids(record, block) == ["m3", "m4", "m5", "m9"]  # its words count where they came from
+    assert carried_ids(offer, block) == ["m3", "m4", "m5", "m9"]  # its words count where they came from
 
 
 def test_purity_eval_routes_builds_and_scores_against_baselines(make_engine: EngineFactory, tmp_path: Path) -> None:

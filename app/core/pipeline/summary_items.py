@@ -31,7 +31,7 @@ from app.core.pipeline.detail import RAW, Detail, span_of
 from app.core.plan.model import ContextPlan
 from app.core.session.state import SessionState
 from app.core.text import history_text
-from app.core.types import BlockType, Priority, Ref, SummaryRecord
+from app.core.types import BlockType, ContextBlock, Priority, Ref, SummaryRecord
 
 #: What a build was offered: branch root node → level → the branch's summary at that level.
 Offered = Mapping[str, Mapping[str, SummaryRecord]]
@@ -120,6 +120,20 @@ def covered_ids(record: SummaryRecord, part: Mapping[str, Any]) -> list[str]:
         return ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
     except ValueError:
         return []
+
+
+def carried_ids(recorded: Mapping[str, Any], block: ContextBlock) -> list[str]:
+    """The evidence ids whose text ``block`` carries, given the summary offer its build recorded
+    (``BuildRecord.summaries``): its refs' ids, except that a summary line (a ref ``turns:a-b`` to a
+    summary record) stands for the turns it covers (whose words it carries in part)."""
+    summaries = {r.summary_id: r for levels in offer_from_record(recorded).values() for r in levels.values()}
+    out: list[str] = []
+    for ref in block.refs:
+        summary = summaries.get(ref.evidence_id)
+        span = ref.selector.removeprefix("turns:")
+        part = next((p for p in summary.parts if span_of(p) == span), None) if summary is not None else None
+        out += covered_ids(summary, part) if summary is not None and part is not None else [ref.evidence_id]
+    return out
 
 
 def raw_items(state: SessionState, record: SummaryRecord, part: Mapping[str, Any],
