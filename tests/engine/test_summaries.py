@@ -4,6 +4,7 @@ history and turns, the cache, the versions' chain, and the export's session summ
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -111,6 +112,33 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
         assert await engine.replay(asked.turn_id) == []
 
     make_engine.run(body, budget=1200)
+
+
+def test_with_several_conversations_a_branch_summary_line_must_hold_the_input_words(make_engine: EngineFactory) -> None:
+    def offered(record: Any) -> list[str]:
+        """The summary lines the compiler was given (packed, or dropped for want of budget)."""
+        packed = [r.selector for b in record.context.blocks if b.block_type.value == "summary" for r in b.refs]
+        return packed + [d.item_id.rsplit(":", 1)[-1] for d in record.context.dropped if d.item_id.startswith("summary:")]
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="one conversation, then two")
+        sid = state.session_id
+        await engine.ingest(sid, _history(40))
+        await engine.summaries.idle()
+        [tip] = state.graph.frontiers()
+        aside = "Remind me which bicycle colour we picked, as decided?"  # none of the summary's words
+        alone, _ = await engine.build(sid, aside, anchor_override=tip)
+        assert offered(alone), "one conversation: the part before the window stands for the branch"
+        await engine.ingest(sid, [Message(role=Role.USER, content="Separately: book a table for four on Friday.")],
+                            chain=False)
+        assert state.graph.several_conversations()
+        mixed, _ = await engine.build(sid, aside, anchor_override=tip)
+        assert not offered(mixed)  # its older turns may be another conversation's: no free pass
+        path, _ = await engine.build(sid, "Where did we decide to keep the parser, in which src file?",
+                                     anchor_override=tip)
+        assert offered(path)  # a part holding the input's words still enters
+
+    make_engine.run(body)
 
 
 def _raw_turns(record: TurnRecord) -> set[str]:

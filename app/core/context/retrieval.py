@@ -180,18 +180,13 @@ def _topic(state: SessionState, req: RecallRequest, topics: TopicSearch | None, 
     if topics is None or not size:
         return []
     anchor = req.anchor_node if req.anchor_node and req.anchor_node in state.graph else None
-    root = state.graph.root_of(anchor) if anchor and _several_conversations(state) else None
+    root = state.graph.root_of(anchor) if anchor and state.graph.several_conversations() else None
     if req.date_mode != "filter" and root is None:
         return topics(req.query, size, scoped)
     hits = topics(req.query, 2 * size, scoped)
     return [(i, s) for i, s in hits if i not in state.messages or (
         (req.date_mode != "filter" or req.in_range(state.messages[i].at))
         and (root is None or root_of_message(state, i) == root))][:size]
-
-
-def _several_conversations(state: SessionState) -> bool:
-    """The session's branches grow from more than one root (several conversations)."""
-    return len({state.graph.root_of(n) for n in state.graph.frontiers()}) > 1
 
 
 def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:
@@ -319,7 +314,7 @@ class _Pool:
         # Other branches must be about the input by meaning and words at once while it continues a
         # branch, or when the session holds several conversations (a new one among them); with
         # several, so must the anchor tree's turns beyond its recent window (gate module doc).
-        several = _several_conversations(self.state)
+        several = self.state.graph.several_conversations()
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
                             strict_tree=several)
         texts = {i: _text(self.state, i) for i in fused}

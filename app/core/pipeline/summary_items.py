@@ -10,7 +10,10 @@ summary by a ref whose selector is ``turns:a-b`` (the message indexes of the ses
 
 Summaries pass the relevance gate like any candidate: the part just before the window stands for
 the branch's continuity (grade 1.0, as the branch's own turns do); an older part must be about
-the input by its words (the gate's lexical support against the plan's threshold). They are
+the input by its words (the gate's lexical support against the plan's threshold). In a session
+of several conversations every part, the last one too, must hold the input's words as another
+conversation's turn must (``other_lex_full``): its branch was grown by routing, and the older
+turns a part summarizes may be another conversation's (the gate's ``strict_tree``). They are
 packed at low priority, from what the budget leaves once everything else is placed.
 
 The user's progressive detail (``pipeline/detail``) sets a part's level, shows it as its raw
@@ -93,6 +96,9 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
     texts = {k: history_text(p[shown[k]], outside) for k, p in parts if shown[k] in LEVELS}
     word_weights = weights(query, texts.values())
     policy = GatePolicy(threshold=plan.rerank.relevance_threshold)
+    # Several conversations: the branch's older turns may be another's (the gate's strict_tree), so
+    # a line summarizing them must hold the input's words as another conversation's turn must.
+    strict = state.graph.several_conversations()
     items: list[Item] = []
     last = parts[-1][0]
     for k, part in parts:
@@ -103,7 +109,9 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
         if k not in texts:  # hidden by the user
             continue
         chosen = span in detail.spans  # what the user asked to see is not graded away
-        grade = 1.0 if k == last or chosen else support(None, coverage(word_weights, texts[k]), policy)
+        lex = coverage(word_weights, texts[k])
+        grade = (1.0 if chosen else min(1.0, lex / policy.other_lex_full) if strict
+                 else 1.0 if k == last else support(None, lex, policy))
         if grade < policy.threshold or not texts[k]:
             continue
         items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,

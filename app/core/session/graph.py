@@ -189,6 +189,11 @@ class SessionGraph:
         """Branch tips: turn nodes nothing continues yet, in insertion order."""
         return list(self._frontier)
 
+    def several_conversations(self) -> bool:
+        """Whether the branches grow from more than one root (the session holds several
+        conversations: trees grown by routing, where older turns may be another's)."""
+        return len({self.root_of(n) for n in self._frontier}) > 1
+
     def neighbours(self, node_id: str) -> list[str]:
         """Nodes joined to ``node_id`` by a live edge of any kind (targets, then sources), once each."""
         out, into = self._out.get(node_id), self._in.get(node_id)
