@@ -134,6 +134,8 @@ def carried_ids(recorded: Mapping[str, Any], block: ContextBlock) -> list[str]:
     """The evidence ids whose text ``block`` carries, given the summary offer its build recorded
     (``BuildRecord.summaries``): its refs' ids, except that a summary line (a ref ``turns:a-b`` to a
     summary record) stands for the turns it covers (whose words it carries in part)."""
+    if block.block_type != BlockType.SUMMARY:  # only summary lines stand for other turns
+        return [ref.evidence_id for ref in block.refs]
     summaries = {r.summary_id: r for levels in offer_from_record(recorded).values() for r in levels.values()}
     out: list[str] = []
     for ref in block.refs:
