@@ -32,6 +32,7 @@ import numpy as np
 from app.core.engine.facade import Engine
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.summary_items import carried_ids
+from app.core.session.membership import routed_shares
 from app.core.types import Author, AuthorKind, Message, Role
 from app.eval.data import StreamMessage, group_streams, load_stream_messages
 from app.eval.route import ChatStreamRouter
@@ -177,17 +178,23 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
     """Route, build and ingest one stream's messages in order (see the module doc)."""
     state = await engine.open_session(None, title=f"purity {lines[0].stream}")
     router = ChatStreamRouter(vectors)
+
+    def node(mid: str | None) -> str | None:
+        view = state.messages.get(mid) if mid is not None else None
+        return state.node_of(view.turn_id) if view is not None and view.turn_id else None
+
     for k, m in enumerate(lines):
         decision = router.route(m)
         parent = decision.anchor_id
+        # how sure the router was, per branch tree (``session.membership``): kept on the turn, read by the build
+        routed = routed_shares([(n, c.score) for c in decision.candidates if (n := node(c.node_id))], node(parent),
+                               state.graph.root_of, router.weights.tau_new)
         if m.scored:
-            anchor = NEW_ROOT
-            if parent is not None and parent in state.messages and state.messages[parent].turn_id:
-                anchor = state.node_of(state.messages[parent].turn_id or "") or NEW_ROOT
+            anchor = node(parent) or NEW_ROOT
             for budget in budgets:
                 record, timing = await engine.turns.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
                                                           anchor_override=anchor, state=state,
-                                                          query_vector=vectors[k])
+                                                          query_vector=vectors[k], routed=routed)
                 blocks = [{"block_type": b.block_type.value, "source_ids": carried_ids(record.summaries, b),
                            "content": b.content} for b in record.context.blocks]
                 contexts[(m.id, budget)] = [s for b in blocks for s in b["source_ids"]]
@@ -195,7 +202,8 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
                 stats[f"tokens@{budget}"].append(record.context.tokens)
                 out.write(json.dumps({"id": m.id, "budget": budget, "tokens": record.context.tokens,
                                       "blocks": blocks}, ensure_ascii=False) + "\n")
-        await engine.ingest(state.session_id, [_message(m)], chain=False, parents={m.id: parent})
+        await engine.ingest(state.session_id, [_message(m)], chain=False, parents={m.id: parent},
+                            routed={m.id: routed.share} if parent is not None else None)
         await engine.memory_idle()  # its topics and memories, before the next message (as between turns)
 
 

@@ -87,6 +87,7 @@ class ChatStreamRouter:
         self.embeddings = embeddings  # one L2-normalised row per message of the stream, in order
         self.config = config or StreamFeatureConfig()
         self._router = AnchorRouter(weights)
+        self.weights = weights
         self._lines: list[_Line] = []
         self._index: dict[str, int] = {}  # message id → line index
         self._latest_by_author: dict[str, int] = {}

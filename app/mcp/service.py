@@ -305,24 +305,27 @@ class ContextService:
         while True:
             sid, message = await self._queue.get()
             try:
-                parent = await self._routed_parent(sid, message.content)
-                await self.engine.ingest(sid, [message], parents={message.message_id: parent})
+                parent, sure = await self._routed_parent(sid, message.content)
+                await self.engine.ingest(sid, [message], parents={message.message_id: parent},
+                                         routed={message.message_id: sure})
                 self.written.append(message.message_id)
             except Exception:  # noqa: BLE001 - one bad event must not stop the writer
                 log.exception("record_event: could not store %s", message.message_id)
             finally:
                 self._queue.task_done()
 
-    async def _routed_parent(self, session_id: str, text: str) -> str | None:
+    async def _routed_parent(self, session_id: str, text: str) -> tuple[str | None, float]:
         """Where the anchor router puts ``text`` in the session (a build, nothing recorded): the
-        last message of the turn it continues, or None for a new branch."""
+        last message of the turn it continues, or None for a new branch; and how sure routing was
+        of that tree (its share, ``session.membership``)."""
         record, _ = await self.engine.build(session_id, text)
+        sure = float((record.routing.get("shares") or {}).get("share", 1.0))
         if record.anchor_node is None:
-            return None
+            return None, 1.0
         state = await self.engine.session_state(session_id)
         turn = state.graph.node(record.anchor_node).ref_id if record.anchor_node in state.graph else None
         mids = state.turns[turn].message_ids if turn in state.turns else []
-        return mids[-1] if mids else None
+        return (mids[-1], sure) if mids else (None, 1.0)
 
     async def drain(self) -> None:
         """Wait until every queued event is stored (tests, and before the server stops)."""

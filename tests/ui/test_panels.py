@@ -289,6 +289,18 @@ def test_evidence_tab_lists_kept_and_dropped_candidates_with_reasons(panel: Insp
     assert anchor[:8] in panel.evidence.routing.text()
 
 
+def test_the_routing_summary_says_how_sure_routing_was_and_which_other_branch_it_reads(
+        panel: InspectorPanel, session: Session) -> None:
+    record = session.record
+    assert "sure of" not in panel.evidence.routing.text()  # routing was sure: nothing to say
+    routing = {**record.build.routing, "shares": {"share": 0.6, "alternatives": [["n-other-branch", 0.4]]}}
+    unsure = record.model_copy(update={"build": record.build.model_copy(update={"routing": routing})})
+    panel.show_record(unsure)
+    said = panel.evidence.routing.text()
+    assert "60% sure of this branch; so the context also reads the branch of n-other-b" in said
+    panel.show_record(record)
+
+
 # ---------------------------------------------------------------------- context
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from app.core.context import ranking
 from app.core.context.recall_model import RecallRequest
+from app.core.session.membership import ROUTED, SOFT, soft_members
 from app.core.session.state import SessionState
 from app.core.types import EdgeKind
 
@@ -34,11 +35,20 @@ def structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple
 def graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:
     """Messages along the main chain back from the anchor (closer = higher), then those of turns
     merged into a chain node (scored like that node: injected results are chain members), then
-    the anchor's neighbours."""
-    if req.anchor_node is None or req.anchor_node not in state.graph:
-        return []
+    the anchor's neighbours, then the soft members of the other trees routing gave a share of
+    the input (``soft``; half their share)."""
     out: dict[str, float] = {}
-    chain = state.main_chain(req.anchor_node, req.chain_turns)
+    if req.anchor_node is not None and req.anchor_node in state.graph:
+        _chain(state, req.anchor_node, req.chain_turns, out)
+    for node, kept in soft(state, req).items():
+        for mid in state.turn_messages(node):
+            out.setdefault(mid, kept / 2)
+    return ranking_items(out)[:size]
+
+
+def _chain(state: SessionState, anchor: str, turns: int, out: dict[str, float]) -> None:
+    """The main chain's, merged turns' and the anchor's neighbours' messages into ``out``."""
+    chain = state.main_chain(anchor, turns)
     for distance, node in enumerate(chain):
         for mid in state.turn_messages(node):
             out.setdefault(mid, 1.0 / (1 + distance))
@@ -46,10 +56,23 @@ def graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str,
         for edge in state.graph.out_edges(node, EdgeKind.MERGES):
             for mid in state.turn_messages(edge.dst):
                 out.setdefault(mid, 1.0 / (1 + distance))
-    for node in state.graph.neighbours(req.anchor_node):
+    for node in state.graph.neighbours(anchor):
         for mid in state.turn_messages(node):
             out.setdefault(mid, 0.25)
-    return ranking_items(out)[:size]
+
+
+def soft(state: SessionState, req: RecallRequest) -> dict[str, float]:
+    """Turn node → share kept, for the turns of the session's latest ``SOFT.window`` that the
+    request's alternatives (other trees than the anchor's) reach (``session.membership``)."""
+    if not req.alternatives:
+        return {}
+    graph = state.graph
+    latest = {n for n in (state.node_of(t) for t in state.turn_order[-SOFT.window:]) if n is not None}
+    own = graph.root_of(req.anchor_node) if req.anchor_node is not None and req.anchor_node in graph else None
+    starts = [(n, s) for n, s in req.alternatives if n in graph and graph.root_of(n) != own]
+    confidence = {n: float(graph.node(n).attrs.get(ROUTED, 1.0)) for n in latest}
+    return soft_members(starts, parent=graph.parent, children=graph.children, confidence=confidence,
+                        allowed=latest.__contains__)
 
 
 def root_of_message(state: SessionState, message_id: str) -> str | None:

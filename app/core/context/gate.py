@@ -37,6 +37,10 @@ were grown by routing, and every input routed to the wrong conversation joined t
 farther back a tree reaches, the more of it is another conversation's talk. Its recent window
 and linked turns still pass as the conversation being continued; a session of one conversation
 keeps judging its older turns on their own merit.
+Routing's own view bounds this too (``app.core.session.membership``): among several
+conversations, a turn of a conversation routing ruled out for the input (scored far below the
+best, or not considered at all) fails whatever its grade; one routing hesitated over enters as
+linked (its soft members), the others on their merit.
 Pure functions over ids, texts and scores.
 """
 
@@ -79,6 +83,7 @@ class Grade(BaseModel):
     lex_rank: float = 0.0
     relation: Relation = "other"
     adds: bool = True  # holds a word of the input the conversation being continued does not
+    ruled_out: bool = False  # a turn of a conversation routing ruled out for the input
     passed: bool = False
 
 
@@ -133,11 +138,13 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
           relation: Mapping[str, Relation], policy: GatePolicy,
-          lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None) -> dict[str, Grade]:
+          lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None,
+          ruled_out: frozenset[str] = frozenset()) -> dict[str, Grade]:
     """The grade of every item of ``fused`` (ids with a fused score); see the module doc.
     ``adds``: whether an item holds a word of the input the conversation being continued does
     not (``unsaid``); an item of another branch without one fails under ``strict_other``, an
-    older turn of the anchor's tree under ``strict_tree``."""
+    older turn of the anchor's tree under ``strict_tree``. ``ruled_out``: turns of another
+    conversation routing ruled out for the input; they fail."""
     ranked = sorted(fused.values(), reverse=True)
     top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
     out: dict[str, Grade] = {}
@@ -150,9 +157,11 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         strict = (policy.strict_other and kind == "other") or (policy.strict_tree and kind == "tree")
         words = lx if strict else max(lx, lr)
         new = not strict or (adds or {}).get(item, True)
+        excluded = item in ruled_out and kind == "other"
         value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict) * new
+        value = 0.0 if excluded else value
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
-                          lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, adds=new,
+                          lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, adds=new, ruled_out=excluded,
                           passed=value >= policy.threshold)
     return out
 
@@ -175,7 +184,9 @@ def reason(g: Grade, threshold: float) -> str:
     how = f"grade {g.grade:.2f} < {threshold:.2f}: score {g.rel:.2f} of the best"
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
     how += f", words {g.lex:.2f}, full-text {g.lex_rank:.2f}"
-    if not g.adds:
+    if g.ruled_out:
+        how += "; another conversation, one routing ruled out for this input"
+    elif not g.adds:
         whose = "an older turn of this tree" if g.relation == "tree" else "another conversation's"
         how += f"; {whose}, and every word of the input it holds is already in this one"
     return f"{BELOW} ({how})"

@@ -81,6 +81,11 @@ class RecallRequest(BaseModel):
     relevance_threshold: float = 0.0  # the gate's threshold (0: every candidate passes)
     sub_questions: list[str] = Field(default_factory=list)
     scope: str = "session"  # "workspace": the index channels search every session (the plan's scope)
+    # Other branch trees routing gave a share of the input (``session.membership``): (their best
+    # node, the share); the graph channel adds their soft members. ``routed``: the shares are
+    # routing's own, so among several conversations the others' turns need their tree among these.
+    alternatives: list[tuple[str, float]] = Field(default_factory=list)
+    routed: bool = False
 
     def in_range(self, at: str) -> bool:
         """True when ``at`` falls in the date range (always, without one)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -308,6 +308,17 @@ class _Pool:
             return "other"
         return "branch" if "recent" in channels else "tree"
 
+    def ruled_out(self, req: RecallRequest, items: Iterable[str], anchor_root: str | None) -> frozenset[str]:
+        """The turns among ``items`` of conversations routing ruled out for the input: another
+        tree than the anchor's that is none of the alternatives routing kept (it scored far below,
+        or routing did not consider it: a dormant conversation reaches the input through memory)."""
+        if not req.routed:
+            return frozenset()
+        graph = self.state.graph
+        kept = {graph.root_of(n) for n, _ in req.alternatives if n in graph} | {anchor_root}
+        return frozenset(i for i in items if i in self.state.messages
+                         and root_of_message(self.state, i) not in (None, *kept))
+
     def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float]) -> GateSummary:
         """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
         anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
@@ -337,7 +348,8 @@ class _Pool:
         unsaid = gate.unsaid(w, (texts[i] for i in fused if relation[i] in ("branch", "linked")))
         judged = {"other", "tree"} if several else {"other"}  # the relations held to the "adds" rule
         adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] in judged}
-        grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds)
+        grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds,
+                            ruled_out=self.ruled_out(req, fused, root) if several else frozenset())
         for item, g in grades.items():
             cand = self.candidate(item)
             cand.grade, cand.relation = g.grade, g.relation

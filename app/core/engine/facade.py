@@ -311,9 +311,10 @@ class Engine:
         return await self.ctx.on_store(self.ctx.store.last_used_session_id)
 
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
-                     parents: Mapping[str, str | None] | None = None) -> int:
-        """Store messages as history turns, linked along ``continues`` (or to ``parents``), and index them."""
-        return await self.sessions.ingest(session_id, messages, chain=chain, parents=parents)
+                     parents: Mapping[str, str | None] | None = None, routed: Mapping[str, float] | None = None) -> int:
+        """Store messages as history turns, linked along ``continues`` (or to ``parents``, as sure as
+        ``routed`` says), and index them."""
+        return await self.sessions.ingest(session_id, messages, chain=chain, parents=parents, routed=routed)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
         return self.sessions.facts(state)

@@ -17,6 +17,7 @@ from app.core.intent.profile import ProfileStatement, UserProfile
 from app.core.memory.notes import notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
+from app.core.session.membership import ROUTED
 from app.core.session.state import NoteView, SessionState, override_spans, speaker_of
 from app.core.text import history_text
 from app.core.types import (
@@ -174,19 +175,20 @@ class SessionService:
     # ------------------------------------------------------------------ ingest (history, no generation)
 
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
-                     parents: Mapping[str, str | None] | None = None) -> int:
+                     parents: Mapping[str, str | None] | None = None, routed: Mapping[str, float] | None = None) -> int:
         """Store messages as history turns (one turn each), link them along ``continues``, index them.
 
         ``chain``: each message continues the previous one. ``parents`` (message id → the id of the
         earlier message it continues, None for a new root) links the given ones instead — a
-        conversation with branches, such as a routed chat stream.
+        conversation with branches, such as a routed chat stream. ``routed`` (message id → the
+        share routing gave the tree it continues, ``session.membership``) marks the unsure edges.
         """
         state = await self.open(session_id)
         async with self.ctx.lock(session_id):
-            return await self._ingest(state, messages, chain, parents or {})
+            return await self._ingest(state, messages, chain, parents or {}, routed or {})
 
     async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
-                      parents: Mapping[str, str | None]) -> int:
+                      parents: Mapping[str, str | None], routed: Mapping[str, float]) -> int:
         ctx, session_id = self.ctx, state.session_id
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
@@ -195,7 +197,9 @@ class SessionService:
             if m.turn_id is None:
                 m.turn_id = m.message_id
             state.add_message(m)
-            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
+            share = routed.get(m.message_id, 1.0)
+            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at,
+                             attrs={ROUTED: share} if share < 1.0 else {})
             state.add_node(node)
             nodes.append(node)
             if m.message_id in parents:

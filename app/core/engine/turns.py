@@ -34,6 +34,7 @@ from app.core.runtime.executors import ChatStream
 from app.core.session import versions
 from app.core.session.evidence import message_evidence, note_evidence
 from app.core.session.graph import NoNodeError
+from app.core.session.membership import RoutedShares, routing_attrs
 from app.core.session.state import SessionState
 from app.core.session.titles import title_from
 from app.core.session.versions import Version
@@ -142,13 +143,13 @@ class TurnService:
         focus_chosen: bool = False,
         turn_id: str | None = None,
         tasks: TaskInputs | None = None,
-        recorded: Recorded | None = None, detail: Detail | None = None,
+        recorded: Recorded | None = None, detail: Detail | None = None, routed: RoutedShares | None = None,
     ) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating (turns, evaluation and replay use it).
 
         ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it (``submit``
         passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn (``turn_id``);
-        ``recorded`` feeds a recorded build's observations (summaries, the user's detail) back."""
+        ``recorded`` feeds a recorded build's observations back; ``routed``: an outside router's shares."""
         ctx, state = self.ctx, state or await self.sessions.open(session_id)
         limits = limits or self._session_limits(state)
         t0 = time.perf_counter()
@@ -173,7 +174,7 @@ class TurnService:
             other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
             outside=partial(self.sessions.outside_notes, state), topics=ctx.topic_search, ablate=ctx.config.ablate,
             summaries=recorded.summaries if recorded else ctx.summary_offer(session_id),
-            detail=recorded.detail if recorded else detail or Detail(),
+            detail=recorded.detail if recorded else detail or Detail(), routed=routed,
         )
         record, timing = await ctx.builder.build(
             state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
@@ -320,7 +321,7 @@ class TurnService:
         state.add_message(message)
         if anchor_override and version is None:  # the user's correction: a signal for later routing (not NEW_ROOT)
             state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
-        attrs = {"ambiguous": build.routing.get("ambiguous", False), **versions.attrs(version)}
+        attrs = {**routing_attrs(build.routing), **versions.attrs(version)}
         node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at, attrs=attrs)
         state.add_node(node)
         edge = None

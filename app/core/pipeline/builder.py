@@ -58,6 +58,7 @@ from app.core.routing.anchor import (
     RoutingDecision,
     mention,
 )
+from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_items, popped
 from app.core.tools.model import ToolRound, tool_items
@@ -86,6 +87,9 @@ class BuildInputs:
     focus_node: str | None = None
     focus_chosen: bool = False
     anchor_override: str | None = None  # a node id, or NEW_ROOT; None lets the router decide
+    # How routing split the input over branch trees (``session.membership``); None: the build's own
+    # routing's (an override is sure). An evaluation routing by its own router passes its shares.
+    routed: RoutedShares | None = None
     tools: tuple[ToolSpec, ...] = ()
     profile: UserProfile = field(default_factory=UserProfile)
     overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
@@ -227,7 +231,7 @@ class ContextBuilder:
                        anchor: str | None) -> RecallRequest:
         named = {e.lower() for e in intent.entities} | {a.lower() for a in plan.retrieval.filters.authors}
         speakers = [s for s in state.speakers() if s.lower() in named or mention(inp.text, s)]
-        dates = plan.retrieval.date_range
+        dates, routed = plan.retrieval.date_range, inp.routed or RoutedShares()
         return RecallRequest(
             query=inp.text,
             channel_sizes={c: 0 if c in inp.ablate else n for c, n in plan.retrieval.channels.items()},
@@ -250,6 +254,7 @@ class ContextBuilder:
             timeout_ms=plan.budget.timeouts_ms.get("recall", 0),
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
+            alternatives=list(routed.alternatives), routed=routed.judged,
         )
 
     def items(
@@ -391,7 +396,8 @@ class ContextBuilder:
             plan=result.plan.model_dump(mode="json"),
             plan_candidates=[c.model_dump(mode="json") for c in result.candidates],
             routing=decision.model_dump(mode="json") | {
-                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen},
+                "override": inp.anchor_override, "focus": inp.focus_node, "focus_chosen": inp.focus_chosen,
+                "shares": inp.routed.model_dump(mode="json") if inp.routed else None},
             anchor_node=anchor,
             recall_request=req.model_dump(mode="json"),
             recall=recalled,
@@ -407,14 +413,19 @@ class ContextBuilder:
 
     def route(self, state: SessionState, inp: BuildInputs, intent: Intent,
               vectors: Mapping[str, Sequence[float] | np.ndarray]) -> tuple[RoutingDecision, str | None, StackDecision, BuildInputs]:
-        """The anchor (the router's, or the user's override), the task-stack frame, and the
-        inputs with the answers of popped subtasks excluded from recall."""
+        """The anchor (the router's, or the user's override), the task-stack frame, and the inputs
+        with routing's shares over trees and the answers of popped subtasks excluded from recall."""
         candidates = self.anchor_candidates(state, inp, vectors, intent.entities, intent.hint("target_task"))
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:
             anchor = inp.anchor_override or None  # NEW_ROOT forces a root
         stack = self.stack_decision(state, inp, intent, anchor)
+        if inp.routed is None:
+            routed = RoutedShares() if inp.anchor_override is not None else routed_shares(
+                ((c.node_id, c.score) for c in decision.candidates if c.node_id in state.graph), anchor,
+                state.graph.root_of, self.router.weights.tau_new)
+            inp = replace(inp, routed=routed)
         # Popped subtasks stand in the context by their result only: their answers are not recalled.
         answers = [m for t in popped(inp.tasks, stack) if t.turn_id in state.turns
                    for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from app.core.context.retrieval import CHANNELS
 from app.core.pipeline.record import TurnRecord
+from app.core.session.membership import SOFT
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
 from app.ui.panels.plain import evidence_sentence
@@ -188,6 +189,17 @@ class EvidenceTabWidget(ScrollTab):
         fit_height(self.routes, 8)
 
 
+def _shares_summary(shares: dict[str, Any], anchor: str | None) -> list[str]:
+    """How sure routing was of the branch, and the other branches whose turns the context also
+    reads for that (``app.core.session.membership``); nothing when it was sure."""
+    wide = [(node, float(share)) for node, share in shares.get("alternatives", []) if float(share) >= SOFT.threshold]
+    if not wide:
+        return []
+    sure = f"{float(shares.get('share', 1.0)):.0%} sure of " + ("this branch" if anchor else "a new branch")
+    return [sure + "; so the context also reads " + ", ".join(
+        f"the branch of {short_id(node)} ({share:.0%})" for node, share in wide)]
+
+
 def _routing_summary(routing: dict[str, Any], anchor: str | None) -> str:
     """The routing decision in rich text: where the turn went and why, and what was unsure."""
     colors = theme.colors_for()
@@ -206,6 +218,7 @@ def _routing_summary(routing: dict[str, Any], anchor: str | None) -> str:
     if routing.get("ambiguous"):
         parts.append(f"<b style='color:{colors.warn}'>ambiguous</b> (best guess {short_id(routing.get('best_guess'))})")
     parts.append(f"margin {float(routing.get('margin', 0.0)):.3f}")
+    parts.extend(_shares_summary(routing.get("shares") or {}, anchor))
     if routing.get("strategy"):
         parts.append(f"weights “{routing['strategy']}”")
     text = " · ".join(parts)

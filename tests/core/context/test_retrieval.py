@@ -276,3 +276,73 @@ def test_older_turns_of_the_tree_are_held_to_the_other_conversations_bar_when_th
         assert sorted(result.kept_ids()) == kept, conversations
     dropped = next(c for c in result.candidates if c.id == "m0")
     assert dropped.relation == "tree" and "an older turn of this tree" in dropped.reason
+
+
+def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitated_over() -> None:
+    """Two conversations: m0 ← m1 and m2 ← m3, m3 routed onto m2 unsure. An input continuing m1
+    that routing nearly put on m3 (share .4) gets m3 and m2 through the graph channel, as linked
+    turns the strict gate lets through; without that share, m2 and m3 stay out."""
+    from app.core.session.membership import ROUTED
+    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+    state = SessionState("s")
+    texts = ["is the mirror down", "yes since noon", "my wifi drops", "which driver do you use"]
+    nodes = []
+    for i, text in enumerate(texts):
+        state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}", attrs={ROUTED: 0.7} if i == 3 else {})
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+        nodes.append(node.node_id)
+    for child, parent in ((1, 0), (3, 2)):
+        state.add_edge(GraphEdge(src=nodes[child], dst=nodes[parent], kind=EdgeKind.CONTINUES))
+
+    async def no_index(*_a, **_k):  # pragma: no cover
+        return []
+
+    def kept(alternatives: list[tuple[str, float]]) -> tuple[list[str], list[str]]:
+        req = RecallRequest(query="the iwlwifi one", channel_sizes={"graph": 10, "recent": 5}, top_k=5,
+                            relevance_threshold=0.3, anchor_node=nodes[1], alternatives=alternatives)
+        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
+        graph = next(r for r in result.channels if r.channel == "graph")
+        return [i for i, _ in graph.hits], sorted(result.kept_ids())
+
+    hits, chosen = kept([(nodes[3], 0.4)])
+    assert hits[:2] == ["m1", "m0"] and set(hits[2:]) == {"m2", "m3"}  # the chain first, then soft members
+    assert chosen == ["m0", "m1", "m2", "m3"]
+    assert kept([]) == (["m1", "m0"], ["m0", "m1"])
+    assert kept([(nodes[3], 0.05)])[1] == ["m0", "m1"]  # a share below the threshold widens nothing
+
+
+def test_a_conversation_routing_ruled_out_for_the_input_gives_it_no_turn() -> None:
+    """m1 continues m0; m2 is another conversation, about the input by meaning and words. On its
+    merit it passes; once routing's own split is known (``routed``) and leaves m2's tree out, it
+    fails and says why. A tree routing kept as an alternative still enters on its merit."""
+    from app.core.context.retrieval import ChannelRun
+    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+    state = SessionState("s")
+    texts = ["the build fails on arm", "which compiler", "gcc 12 fails on arm with neon flags"]
+    nodes = []
+    for i, text in enumerate(texts):
+        state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
+        state.add_node(node)
+        state.turns[f"t{i}"].node_id = node.node_id
+        nodes.append(node.node_id)
+    state.add_edge(GraphEdge(src=nodes[1], dst=nodes[0], kind=EdgeKind.CONTINUES))
+    runs = [ChannelRun(channel="recent", size=2, hits=[("m1", 1.0), ("m0", 0.5)]),
+            ChannelRun(channel="vector", size=1, hits=[("m2", 0.9)])]
+
+    def judged(**routing) -> object:
+        req = RecallRequest(query="gcc neon flags on arm", channel_sizes={}, top_k=5, relevance_threshold=0.3,
+                            anchor_node=nodes[1], **routing)
+        return _fused(req, runs, state)
+
+    assert "m2" in judged().kept_ids()  # on its own merit
+    result = judged(routed=True)
+    other = next(c for c in result.candidates if c.id == "m2")
+    assert not other.kept and "another conversation, one routing ruled out for this input" in other.reason
+    assert "m2" in judged(routed=True, alternatives=[(nodes[2], 0.01)]).kept_ids()
