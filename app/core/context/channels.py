@@ -70,7 +70,7 @@ def soft(state: SessionState, req: RecallRequest) -> dict[str, float]:
     latest = {n for n in (state.node_of(t) for t in state.turn_order[-SOFT.window:]) if n is not None}
     own = graph.root_of(req.anchor_node) if req.anchor_node is not None and req.anchor_node in graph else None
     starts = [(n, s) for n, s in req.alternatives if n in graph and graph.root_of(n) != own]
-    confidence = {n: float(graph.node(n).attrs.get(ROUTED, 1.0)) for n in latest}
+    confidence = {n: float(e.attrs.get(ROUTED, 1.0)) for n in latest for e in graph.out_edges(n, EdgeKind.CONTINUES)}
     return soft_members(starts, parent=graph.parent, children=graph.children, confidence=confidence,
                         allowed=latest.__contains__)
 

@@ -29,7 +29,6 @@ from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord, TurnRevision
 from app.core.session import versions
 from app.core.session.graph import GraphChange, SessionGraph
-from app.core.session.membership import ROUTED
 from app.core.session.state import SessionState, override_spans
 from app.core.types import EdgeKind, GraphEdge, utc_now
 
@@ -235,9 +234,8 @@ class BranchService:
         if undoes is not None:
             event["undoes"] = undoes
         # The canvas offers "undo re-anchor" on nodes that have one left to undo.
-        # The user placed it: routing's doubt about its edge (``session.membership``) no longer holds.
-        sure = {"reanchored": undo_target(new.revisions) is not None, ROUTED: 1.0}
-        marked = graph.node(node).model_copy(update={"attrs": {**graph.node(node).attrs, **sure}})
+        marked = graph.node(node).model_copy(update={"attrs": {**graph.node(node).attrs,
+                                                               "reanchored": undo_target(new.revisions) is not None}})
         store = self.ctx.store
 
         def persist() -> None:
@@ -255,7 +253,7 @@ class BranchService:
             graph.retire_edge(edge.edge_id, edge.attrs)
         for edge in added:
             state.add_edge(edge)
-        graph.update_node(node, attrs=sure)
+        graph.update_node(node, attrs={"reanchored": marked.attrs["reanchored"]})
         state.replace_overrides(turn_id, override_spans(turn_id, state.turns[turn_id].seq, data))
         change = GraphChange(added_edges=tuple(e.edge_id for e in added), removed_edges=tuple(e.edge_id for e in removed))
         return Reanchored(session_id, turn_id, node, current, anchor, new, change, undo=undo)

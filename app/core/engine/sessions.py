@@ -197,9 +197,7 @@ class SessionService:
             if m.turn_id is None:
                 m.turn_id = m.message_id
             state.add_message(m)
-            share = routed.get(m.message_id, 1.0)
-            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at,
-                             attrs={ROUTED: share} if share < 1.0 else {})
+            node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
             state.add_node(node)
             nodes.append(node)
             if m.message_id in parents:
@@ -207,7 +205,9 @@ class SessionService:
                 view = state.messages.get(parent) if parent is not None else None
                 previous = state.node_of(view.turn_id) if view is not None and view.turn_id else None
             if previous is not None:
-                edge = GraphEdge(src=node.node_id, dst=previous, kind=EdgeKind.CONTINUES, created_at=m.at)
+                share = routed.get(m.message_id, 1.0)
+                edge = GraphEdge(src=node.node_id, dst=previous, kind=EdgeKind.CONTINUES, created_at=m.at,
+                                 attrs={ROUTED: share} if share < 1.0 else {})
                 state.add_edge(edge)
                 edges.append(edge)
             previous = node.node_id

@@ -34,7 +34,7 @@ from app.core.runtime.executors import ChatStream
 from app.core.session import versions
 from app.core.session.evidence import message_evidence, note_evidence
 from app.core.session.graph import NoNodeError
-from app.core.session.membership import RoutedShares, routing_attrs
+from app.core.session.membership import RoutedShares, routed_attrs
 from app.core.session.state import SessionState
 from app.core.session.titles import title_from
 from app.core.session.versions import Version
@@ -306,9 +306,8 @@ class TurnService:
             build, timing = await self.build(
                 session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
                 input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
-                turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None,
+                turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None, detail=detail,
                 exclude_ids=version.excluded if version is not None else versions.put_away_messages(state),
-                detail=detail,
             )
         except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
             await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
@@ -321,12 +320,13 @@ class TurnService:
         state.add_message(message)
         if anchor_override and version is None:  # the user's correction: a signal for later routing (not NEW_ROOT)
             state.add_override(turn_id, state.turns[turn_id].seq, text, anchor_override)
-        attrs = {**routing_attrs(build.routing), **versions.attrs(version)}
-        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at, attrs=attrs)
+        node = GraphNode(kind=NodeKind.TURN, label=text[:40], ref_id=turn_id, created_at=message.at,
+                         attrs={"ambiguous": build.routing.get("ambiguous", False), **versions.attrs(version)})
         state.add_node(node)
         edge = None
         if build.anchor_node is not None:
-            edge = GraphEdge(src=node.node_id, dst=build.anchor_node, kind=EdgeKind.CONTINUES, created_at=message.at)
+            edge = GraphEdge(src=node.node_id, dst=build.anchor_node, kind=EdgeKind.CONTINUES, created_at=message.at,
+                             attrs=routed_attrs(build.routing))
             state.add_edge(edge)
         record = TurnRecord(turn_id=turn_id, session_id=session_id, node_id=node.node_id, build=build, timing=timing)
         # a scheduler stream's path (task, interruption): written with the turn, no await before

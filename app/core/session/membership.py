@@ -8,15 +8,15 @@ and where routing is sure, it narrows it.
 
 - ``routed_shares``: the router's candidate scores (and the "new root" option at ``tau_new``)
   as a softmax at ``temperature``, summed per branch tree: the share of the tree the input
-  continues (its routed edge's confidence, kept on the turn node as ``routed``) and, for every
+  continues (its confidence in the new ``continues`` edge, kept on it as ``routed``) and, for every
   other tree with at least ``floor``, its best node and share (``RoutedShares.alternatives``).
 - ``soft_members``: from the best node of each of the best ``trees`` alternatives, the share
-  spreads along ``continues`` edges (to a parent by the child's confidence, to a child by the
-  child's own); the turns that keep at least ``threshold`` within the session's last ``window``
-  turns are that tree's soft members of the input (recall's graph channel brings them, as
-  linked turns). A sure edge (a user's choice, or a single conversation: no ``routed``) passes
-  nearly everything on; an edge routing was unsure of passes little, so the other half of a
-  tree the router once mixed up stays out.
+  spreads along ``continues`` edges by each edge's confidence; the turns that keep at least
+  ``threshold`` within the session's last ``window`` turns are that tree's soft members of the
+  input (recall's graph channel brings them, as linked turns). A sure edge (a user's choice, a
+  re-anchored turn, a single conversation: no ``routed``) passes nearly everything on; an edge
+  routing was unsure of passes little, so the other half of a tree the router once mixed up
+  stays out.
 - A tree among neither the input's nor the alternatives was ruled out: it scored far below the
   best, or routing did not consider it at all. Among several conversations its turns do not
   enter the context (the relevance gate); a dormant conversation reaches the input through
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-#: The turn-node attribute that holds the routed edge's confidence (absent: sure).
+#: The ``continues`` edge attribute that holds routing's confidence in it (absent: sure).
 ROUTED = "routed"
 
 
@@ -91,8 +91,8 @@ def soft_members(alternatives: Sequence[tuple[str, float]], *, parent: Callable[
                  children: Callable[[str], Iterable[str]], confidence: Mapping[str, float],
                  allowed: Callable[[str], bool], policy: SoftPolicy = SOFT) -> dict[str, float]:
     """node → the share it keeps (≥ ``policy.threshold``), spreading each alternative's share
-    best-first along its tree's edges within the ``allowed`` nodes (``confidence``: a node's
-    routed edge to its parent, 1.0 when absent; never quite 1, so shares fade with distance)."""
+    best-first along its tree's edges within the ``allowed`` nodes (``confidence``: of a node's
+    ``continues`` edge to its parent, 1.0 when absent; never quite 1, so shares fade with distance)."""
     out: dict[str, float] = {}
 
     def sure(node: str) -> float:
@@ -119,11 +119,9 @@ def soft_members(alternatives: Sequence[tuple[str, float]], *, parent: Callable[
     return out
 
 
-def routing_attrs(routing: Mapping[str, object]) -> dict[str, object]:
-    """A new turn node's attributes from its build's recorded routing: ``ambiguous``, and
-    ``routed``, the share of the tree routing chose when it chose one (no override, no new root)
-    and was not sure."""
+def routed_attrs(routing: Mapping[str, object]) -> dict[str, float]:
+    """A new turn's ``continues`` edge's attributes from its build's recorded routing: ``routed``,
+    the share of the tree routing chose, when routing chose it (no override) and was not sure."""
     shares = routing.get("shares")
     share = float(shares.get("share", 1.0)) if isinstance(shares, dict) else 1.0
-    chose = routing.get("override") is None and routing.get("anchor_id") is not None and not routing.get("new_root")
-    return {"ambiguous": routing.get("ambiguous", False), **({ROUTED: share} if chose and share < 1.0 else {})}
+    return {ROUTED: share} if routing.get("override") is None and share < 1.0 else {}

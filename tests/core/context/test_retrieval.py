@@ -291,12 +291,13 @@ def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitat
     for i, text in enumerate(texts):
         state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
                                   author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
-        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}", attrs={ROUTED: 0.7} if i == 3 else {})
+        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
         state.add_node(node)
         state.turns[f"t{i}"].node_id = node.node_id
         nodes.append(node.node_id)
     for child, parent in ((1, 0), (3, 2)):
-        state.add_edge(GraphEdge(src=nodes[child], dst=nodes[parent], kind=EdgeKind.CONTINUES))
+        state.add_edge(GraphEdge(src=nodes[child], dst=nodes[parent], kind=EdgeKind.CONTINUES,
+                                 attrs={ROUTED: 0.7} if child == 3 else {}))
 
     async def no_index(*_a, **_k):  # pragma: no cover
         return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.session.membership import ROUTED, SoftPolicy, routed_shares, routing_attrs, soft_members
+from app.core.session.membership import ROUTED, SoftPolicy, routed_attrs, routed_shares, soft_members
 
 ROOT = {"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c"}
 
@@ -59,10 +59,9 @@ def test_below_the_threshold_or_outside_the_window_nothing_is_a_member() -> None
     assert set(_members("z", 0.6, {}, allowed=lambda n: n in {"z", "y", "x"})) == {"z", "y", "x"}
 
 
-def test_a_turn_keeps_routings_share_only_when_routing_chose_its_tree_unsure() -> None:
-    unsure = {"anchor_id": "n1", "new_root": False, "ambiguous": True, "override": None, "shares": {"share": 0.55}}
-    assert routing_attrs(unsure) == {"ambiguous": True, ROUTED: 0.55}
-    assert ROUTED not in routing_attrs({**unsure, "override": "n1"})  # the user's choice is sure
-    assert ROUTED not in routing_attrs({**unsure, "anchor_id": None, "new_root": True})
-    assert ROUTED not in routing_attrs({**unsure, "shares": {"share": 1.0}})
-    assert routing_attrs({}) == {"ambiguous": False}  # a record from before shares were kept
+def test_a_turns_edge_keeps_routings_share_only_when_routing_chose_it_unsure() -> None:
+    unsure = {"anchor_id": "n1", "override": None, "shares": {"share": 0.55}}
+    assert routed_attrs(unsure) == {ROUTED: 0.55}
+    assert routed_attrs({**unsure, "override": "n1"}) == {}  # the user's choice is sure
+    assert routed_attrs({**unsure, "shares": {"share": 1.0}}) == {}
+    assert routed_attrs({}) == {}  # a record from before shares were kept
