@@ -278,16 +278,12 @@ def test_older_turns_of_the_tree_are_held_to_the_other_conversations_bar_when_th
     assert dropped.relation == "tree" and "an older turn of this tree" in dropped.reason
 
 
-def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitated_over() -> None:
-    """Two conversations: m0 ← m1 and m2 ← m3, m3 routed onto m2 unsure. An input continuing m1
-    that routing nearly put on m3 (share .4) gets m3 and m2 through the graph channel, as linked
-    turns the strict gate lets through; without that share, m2 and m3 stay out."""
-    from app.core.session.membership import ROUTED
+def _turns(texts: list[str], parents: dict[int, tuple[int, dict]]) -> tuple[SessionState, list[str]]:
+    """A session of one turn per text (ids m<i>, t<i>), each its own root unless ``parents``
+    (child → (parent, edge attrs)) continues it."""
     from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 
-    state = SessionState("s")
-    texts = ["is the mirror down", "yes since noon", "my wifi drops", "which driver do you use"]
-    nodes = []
+    state, nodes = SessionState("s"), []
     for i, text in enumerate(texts):
         state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
                                   author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
@@ -295,9 +291,19 @@ def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitat
         state.add_node(node)
         state.turns[f"t{i}"].node_id = node.node_id
         nodes.append(node.node_id)
-    for child, parent in ((1, 0), (3, 2)):
-        state.add_edge(GraphEdge(src=nodes[child], dst=nodes[parent], kind=EdgeKind.CONTINUES,
-                                 attrs={ROUTED: 0.7} if child == 3 else {}))
+    for child, (parent, attrs) in parents.items():
+        state.add_edge(GraphEdge(src=nodes[child], dst=nodes[parent], kind=EdgeKind.CONTINUES, attrs=attrs))
+    return state, nodes
+
+
+def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitated_over() -> None:
+    """Two conversations: m0 ← m1 and m2 ← m3, m3 routed onto m2 unsure. An input continuing m1
+    that routing nearly put on m3 (share .4) gets m3 and m2 through the graph channel, as linked
+    turns the strict gate lets through; without that share, m2 and m3 stay out."""
+    from app.core.session.membership import ROUTED
+
+    state, nodes = _turns(["is the mirror down", "yes since noon", "my wifi drops", "which driver do you use"],
+                          {1: (0, {}), 3: (2, {ROUTED: 0.7})})
 
     async def no_index(*_a, **_k):  # pragma: no cover
         return []
@@ -321,19 +327,9 @@ def test_a_conversation_routing_ruled_out_for_the_input_gives_it_no_turn() -> No
     merit it passes; once routing's own split is known (``routed``) and leaves m2's tree out, it
     fails and says why. A tree routing kept as an alternative still enters on its merit."""
     from app.core.context.retrieval import ChannelRun
-    from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 
-    state = SessionState("s")
-    texts = ["the build fails on arm", "which compiler", "gcc 12 fails on arm with neon flags"]
-    nodes = []
-    for i, text in enumerate(texts):
-        state.add_message(Message(message_id=f"m{i}", role=Role.USER, content=text, at=f"2024-01-0{i + 1}T10:00:00",
-                                  author=Author(kind=AuthorKind.USER, id="ana"), turn_id=f"t{i}"))
-        node = GraphNode(kind=NodeKind.TURN, label=f"t{i}", ref_id=f"t{i}")
-        state.add_node(node)
-        state.turns[f"t{i}"].node_id = node.node_id
-        nodes.append(node.node_id)
-    state.add_edge(GraphEdge(src=nodes[1], dst=nodes[0], kind=EdgeKind.CONTINUES))
+    state, nodes = _turns(["the build fails on arm", "which compiler", "gcc 12 fails on arm with neon flags"],
+                          {1: (0, {})})
     runs = [ChannelRun(channel="recent", size=2, hits=[("m1", 1.0), ("m0", 0.5)]),
             ChannelRun(channel="vector", size=1, hits=[("m2", 0.9)])]
 
