@@ -4,8 +4,10 @@ A busy channel interleaves several conversations. Each stream of ``DIR/messages.
 a session; its messages are routed ONLINE as ``pcm eval route`` routes them
 (``app.eval.route.ChatStreamRouter``: message *i* sees only messages *0..i-1*), and for every
 scored message the engine builds its context (no generation) at each budget, anchored where the
-router put it (a new root when it starts a conversation). Then the message joins the session as
-a turn continuing its routed parent, so the session's branches are the routed threads.
+router put it (a new root when it starts a conversation), with the router's split over the
+session's branch trees (``app.core.session.membership``: other trees it hesitated over widen the
+context, those it ruled out stay out). Then the message joins the session as a turn continuing
+its routed parent (the edge keeps how sure the router was), so the branches are the routed threads.
 
 One line per (message, budget): ``{"id", "budget", "tokens", "blocks": [{"block_type",
 "source_ids", "content"}]}``, the format ``../shared/tools/purity_eval.py score`` reads. With
@@ -186,7 +188,8 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
     for k, m in enumerate(lines):
         decision = router.route(m)
         parent = decision.anchor_id
-        # how sure the router was, per branch tree (``session.membership``): kept on the turn, read by the build
+        # how the router split the message over branch trees (``session.membership``): read by the
+        # builds, and the chosen tree's share kept on the message's ``continues`` edge
         routed = routed_shares([(n, c.score) for c in decision.candidates if (n := node(c.node_id))], node(parent),
                                state.graph.root_of, router.weights.tau_new)
         if m.scored:
