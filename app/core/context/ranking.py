@@ -6,6 +6,7 @@ by id so that the same inputs give the same order (replay depends on it).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,9 +35,11 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def terms(text: str) -> set[str]:
-    """Content words (stop words removed) of ``text``."""
-    return {w for w in words(text) if w not in STOPWORDS}
+@functools.lru_cache(maxsize=65_536)
+def terms(text: str) -> frozenset[str]:
+    """Content words (stop words removed) of ``text``; remembered, as a build grades the same
+    turns several times (the gate's weights, coverage and "adds" test) and every build again."""
+    return frozenset(w for w in words(text) if w not in STOPWORDS)
 
 
 def ranked(scores: Mapping[str, float]) -> list[str]:

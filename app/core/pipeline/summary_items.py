@@ -33,7 +33,6 @@ from app.core.memory.summaries import LEVELS, part_level
 from app.core.pipeline.detail import RAW, Detail, span_of
 from app.core.plan.model import ContextPlan
 from app.core.session.state import SessionState
-from app.core.text import history_text
 from app.core.types import BlockType, ContextBlock, Priority, Ref, SummaryRecord
 
 #: What a build was offered: branch root node → level → the branch's summary at that level.
@@ -91,9 +90,8 @@ def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, of
     if not parts:
         return []
     n = len(record.parts)
-    outside = state.outside_lines()  # what an answer copied from outside text stays quoted
     shown = {k: detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in parts}
-    texts = {k: history_text(p[shown[k]], outside) for k, p in parts if shown[k] in LEVELS}
+    texts = {k: state.quoted(p[shown[k]]) for k, p in parts if shown[k] in LEVELS}
     word_weights = weights(query, texts.values())
     policy = GatePolicy(threshold=plan.rerank.relevance_threshold)
     # Several conversations: the branch's older turns may be another's (the gate's strict_tree), so

@@ -126,6 +126,7 @@ class SessionState:
         self._by_speaker: dict[str, list[str]] = {}
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
         self._outside: set[str] | None = None  # match keys of the env notes' outside text (lazy)
+        self._quoted: dict[str, str] = {}  # history_text of answers and summary parts, by text
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
@@ -187,6 +188,7 @@ class SessionState:
         self.notes[note.note_id] = note
         if self._outside is not None and note.kind == "env":
             self._outside.update(fenced_lines(note.text))
+            self._quoted.clear()
 
     def add_node(self, node: GraphNode) -> None:
         self.graph.add_node(node)
@@ -267,7 +269,17 @@ class SessionState:
     def quoted_text(self, view: MessageView) -> str:
         """The message's text as a context may carry it: an assistant's answer through
         ``history_text`` (see ``render_message``), anything else as it is."""
-        return history_text(view.text, self.outside_lines()) if view.role == Role.ASSISTANT else view.text
+        return self.quoted(view.text) if view.role == Role.ASSISTANT else view.text
+
+    def quoted(self, text: str) -> str:
+        """``history_text(text, outside_lines())``, remembered until the session's outside text
+        grows (every build renders the same answers and summary parts again)."""
+        done = self._quoted.get(text)
+        if done is None:
+            if len(self._quoted) >= 20_000:
+                self._quoted.clear()
+            done = self._quoted[text] = history_text(text, self.outside_lines())
+        return done
 
     @staticmethod
     def speaker_line(view: MessageView, text: str) -> str:
