@@ -116,6 +116,7 @@ def precision_lines(record: TurnRecord) -> list[str]:
     gate = b.recall.gate
     if gate is not None:
         lines.append(f"relevance gate {gate.threshold:.2f}: {gate.passed} of {gate.graded} candidates passed"
+                     + (f" ({gate.unlisted} neighbours of weak hits not listed)" if gate.unlisted else "")
                      + ("; evidence insufficient" if gate.insufficient else "")
                      + (f"; not covered: {' | '.join(gate.uncovered)}" if gate.uncovered else ""))
     for cut in b.compressed:

@@ -253,6 +253,7 @@ class LlamaChatModel:
         self._llama_cpp = llama_cpp
         _log_state["echo"] = verbose
         self._count_lock = threading.Lock()
+        self._count_buffer: Any = ()  # ctypes array of llama_token, grown on demand
         self._call: _CallState | None = None
         self._grammars: dict[str, Any] = {}
         try:
@@ -329,8 +330,15 @@ class LlamaChatModel:
         """Tokens of ``text`` by the model's tokenizer, no BOS and no special-token parsing."""
         if not text:
             return 0
+        data = text.encode("utf-8")
         with self._count_lock:
-            return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+            # One pass into a reused buffer: ``Llama.tokenize`` sizes its buffer by the training
+            # context (zero for a vocab-only load, so it tokenizes twice) and builds a list.
+            if len(self._count_buffer) < len(data) + 8:  # a token holds a byte at least
+                self._count_buffer = (self._llama_cpp.llama_token * (len(data) + 8))()
+            n = self._llama_cpp.llama_tokenize(self._vocab._model.vocab, data, len(data), self._count_buffer,
+                                               len(self._count_buffer), False, False)
+            return n if n >= 0 else len(self._vocab.tokenize(data, add_bos=False, special=False))
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """Tokens of the exact prompt ``chat`` would feed the model for ``messages``

@@ -1,4 +1,4 @@
-"""The local recall channels: structured filter, graph chain, the branch's recent window.
+"""The local recall channels: structured filter, graph chain, the branch's recent window, topics.
 
 Pure functions of the session state and the request; the index channels (vector, full text,
 memory) run in ``app.core.context.retrieval``.
@@ -6,7 +6,7 @@ memory) run in ``app.core.context.retrieval``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from app.core.context import ranking
 from app.core.context.recall_model import RecallRequest
@@ -113,3 +113,27 @@ def memory_kinds(state: SessionState, req: RecallRequest) -> list[str]:
     nearest one)."""
     wanted = {"memory"} | ({"env"} if {"file", "feed", "api"} & set(req.kinds) else set())
     return sorted(wanted & {n.kind for n in state.notes.values()})
+
+
+#: The topic channel's search: (query, k, the session to search or None for the workspace) → hits.
+TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
+
+
+def topic(state: SessionState, req: RecallRequest, topics: TopicSearch | None, size: int,
+          scoped: str | None) -> list[tuple[str, float]]:
+    """The topic channel, within the plan's date range when it filters, as the other channels
+    are (this session's messages are dated here; another session's hits are not dated here and
+    are kept). While the input continues a branch of a session holding several conversations,
+    this session's hits keep to the anchor's branch tree: a topic every conversation of the
+    session shares ("install", "ubuntu") would otherwise rank the others' turns up; they enter
+    through the other channels, on their own merit."""
+    if topics is None or not size:
+        return []
+    anchor = req.anchor_node if req.anchor_node and req.anchor_node in state.graph else None
+    root = state.graph.root_of(anchor) if anchor and state.graph.several_conversations() else None
+    if req.date_mode != "filter" and root is None:
+        return topics(req.query, size, scoped)
+    hits = topics(req.query, 2 * size, scoped)
+    return [(i, s) for i, s in hits if i not in state.messages or (
+        (req.date_mode != "filter" or req.in_range(state.messages[i].at))
+        and (root is None or root_of_message(state, i) == root))][:size]

@@ -14,7 +14,9 @@ budget with whatever was nearest. The grader here needs no model of its own:
 - ``rel`` = the item's fused recall score relative to the best few (the ``ref_rank``-th best
   score, so one outlier at the top — a hit with strong neighbours — does not push every other
   item down), at most 1: how it stands in this list;
-- ``grade`` = rel × support for an item judged on its own merit.
+- ``grade`` = rel × support for an item judged on its own merit; as support is at most 1, an
+  item whose ``rel`` is below the threshold fails without its support being measured (most
+  candidates: the neighbours propagation reaches from weak hits).
 
 Branch isolation: an item's *relation* to the anchor decides what it must pass. Turns on the
 anchor's branch that the branch's recent window or the graph (merged and linked turns) brought
@@ -41,13 +43,17 @@ Routing's own view bounds this too (``app.core.session.membership``): among seve
 conversations, a turn of a conversation routing ruled out for the input (scored far below the
 best, or not considered at all) fails whatever its grade; one routing hesitated over enters as
 linked (its soft members), the others on their merit.
+Grading goes best first by fused score and may stop once enough candidates have passed
+(``enough``): recall selects from the best few passing ones only, so the rest could not be
+chosen whatever their grade, and are left ungraded ("not graded").
 Pure functions over ids, texts and scores.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -56,6 +62,7 @@ from app.core.context.ranking import terms
 
 Relation = Literal["branch", "linked", "tree", "other"]
 BELOW = "below relevance threshold"
+UNGRADED = "not graded: enough better-ranked candidates passed"
 
 
 class GatePolicy(BaseModel):
@@ -73,10 +80,12 @@ class GatePolicy(BaseModel):
     other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
 
 
-class Grade(BaseModel):
-    """One candidate's grade and what it was made of (``sem`` None: no cosine known)."""
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """One candidate's grade and what it was made of (``sem`` None: no cosine known). A plain
+    record: a build grades hundreds of candidates."""
 
-    grade: float
+    grade: float | None  # None: too far below the best to pass whatever its support (not graded further)
     rel: float
     sem: float | None = None
     lex: float = 0.0
@@ -94,6 +103,7 @@ class GateSummary(BaseModel):
     threshold: float
     graded: int = 0
     passed: int = 0
+    unlisted: int = 0  # neighbours of hits too far below the best to pass (or not needed): dropped, not listed
     insufficient: bool = False
     uncovered: list[str] = Field(default_factory=list)
 
@@ -139,31 +149,46 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
           relation: Mapping[str, Relation], policy: GatePolicy,
           lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None,
-          ruled_out: frozenset[str] = frozenset()) -> dict[str, Grade]:
-    """The grade of every item of ``fused`` (ids with a fused score); see the module doc.
+          ruled_out: Container[str] = frozenset(), enough: int = 0) -> dict[str, Grade]:
+    """The grades of the items of ``fused`` (ids with a fused score), best first; see the module doc.
     ``adds``: whether an item holds a word of the input the conversation being continued does
     not (``unsaid``); an item of another branch without one fails under ``strict_other``, an
     older turn of the anchor's tree under ``strict_tree``. ``ruled_out``: turns of another
-    conversation routing ruled out for the input; they fail."""
-    ranked = sorted(fused.values(), reverse=True)
-    top = ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
+    conversation routing ruled out for the input; they fail. ``enough`` > 0: stop once that many
+    items with a positive score have passed (the maps are read only for the items graded, so
+    they may compute on demand)."""
+    order = sorted(fused, key=lambda i: (-fused[i], i))
+    top = reference(fused.values(), policy)
     out: dict[str, Grade] = {}
-    for item in sorted(fused):
+    passed = 0
+    for item in order:
+        if enough and passed >= enough:
+            break
         rel = min(1.0, fused[item] / top) if top > 0 else 0.0
         kind = relation.get(item, "other")
+        if rel < policy.threshold and kind not in ("branch", "linked"):  # grade ≤ rel: no support lifts it
+            out[item] = Grade(grade=None, rel=round(rel, 6), relation=kind)
+            continue
         s = sem.get(item)
         lx = lex.get(item, 0.0)
         lr = (lex_rank or {}).get(item, 0.0)
         strict = (policy.strict_other and kind == "other") or (policy.strict_tree and kind == "tree")
         words = lx if strict else max(lx, lr)
         new = not strict or (adds or {}).get(item, True)
-        excluded = item in ruled_out and kind == "other"
+        excluded = kind == "other" and item in ruled_out
         value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict) * new
         value = 0.0 if excluded else value
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
                           lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, adds=new, ruled_out=excluded,
                           passed=value >= policy.threshold)
+        passed += out[item].passed and fused[item] > 0
     return out
+
+
+def reference(scores: Iterable[float], policy: GatePolicy) -> float:
+    """The score ``rel`` is measured against: the ``ref_rank``-th best (a third of the list, if shorter)."""
+    ranked = sorted(scores, reverse=True)
+    return ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
 
 
 def uncovered(sub_questions: Sequence[str], passed_texts: Sequence[str], pool_texts: Sequence[str],
@@ -181,6 +206,8 @@ def uncovered(sub_questions: Sequence[str], passed_texts: Sequence[str], pool_te
 
 def reason(g: Grade, threshold: float) -> str:
     """The drop reason shown in the evidence panel."""
+    if g.grade is None:
+        return f"{BELOW} (score {g.rel:.2f} of the best: under {threshold:.2f} whatever its support)"
     how = f"grade {g.grade:.2f} < {threshold:.2f}: score {g.rel:.2f} of the best"
     how += f", cosine {g.sem:.2f}" if g.sem is not None else ", no cosine"
     how += f", words {g.lex:.2f}, full-text {g.lex_rank:.2f}"

@@ -23,23 +23,27 @@ gate, on their own merit.
 
 Every candidate keeps its per-channel rank and score, its grade and the reason it was kept or
 dropped, so the evidence panel and replay can show exactly why something reached the context.
+The neighbours propagation reaches are candidates when they are graded on their support; those
+too far below the best to pass (most of them: the neighbours of weak hits) are only counted
+(``GateSummary.unlisted``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from app.core.context import gate, ranking
+from app.core.context.channels import TopicSearch, ranking_items, root_of_message
 from app.core.context.channels import graph as _graph
 from app.core.context.channels import memory_kinds as _memory_kinds
-from app.core.context.channels import ranking_items, root_of_message
 from app.core.context.channels import recent as _recent
 from app.core.context.channels import structured as _structured
+from app.core.context.channels import topic as _topic
 from app.core.context.gate import GatePolicy, GateSummary, Relation
 from app.core.context.ranking import FusionMethod
 from app.core.context.recall_model import (
@@ -59,9 +63,12 @@ from app.core.context.recall_model import (
 from app.core.session.state import SessionState
 from app.core.text import content_stems
 
+_T = TypeVar("_T")
+_NEIGHBOUR = "neighbour of a hit"
+
 __all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES", "Candidate", "ChannelHit",
-           "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "fuse", "recall",
-           "ranking_items"]
+           "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "TopicSearch", "fuse",
+           "recall", "ranking_items"]
 
 
 async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tuple[str, float]]]],
@@ -165,30 +172,6 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     return sorted(hits, key=lambda h: -h[1])[:size]
 
 
-#: The topic channel's search: (query, k, the session to search or None for the workspace) → hits.
-TopicSearch = Callable[[str, int, str | None], list[tuple[str, float]]]
-
-
-def _topic(state: SessionState, req: RecallRequest, topics: TopicSearch | None, size: int,
-           scoped: str | None) -> list[tuple[str, float]]:
-    """The topic channel, within the plan's date range when it filters, as the other channels
-    are (this session's messages are dated here; another session's hits are not dated here and
-    are kept). While the input continues a branch of a session holding several conversations,
-    this session's hits keep to the anchor's branch tree: a topic every conversation of the
-    session shares ("install", "ubuntu") would otherwise rank the others' turns up; they enter
-    through the other channels, on their own merit."""
-    if topics is None or not size:
-        return []
-    anchor = req.anchor_node if req.anchor_node and req.anchor_node in state.graph else None
-    root = state.graph.root_of(anchor) if anchor and state.graph.several_conversations() else None
-    if req.date_mode != "filter" and root is None:
-        return topics(req.query, size, scoped)
-    hits = topics(req.query, 2 * size, scoped)
-    return [(i, s) for i, s in hits if i not in state.messages or (
-        (req.date_mode != "filter" or req.in_range(state.messages[i].at))
-        and (root is None or root_of_message(state, i) == root))][:size]
-
-
 def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:
     """A memory note worth recalling: not one that only restates, in other words, messages of this
     very session that recall reaches itself. Other sessions' memories are; so is a fact whose value
@@ -271,10 +254,13 @@ class _Pool:
         if strategy.neighbour_alpha > 0:
             neighbours = lambda i: (n for n in self.state.neighbours(i) if self.known(n))  # noqa: E731
             fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
-            for item in fused:
-                if item not in self.candidates:
-                    self.candidate(item).reason = "neighbour of a hit"
         return fused
+
+    def list_neighbours(self, fused: Mapping[str, float]) -> None:
+        """The neighbours propagation reached that are still in ``fused`` become candidates too."""
+        for item in fused:
+            if item not in self.candidates:
+                self.candidate(item).reason = _NEIGHBOUR
 
     def mark_dates(self, req: RecallRequest) -> None:
         """In "prefer" mode the structured channel marks the candidates inside the date range."""
@@ -308,19 +294,26 @@ class _Pool:
             return "other"
         return "branch" if "recent" in channels else "tree"
 
-    def ruled_out(self, req: RecallRequest, items: Iterable[str], anchor_root: str | None) -> frozenset[str]:
-        """The turns among ``items`` of conversations routing ruled out for the input: another
-        tree than the anchor's that is none of the alternatives routing kept (it scored far below,
-        or routing did not consider it: a dormant conversation reaches the input through memory)."""
+    def ruled_out(self, req: RecallRequest, anchor_root: str | None) -> Container[str]:
+        """The turns of conversations routing ruled out for the input: another tree than the
+        anchor's that is none of the alternatives routing kept (it scored far below, or routing
+        did not consider it: a dormant conversation reaches the input through memory)."""
         if not req.routed:
             return frozenset()
         graph = self.state.graph
         kept = {graph.root_of(n) for n, _ in req.alternatives if n in graph} | {anchor_root}
-        return frozenset(i for i in items if i in self.state.messages
-                         and root_of_message(self.state, i) not in (None, *kept))
+        return _Where(lambda i: i in self.state.messages and root_of_message(self.state, i) not in (None, *kept))
 
-    def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float]) -> GateSummary:
-        """Grade every fused item (module ``gate``); drop those below the threshold from ``fused``."""
+    def continues(self, item: str) -> bool:
+        """Whether ``item`` may stand as the conversation being continued (``relation`` "branch"
+        or "linked"): a hit of the recent or graph channel, or a note."""
+        cand = self.candidates.get(item)
+        return item in self.state.notes or (cand is not None and bool({"recent", "graph"} & cand.channels.keys()))
+
+    def gate(self, req: RecallRequest, fused: dict[str, float], known_sem: Mapping[str, float],
+             enough: int) -> GateSummary:
+        """Grade the fused items best first (module ``gate``) until ``enough`` have passed; drop
+        those below the threshold from ``fused``, and those left ungraded."""
         anchor = req.anchor_node if req.anchor_node and req.anchor_node in self.state.graph else None
         # Other branches must be about the input by meaning and words at once while it continues a
         # branch, or when the session holds several conversations (a new one among them); with
@@ -342,24 +335,71 @@ class _Pool:
         bm25 = self.per_channel.get("fulltext", {})
         best = max(bm25.values(), default=0.0)
         lex_rank = {item: score / best for item, score in bm25.items()} if best > 0 else {}
-        lex = {i: gate.coverage(w, t) for i, t in texts.items()}
-        relation = {i: self.relation(i, root, asked) for i in fused}
+        # Computed for the items graded only (grading stops once enough have passed).
+        lex = _OnDemand(lambda i: gate.coverage(w, texts[i]), fused)
+        relation: _OnDemand[Relation] = _OnDemand(lambda i: self.relation(i, root, asked), fused)
         # What the conversation being continued does not already say: another branch's turn must add some of it.
-        unsaid = gate.unsaid(w, (texts[i] for i in fused if relation[i] in ("branch", "linked")))
+        unsaid = gate.unsaid(w, (texts[i] for i in fused if self.continues(i) and relation[i] in ("branch", "linked")))
         judged = {"other", "tree"} if several else {"other"}  # the relations held to the "adds" rule
-        adds = {i: bool(unsaid & ranking.terms(texts[i])) for i in fused if relation[i] in judged}
+        adds = _OnDemand(lambda i: relation[i] not in judged or bool(unsaid & ranking.terms(texts[i])), fused)
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds,
-                            ruled_out=self.ruled_out(req, fused, root) if several else frozenset())
-        for item, g in grades.items():
+                            ruled_out=self.ruled_out(req, root) if several else frozenset(), enough=enough)
+        unlisted = 0
+        for item in list(fused):
+            g = grades.get(item)
+            if item not in self.candidates and (g is None or g.grade is None):
+                unlisted += 1  # a neighbour of a weak hit, or one not needed: not listed, only counted
+                del fused[item]
+                continue
+            if item not in self.candidates:
+                self.candidate(item).reason = _NEIGHBOUR
             cand = self.candidate(item)
+            if g is None:
+                cand.reason = gate.UNGRADED
+                del fused[item]
+                continue
             cand.grade, cand.relation = g.grade, g.relation
             if not g.passed:
                 cand.reason = gate.reason(g, policy.threshold)
                 del fused[item]
-        summary = GateSummary(threshold=policy.threshold, graded=len(grades), passed=len(fused),
-                              insufficient=not fused)
+        summary = GateSummary(threshold=policy.threshold, graded=len(grades) - unlisted, passed=len(fused),
+                              insufficient=not fused, unlisted=unlisted)
         summary.uncovered = gate.uncovered(req.sub_questions, [texts[i] for i in fused], list(texts.values()), policy)
         return summary
+
+
+class _OnDemand(Mapping[str, _T]):
+    """A read-only map over ``keys`` whose values are computed on first reading: the gate reads
+    its per-item facts for the items it grades only."""
+
+    def __init__(self, compute: Callable[[str], _T], keys: Collection[str]) -> None:
+        self._compute, self._keys, self._memo = compute, keys, dict[str, _T]()
+
+    def __getitem__(self, item: str) -> _T:
+        if item not in self._memo:
+            if item not in self._keys:
+                raise KeyError(item)
+            self._memo[item] = self._compute(item)
+        return self._memo[item]
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class _Where(Container[str]):
+    """The ids a predicate holds for (asked item by item)."""
+
+    def __init__(self, test: Callable[[str], bool]) -> None:
+        self._test = test
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and self._test(item)
 
 
 def _capped(order: Sequence[str], candidates: Mapping[str, Candidate], cap: int) -> tuple[list[str], set[str]]:
@@ -380,13 +420,18 @@ def _capped(order: Sequence[str], candidates: Mapping[str, Candidate], cap: int)
     return out, over
 
 
+def _choosable(req: RecallRequest) -> int:
+    """How many of the best-ranked items selection looks at: beyond a few times top_k nothing can
+    be selected (the crop comes before the quadratic-ish steps, and bounds what the gate grades)."""
+    return max(2 * req.top_k, 30)
+
+
 def _select(state: SessionState, req: RecallRequest, fused: Mapping[str, float],
             candidates: Mapping[str, Candidate]) -> tuple[list[str], dict[str, str]]:
     """The top_k kept after near-duplicates are dropped, the per-channel cap applied and diversity
     kept (MMR), and the items left out with why (near-duplicate of …, over the per-channel cap)."""
     order = [i for i in ranking.ranked(fused) if fused[i] > 0]
-    # Crop before the quadratic-ish steps: beyond a few times top_k nothing can be selected.
-    pool = order[: max(2 * req.top_k, 30)]
+    pool = order[: _choosable(req)]
     texts = {i: _text(state, i) for i in pool}
     sim = ranking.jaccard_matrix([texts[i] for i in pool])
     dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold, sim=sim)
@@ -414,7 +459,7 @@ def _explain(candidates: Mapping[str, Candidate], fused: Mapping[str, float], ch
             cand.reason = "kept" if cand.reason.startswith(gate.BELOW) else (cand.reason or "kept")
         elif item in why:
             cand.reason = why[item]
-        elif cand.reason.startswith(gate.BELOW):
+        elif cand.reason.startswith(gate.BELOW) or cand.reason == gate.UNGRADED:
             continue
         elif item in fused and fused[item] > 0:
             cand.reason = f"below top {top_k} after diversity"
@@ -436,7 +481,8 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     pool.mark_dates(req)
     fused = pool.fused(strategy)
     scores = dict(fused)
-    summary = pool.gate(req, fused, known_sem or {}) if req.relevance_threshold > 0 else None
+    summary = pool.gate(req, fused, known_sem or {}, _choosable(req)) if req.relevance_threshold > 0 else None
+    pool.list_neighbours(fused)
     chosen, why = _select(state, req, fused, pool.candidates)
     _explain(pool.candidates, scores, chosen, why, req.top_k)
     ordered = sorted(pool.candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))

@@ -82,6 +82,9 @@ def evidence_sentence(query: str, candidates: int, kept: int, gate: Any | None) 
     if gate is not None and gate.graded:
         parts.append(f"{gate.passed} of {gate.graded} were relevant enough to use (relevance bar "
                      f"{gate.threshold:.2f}); the others were left out as unrelated.")
+        if gate.unlisted:
+            parts.append(f"{gate.unlisted} more passage{'s' if gate.unlisted != 1 else ''} next to weak matches "
+                         f"{'were' if gate.unlisted != 1 else 'was'} too far below the best to consider.")
         if gate.insufficient:
             parts.append("Nothing found answers it, so the context says the evidence is missing.")
         if gate.uncovered:

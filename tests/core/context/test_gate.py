@@ -73,3 +73,17 @@ def test_another_conversation_must_add_a_word_this_one_does_not_hold() -> None:
     assert "already in this one" in reason(strict["same"], 0.3)
     loose = grade(fused, sem=sem, lex=lex, relation=relation, adds=adds, policy=GatePolicy(threshold=0.3))
     assert loose["same"].passed  # starting something new: there is no conversation to repeat
+
+
+def test_grading_goes_best_first_and_stops_when_enough_passed() -> None:
+    fused = {"a": 1.0, "b": 0.9, "c": 0.8, "d": 0.1, "e": 0.05}
+    relation = {i: "tree" for i in fused} | {"e": "branch"}
+    sem = {i: 0.6 for i in fused}
+    policy = GatePolicy(threshold=0.3)
+    every = grade(fused, sem=sem, lex={}, relation=relation, policy=policy)
+    assert [i for i, g in every.items() if g.passed] == ["a", "b", "c", "e"]
+    # "d" scores too far below the best for any support to lift it: its support is not measured
+    assert every["d"].grade is None and not every["d"].passed and "whatever its support" in reason(every["d"], 0.3)
+    assert every["e"].grade == 1.0  # the conversation being continued passes whatever its score
+    # two passing are enough: the rest is not graded (and so not read from the maps)
+    assert list(grade(fused, sem=sem, lex={}, relation=relation, policy=policy, enough=2)) == ["a", "b"]

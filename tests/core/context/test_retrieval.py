@@ -123,7 +123,9 @@ def test_the_gate_drops_weak_candidates_and_says_why() -> None:
     result = _fused(RecallRequest(query="the new plan", channel_sizes={}, top_k=5, relevance_threshold=0.3), runs)
     assert result.kept_ids() == ["m2", "m0"]
     m1 = next(c for c in result.candidates if c.id == "m1")
-    assert not m1.kept and m1.reason.startswith(BELOW) and m1.grade is not None and m1.grade < 0.3
+    # its score is the lowest of the list: no support could lift it, so none is measured
+    assert not m1.kept and m1.reason.startswith(BELOW) and "whatever its support" in m1.reason
+    assert m1.grade is None and m1.relation == "other"
     assert result.gate is not None and result.gate.passed == 2 and not result.gate.insufficient
     nothing = _fused(RecallRequest(query="zebras", channel_sizes={}, top_k=5, relevance_threshold=0.3),
                      [ChannelRun(channel="vector", size=1, hits=[("m1", 0.02)])])
@@ -343,3 +345,22 @@ def test_a_conversation_routing_ruled_out_for_the_input_gives_it_no_turn() -> No
     other = next(c for c in result.candidates if c.id == "m2")
     assert not other.kept and "another conversation, one routing ruled out for this input" in other.reason
     assert "m2" in judged(routed=True, alternatives=[(nodes[2], 0.01)]).kept_ids()
+
+
+def test_neighbours_too_far_below_the_best_are_counted_not_listed() -> None:
+    from app.core.context.retrieval import ChannelRun
+
+    state = SessionState("s")
+    rows = [("t0", Role.USER, "m0", "the march budget plan"), ("t0", Role.ASSISTANT, "a0", "the budget plan is noted"),
+            ("t1", Role.USER, "m1", "lunch at noon"), ("t1", Role.ASSISTANT, "a1", "pasta then"),
+            ("t2", Role.USER, "m2", "the weather")]
+    for n, (turn, role, mid, text) in enumerate(rows):
+        state.add_message(Message(message_id=mid, role=role, content=text, at=f"2024-01-0{n + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id="Ana"), turn_id=turn))
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m0", 0.9), ("m1", 0.2), ("m2", 0.1)])]
+    result = _fused(RecallRequest(query="budget plan", channel_sizes={}, top_k=5, relevance_threshold=0.25), runs, state)
+    listed = {c.id: c for c in result.candidates}
+    assert result.gate is not None and result.gate.unlisted == 1 and "a1" not in listed  # next to a weak hit
+    assert "a0" in listed and listed["a0"].grade is not None  # next to the best hit: graded on its support
+    assert {"m1", "m2"} <= listed.keys()  # hits are listed whatever their grade
+    assert result.kept_ids()[0] == "m0"
