@@ -149,14 +149,17 @@ def support(sem: float | None, lex: float, policy: GatePolicy, *, strict: bool =
 def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[str, float],
           relation: Mapping[str, Relation], policy: GatePolicy,
           lex_rank: Mapping[str, float] | None = None, adds: Mapping[str, bool] | None = None,
-          ruled_out: Container[str] = frozenset(), enough: int = 0) -> dict[str, Grade]:
+          ruled_out: Container[str] = frozenset(), enough: int = 0,
+          shown: Container[str] | None = None) -> dict[str, Grade]:
     """The grades of the items of ``fused`` (ids with a fused score), best first; see the module doc.
     ``adds``: whether an item holds a word of the input the conversation being continued does
     not (``unsaid``); an item of another branch without one fails under ``strict_other``, an
     older turn of the anchor's tree under ``strict_tree``. ``ruled_out``: turns of another
     conversation routing ruled out for the input; they fail. ``enough`` > 0: stop once that many
     items with a positive score have passed (the maps are read only for the items graded, so
-    they may compute on demand)."""
+    they may compute on demand). ``shown``: the items that get a grade even when their score
+    alone fails them (None: every item); the others are left out of the result then (the caller
+    counts them), and nothing of theirs is read."""
     order = sorted(fused, key=lambda i: (-fused[i], i))
     top = reference(fused.values(), policy)
     out: dict[str, Grade] = {}
@@ -165,6 +168,8 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         if enough and passed >= enough:
             break
         rel = min(1.0, fused[item] / top) if top > 0 else 0.0
+        if rel < policy.threshold and shown is not None and item not in shown:
+            continue
         kind = relation.get(item, "other")
         if rel < policy.threshold and kind not in ("branch", "linked"):  # grade ≤ rel: no support lifts it
             out[item] = Grade(grade=None, rel=round(rel, 6), relation=kind)

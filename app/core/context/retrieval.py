@@ -343,26 +343,28 @@ class _Pool:
         judged = {"other", "tree"} if several else {"other"}  # the relations held to the "adds" rule
         adds = _OnDemand(lambda i: relation[i] not in judged or bool(unsaid & ranking.terms(texts[i])), fused)
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds,
-                            ruled_out=self.ruled_out(req, root) if several else frozenset(), enough=enough)
-        unlisted = 0
+                            ruled_out=self.ruled_out(req, root) if several else frozenset(), enough=enough,
+                            shown=_Where(lambda i: i in self.candidates or i in self.state.notes))
+        unlisted = graded = 0
         for item in list(fused):
             g = grades.get(item)
-            if item not in self.candidates and (g is None or g.grade is None):
-                unlisted += 1  # a neighbour of a weak hit, or one not needed: not listed, only counted
-                del fused[item]
-                continue
             if item not in self.candidates:
+                if g is None or g.grade is None:
+                    unlisted += 1  # a neighbour of a weak hit, or one not needed: not listed, only counted
+                    del fused[item]
+                    continue
                 self.candidate(item).reason = _NEIGHBOUR
             cand = self.candidate(item)
             if g is None:
                 cand.reason = gate.UNGRADED
                 del fused[item]
                 continue
+            graded += 1
             cand.grade, cand.relation = g.grade, g.relation
             if not g.passed:
                 cand.reason = gate.reason(g, policy.threshold)
                 del fused[item]
-        summary = GateSummary(threshold=policy.threshold, graded=len(grades) - unlisted, passed=len(fused),
+        summary = GateSummary(threshold=policy.threshold, graded=graded, passed=len(fused),
                               insufficient=not fused, unlisted=unlisted)
         summary.uncovered = gate.uncovered(req.sub_questions, [texts[i] for i in fused], list(texts.values()), policy)
         return summary

@@ -85,5 +85,12 @@ def test_grading_goes_best_first_and_stops_when_enough_passed() -> None:
     # "d" scores too far below the best for any support to lift it: its support is not measured
     assert every["d"].grade is None and not every["d"].passed and "whatever its support" in reason(every["d"], 0.3)
     assert every["e"].grade == 1.0  # the conversation being continued passes whatever its score
+    # an item not shown (a neighbour of a weak hit) that its score alone fails is left out, unread
+    class Unread(dict):
+        def get(self, key, default=None):
+            assert key != "d", "the relation of an item not shown was read"
+            return super().get(key, default)
+
+    assert "d" not in grade(fused, sem=sem, lex={}, relation=Unread(relation), policy=policy, shown={"a", "b", "c", "e"})
     # two passing are enough: the rest is not graded (and so not read from the maps)
     assert list(grade(fused, sem=sem, lex={}, relation=relation, policy=policy, enough=2)) == ["a", "b"]

@@ -363,4 +363,5 @@ def test_neighbours_too_far_below_the_best_are_counted_not_listed() -> None:
     assert result.gate is not None and result.gate.unlisted == 1 and "a1" not in listed  # next to a weak hit
     assert "a0" in listed and listed["a0"].grade is not None  # next to the best hit: graded on its support
     assert {"m1", "m2"} <= listed.keys()  # hits are listed whatever their grade
+    assert result.gate.graded == len(listed)  # every listed candidate was graded, the unlisted one is not counted
     assert result.kept_ids()[0] == "m0"
