@@ -52,8 +52,9 @@ from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
 from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
+from app.store.kind_vectors import KindVectors
 from app.store.locks import FileLock
-from app.store.search_rows import SEARCH_KINDS, SearchRow, env_row, memory_row, message_row
+from app.store.search_rows import SEARCH_KINDS, SearchRow, env_row, memory_row, message_row, quote, where_clause
 
 if TYPE_CHECKING:
     from app.store.sqlite import SqliteStore
@@ -75,11 +76,6 @@ def _gone(err: BaseException) -> bool:
     return "not found" in text or "no such file" in text
 
 
-def quote(value: str) -> str:
-    """Return ``value`` as a SQL string literal for a LanceDB filter (quotes doubled)."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 class SearchIndex:
     """Vector and full-text search over the searchable records of the store."""
 
@@ -91,6 +87,7 @@ class SearchIndex:
         self.batch_size = batch_size
         self.optimize_every = optimize_every
         self._unoptimized = 0
+        self._memories = KindVectors("memory")  # the memory channel's search, served in-process
         # Lance caches opened indices and file metadata per session, by default up to 6 GB and
         # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
         # (index MB, metadata MB); queries stay fast because the index is small and local.
@@ -332,26 +329,6 @@ class SearchIndex:
 
     # ------------------------------------------------------------------ reading
 
-    def _where(self, session_id: str | None, kinds: Sequence[str] | None,
-               since: str | None = None, until: str | None = None) -> str | None:
-        """The SQL filter of a search: the session, the kinds, and ``since <= at < until`` (ISO
-        strings compare in time order; pushed into LanceDB, so the top k are taken in the range)."""
-        clauses = []
-        if session_id is not None:
-            clauses.append(f"session_id = {quote(session_id)}")
-        if kinds is not None:
-            bad = [k for k in kinds if k not in SEARCH_KINDS]
-            if bad:
-                raise ValueError(f"unknown search kinds {bad}; expected some of {SEARCH_KINDS}")
-            if not kinds:
-                return "FALSE"
-            clauses.append(f"kind IN ({', '.join(quote(k) for k in kinds)})")
-        if since:
-            clauses.append(f"at >= {quote(since)}")
-        if until:
-            clauses.append(f"at < {quote(until)}")
-        return " AND ".join(clauses) or None
-
     def search_vector(self, query: str | Sequence[float] | np.ndarray, k: int = 10, *,
                       session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
@@ -367,7 +344,10 @@ class SearchIndex:
         if vector.shape != (self.embedder.dim,):
             raise ValueError(f"query vector has shape {vector.shape}, "
                              f"expected ({self.embedder.dim},)")
-        where = self._where(session_id, kinds, since, until)
+        if session_id is None and kinds is not None and list(kinds) == ["memory"]:  # few rows: held in-process
+            return self._memories.search(self._fresh(lambda: (self._table, self._table.version)), self._memory_rows,
+                                         vector, k, since=since, until=until)
+        where = where_clause(session_id, kinds, since, until)
 
         def read() -> list[dict[str, Any]]:
             search = (self._table.search(vector, vector_column_name="vector")
@@ -376,6 +356,11 @@ class SearchIndex:
 
         return [(row["id"], 1.0 - float(row["_distance"])) for row in self._fresh(read)]
 
+    def _memory_rows(self) -> pa.Table:
+        """Every memory row's id, time and vector (``KindVectors`` reads them when the table moved)."""
+        return self._fresh(lambda: self._table.search().where("kind = 'memory'").select(["id", "at", "vector"])
+                           .limit(None).to_arrow())
+
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
                     kinds: Sequence[str] | None = None, since: str | None = None,
                     until: str | None = None) -> list[tuple[str, float]]:
@@ -383,7 +368,7 @@ class SearchIndex:
         (``since``/``until`` as in ``search_vector``)."""
         if k <= 0 or not query.strip():
             return []
-        where = self._where(session_id, kinds, since, until)
+        where = where_clause(session_id, kinds, since, until)
 
         def read() -> list[dict[str, Any]]:
             search = (self._table.search(query, query_type="fts", fts_columns="text")

@@ -1,4 +1,5 @@
-"""What the search index holds for each searchable record, built in one place.
+"""What the search index holds for each searchable record, built in one place, and the filters
+of a search over it.
 
 The live path (the engine adding a new message to the index) and the rebuild path (re-embedding
 everything from SQLite) both build rows with these functions, so the indexed text of a record
@@ -7,6 +8,7 @@ never depends on how it got into the index.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,3 +55,29 @@ def env_row(session_id: str, event: EnvEvent) -> SearchRow:
     """Return the index row of an environment event (title, uri, content)."""
     text = "\n".join(part for part in (event.title, event.uri, event.content) if part)
     return SearchRow(event.event_id, session_id, "env", text, event.at)
+
+
+def quote(value: str) -> str:
+    """Return ``value`` as a SQL string literal for a LanceDB filter (quotes doubled)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def where_clause(session_id: str | None, kinds: Sequence[str] | None,
+                 since: str | None = None, until: str | None = None) -> str | None:
+    """The SQL filter of a search: the session, the kinds, and ``since <= at < until`` (ISO
+    strings compare in time order; pushed into LanceDB, so the top k are taken in the range)."""
+    clauses = []
+    if session_id is not None:
+        clauses.append(f"session_id = {quote(session_id)}")
+    if kinds is not None:
+        bad = [k for k in kinds if k not in SEARCH_KINDS]
+        if bad:
+            raise ValueError(f"unknown search kinds {bad}; expected some of {SEARCH_KINDS}")
+        if not kinds:
+            return "FALSE"
+        clauses.append(f"kind IN ({', '.join(quote(k) for k in kinds)})")
+    if since:
+        clauses.append(f"at >= {quote(since)}")
+    if until:
+        clauses.append(f"at < {quote(until)}")
+    return " AND ".join(clauses) or None

@@ -175,3 +175,35 @@ def test_a_date_range_is_pushed_into_the_index_query(index: SearchIndex) -> None
     assert {i for i, _ in index.search_vector("budget meeting", k=5, since="2026-03-02T00:00:00")} == {"d2", "d3"}
     assert {i for i, _ in index.search_vector("budget meeting", k=5, until="2026-03-02T00:00:00")} == {"d1"}
     assert index.search_text("budget", k=5, since="2026-04-01T00:00:00") == []
+
+
+def test_the_memory_search_held_in_process_answers_as_lancedb_does(index: SearchIndex) -> None:
+    """The memory channel's search (every session's memories) is served from vectors held in the
+    process; it gives LanceDB's own answer, within a date range too, and follows every write."""
+    days = ["2026-03-01T09:00:00Z", "2026-03-02T09:00:00Z", "2026-03-03T09:00:00Z"]
+    words = ["green tea in the afternoon", "the quarterly budget review", "a trip to Kyoto in spring",
+             "the budget for the Kyoto trip", "tea ceremony in Kyoto", "afternoon budget meeting"]
+    index.add([SearchRow(f"mem{n}", f"s{n % 2}", "memory", text, days[n % 3]) for n, text in enumerate(words)])
+    index.add([SearchRow("m-budget", "s0", "message", "the budget again", days[0])])
+
+    def lance(query: str, k: int, **dated: str) -> list[tuple[str, float]]:
+        where = "kind IN ('memory')" + "".join(f" AND at {'>=' if key == 'since' else '<'} '{value}'"
+                                               for key, value in dated.items())
+        vector = index.embedder.embed([query])[0]
+        rows = (index._table.search(vector, vector_column_name="vector").distance_type("cosine")
+                .select(["id", "_distance"]).limit(k).where(where, prefilter=True).to_list())
+        return [(r["id"], 1.0 - float(r["_distance"])) for r in rows]
+
+    def agree(query: str, k: int, **dated: str) -> list[str]:
+        ours, theirs = index.search_vector(query, k, kinds=["memory"], **dated), lance(query, k, **dated)
+        assert [i for i, _ in ours] == [i for i, _ in theirs]
+        assert all(abs(a - b) < 1e-5 for (_, a), (_, b) in zip(ours, theirs))
+        return [i for i, _ in ours]
+
+    assert len(agree("budget", 10)) == 6  # every session's memories, no message
+    assert agree("Kyoto tea", 3) and agree("budget", 2, since=days[1]) and agree("tea", 5, until=days[2])
+    assert agree("budget", 5, since=days[2], until=days[2]) == []
+    index.add([SearchRow("mem-new", "s3", "memory", "a budget spreadsheet", days[1])])
+    assert "mem-new" in agree("budget spreadsheet", 3)  # a write moves the table's version: read again
+    index.remove(["mem-new", "mem1"])
+    assert not {"mem-new", "mem1"} & set(agree("budget spreadsheet", 10))
