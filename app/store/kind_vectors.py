@@ -13,6 +13,7 @@ query through the same handle would.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ class KindVectors:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self._lock = threading.Lock()  # the index executor runs two queries at once
         self._version: Any = None
         self._ids: list[str] = []
         self._at = np.array([], dtype=str)
@@ -35,21 +37,23 @@ class KindVectors:
         """Up to ``k`` (id, cosine similarity) pairs, best first, of the rows with ``since <= at
         < until``; ``load()`` reads the kind's rows (columns id, at, vector) when ``version`` is
         not the one held."""
-        if version != self._version:
-            self._read(load())
-            self._version = version
-        if not self._ids or k <= 0:
+        with self._lock:
+            if version != self._version:
+                self._read(load())
+                self._version = version
+            ids, at, unit = self._ids, self._at, self._unit
+        if not ids or k <= 0:
             return []
         norm = float(np.linalg.norm(vector))
-        sims = self._unit @ (np.asarray(vector, dtype=np.float32) / (norm if norm > 0 else 1.0))
-        keep = np.ones(len(self._ids), dtype=bool)
+        sims = unit @ (np.asarray(vector, dtype=np.float32) / (norm if norm > 0 else 1.0))
+        keep = np.ones(len(ids), dtype=bool)
         if since:
-            keep &= self._at >= since
+            keep &= at >= since
         if until:
-            keep &= self._at < until
+            keep &= at < until
         rows = np.flatnonzero(keep)
         best = rows[np.argsort(-sims[rows], kind="stable")[:k]]
-        return [(self._ids[n], float(sims[n])) for n in best]
+        return [(ids[n], float(sims[n])) for n in best]
 
     def _read(self, table: pa.Table) -> None:
         self._ids = table.column("id").to_pylist()
