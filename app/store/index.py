@@ -87,7 +87,7 @@ class SearchIndex:
         self.batch_size = batch_size
         self.optimize_every = optimize_every
         self._unoptimized = 0
-        self._memories = KindVectors("memory")  # the memory channel's search, served in-process
+        self._memories = KindVectors()  # the memory channel's search, served in-process
         # Lance caches opened indices and file metadata per session, by default up to 6 GB and
         # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
         # (index MB, metadata MB); queries stay fast because the index is small and local.

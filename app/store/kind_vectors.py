@@ -24,8 +24,7 @@ import pyarrow as pa
 class KindVectors:
     """The ids, dates and unit vectors of the rows of one kind, as of one table version."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
+    def __init__(self) -> None:
         self._lock = threading.Lock()  # the index executor runs two queries at once
         self._version: Any = None
         self._ids: list[str] = []
