@@ -8,18 +8,8 @@ import os
 
 import pytest
 
-from app.core.text import (
-    FENCE_CLOSE,
-    fence,
-    fenced_lines,
-    from_lossless_hex,
-    history_text,
-    lossless_hex,
-    neutralise,
-    outside_keys,
-    quote_label,
-    safe_text,
-)
+from app.core.text.names import from_lossless_hex, lossless_hex, safe_text
+from app.core.text.quoting import FENCE_CLOSE, fence, fenced_lines, history_text, neutralise, outside_keys, quote_label
 
 # Every way of writing a closer (or an opener) a reader might take for one.
 LOOK_ALIKES = [

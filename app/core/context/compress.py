@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from app.core.context.gate import coverage, weights
-from app.core.text import FENCE_CLOSE, FENCE_OPEN
+from app.core.text.quoting import FENCE_CLOSE, FENCE_OPEN
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)\s*")
 

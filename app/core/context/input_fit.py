@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 
 Count = Callable[[str], int]
 

@@ -61,7 +61,7 @@ from app.core.context.recall_model import (
     SearchPort,
 )
 from app.core.session.state import SessionState
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 
 _T = TypeVar("_T")
 _NEIGHBOUR = "neighbour of a hit"

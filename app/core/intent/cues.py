@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.intent.model import EnvEventRef, EvidenceSpan, RunningTask, Urgency
-from app.core.text import STOPWORDS, content_stems, dedup_texts, negated_stems, stem, tokenize
+from app.core.text.words import STOPWORDS, content_stems, dedup_texts, negated_stems, stem, tokenize
 
 # --------------------------------------------------------------------------- cue tables
 

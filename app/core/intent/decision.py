@@ -44,7 +44,8 @@ from app.core.intent.model import (
     r4,
 )
 from app.core.intent.profile import ProfileStatement, UserProfile
-from app.core.text import content_stems, split_sub_questions
+from app.core.text.sentences import split_sub_questions
+from app.core.text.words import content_stems
 
 _LEVEL = {"low": 0, "normal": 1, "medium": 1, "high": 2}
 

@@ -28,7 +28,7 @@ and assembles the intent. The rest of the stage lives beside it:
   decided after fusion: goal, structured fields (with the ``profile`` signal), urgency, risk,
 * :mod:`app.core.intent.llm`      ``INTENT_JSON_SCHEMA``, ``intent_messages``, ``normalize_llm_intent``,
   ``read_llm_output``,
-* :mod:`app.core.intent.profile`  the user profile; word helpers are in :mod:`app.core.text`.
+* :mod:`app.core.intent.profile`  the user profile; word helpers are in :mod:`app.core.text.words`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from app.core.intent.model import (
     r4,
 )
 from app.core.intent.profile import ProfileStatement, parse_profile_statements
-from app.core.text import content_stems, dedup_texts, stem, tokenize
+from app.core.text.words import content_stems, dedup_texts, stem, tokenize
 
 
 class IntentWeights(BaseModel):

@@ -8,7 +8,7 @@ statements such as "never X", "don't X", "I prefer X", "always X" and "you may X
 Matching a request against a statement is deliberately coarse and explainable: light stemming,
 stop words removed, and words inside a negated clause of the request ("... but don't delete
 anything") do not count, so stating a prohibition never conflicts with itself. The word helpers
-live in :mod:`app.core.text`.
+live in :mod:`app.core.text.words`.
 
 Everything here is pure and deterministic.
 """
@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.text import content_stems, negated_stems
+from app.core.text.words import content_stems, negated_stems
 
 # --------------------------------------------------------------------------- matching
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from app.core.context.compiler import extract_facts
 from app.core.intent.profile import parse_profile_statements
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, MemoryType
 
 #: How much a memory of each type matters when nothing else is known (recall and consolidation).

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.core.memory.vectors import VectorRows
-from app.core.text import STOPWORDS, stem
+from app.core.text.words import STOPWORDS, stem
 
 ALIAS_SIMILARITY = 0.89  # embedding cosine of two names above which they are one topic
 COMMON_SHARE = 0.05  # a topic mentioned in more than this share of the indexed messages ...

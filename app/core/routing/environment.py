@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from app.core.text import fence, quote_label
+from app.core.text.quoting import fence, quote_label
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
 
 NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all; an attached file's note too)

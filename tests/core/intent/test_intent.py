@@ -37,7 +37,7 @@ from app.core.intent.model import (
     Urgency,
 )
 from app.core.intent.profile import UserProfile, parse_profile_statements, statement_matches
-from app.core.text import split_sub_questions
+from app.core.text.sentences import split_sub_questions
 from app.llm.fakes import HashEmbedder
 
 ENGINE = IntentEngine()
