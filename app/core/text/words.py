@@ -1,11 +1,61 @@
-"""Word tokens, a light stemmer, stop words, content words, the words inside a negated clause,
-order-keeping de-duplication of short strings. Pure and deterministic.
+"""Words: the tokenizers of the house, the light stemmer, the stop words, content words.
+
+A :class:`Tokenizer` is a named rule that splits a text into words, with the stop words its
+users leave out. ``DEFAULT`` (``tokenize``) is the house tokenizer: lower-cased ``[a-z0-9_]+``
+words, apostrophe contractions kept whole ("don't"), typographic apostrophes read as ASCII; with
+``STOPWORDS`` and ``stem`` it gives the ``content_stems`` that intent, plan, tool selection, the
+profile, memory and retrieval's key test compare.
+
+A text is split once per tokenizer: ``Tokenizer.words`` and ``Tokenizer.content`` remember the
+last texts they saw (``functools.lru_cache``: bounded, and coherent when the executors' threads
+share it; two threads splitting one new text at once both get the same words), so the input of
+a turn, read by a dozen stages, is split once by each tokenizer that reads it. What they return
+is immutable (tuples, frozensets) for the same reason. Pure and deterministic.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+
+class Tokenizer:
+    """A named way of splitting text into words, and the stop words its users leave out.
+
+    ``words(text)`` is the split, remembered for the last ``memo`` texts; ``content(text)`` the
+    split's words of at least ``min_len`` characters that are not stop words (a frozenset),
+    remembered for the last ``content_memo`` texts. ``rule`` is the split itself, never
+    remembered (looked up at each split, so a test may wrap it to count the splits)."""
+
+    def __init__(self, name: str, rule: Callable[[str], Iterable[str]], stopwords: frozenset[str] = frozenset(), *,
+                 min_len: int = 1, memo: int = 2048, content_memo: int = 2048) -> None:
+        self.name = name
+        self.rule = rule
+        self.stopwords = stopwords
+        self.min_len = min_len
+        words = functools.lru_cache(maxsize=memo)(self._split)
+        content = functools.lru_cache(maxsize=content_memo)(self._content)
+        self._memos = (words, content)
+        self.words: Callable[[str], tuple[str, ...]] = words
+        self.content: Callable[[str], frozenset[str]] = content
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.name!r})"
+
+    def _split(self, text: str) -> tuple[str, ...]:
+        return tuple(self.rule(text))
+
+    def _content(self, text: str) -> frozenset[str]:
+        return frozenset(w for w in self.words(text) if len(w) >= self.min_len and w not in self.stopwords)
+
+    def forget(self) -> None:
+        """Drop what the memos remember (tests that count splits start from here)."""
+        for memo in self._memos:
+            memo.cache_clear()
+
+
+# --------------------------------------------------------------------------- the default
 
 _WORD_RE = re.compile(r"[a-z0-9_]+(?:'[a-z]+)?")
 
@@ -26,9 +76,27 @@ _NEGATION_RE = re.compile(
 )
 
 
-def tokenize(text: str) -> list[str]:
-    """Return the lower-cased word tokens of ``text`` (apostrophe contractions kept whole)."""
+def _default_rule(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
+
+
+#: The house tokenizer (see the module docstring); its content words are compared as stems
+#: (``content_stems``), so ``DEFAULT.content`` is not used.
+DEFAULT = Tokenizer("default", _default_rule, STOPWORDS, min_len=2, memo=4096, content_memo=0)
+
+#: The lower-cased word tokens of a text (apostrophe contractions kept whole): ``DEFAULT.words``.
+tokenize = DEFAULT.words
+
+
+def tokenize_tail(text: str, start: int) -> tuple[str, ...]:
+    """``tokenize(text[start:])``, read off the split of the whole ``text`` when white space ends
+    ``text[:start]``: no word crosses it then, so the whole's words are the head's and then the
+    tail's, and only the head is split (an input less its "please"). Else the tail is split."""
+    if start <= 0:
+        return tokenize(text)
+    if not text[start - 1].isspace():
+        return tokenize(text[start:])
+    return tokenize(text)[len(tokenize(text[:start])):]
 
 
 def stem(word: str) -> str:
@@ -43,14 +111,24 @@ def stem(word: str) -> str:
     return w
 
 
-def content_stems(text: str) -> list[str]:
-    """Return the stems of the non-stop-words of ``text``, unique, in order of first use."""
+def stems_of(words: Iterable[str]) -> list[str]:
+    """The stems of the words (``DEFAULT``'s) that are not stop words, unique, in order of first use."""
     seen: dict[str, None] = {}
-    for token in tokenize(text):
+    for token in words:
         if token in STOPWORDS or len(token) < 2:
             continue
         seen.setdefault(stem(token), None)
     return list(seen)
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_stems(text: str) -> tuple[str, ...]:
+    return tuple(stems_of(tokenize(text)))
+
+
+def content_stems(text: str) -> list[str]:
+    """Return the stems of the non-stop-words of ``text``, unique, in order of first use."""
+    return list(_content_stems(text))
 
 
 def negated_stems(text: str) -> set[str]:
@@ -70,3 +148,4 @@ def dedup_texts(items: Sequence[str], cap: int) -> list[str]:
         if v and v.lower() not in seen:
             seen[v.lower()] = v[:200]
     return list(seen.values())[:cap]
+

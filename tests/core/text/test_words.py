@@ -1,0 +1,113 @@
+"""The tokenizers of app/core/text/words.py: the default and each variant's rule, the stemmer,
+content words, and the memo that makes a text split once per tokenizer."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+
+from app.core.text import words
+from app.core.text.words import (
+    DEFAULT,
+    Tokenizer,
+    content_stems,
+    dedup_texts,
+    negated_stems,
+    stem,
+    stems_of,
+    tokenize,
+    tokenize_tail,
+)
+
+
+def test_default_keeps_contractions_and_snake_case_whole() -> None:
+    assert tokenize("Don\u2019t DELETE my_file.txt, it's 2x!") == ("don't", "delete", "my_file", "txt", "it's", "2x")
+    assert tokenize("  ,,  ") == ()
+
+
+def test_stem_removes_one_suffix_then_a_final_e() -> None:
+    assert [stem(w) for w in ("deleting", "deleted", "delete", "questions", "boxes", "cats", "is", "Running")] == [
+        "delet", "delet", "delet", "quest", "box", "cat", "is", "runn"]
+
+
+def test_content_stems_are_unique_in_order_and_a_fresh_list_each_time() -> None:
+    assert content_stems("Please delete the deleted files and the file list") == ["delet", "fil", "list"]
+    first = content_stems("deploy the build")
+    first.append("mutated")
+    assert content_stems("deploy the build") == ["deploy", "build"]  # the memo is not the caller's list
+    assert stems_of(tokenize("deploy the build")) == ["deploy", "build"]
+
+
+def test_negated_stems_and_dedup_texts() -> None:
+    assert negated_stems("fix the build but don't delete the logs, please") == {"delet", "log"}
+    assert dedup_texts(["a  b", "A B", " c ", "", "d" * 300], 5) == ["a b", "c", "d" * 200]
+
+
+@pytest.mark.parametrize("text", [
+    "Please fix the build", "please  fix it", "can you tell me", "let's go home", "pls!fix it",
+    "letsgo home", "İstanbul trip please help", "ok so ΑΣ σ fix", "x’s thing", "a_b c_d", "don't  stop now",
+])
+def test_tokenize_tail_is_the_split_of_the_tail(text: str) -> None:
+    for start in range(len(text) + 1):
+        assert tokenize_tail(text, start) == tokenize(text[start:]), (text, start)
+
+
+def test_tokenize_tail_agrees_on_random_text() -> None:
+    rng = random.Random(7)
+    alphabet = "ab_'’ .,İΣσ9\t-"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        start = rng.randint(0, len(text))
+        assert tokenize_tail(text, start) == tokenize(text[start:]), (text, start)
+
+
+def test_a_text_is_split_once_by_each_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: Counter[str] = Counter()
+    rule = DEFAULT.rule
+
+    def counted(text: str) -> list[str]:
+        calls[text] += 1
+        return list(rule(text))
+
+    monkeypatch.setattr(DEFAULT, "rule", counted)
+    DEFAULT.forget()
+    text = "split me once, whoever asks"
+    assert tokenize(text) == tokenize(text) == DEFAULT.words(text)
+    content_stems(text)
+    words._content_stems.cache_clear()
+    content_stems(text)  # the stems are worked out again, from the remembered split
+    assert calls[text] == 1
+    DEFAULT.forget()
+    tokenize(text)
+    assert calls[text] == 2
+
+
+def test_the_memo_is_bounded_and_shared_by_threads() -> None:
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def rule(text: str) -> list[str]:
+        with lock:
+            seen[text] += 1
+        return text.split()
+
+    tok = Tokenizer("test", rule, memo=64)
+    texts = [f"w{i} x{i % 7}" for i in range(200)]
+    results: list[list[tuple[str, ...]]] = []
+
+    def run() -> None:
+        results.append([tok.words(t) for t in texts])
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == [tuple(t.split()) for t in texts] for r in results)
+    assert tok.words("w1 x1") == ("w1", "x1")
+    before = sum(seen.values())
+    tok.words(texts[0])  # long evicted: 64 texts are remembered, not 200
+    assert sum(seen.values()) == before + 1
