@@ -149,3 +149,54 @@ def dedup_texts(items: Sequence[str], cap: int) -> list[str]:
             seen[v.lower()] = v[:200]
     return list(seen.values())[:cap]
 
+
+# --------------------------------------------------------------------------- variants
+#
+# Each variant below is a rule its stage's figures were tuned with. Sharing ``DEFAULT`` would
+# change what they measure: the docstring above each says why it differs.
+
+#: The punctuation ``ROUTING`` trims from a word's ends (and anchor routing from a name's).
+ROUTING_EDGES = "\"'`.,:;!?()[]{}<>@*~|=-_/\\^&%$"
+
+
+def _routing_rule(text: str) -> list[str]:
+    out = []
+    for raw in text.split():
+        word = raw.strip(ROUTING_EDGES).lower()
+        if word:
+            out.append(word)
+    return out
+
+
+#: Anchor routing's words (``app.core.routing.anchor``: mentions, addresses, keyword overlap;
+#: ``app.eval.route`` too): white-space words, lower-cased, punctuation trimmed from their ends
+#: only. A chat name stays one word whatever it holds inside ("o'neil", "mr_x", "bob-2"), and the
+#: first word is how a message addresses someone ("bob:", "@bob,"): ``DEFAULT`` splits such names
+#: apart. Content words have two characters or more; the stop words are the ones the routing
+#: weights (``SESSION_DEFAULT``, ``CHAT_STREAM``) were fitted with.
+ROUTING = Tokenizer("routing", _routing_rule, frozenset(
+    "a an the and or but if then so to of in on at for with from by as is are was were be been "
+    "it its this that these those i you he she we they me my your our their him her them do does "
+    "did done have has had not no yes can could will would should may might just also there here "
+    "what which who whom when where why how all any some one about into out up down over than too "
+    "very s t im i'm it's don't dont get got ok okay thanks thank hi hello hey please".split()), min_len=2)
+
+_RANKING_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _ranking_rule(text: str) -> list[str]:
+    return _RANKING_WORD.findall(text.lower())
+
+
+#: The words recall ranks by (``app.core.context``: the relevance gate's lexical support and
+#: "adds" test, query-aware compression, near-duplicates, MMR): lower-cased ``[a-z0-9]+``, so a
+#: contraction falls apart ("don", "t": the stop words hold the pieces) and so does a snake_case
+#: name ("user_id" holds "user"). ``content`` (its terms: every non-stop word, however short) is
+#: remembered for 65,536 texts: a build grades the same turns several times, and every build again.
+RANKING = Tokenizer("ranking", _ranking_rule, frozenset(
+    """a an the and or but if of to in on at by for with about from into over after before between
+    through during as is are was were be been being am do does did doing have has had having i me my
+    mine we us our you your he him his she her it its they them their what which who whom whose this
+    that these those there here when where why how not no nor so than too very can will just would
+    should could may might must shall s t don didn doesn ll ve re d m o y""".split()),
+    content_memo=65_536)

@@ -12,6 +12,8 @@ import pytest
 from app.core.text import words
 from app.core.text.words import (
     DEFAULT,
+    RANKING,
+    ROUTING,
     Tokenizer,
     content_stems,
     dedup_texts,
@@ -62,6 +64,21 @@ def test_tokenize_tail_agrees_on_random_text() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         start = rng.randint(0, len(text))
         assert tokenize_tail(text, start) == tokenize(text[start:]), (text, start)
+
+
+def test_routing_keeps_names_whole_and_trims_their_ends() -> None:
+    assert ROUTING.words("Bob: try `ls -la`, ok?") == ("bob", "try", "ls", "la", "ok")
+    assert ROUTING.words("  ,,  ") == ()
+    assert ROUTING.words("@O'Neil-2: mr_x, hi") == ("o'neil-2", "mr_x", "hi")
+    assert tokenize("@O'Neil-2: mr_x, hi") == ("o'neil", "2", "mr_x", "hi")  # the default cuts the name
+    assert ROUTING.content("The GRUB menu is gone!") == {"grub", "menu", "gone"}
+    assert ROUTING.content("a b x") == frozenset()  # content words have two characters or more
+
+
+def test_ranking_splits_contractions_and_snake_case() -> None:
+    assert RANKING.words("Don't touch user_id") == ("don", "t", "touch", "user", "id")
+    assert RANKING.content("What did the Cat eat?") == {"cat", "eat"}
+    assert RANKING.content("x k z") == {"x", "k", "z"}  # no length floor: "x" is a term
 
 
 def test_a_text_is_split_once_by_each_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
