@@ -4,7 +4,17 @@ A :class:`Tokenizer` is a named rule that splits a text into words, with the sto
 users leave out. ``DEFAULT`` (``tokenize``) is the house tokenizer: lower-cased ``[a-z0-9_]+``
 words, apostrophe contractions kept whole ("don't"), typographic apostrophes read as ASCII; with
 ``STOPWORDS`` and ``stem`` it gives the ``content_stems`` that intent, plan, tool selection, the
-profile, memory and retrieval's key test compare.
+profile, memory and retrieval's key test compare. The others are *variants*, each the rule a
+stage's figures were set with; sharing the default would move a route, a grade or a summary
+(the comment above each says why it differs):
+
+- ``ROUTING``: the words anchor routing reads (names, addresses, keyword overlap);
+- ``RANKING``: the words recall ranks by (the relevance gate, compression, near-duplicates, MMR);
+- ``MENTIONS``: the words environment routing looks a file's or a feed's name up among;
+- ``SUMMARY``: the words the extractive summarizer counts and weighs;
+- ``TOPIC_WORDS`` / ``TOPIC_TERMS``: a message's words that may join a topic, a query's terms
+  that may name one;
+- ``spaced_spans``: the white-space words a long input is counted and cut by.
 
 A text is split once per tokenizer: ``Tokenizer.words`` and ``Tokenizer.content`` remember the
 last texts they saw (``functools.lru_cache``: bounded, and coherent when the executors' threads
@@ -200,3 +210,53 @@ RANKING = Tokenizer("ranking", _ranking_rule, frozenset(
     that these those there here when where why how not no nor so than too very can will just would
     should could may might must shall s t don didn doesn ll ve re d m o y""".split()),
     content_memo=65_536)
+
+#: The punctuation ``MENTIONS`` trims from a word's ends: sentence punctuation only.
+MENTIONS_EDGES = ".,;:!?()[]{}<>\"'`*"
+
+
+def _mentions_rule(text: str) -> list[str]:
+    return [t.strip(MENTIONS_EDGES) for t in text.lower().split()]
+
+
+#: The words environment routing looks a file's or a feed's name up among
+#: (``app.core.routing.environment.RouteIndex``): white-space words, lower-cased, sentence
+#: punctuation trimmed from their ends, so a path, a file name, a host or a handle stays one word
+#: ("~/deploy.sh", "news.example.org", "@ops"): ``DEFAULT`` cuts them apart and ``ROUTING``
+#: trims their ends, and an event would no longer be routed to the turn that names it exactly.
+#: A word may be empty ("...").
+MENTIONS = Tokenizer("mentions", _mentions_rule)
+
+_SUMMARY_WORD = re.compile(r"[A-Za-z0-9][\w'-]*")
+
+#: The words the extractive summarizer counts and weighs (``app.core.memory.summaries``): case
+#: kept, hyphenated and apostrophe words whole ("well-known", "Mel's"). A summary's sizes
+#: (``STANDARD_WORDS``, the brief's 80 words) and its sentences' salience were set on them;
+#: ``DEFAULT`` would choose other sentences.
+SUMMARY = Tokenizer("summary", _SUMMARY_WORD.findall)
+
+_TOPIC_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
+_TOPIC_TERM = re.compile(r"[\w./-]{2,}")
+
+#: The words of a message that may join a topic as an alias (``app.core.memory.topics``): case
+#: kept, a letter and then two letters or digits at least ("k8s", "Docker"); every message is
+#: read once, so nothing is remembered.
+TOPIC_WORDS = Tokenizer("topic words", _TOPIC_WORD.findall, memo=0, content_memo=0)
+
+#: The terms of a query that may name a topic (the ``topic`` recall channel): case kept, a path,
+#: a version or a dotted name one term ("src/app.py", "py3.11"), as topics are named.
+TOPIC_TERMS = Tokenizer("topic terms", _TOPIC_TERM.findall, memo=256, content_memo=0)
+
+_SPACED = re.compile(r"\S+")
+
+
+def _spaced_rule(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(m.span() for m in _SPACED.finditer(text))
+
+
+@functools.lru_cache(maxsize=64)
+def spaced_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """The character spans of ``text``'s white-space words, what a reader counts as words: an
+    input too long for the prompt is counted and cut by them (``app.core.context.input_fit``).
+    Remembered for the last 64 texts (such inputs are long and few); ``_spaced_rule`` splits."""
+    return _spaced_rule(text)

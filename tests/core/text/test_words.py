@@ -12,12 +12,17 @@ import pytest
 from app.core.text import words
 from app.core.text.words import (
     DEFAULT,
+    MENTIONS,
     RANKING,
     ROUTING,
+    SUMMARY,
+    TOPIC_TERMS,
+    TOPIC_WORDS,
     Tokenizer,
     content_stems,
     dedup_texts,
     negated_stems,
+    spaced_spans,
     stem,
     stems_of,
     tokenize,
@@ -79,6 +84,28 @@ def test_ranking_splits_contractions_and_snake_case() -> None:
     assert RANKING.words("Don't touch user_id") == ("don", "t", "touch", "user", "id")
     assert RANKING.content("What did the Cat eat?") == {"cat", "eat"}
     assert RANKING.content("x k z") == {"x", "k", "z"}  # no length floor: "x" is a term
+
+
+def test_mentions_keeps_paths_hosts_and_handles_whole() -> None:
+    assert MENTIONS.words("Update notes/plan.md, see news.example.org (@ops) ...") == (
+        "update", "notes/plan.md", "see", "news.example.org", "@ops", "")
+    assert MENTIONS.words("run ~/deploy.sh, @ops") == ("run", "~/deploy.sh", "@ops")
+    assert ROUTING.words("run ~/deploy.sh, @ops") == ("run", "deploy.sh", "ops")  # routing trims such names
+    assert tokenize("run ~/deploy.sh, @ops") == ("run", "deploy", "sh", "ops")  # the default cuts them apart
+
+
+def test_summary_words_keep_case_hyphens_and_apostrophes() -> None:
+    assert SUMMARY.words("Mel's well-known cafe, 2 days -- ok") == ("Mel's", "well-known", "cafe", "2", "days", "ok")
+
+
+def test_topic_words_and_terms() -> None:
+    assert TOPIC_WORDS.words("k8s on Docker, v2 at src/app.py") == ("k8s", "Docker", "src", "app")
+    assert TOPIC_TERMS.words("k8s on Docker, v2 at src/app.py") == ("k8s", "on", "Docker", "v2", "at", "src/app.py")
+
+
+def test_spaced_spans_are_the_white_space_words() -> None:
+    text = " one\ttwo\u00a0three\n\nfour. "
+    assert [text[a:b] for a, b in spaced_spans(text)] == text.split() == ["one", "two", "three", "four."]
 
 
 def test_a_text_is_split_once_by_each_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
