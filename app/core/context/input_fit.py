@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from app.core.text.sentences import sentence_ends
 from app.core.text.words import content_stems, spaced_spans
 
 Count = Callable[[str], int]
-
-#: A sentence ends at . ! or ? (closing quotes and brackets included) before a space, or at a line break.
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s)|\n")
 
 
 class ShortenPolicy(BaseModel):
@@ -107,8 +104,8 @@ def units(text: str, max_words: int = DEFAULT_SHORTEN.max_unit_words) -> list[tu
     words = spaced_spans(text)  # no word crosses a sentence end: white space or a line break ends it
     spans: list[tuple[int, int]] = []
     first = 0
-    for match in _SENTENCE_END.finditer(text):
-        first = _add_unit(words, first, match.end(), max_words, spans)
+    for end in sentence_ends(text):
+        first = _add_unit(words, first, end, max_words, spans)
     _add_unit(words, first, len(text), max_words, spans)
     return spans
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from app.core.text.sentences import split_before_capitals
 from app.core.text.words import SUMMARY
 
 Level = Literal["brief", "standard", "detailed"]
@@ -59,7 +60,6 @@ Me Do Does Did Is Are Was Were Be Been Have Has Had Can Could Would Should Will 
 For From In Into Of On To With Without After Before Since Until While Because Though Although Still Even
 Totally Absolutely Definitely Awesome Amazing Sounds Glad Sorry Happy Please Love Haha Lol That's It'll
 What's Don't Didn't Can't Won't Isn't There's Here's You're We're They're Wasn't Aren't""".split())
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _DECISION = re.compile(r"\b(decided?|decision|agreed?|chose|choose|will|going to|plan(?:ned|s)?|must|never|always|"
                        r"deadline|due|finished|completed|started|bought|moved|won|lost|because)\b", re.I)
 
@@ -149,7 +149,7 @@ def _sentences(turns: Sequence[SummaryTurn]) -> list[_Sentence]:
     context = "\n".join(t.text for t in turns)
     out: list[_Sentence] = []
     for turn in turns:
-        for piece in _SENTENCE.split(turn.text):
+        for piece in split_before_capitals(turn.text):
             piece = " ".join(piece.split())
             idents = frozenset(identifiers(piece, context))
             if words(piece) < 2 and not idents:
