@@ -36,14 +36,18 @@ class Tokenizer:
     ``words(text)`` is the split, remembered for the last ``memo`` texts; ``content(text)`` the
     split's words of at least ``min_len`` characters that are not stop words (a frozenset),
     remembered for the last ``content_memo`` texts. ``rule`` is the split itself, never
-    remembered (looked up at each split, so a test may wrap it to count the splits)."""
+    remembered (looked up at each split, so a test may wrap it to count the splits). ``fold``,
+    when given, maps a text to the one whose split it shares (the rule gives both the same
+    words): a text the memo does not know is split as its folded form, once for both."""
 
     def __init__(self, name: str, rule: Callable[[str], Iterable[str]], stopwords: frozenset[str] = frozenset(), *,
-                 min_len: int = 1, memo: int = 2048, content_memo: int = 2048) -> None:
+                 min_len: int = 1, memo: int = 2048, content_memo: int = 2048,
+                 fold: Callable[[str], str] | None = None) -> None:
         self.name = name
         self.rule = rule
         self.stopwords = stopwords
         self.min_len = min_len
+        self.fold = fold
         words = functools.lru_cache(maxsize=memo)(self._split)
         content = functools.lru_cache(maxsize=content_memo)(self._content)
         self._memos = (words, content)
@@ -54,6 +58,8 @@ class Tokenizer:
         return f"Tokenizer({self.name!r})"
 
     def _split(self, text: str) -> tuple[str, ...]:
+        if self.fold is not None and (folded := self.fold(text)) != text:
+            return self.words(folded)
         return tuple(self.rule(text))
 
     def _content(self, text: str) -> frozenset[str]:
@@ -90,9 +96,17 @@ def _default_rule(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
 
 
+def _default_fold(text: str) -> str:
+    """White space folded to single spaces and typographic apostrophes made ASCII, as intent
+    reads an input (``IntentEngine.infer``): the words stay the same, as no word holds white
+    space and the rule reads both apostrophes alike, so a pasted input and the intent's copy of
+    it share one split."""
+    return " ".join(text.replace("\u2019", "'").split())
+
+
 #: The house tokenizer (see the module docstring); its content words are compared as stems
 #: (``content_stems``), so ``DEFAULT.content`` is not used.
-DEFAULT = Tokenizer("default", _default_rule, STOPWORDS, min_len=2, memo=4096, content_memo=0)
+DEFAULT = Tokenizer("default", _default_rule, STOPWORDS, min_len=2, memo=4096, content_memo=0, fold=_default_fold)
 
 #: The lower-cased word tokens of a text (apostrophe contractions kept whole): ``DEFAULT.words``.
 tokenize = DEFAULT.words

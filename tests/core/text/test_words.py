@@ -129,6 +129,24 @@ def test_a_text_is_split_once_by_each_tokenizer(monkeypatch: pytest.MonkeyPatch)
     assert calls[text] == 2
 
 
+def test_a_pasted_text_shares_the_split_of_its_folded_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: Counter[str] = Counter()
+    rule = DEFAULT.rule
+    monkeypatch.setattr(DEFAULT, "rule", lambda text: calls.update([text]) or rule(text))
+    DEFAULT.forget()
+    pasted, folded = "Bob\u2019s  build\n\nfailed ", "Bob's build failed"
+    assert tokenize(folded) == tokenize(pasted) == ("bob's", "build", "failed")
+    assert calls == {folded: 1}
+
+
+def test_folding_never_changes_the_default_words() -> None:
+    rng = random.Random(11)
+    alphabet = "ab_9 \t\n\u00a0\u2028\u2019'\u03a3\u0130."
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert words._default_rule(text) == words._default_rule(words._default_fold(text)), repr(text)
+
+
 def test_the_memo_is_bounded_and_shared_by_threads() -> None:
     seen: Counter[str] = Counter()
     lock = threading.Lock()
