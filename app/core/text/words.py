@@ -177,7 +177,7 @@ def dedup_texts(items: Sequence[str], cap: int) -> list[str]:
 # --------------------------------------------------------------------------- variants
 #
 # Each variant below is a rule its stage's figures were tuned with. Sharing ``DEFAULT`` would
-# change what they measure: the docstring above each says why it differs.
+# change what they measure: the comment above each says why it differs.
 
 #: The punctuation ``ROUTING`` trims from a word's ends (and anchor routing from a name's).
 ROUTING_EDGES = "\"'`.,:;!?()[]{}<>@*~|=-_/\\^&%$"
@@ -239,7 +239,7 @@ def _mentions_rule(text: str) -> list[str]:
 #: ("~/deploy.sh", "news.example.org", "@ops"): ``DEFAULT`` cuts them apart and ``ROUTING``
 #: trims their ends, and an event would no longer be routed to the turn that names it exactly.
 #: A word may be empty ("...").
-MENTIONS = Tokenizer("mentions", _mentions_rule)
+MENTIONS = Tokenizer("mentions", _mentions_rule, content_memo=0)
 
 _SUMMARY_WORD = re.compile(r"[A-Za-z0-9][\w'-]*")
 
@@ -247,7 +247,7 @@ _SUMMARY_WORD = re.compile(r"[A-Za-z0-9][\w'-]*")
 #: kept, hyphenated and apostrophe words whole ("well-known", "Mel's"). A summary's sizes
 #: (``STANDARD_WORDS``, the brief's 80 words) and its sentences' salience were set on them;
 #: ``DEFAULT`` would choose other sentences.
-SUMMARY = Tokenizer("summary", _SUMMARY_WORD.findall)
+SUMMARY = Tokenizer("summary", _SUMMARY_WORD.findall, content_memo=0)
 
 _TOPIC_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
 _TOPIC_TERM = re.compile(r"[\w./-]{2,}")
