@@ -197,7 +197,8 @@ def _routing_rule(text: str) -> list[str]:
 #: only. A chat name stays one word whatever it holds inside ("o'neil", "mr_x", "bob-2"), and the
 #: first word is how a message addresses someone ("bob:", "@bob,"): ``DEFAULT`` splits such names
 #: apart. Content words have two characters or more; the stop words are the ones the routing
-#: weights (``SESSION_DEFAULT``, ``CHAT_STREAM``) were fitted with.
+#: weights (``SESSION_DEFAULT``, ``CHAT_STREAM``) were fitted with. With the default's rule,
+#: ``pcm eval route`` on irc-dev falls from 89.8% to 89.0% thread accuracy (67.1% → 65.7% parent).
 ROUTING = Tokenizer("routing", _routing_rule, frozenset(
     "a an the and or but if then so to of in on at for with from by as is are was were be been "
     "it its this that these those i you he she we they me my your our their him her them do does "
@@ -217,6 +218,8 @@ def _ranking_rule(text: str) -> list[str]:
 #: contraction falls apart ("don", "t": the stop words hold the pieces) and so does a snake_case
 #: name ("user_id" holds "user"). ``content`` (its terms: every non-stop word, however short) is
 #: remembered for 65,536 texts: a build grades the same turns several times, and every build again.
+#: With the default's rule and stop words (or its stop words alone), the gate's lexical support
+#: changes: 2 of the 17 turns of the golden session replay with other grades.
 RANKING = Tokenizer("ranking", _ranking_rule, frozenset(
     """a an the and or but if of to in on at by for with about from into over after before between
     through during as is are was were be been being am do does did doing have has had having i me my
@@ -246,7 +249,7 @@ _SUMMARY_WORD = re.compile(r"[A-Za-z0-9][\w'-]*")
 #: The words the extractive summarizer counts and weighs (``app.core.memory.summaries``): case
 #: kept, hyphenated and apostrophe words whole ("well-known", "Mel's"). A summary's sizes
 #: (``STANDARD_WORDS``, the brief's 80 words) and its sentences' salience were set on them;
-#: ``DEFAULT`` would choose other sentences.
+#: with ``DEFAULT``'s rule 34 of the 210 extractive summaries of locomo-dev's sessions change.
 SUMMARY = Tokenizer("summary", _SUMMARY_WORD.findall, content_memo=0)
 
 _TOPIC_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
