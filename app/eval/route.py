@@ -39,9 +39,9 @@ from app.core.routing.anchor import (
     mentioned_names,
     normalize_name,
     recency_by_position,
-    tokens,
     unit,
 )
+from app.core.text.words import ROUTING
 from app.eval.data import StreamMessage, group_streams, load_route_gold, load_stream_messages
 
 ProgressCallback = Callable[[int, int, str], None]  # (done, total, stage)
@@ -72,7 +72,7 @@ class _Line:
 
     id: str
     author: str  # normalized
-    words: list[str]
+    words: tuple[str, ...]  # ROUTING.words
     thread: int  # line index of the first message of the thread the router put it in
 
 
@@ -111,7 +111,7 @@ class ChatStreamRouter:
         i = len(self._lines)
         cfg = self.config
         me = normalize_name(message.author)
-        words = tokens(message.text)
+        words = ROUTING.words(message.text)
         named = mentioned_names(words, [a for a in self._latest_by_author if a != me])
         addressed = any(kind == Mention.ADDRESS for kind in named.values())
         my_latest = self._latest_by_author.get(me)
@@ -166,7 +166,7 @@ class ChatStreamRouter:
         decision = self._router.route(self.candidates(message))
         i = len(self._lines)
         me = normalize_name(message.author)
-        words = tokens(message.text)
+        words = ROUTING.words(message.text)
         thread = i
         if decision.anchor_id is not None:
             thread = self._lines[self._index[decision.anchor_id]].thread

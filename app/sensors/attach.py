@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from app.core.errors import AttachError
 from app.core.ports import LocalFile
-from app.core.text import safe_text
+from app.core.text.names import safe_text
 from app.sensors.confined import as_text
 
 BINARY_SHARE = 0.3  # characters that are not text, above which a file counts as binary (random bytes: ~60%)

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.text import safe_text
+from app.core.text.names import safe_text
 from app.core.tools.builtin import FileText
 from app.core.tools.model import ToolNotFound, ToolRefused
 from app.sensors.text import html_text

@@ -16,7 +16,7 @@ from app.core.engine.memory_model import LOG_TYPE
 from app.core.memory.model_signal import GROUNDED, read_model_memories
 from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream, Executors
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 from app.llm.fakes import ScriptedChatModel
 from tests.conftest import EngineFactory
 

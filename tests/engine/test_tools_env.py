@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from app.core.engine.environment import PushNotice
 from app.core.engine.facade import Engine
 from app.core.plan.tools import ToolSpec
-from app.core.text import neutralise
+from app.core.text.quoting import neutralise
 from app.core.tools.model import ToolResultItem
 from app.core.tools.registry import Tool, ToolContext
 from app.core.types import EdgeKind, EnvEvent, Message, NodeKind, Role, Task, TaskStatus

@@ -17,16 +17,14 @@ Pure and deterministic.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
 from app.core.context.gate import coverage, weights
-from app.core.text import FENCE_CLOSE, FENCE_OPEN
-
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)\s*")
+from app.core.text.quoting import FENCE_CLOSE, FENCE_OPEN
+from app.core.text.sentences import piece_spans
 
 
 class Compressed(BaseModel):
@@ -75,7 +73,7 @@ def _line_units(text: str) -> list[_Unit]:
 
 
 def _sentence_units(text: str) -> list[_Unit]:
-    return [_Unit(m.start(), m.end(), m.group(0)) for m in _SENTENCE.finditer(text) if m.group(0).strip()]
+    return [_Unit(a, b, text[a:b]) for a, b in piece_spans(text)]
 
 
 def units_of(text: str) -> tuple[str, list[_Unit]]:

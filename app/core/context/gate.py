@@ -58,7 +58,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.context.ranking import terms
+from app.core.text.words import RANKING
 
 Relation = Literal["branch", "linked", "tree", "other"]
 BELOW = "below relevance threshold"
@@ -110,10 +110,10 @@ class GateSummary(BaseModel):
 
 def weights(query: str, texts: Iterable[str]) -> dict[str, float]:
     """The query's content words, each weighted by log(1 + N / (1 + df)) over ``texts``."""
-    bags = [terms(t) for t in texts]
+    bags = [RANKING.content(t) for t in texts]
     n = len(bags)
     out: dict[str, float] = {}
-    for word in sorted(terms(query)):
+    for word in sorted(RANKING.content(query)):
         df = sum(1 for bag in bags if word in bag)
         out[word] = math.log(1.0 + (n + 1) / (1.0 + df))
     return out
@@ -124,7 +124,7 @@ def coverage(word_weights: Mapping[str, float], text: str) -> float:
     total = sum(word_weights.values())
     if total <= 0:
         return 0.0
-    have = terms(text)
+    have = RANKING.content(text)
     return sum(w for word, w in word_weights.items() if word in have) / total
 
 
@@ -132,7 +132,7 @@ def unsaid(word_weights: Mapping[str, float], said: Iterable[str]) -> frozenset[
     """The words of ``word_weights`` (the input's) that none of the texts ``said`` holds."""
     held: set[str] = set()
     for text in said:
-        held |= terms(text)
+        held |= RANKING.content(text)
     return frozenset(word for word in word_weights if word not in held)
 
 

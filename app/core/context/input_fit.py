@@ -12,20 +12,17 @@ record says which character spans were kept and which were cut. Pure functions, 
 
 from __future__ import annotations
 
+import bisect
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from app.core.text import content_stems
+from app.core.text.sentences import sentence_ends
+from app.core.text.words import content_stems, spaced_spans
 
 Count = Callable[[str], int]
-
-#: A sentence ends at . ! or ? (closing quotes and brackets included) before a space, or at a line break.
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s)|\n")
-_WORD = re.compile(r"\S+")
 
 
 class ShortenPolicy(BaseModel):
@@ -104,20 +101,35 @@ def charge_input(*, budget: int, limit: int, template: int, input_tokens: int, f
 def units(text: str, max_words: int = DEFAULT_SHORTEN.max_unit_words) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text`` (lines and sentence ends split; a unit of
     more than ``max_words`` words is cut into pieces of that many), whitespace trimmed."""
+    words = spaced_spans(text)  # no word crosses a sentence end: white space or a line break ends it
     spans: list[tuple[int, int]] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        _add_unit(text, start, match.end(), max_words, spans)
-        start = match.end()
-    _add_unit(text, start, len(text), max_words, spans)
+    first = 0
+    for end in sentence_ends(text):
+        first = _add_unit(words, first, end, max_words, spans)
+    _add_unit(words, first, len(text), max_words, spans)
     return spans
 
 
-def _add_unit(text: str, start: int, end: int, max_words: int, out: list[tuple[int, int]]) -> None:
-    words = [m.span() for m in _WORD.finditer(text, start, end)]
-    for i in range(0, len(words), max(1, max_words)):
-        piece = words[i:i + max_words]
+def _add_unit(words: Sequence[tuple[int, int]], first: int, end: int, max_words: int,
+              out: list[tuple[int, int]]) -> int:
+    """Add the unit of the words from ``words[first]`` up to ``end``; return the next word's index."""
+    last = first
+    while last < len(words) and words[last][0] < end:
+        last += 1
+    sentence = words[first:last]
+    for i in range(0, len(sentence), max(1, max_words)):
+        piece = sentence[i:i + max_words]
         out.append((piece[0][0], piece[-1][1]))
+    return last
+
+
+def _words_in(words: Sequence[tuple[int, int]], start: int, end: int) -> int:
+    """How many of the word spans ``words`` lie in ``start``..``end`` (a unit's or a run's bounds)."""
+    return bisect.bisect_left(words, end, key=_start) - bisect.bisect_left(words, start, key=_start)
+
+
+def _start(span: tuple[int, int]) -> int:
+    return span[0]
 
 
 def relatedness(texts: Sequence[str]) -> list[float]:
@@ -165,7 +177,7 @@ def render(text: str, spans: Sequence[tuple[int, int]], kept: Sequence[int]) -> 
             parts.append(text[a:b])
             kept_sel.append(f"chars:{a}-{b}")
         else:
-            words = sum(len(_WORD.findall(text[s:e])) for s, e in spans[i:j + 1])
+            words = sum(_words_in(spaced_spans(text), s, e) for s, e in spans[i:j + 1])
             parts.append(_marker(words))
             cut_sel.append(f"chars:{a}-{b}")
             cut_words += words
@@ -179,7 +191,7 @@ def shorten(text: str, max_tokens: int, count: Count, policy: ShortenPolicy = DE
     same result."""
     spans = units(text, policy.max_unit_words)
     pieces = [text[a:b] for a, b in spans]
-    marker = count(_marker(len(_WORD.findall(text)))) + 1  # a marker and its line break
+    marker = count(_marker(len(spaced_spans(text)))) + 1  # a marker and its line break
     kept = _selection_order(pieces, [count(p) for p in pieces], max_tokens, marker, policy)
     while True:
         out, kept_sel, cut_sel, cut_words = render(text, spans, kept)
@@ -233,7 +245,7 @@ def _selection_order(pieces: Sequence[str], cost: Sequence[int], target: int, ma
 
 def _leading_words(text: str, max_tokens: int, count: Count) -> tuple[str, list[str], list[str], int, int]:
     """The longest run of leading words that fits with its marker (binary search on the count)."""
-    words = [m.span() for m in _WORD.finditer(text)]
+    words = spaced_spans(text)
     lo, hi = 0, len(words)
     while lo < hi:
         mid = (lo + hi + 1) // 2

@@ -6,40 +6,18 @@ by id so that the same inputs give the same order (replay depends on it).
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-STOPWORDS = frozenset(
-    """a an the and or but if of to in on at by for with about from into over after before between
-    through during as is are was were be been being am do does did doing have has had having i me my
-    mine we us our you your he him his she her it its they them their what which who whom whose this
-    that these those there here when where why how not no nor so than too very can will just would
-    should could may might must shall s t don didn doesn ll ve re d m o y""".split()
-)
+from app.core.text.words import RANKING
 
 
 class FusionMethod(StrEnum):
     RRF = "rrf"  # reciprocal rank fusion: robust, ignores score scales
     RELATIVE = "relative"  # min-max normalised scores, weighted sum: keeps score gaps
-
-
-def words(text: str) -> list[str]:
-    """Lower-case alphanumeric words of ``text``."""
-    return _WORD.findall(text.lower())
-
-
-@functools.lru_cache(maxsize=65_536)
-def terms(text: str) -> frozenset[str]:
-    """Content words (stop words removed) of ``text``; remembered, as a build grades the same
-    turns several times (the gate's weights, coverage and "adds" test) and every build again."""
-    return frozenset(w for w in words(text) if w not in STOPWORDS)
 
 
 def ranked(scores: Mapping[str, float]) -> list[str]:
@@ -105,7 +83,7 @@ def propagate(
 
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
     """Pairwise word-set Jaccard similarity of ``texts`` (n × n, float32), by one matrix product."""
-    bags = [set(words(t)) for t in texts]
+    bags = [set(RANKING.words(t)) for t in texts]
     vocab: dict[str, int] = {}
     for bag in bags:
         for w in bag:
@@ -132,7 +110,7 @@ def near_duplicates(
         return {}
     if sim is None:
         sim = jaccard_matrix([texts.get(i, "") for i in order])
-    empty = [not words(texts.get(i, "")) for i in order]
+    empty = [not RANKING.words(texts.get(i, "")) for i in order]
     kept: list[int] = []
     dupes: dict[str, str] = {}
     for j in range(len(order)):

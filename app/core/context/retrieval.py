@@ -61,7 +61,7 @@ from app.core.context.recall_model import (
     SearchPort,
 )
 from app.core.session.state import SessionState
-from app.core.text import content_stems
+from app.core.text.words import RANKING, content_stems
 
 _T = TypeVar("_T")
 _NEIGHBOUR = "neighbour of a hit"
@@ -341,7 +341,7 @@ class _Pool:
         # What the conversation being continued does not already say: another branch's turn must add some of it.
         unsaid = gate.unsaid(w, (texts[i] for i in fused if self.continues(i) and relation[i] in ("branch", "linked")))
         judged = {"other", "tree"} if several else {"other"}  # the relations held to the "adds" rule
-        adds = _OnDemand(lambda i: relation[i] not in judged or bool(unsaid & ranking.terms(texts[i])), fused)
+        adds = _OnDemand(lambda i: relation[i] not in judged or bool(unsaid & RANKING.content(texts[i])), fused)
         grades = gate.grade(fused, sem=sem, lex=lex, lex_rank=lex_rank, relation=relation, policy=policy, adds=adds,
                             ruled_out=self.ruled_out(req, root) if several else frozenset(), enough=enough,
                             shown=_Where(lambda i: i in self.candidates or i in self.state.notes))

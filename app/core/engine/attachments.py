@@ -49,7 +49,8 @@ from app.core.engine.sessions import SessionService
 from app.core.errors import AttachError
 from app.core.ports import FileReader, LocalFile
 from app.core.session.state import SessionState
-from app.core.text import quote_label, safe_text
+from app.core.text.names import safe_text
+from app.core.text.quoting import quote_label
 from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, NodeKind, utc_now
 
 

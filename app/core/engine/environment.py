@@ -53,7 +53,8 @@ from app.core.routing.environment import (
 from app.core.runtime.intake import storable
 from app.core.session.state import NoteView, SessionState
 from app.core.signals import Signal
-from app.core.text import quote_label, safe_text
+from app.core.text.names import safe_text
+from app.core.text.quoting import quote_label
 from app.core.tools.model import clip
 from app.core.types import (
     BlockType,

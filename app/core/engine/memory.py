@@ -41,7 +41,7 @@ from app.core.memory.vectors import VectorRows
 from app.core.memory.writer import Write, plan_write
 from app.core.runtime.background import spawn
 from app.core.session.state import SessionState
-from app.core.text import quote_label
+from app.core.text.quoting import quote_label
 from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragment, Message, NodeKind, utc_now
 
 #: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).

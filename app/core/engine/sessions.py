@@ -19,7 +19,7 @@ from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
 from app.core.session.membership import ROUTED
 from app.core.session.state import NoteView, SessionState, override_spans, speaker_of
-from app.core.text import history_text
+from app.core.text.quoting import history_text
 from app.core.types import (
     EdgeKind,
     EnvEvent,

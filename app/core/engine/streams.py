@@ -31,7 +31,7 @@ from app.core.runtime.scheduler import (
 )
 from app.core.session.state import SessionState
 from app.core.tasks.stack import FINAL, OPEN, StackDecision, TaskInputs, count_steps, summarize_result
-from app.core.text import quote_label
+from app.core.text.quoting import quote_label
 from app.core.types import (
     EdgeKind,
     Evidence,

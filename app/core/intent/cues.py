@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.intent.model import EnvEventRef, EvidenceSpan, RunningTask, Urgency
-from app.core.text import STOPWORDS, content_stems, dedup_texts, negated_stems, stem, tokenize
+from app.core.text.words import (
+    STOPWORDS,
+    content_stems,
+    dedup_texts,
+    negated_stems,
+    stem,
+    stems_of,
+    tokenize,
+    tokenize_tail,
+)
 
 # --------------------------------------------------------------------------- cue tables
 
@@ -139,7 +148,9 @@ _FILLERS = frozenset("hey hi ok okay so now then just also and alright please".s
 class TextCues:
     """What the text alone says: raw cue strength per label, flags, spans (for audit and tests)."""
 
-    body: str = ""
+    body: str = ""  # the text less a request formula ("please", "can you")
+    body_words: tuple[str, ...] = ()  # ``tokenize(body)``, read off the text's own split
+    body_stems: tuple[str, ...] = ()  # ``content_stems(body)``
     mode: dict[str, float] = field(default_factory=dict)
     task: dict[str, float] = field(default_factory=dict)
     spans: list[EvidenceSpan] = field(default_factory=list)
@@ -175,7 +186,8 @@ def analyse_text(text: str) -> TextCues:
     prefix = _PREFIX_RE.match(t)
     req = prefix.group("req") if prefix else None
     c.body = t[prefix.end():].strip() if prefix else t
-    body_words = tokenize(c.body)
+    body_words = c.body_words = tokenize_tail(t, len(t) - len(c.body))  # the body ends the (stripped) text
+    c.body_stems = tuple(stems_of(body_words))
     first = stem(body_words[0]) if body_words else ""
     _control_cues(t, c)
     head_is_task = first in _VERBS and first not in _INFO_VERBS and not c.control
@@ -227,7 +239,7 @@ def _question_cues(t: str, c: TextCues, req: str | None, head_is_task: bool) -> 
         c.add(c.mode, "qa", 0.8, m.group(0), "mode")
 
 
-def _request_cues(t: str, c: TextCues, req: str | None, body_words: list[str], head_is_task: bool) -> None:
+def _request_cues(t: str, c: TextCues, req: str | None, body_words: Sequence[str], head_is_task: bool) -> None:
     """Add task cues from an imperative head verb, a request phrase, later clauses and "I want";
     qa cues from an information verb ("explain") or a plain statement."""
     first = stem(body_words[0]) if body_words else ""
@@ -245,11 +257,11 @@ def _request_cues(t: str, c: TextCues, req: str | None, body_words: list[str], h
             c.add(c.mode, "task", 1.0, clause.group("v"), "mode")
     if (want := _WANT_RE.match(t)) is not None and not c.question:
         c.add(c.mode, "task", 1.0, want.group(0), "mode")
-    if not c.mode and content_stems(c.body):  # a plain statement ("the deadline moved"): inform
+    if not c.mode and c.body_stems:  # a plain statement ("the deadline moved"): inform
         c.add(c.mode, "qa", 0.8, c.body[:60], "mode")
 
 
-def _task_type_cues(t: str, c: TextCues, body_words: list[str], negated: set[str]) -> None:
+def _task_type_cues(t: str, c: TextCues, body_words: Sequence[str], negated: set[str]) -> None:
     """Add task-type cues: every known word counts (negated ones less); the head verb's main label
     counts double; known phrases ("what went wrong", "next steps") add theirs."""
     tokens = tokenize(t)
@@ -268,12 +280,12 @@ def _task_type_cues(t: str, c: TextCues, body_words: list[str], negated: set[str
 
 def _dialogue_cues(t: str, c: TextCues) -> None:
     """Set the acknowledgement, follow-up and vague flags; an ack is qa, a vague input is clarify."""
-    stems = [x for x in content_stems(c.body) if x not in _INTERJECTIONS]
+    stems = [x for x in c.body_stems if x not in _INTERJECTIONS]
     c.ack = bool(_ACK_RE.match(t))
     if c.ack:
         c.add(c.mode, "qa", 1.5, t, "mode")
     c.follow_up = bool(_FOLLOW_RE.match(t)) and len(tokenize(t)) <= 7
-    pronoun_only = len(stems) <= 1 and bool(_PRONOUN_RE.search(c.body)) and len(tokenize(c.body)) <= 4
+    pronoun_only = len(stems) <= 1 and bool(_PRONOUN_RE.search(c.body)) and len(c.body_words) <= 4
     if not c.ack and not c.control and (not stems or pronoun_only) and not extract_entities(t):
         c.vague = True
         c.follow_up = c.follow_up or pronoun_only

@@ -44,7 +44,8 @@ from app.core.intent.model import (
     r4,
 )
 from app.core.intent.profile import ProfileStatement, UserProfile
-from app.core.text import content_stems, split_sub_questions
+from app.core.text.sentences import split_sub_questions
+from app.core.text.words import content_stems
 
 _LEVEL = {"low": 0, "normal": 1, "medium": 1, "high": 2}
 
@@ -119,7 +120,7 @@ def goal_of(text: str, cues: TextCues, mode: Mode, statements: Sequence[ProfileS
     """
     entities = extract_entities(text)
     goal = clean_goal(cues.body)
-    goal_conf = min(1.0, (len(content_stems(cues.body)) + 0.5 * len(entities)) / 4.0) * (0.4 if cues.vague else 1.0)
+    goal_conf = min(1.0, (len(cues.body_stems) + 0.5 * len(entities)) / 4.0) * (0.4 if cues.vague else 1.0)
     prev = structure.followed
     if env.trigger:
         goal, goal_conf = env_goal(env.events) or goal, 0.8 if env.events else 0.3

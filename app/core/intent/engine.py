@@ -28,7 +28,7 @@ and assembles the intent. The rest of the stage lives beside it:
   decided after fusion: goal, structured fields (with the ``profile`` signal), urgency, risk,
 * :mod:`app.core.intent.llm`      ``INTENT_JSON_SCHEMA``, ``intent_messages``, ``normalize_llm_intent``,
   ``read_llm_output``,
-* :mod:`app.core.intent.profile`  the user profile; word helpers are in :mod:`app.core.text`.
+* :mod:`app.core.intent.profile`  the user profile; word helpers are in :mod:`app.core.text.words`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from app.core.intent.model import (
     r4,
 )
 from app.core.intent.profile import ProfileStatement, parse_profile_statements
-from app.core.text import content_stems, dedup_texts, stem, tokenize
+from app.core.text.words import content_stems, dedup_texts, stem
 
 
 class IntentWeights(BaseModel):
@@ -340,8 +340,7 @@ class IntentEngine:
     def _structure_signal(self, text: str, cues: TextCues, ctx: IntentContext, trace: Trace) -> StructureReading:
         """Record follow-ups and running-task interruptions; return what the structure says."""
         running = [t for t in ctx.running_tasks if t.status.lower() not in DONE_STATUSES]
-        body_words = tokenize(cues.body)
-        head = stem(body_words[0]) if body_words else ""
+        head = stem(cues.body_words[0]) if cues.body_words else ""
         target, ambiguous, named = target_task(text, running, ctx.focus_task, head)
         followed = self._follow_up_signal(text, cues, ctx, bool(running), trace)
         share = _interrupt_signal(text, cues, bool(running), named, trace)

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from app.core.intent.model import DONE_STATUSES, MODES, TASK_TYPES, IntentContext, LlmReport, Risk, Urgency, r4
-from app.core.text import dedup_texts
+from app.core.text.words import dedup_texts
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}, "maxItems": 6}
 INTENT_JSON_SCHEMA: dict[str, Any] = {

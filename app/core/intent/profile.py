@@ -8,7 +8,7 @@ statements such as "never X", "don't X", "I prefer X", "always X" and "you may X
 Matching a request against a statement is deliberately coarse and explainable: light stemming,
 stop words removed, and words inside a negated clause of the request ("... but don't delete
 anything") do not count, so stating a prohibition never conflicts with itself. The word helpers
-live in :mod:`app.core.text`.
+live in :mod:`app.core.text.words`.
 
 Everything here is pure and deterministic.
 """
@@ -22,7 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.text import content_stems, negated_stems
+from app.core.text.sentences import CLAUSE_ENDS, statements
+from app.core.text.words import content_stems, negated_stems
 
 # --------------------------------------------------------------------------- matching
 
@@ -48,7 +49,6 @@ def statement_matches(statement: str, text: str, min_share: float = 0.5) -> bool
 
 StatementKind = Literal["preference", "prohibition", "permission"]
 
-_SENTENCE_RE = re.compile(r"[^.!?;\n]+[.!?;]?")
 _LEAD = r"^(?:(?:and|also|but|so|please|oh|ok|okay)[,]?\s+)*"
 _PATTERNS: tuple[tuple[StatementKind, re.Pattern[str]], ...] = (
     (
@@ -96,11 +96,7 @@ def _clean_object(text: str) -> str:
 def parse_profile_statements(text: str) -> list[ProfileStatement]:
     """Return the profile statements found in ``text``, in order; questions are never statements."""
     out: list[ProfileStatement] = []
-    for raw in _SENTENCE_RE.findall(text.replace("\u2019", "'")):
-        sentence = raw.strip()
-        if not sentence or sentence.endswith("?"):
-            continue
-        body = sentence.rstrip(".!;").strip()
+    for body in statements(text, CLAUSE_ENDS):
         for kind, pattern in _PATTERNS:
             match = pattern.match(body)
             if match:

@@ -22,7 +22,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, utc_now
 
 LINK_SIMILARITY = 0.75  # cosine of two memories' embeddings above which they are linked

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
 
 from app.core.context.compiler import extract_facts
 from app.core.intent.profile import parse_profile_statements
-from app.core.text import content_stems
+from app.core.text.sentences import statements
+from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, MemoryType
 
 #: How much a memory of each type matters when nothing else is known (recall and consolidation).
@@ -35,7 +35,6 @@ OUTSIDE = "outside"  # the tag of a memory taken from outside text (a file, a fe
 #: Types that describe the user rather than one piece of work: they apply to every session.
 WORKSPACE_TYPES = frozenset({"preference", "prohibition", "permission"})
 
-_SENTENCES = re.compile(r"[^.!?\n]+[.!?]?")
 _LEAD = r"^(?:(?:and|also|but|so|ok|okay|well)[,]?\s+)*"
 _DECISION = re.compile(
     _LEAD + r"(?:we|i)\s+(?:have\s+)?(?:decided|agreed|chose|settled)\s+(?:to|on|that)\s+(?P<x>.+)$|"
@@ -116,13 +115,6 @@ def _memory(kind: MemoryType, content: str, *, evidence_id: str, at: str, source
     )
 
 
-def _sentences(text: str) -> Iterable[str]:
-    for raw in _SENTENCES.findall(text.replace("\u2019", "'")):
-        sentence = raw.strip()
-        if sentence and not sentence.endswith("?"):
-            yield sentence.rstrip(".!").strip()
-
-
 def _profile(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
     return [_memory(st.kind, st.text, evidence_id=evidence_id, at=at, source=source)
             for st in parse_profile_statements(text)]
@@ -164,7 +156,7 @@ def _facts(text: str, evidence_id: str, at: str, source: str, speaker: str = "")
 
 def _statements(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
     out: list[MemoryFragment] = []
-    for sentence in _sentences(text):
+    for sentence in statements(text):
         decision = _DECISION.match(sentence)
         if decision is not None:
             obj = next(g for g in decision.groups() if g)

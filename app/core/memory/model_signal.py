@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from app.core.memory.extract import IMPORTANCE, entities, memory_id
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, MemoryType
 
 MODEL_TYPES: tuple[MemoryType, ...] = ("fact", "decision", "commitment", "event", "preference")

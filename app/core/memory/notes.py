@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from app.core.memory.extract import OUTSIDE, WORKSPACE_TYPES
 from app.core.session.state import NoteView
-from app.core.text import fence
+from app.core.text.quoting import fence
 from app.core.types import MemoryFragment
 
 LABELS = {"fact": "Fact", "preference": "Prefers", "prohibition": "Never", "permission": "Allowed",

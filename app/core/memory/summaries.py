@@ -26,6 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from app.core.text.sentences import split_before_capitals
+from app.core.text.words import SUMMARY
+
 Level = Literal["brief", "standard", "detailed"]
 LEVELS: tuple[Level, ...] = ("brief", "standard", "detailed")
 COARSER: dict[str, Level] = {"detailed": "standard", "standard": "brief", "brief": "brief"}
@@ -57,8 +60,6 @@ Me Do Does Did Is Are Was Were Be Been Have Has Had Can Could Would Should Will 
 For From In Into Of On To With Without After Before Since Until While Because Though Although Still Even
 Totally Absolutely Definitely Awesome Amazing Sounds Glad Sorry Happy Please Love Haha Lol That's It'll
 What's Don't Didn't Can't Won't Isn't There's Here's You're We're They're Wasn't Aren't""".split())
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
-_WORD = re.compile(r"[A-Za-z0-9][\w'-]*")
 _DECISION = re.compile(r"\b(decided?|decision|agreed?|chose|choose|will|going to|plan(?:ned|s)?|must|never|always|"
                        r"deadline|due|finished|completed|started|bought|moved|won|lost|because)\b", re.I)
 
@@ -140,14 +141,15 @@ def retention(summary: str, turns: Sequence[SummaryTurn]) -> float:
 
 
 def words(text: str) -> int:
-    return len(_WORD.findall(text))
+    """How many words ``text`` has (``SUMMARY``'s: hyphenated and apostrophe words whole)."""
+    return len(SUMMARY.words(text))
 
 
 def _sentences(turns: Sequence[SummaryTurn]) -> list[_Sentence]:
     context = "\n".join(t.text for t in turns)
     out: list[_Sentence] = []
     for turn in turns:
-        for piece in _SENTENCE.split(turn.text):
+        for piece in split_before_capitals(turn.text):
             piece = " ".join(piece.split())
             idents = frozenset(identifiers(piece, context))
             if words(piece) < 2 and not idents:
@@ -158,12 +160,12 @@ def _sentences(turns: Sequence[SummaryTurn]) -> list[_Sentence]:
 
 def _salience(sentences: Sequence[_Sentence]) -> dict[int, float]:
     """Score each sentence: identifiers it holds (rare ones more), a decision's words, rare words; per word^0.5."""
-    df = Counter(w.lower() for s in sentences for w in set(_WORD.findall(s.text)))
+    df = Counter(w.lower() for s in sentences for w in set(SUMMARY.words(s.text)))
     idf = Counter({w: math.log((1 + len(sentences)) / (1 + n)) for w, n in df.items()})
     ident_df = Counter(i for s in sentences for i in s.idents)
     scores: dict[int, float] = {}
     for s in sentences:
-        terms = {w.lower() for w in _WORD.findall(s.text) if len(w) > 3}
+        terms = {w.lower() for w in SUMMARY.words(s.text) if len(w) > 3}
         score = sum(idf[w] for w in terms) / 4
         score += sum(1.0 + 1.0 / ident_df[i] for i in s.idents)
         decision = _DECISION.search(s.text) is not None

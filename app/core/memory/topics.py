@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.core.memory.vectors import VectorRows
-from app.core.text import STOPWORDS, stem
+from app.core.text.words import STOPWORDS, TOPIC_TERMS, TOPIC_WORDS, stem
 
 ALIAS_SIMILARITY = 0.89  # embedding cosine of two names above which they are one topic
 COMMON_SHARE = 0.05  # a topic mentioned in more than this share of the indexed messages ...
@@ -226,7 +226,7 @@ class TopicIndex:
         if message_id in self._seen:
             return change
         names = name_terms(text)
-        words = [w for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text) if w.lower() not in STOPWORDS]
+        words = [w for w in TOPIC_WORDS.words(text) if w.lower() not in STOPWORDS]
         found: dict[str, tuple[str, str]] = {}  # topic id → (term, rule)
         for term in dict.fromkeys([*names, *words]):
             topic_id, rule = self.resolve(term)
@@ -326,7 +326,7 @@ class TopicIndex:
         messages searched: a topic most of them mention is left out."""
         if k <= 0 or not self.topics:
             return []
-        wanted = {t for t, _ in (self.resolve(w) for w in re.findall(r"[\w./-]{2,}", query)) if t is not None}
+        wanted = {t for t, _ in (self.resolve(w) for w in TOPIC_TERMS.words(query)) if t is not None}
         total = max(1, len(self._seen) if sessions is None else sum(self._per_session[s] for s in sessions))
         scores: dict[str, float] = {}
         order: dict[str, int] = {}

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.memory import evolve
-from app.core.text import content_stems
+from app.core.text.words import content_stems
 from app.core.types import MemoryFragment
 
 

@@ -21,7 +21,7 @@ from app.core.plan.model import (
     RecallPreset,
     RetrievalFilters,
 )
-from app.core.text import content_stems, stem
+from app.core.text.words import content_stems, stem
 
 _AUTHOR_RE = re.compile(r"\b([A-Z][a-z]+)(?:'s\b|\s+(?:said|say|says|told|tell|wrote|write|mentioned|mention|"
                         r"asked|ask|thinks?|thought|suggested)\b)|\b(?:from|by)\s+([A-Z][a-z]+)\b")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from app.core.intent.model import Intent, Mode, r4
 from app.core.plan.model import ContextPlan
-from app.core.text import content_stems, stem, tokenize
+from app.core.text.words import content_stems, stem, tokenize
 
 
 class ToolSpec(BaseModel):

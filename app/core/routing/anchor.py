@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from enum import StrEnum
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.core.text.words import ROUTING, ROUTING_EDGES
 
 # --------------------------------------------------------------------------- features
 
@@ -266,22 +269,9 @@ def recency_by_position(distance: int, half_life: float) -> float:
     return float(0.5 ** (max(0, distance - 1) / half_life))
 
 
-_EDGE_PUNCT = "\"'`.,:;!?()[]{}<>@*~|=-_/\\^&%$"
-
-
 def normalize_name(name: str) -> str:
     """Return ``name`` lower-cased with surrounding punctuation removed ("[[Bob]]_" → "bob")."""
-    return name.strip().strip(_EDGE_PUNCT).lower()
-
-
-def tokens(text: str) -> list[str]:
-    """Return the words of ``text``: whitespace-split, punctuation trimmed, lower-cased, no empties."""
-    out = []
-    for raw in text.split():
-        word = raw.strip(_EDGE_PUNCT).lower()
-        if word:
-            out.append(word)
-    return out
+    return name.strip().strip(ROUTING_EDGES).lower()
 
 
 class Mention(StrEnum):
@@ -296,12 +286,12 @@ class Mention(StrEnum):
 
 
 def _words(text: str | Sequence[str]) -> Sequence[str]:
-    """``tokens(text)`` for a string; an already tokenized sequence is returned as is."""
-    return tokens(text) if isinstance(text, str) else text
+    """``ROUTING.words(text)`` for a string; an already tokenized sequence is returned as is."""
+    return ROUTING.words(text) if isinstance(text, str) else text
 
 
 def mention(text: str | Sequence[str], name: str, *, min_word_len: int = 3) -> Mention:
-    """Return how ``text`` (a string or its ``tokens``) refers to ``name``.
+    """Return how ``text`` (a string or its ``ROUTING.words``) refers to ``name``.
 
     Case-insensitive and robust to punctuation ("Bob:", "@bob,", "bob->"). The opening word
     counts as an address whatever its length (≥ 2); elsewhere the name must have at least
@@ -323,7 +313,7 @@ def mention(text: str | Sequence[str], name: str, *, min_word_len: int = 3) -> M
 def mentioned_names(
     text: str | Sequence[str], names: Iterable[str], *, min_word_len: int = 3
 ) -> dict[str, Mention]:
-    """Return, for each of ``names`` the text (or its ``tokens``) refers to, how.
+    """Return, for each of ``names`` the text (or its ``ROUTING.words``) refers to, how.
 
     Keys are the names as given; a name both opening the text and repeated counts as ADDRESS.
     """
@@ -350,23 +340,11 @@ def mentioned_names(
     return found
 
 
-STOPWORDS: frozenset[str] = frozenset(
-    "a an the and or but if then so to of in on at for with from by as is are was were be been "
-    "it its this that these those i you he she we they me my your our their him her them do does "
-    "did done have has had not no yes can could will would should may might just also there here "
-    "what which who whom when where why how all any some one about into out up down over than too "
-    "very s t im i'm it's don't dont get got ok okay thanks thank hi hello hey please".split())
-
-
-def content_words(text: str) -> set[str]:
-    """Return the set of non-stopword words of ``text`` with at least two characters."""
-    return {w for w in tokens(text) if len(w) >= 2 and w not in STOPWORDS}
-
-
-def keyword_overlap(a: str | set[str], b: str | set[str]) -> float:
-    """Return the overlap coefficient |A∩B| / min(|A|,|B|) of two texts' content words, in [0, 1]."""
-    wa = content_words(a) if isinstance(a, str) else a
-    wb = content_words(b) if isinstance(b, str) else b
+def keyword_overlap(a: str | AbstractSet[str], b: str | AbstractSet[str]) -> float:
+    """Return the overlap coefficient |A∩B| / min(|A|,|B|) of two texts' content words
+    (``ROUTING.content``), in [0, 1]."""
+    wa = ROUTING.content(a) if isinstance(a, str) else a
+    wb = ROUTING.content(b) if isinstance(b, str) else b
     if not wa or not wb:
         return 0.0
     return len(wa & wb) / min(len(wa), len(wb))

@@ -18,7 +18,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from app.core.text import fence, quote_label
+from app.core.text.quoting import fence, quote_label
+from app.core.text.words import MENTIONS
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
 
 NOTE_CHARS = 600  # of an event's content in its recall note (the evidence keeps all; an attached file's note too)
@@ -135,20 +136,13 @@ class Route:
 
 
 LANE = Route("lane", None, "", 0.0, "no task or branch refers to it: environment lane")
-_EDGE_PUNCT = ".,;:!?()[]{}<>\"'`*"
-
-
-def _tokens(text: str) -> frozenset[str]:
-    return frozenset(t.strip(_EDGE_PUNCT) for t in text.lower().split())
-
-
 @dataclass(frozen=True)
 class _Target:
     kind: str  # "task" | "turn"
     ref: str
     name: str  # for the reason
     text: str  # lower-cased
-    tokens: frozenset[str]
+    tokens: frozenset[str]  # MENTIONS.words
 
 
 class RouteIndex:
@@ -161,8 +155,9 @@ class RouteIndex:
                  task_vectors: Mapping[str, np.ndarray] | None = None,
                  turn_vectors: Mapping[str, np.ndarray] | None = None, threshold: float = 0.55) -> None:
         ordered = [t for _, t in sorted(enumerate(tasks), key=lambda p: (_ORDER.get(p[1].status, 5), -p[0]))]
-        self.targets = [_Target("task", t.task_id, t.name, task_text(t).lower(), _tokens(task_text(t))) for t in ordered]
-        self.targets += [_Target("turn", node, "", text.lower(), _tokens(text)) for node, text in turns]
+        self.targets = [_Target("task", t.task_id, t.name, task_text(t).lower(), frozenset(MENTIONS.words(task_text(t))))
+                        for t in ordered]
+        self.targets += [_Target("turn", node, "", text.lower(), frozenset(MENTIONS.words(text))) for node, text in turns]
         self._first: dict[str, int] = {}  # token → the first (preferred) target whose text has it
         for n, target in enumerate(self.targets):
             for token in target.tokens:

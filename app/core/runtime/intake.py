@@ -31,7 +31,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from app.core.text import from_lossless_hex, lossless_hex, safe_text
+from app.core.text.names import from_lossless_hex, lossless_hex, safe_text
 from app.core.types import EnvEvent, utc_now
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from app.core.errors import NoRecordError
 from app.core.ports import SessionGeneration
 from app.core.session.graph import SessionGraph, edge_live_at
-from app.core.text import QUOTED_HEADER, fenced_lines, history_text, outside_keys
+from app.core.text.quoting import QUOTED_HEADER, fenced_lines, history_text, outside_keys
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from app.core.context.compiler import Item
 from app.core.errors import CoreError, NoRecordError
+from app.core.text.sentences import split_after_stops
 from app.core.types import BlockType, Priority, Task, TaskStatus, utc_now
 
 OPEN: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
@@ -67,7 +68,6 @@ def result_refs(task: Task) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- results
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _STEP_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+\S")
 
 
@@ -79,7 +79,7 @@ def summarize_result(text: str, max_chars: int = 240) -> str:
     """
     clean = " ".join(text.replace("*", "").replace("#", "").split())
     out = ""
-    for sentence in _SENTENCE_END.split(clean):
+    for sentence in split_after_stops(clean):
         if not out:
             out = sentence
         elif len(out) < 80 and len(out) + 1 + len(sentence) <= max_chars:

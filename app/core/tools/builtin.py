@@ -23,7 +23,8 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from app.core.plan.tools import ToolSpec
-from app.core.text import quote_label, safe_text
+from app.core.text.names import safe_text
+from app.core.text.quoting import quote_label
 from app.core.tools.model import ToolNotFound, ToolRefused, ToolResultItem
 from app.core.tools.registry import Tool, ToolContext
 from app.core.tools.selection import best_task

@@ -2,7 +2,7 @@
 
 Shared by the registry (:mod:`app.core.tools.registry`), the selection rules (:mod:`app.core.tools.selection`),
 the pipeline (which turns outcomes into context items) and the per-turn record. Outside content
-(files, feeds, tool results) is labelled and delimited by :func:`app.core.text.fence`, so every
+(files, feeds, tool results) is labelled and delimited by :func:`app.core.text.quoting.fence`, so every
 such text enters the context in the same fenced form. Pure data and pure functions.
 """
 
@@ -19,7 +19,7 @@ from app.core.context.compiler import Item
 from app.core.context.compress import Compression, compress
 from app.core.errors import CoreError, NoRecordError
 from app.core.ports import TokenCounter
-from app.core.text import FENCE_CLOSE, fence, quote_label
+from app.core.text.quoting import FENCE_CLOSE, fence, quote_label
 from app.core.types import BlockType, Evidence, Priority, ToolCall
 
 ChosenBy = Literal["rule", "model", "user"]

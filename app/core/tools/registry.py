@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from app.core.intent.model import Intent
 from app.core.plan.model import ContextPlan, ToolPolicy
 from app.core.plan.tools import ToolSpec, filter_tools
-from app.core.text import fence
+from app.core.text.quoting import fence
 from app.core.tools.model import (
     ChosenBy,
     ToolNotFound,

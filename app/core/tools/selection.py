@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.intent.model import Intent, Mode
-from app.core.text import content_stems, stem
+from app.core.text.words import content_stems, stem
 from app.core.tools.model import ToolChoice
 from app.core.types import Task, TaskStatus
 

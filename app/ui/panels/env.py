@@ -18,7 +18,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from app.core.text import quote_label
+from app.core.text.quoting import quote_label
 from app.core.types import EdgeKind, NodeKind
 from app.ui.panels.widgets import make_table
 

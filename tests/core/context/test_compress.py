@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from app.core.context.compress import compress, units_of
-from app.core.text import fence
+from app.core.text.quoting import fence
 
 
 def _count(text: str) -> int:

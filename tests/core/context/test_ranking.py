@@ -57,9 +57,8 @@ def test_pack_greedy_skips_what_does_not_fit_and_never_exceeds() -> None:
     assert sum({"a": 5, "c": 3, "d": 2}[i] for i in taken) <= 10
 
 
-def test_recency_and_terms() -> None:
+def test_recency() -> None:
     assert ranking.recency_score(0, 60) == 1.0
     assert ranking.recency_score(60, 60) == pytest.approx(0.5)
     assert ranking.recency_score(-5, 60) == 1.0
     assert ranking.recency_score(10, 0) == 0.0
-    assert ranking.terms("What did the Cat eat?") == {"cat", "eat"}

@@ -37,7 +37,6 @@ from app.core.intent.model import (
     Urgency,
 )
 from app.core.intent.profile import UserProfile, parse_profile_statements, statement_matches
-from app.core.text import split_sub_questions
 from app.llm.fakes import HashEmbedder
 
 ENGINE = IntentEngine()
@@ -147,14 +146,6 @@ def test_extract_entities_kinds_and_order() -> None:
         assert e in ents, e
     assert ents.index("Caroline") < ents.index("Project Phoenix") < ents.index("/srv/app/main.py")
     assert "Ask" not in ents and extract_entities("Never write tests. URGENT!") == []
-
-
-def test_split_sub_questions() -> None:
-    assert split_sub_questions("What is Kafka and how does Zookeeper work?") == [
-        "What is Kafka?", "how does Zookeeper work?"]
-    assert split_sub_questions("Who wrote it? When was it published?") == ["Who wrote it?", "When was it published?"]
-    assert split_sub_questions("Write a poem and a song") == []
-    assert split_sub_questions("What is salt and pepper?") == []
 
 
 def test_analyse_text_flags() -> None:

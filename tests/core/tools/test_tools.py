@@ -12,7 +12,7 @@ from app.core.intent.model import IntentContext
 from app.core.intent.profile import UserProfile
 from app.core.plan.builder import PlanBuilder, PlanContext
 from app.core.plan.tools import ToolSpec
-from app.core.text import fence
+from app.core.text.quoting import fence
 from app.core.tools.builtin import FileText, FolderFiles, builtin_tools
 from app.core.tools.model import ToolResultItem, args_digest
 from app.core.tools.registry import Tool, ToolContext, ToolRegistry, choice_names

@@ -1,25 +1,11 @@
-"""The one way outside text enters a prompt (app/core/text.py): ``fence`` with ``neutralise`` /
-``quote_label``, ``history_text`` for answers that copied outside text, and ``safe_text`` for
-names that are not valid UTF-8."""
+"""The one way outside text enters a prompt (app/core/text/quoting.py): ``fence`` with
+``neutralise`` / ``quote_label``, and ``history_text`` for answers that copied outside text."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from app.core.text import (
-    FENCE_CLOSE,
-    fence,
-    fenced_lines,
-    from_lossless_hex,
-    history_text,
-    lossless_hex,
-    neutralise,
-    outside_keys,
-    quote_label,
-    safe_text,
-)
+from app.core.text.quoting import FENCE_CLOSE, fence, fenced_lines, history_text, neutralise, outside_keys, quote_label
 
 # Every way of writing a closer (or an opener) a reader might take for one.
 LOOK_ALIKES = [
@@ -92,15 +78,3 @@ def test_history_text_quotes_what_an_answer_copied_from_outside() -> None:
         assert any(copied.lower() in line.lower() for line in lines), copied
     assert "[outside text quoted in this answer]" in lines
     assert history_text("Plain answer.\nTwo lines.") == "Plain answer.\nTwo lines."
-
-
-def test_names_that_are_not_utf8_are_kept_losslessly() -> None:
-    raw = b"caf\xe9-\xff\xfe.txt"
-    name = os.fsdecode(raw)  # surrogateescape, as watchdog and os.listdir give it
-    shown = safe_text(name)
-    assert shown == "caf\\xe9-\\xff\\xfe.txt" and shown.encode("utf-8")
-    hexed = lossless_hex(name)
-    assert hexed is not None and os.fsencode(from_lossless_hex(hexed)) == raw
-    assert lossless_hex("plain.txt") is None and safe_text("plain.txt") == "plain.txt"
-    assert safe_text("a\ud800b") == "a\\ud800b"  # a lone surrogate from JSON or a feed
-    assert neutralise(name) == shown

@@ -1,99 +1,16 @@
-"""Generic text helpers shared by the profile, intent and plan modules.
-
-Word tokens, a light stemmer, stop words, content words, the words inside a negated clause,
-order-keeping de-duplication of short strings, the split of a compound question into its
-sub-questions; and the one way outside text (files, feeds, API values, tool results, their
-labels) enters a prompt: :func:`fence`, with :func:`neutralise` / :func:`quote_label` making the
-quotation unforgeable, :func:`history_text` keeping an answer that copied outside text from
-turning it into plain history, and :func:`safe_text` making a name that is not valid UTF-8
-storable. Nothing here knows about intents or plans. Everything is pure and deterministic.
+"""The one way outside text (files, feeds, API values, tool results, their labels) enters a
+prompt: :func:`fence`, with :func:`neutralise` / :func:`quote_label` making the quotation
+unforgeable, and :func:`history_text` keeping an answer that copied outside text from turning it
+into plain history. Pure and deterministic: replay stays exact.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 
-_WORD_RE = re.compile(r"[a-z0-9_]+(?:'[a-z]+)?")
-
-STOPWORDS: frozenset[str] = frozenset(
-    """a an the and or but if then else of to in on at by for with from into onto about as is are
-    was were be been being am do does did doing have has had having i me my mine we us our you your
-    he him his she her it its they them their this that these those there here what which who whom
-    whose when where why how all any some each every no not so than too very can could would should
-    will shall may might must just also please pls ok okay hey hi hello thanks thank use using used
-    up out over again once more most other such only own same s t don't dont i'm i'd i've you're
-    it's that's let's lets get got one thing things something anything stuff""".split()
-)
-
-_NEGATION_RE = re.compile(
-    r"\b(?:never|don't|dont|do not|does not|doesn't|did not|didn't|must not|mustn't|should not|"
-    r"shouldn't|without|not|no|avoid|stop)\b([^.;,!?]*)",
-    re.IGNORECASE,
-)
-
-
-def tokenize(text: str) -> list[str]:
-    """Return the lower-cased word tokens of ``text`` (apostrophe contractions kept whole)."""
-    return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
-
-
-def stem(word: str) -> str:
-    """Return a light stem: one of -ing/-ion(s)/-ed/-es/-s removed, then a final -e (delete → delet)."""
-    w = word.lower()
-    for suffix in ("ing", "ions", "ion", "ed", "es", "s"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
-            break
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
-
-
-def content_stems(text: str) -> list[str]:
-    """Return the stems of the non-stop-words of ``text``, unique, in order of first use."""
-    seen: dict[str, None] = {}
-    for token in tokenize(text):
-        if token in STOPWORDS or len(token) < 2:
-            continue
-        seen.setdefault(stem(token), None)
-    return list(seen)
-
-
-def negated_stems(text: str) -> set[str]:
-    """Return the stems that occur inside a negated clause ("don't X", "without X", ...)."""
-    out: set[str] = set()
-    for match in _NEGATION_RE.finditer(text):
-        out.update(content_stems(match.group(1)))
-    return out
-
-
-def dedup_texts(items: Sequence[str], cap: int) -> list[str]:
-    """Return ``items`` with whitespace collapsed, case-insensitive duplicates dropped, each cut to
-    200 characters and at most ``cap`` of them, in order of first use."""
-    seen: dict[str, str] = {}
-    for item in items:
-        v = re.sub(r"\s+", " ", str(item)).strip()
-        if v and v.lower() not in seen:
-            seen[v.lower()] = v[:200]
-    return list(seen.values())[:cap]
-
-
-_SUBQ_SPLIT_RE = re.compile(r",?\s+(?:and|also|plus)\s+(?=(?:what|who|when|where|why|which|how|is|are|does|do|"
-                            r"did|can|could|should|will)\b)", re.IGNORECASE)
-
-
-def split_sub_questions(text: str) -> list[str]:
-    """Split a compound question into atomic sub-questions (empty when it is not compound)."""
-    sentences = [s.strip() for s in re.findall(r"[^?]+\?", text) if s.strip()]
-    if len(sentences) >= 2:
-        return [re.sub(r"^[\s.,;!]+", "", s) for s in sentences]
-    parts = [p.strip() for p in _SUBQ_SPLIT_RE.split(text.strip()) if p.strip()]
-    if len(parts) >= 2 and "?" in text:
-        return [p if p.endswith("?") else p.rstrip(".,;") + "?" for p in parts]
-    return []
-
+from app.core.text.names import safe_text
 
 # --------------------------------------------------------------------------- outside text
 #
@@ -141,33 +58,6 @@ _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b\u200e\u200f
                         "\U000e0001\U000e0020-\U000e007f]")
 _BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _CONTROLS = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
-def safe_text(text: str) -> str:
-    """``text`` with lone surrogates written out: a byte of a name that was not UTF-8 (decoded
-    with surrogateescape, U+DC80–U+DCFF) as ``\\xNN``, any other as ``\\uXXXX``; everything
-    else unchanged. The result can always be encoded as UTF-8 (stored, indexed, embedded)."""
-    if not _SURROGATES.search(text):
-        return text
-
-    def escape(m: re.Match[str]) -> str:
-        code = ord(m.group())
-        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
-
-    return _SURROGATES.sub(escape, text)
-
-
-def lossless_hex(text: str) -> str | None:
-    """The exact code points of ``text`` as hex (``utf-8`` with ``surrogatepass``) when
-    ``safe_text`` would change it, else None; :func:`from_lossless_hex` gives ``text`` back, and
-    ``os.fsencode`` of that gives a file name's original bytes."""
-    return text.encode("utf-8", "surrogatepass").hex() if _SURROGATES.search(text) else None
-
-
-def from_lossless_hex(value: str) -> str:
-    """The string :func:`lossless_hex` wrote."""
-    return bytes.fromhex(value).decode("utf-8", "surrogatepass")
 
 
 def _escape_run(match: re.Match[str]) -> str:
