@@ -5,8 +5,10 @@ thread and says what it is doing, opens sessions, hands inputs to the session's 
 (``app.core.runtime.scheduler``: at most ``Settings.max_concurrent_streams`` at once, Q&A, task
 and interruption paths) and mirrors its signals, batches streamed tokens into at most one
 ``answer_updated`` per turn per frame, runs the environment sensors into ``engine.ingest_env``,
-and forwards the canvas's branch actions to the engine. Everything runs on the one loop (qasync drives asyncio from Qt's event loop), so
-signals are emitted on the UI thread; blocking work happens on the engine's executors.
+forwards the canvas's branch actions to the engine, and answers what the widgets ask of the open
+session's nodes (labels, the turn a node stands for). Everything runs on the one loop (qasync drives asyncio from
+Qt's event loop), so signals are emitted on the UI thread; blocking work happens on the engine's
+executors.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from app.core.errors import CoreError, NoRecordError, user_line
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
 from app.core.session.state import SessionState
+from app.core.types import NodeKind
 from app.ui.services import Services
 
 log = logging.getLogger(__name__)
@@ -117,6 +120,26 @@ class EngineController(QObject):
     @property
     def session_id(self) -> str | None:
         return self.state.session_id if self.state is not None else None
+
+    # ------------------------------------------------------------------ the open session's nodes
+
+    def labels(self) -> dict[str, str]:
+        """node id → label of every node of the open session ({} when none is open)."""
+        state = self.state
+        return {n.node_id: n.label for n in state.graph.nodes()} if state else {}
+
+    def label_of(self, node_id: str) -> str:
+        """The label of a node of the open session ("" when there is no such node)."""
+        state = self.state
+        return state.graph.node(node_id).label if state is not None and node_id in state.graph else ""
+
+    def turn_of(self, node_id: str) -> str | None:
+        """The id of the turn a node of the open session stands for (None for other nodes)."""
+        state = self.state
+        if state is None or node_id not in state.graph:
+            return None
+        node = state.graph.node(node_id)
+        return node.ref_id if node.kind == NodeKind.TURN else None
 
     # ------------------------------------------------------------------ loading and sessions
 
