@@ -17,7 +17,7 @@ MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 60  # functions in app/core stay under ~60 lines
 # mypy's errors over app/ui (DESIGN.md §5: "app/ui shrinking to zero"): the count may only fall.
 # It was 62 before issue 30; lower this figure in the change that fixes one.
-UI_MYPY_ERRORS = 51
+UI_MYPY_ERRORS = 40
 
 
 def _tool(name: str) -> str:
