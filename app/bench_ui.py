@@ -82,7 +82,7 @@ async def measure_streaming(data_dir: Path, runs: int) -> dict[str, Any]:
             stream_s += time.perf_counter() - t0
             lags.extend(probe.stop())
             record = await c.record(live.turn_id)
-            await window._show_turn(live.turn_id)  # the next answer continues the branch shown
+            await window.show_turn(live.turn_id)  # the next answer continues the branch shown
             if record is not None and record.timing.first_token_ms is not None:
                 first_tokens.append(record.timing.first_token_ms)
                 tokens += int(record.usage.get("completion_tokens", 0))

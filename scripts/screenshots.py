@@ -85,10 +85,10 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
         await grab("03b-conversation")
         window.docks["inspector"].raise_()
     # Answer the last input again: a second version of the turn, "Version 2 of 2" with ‹ ›.
-    window._ask_again(last)
+    window.canvas_actions.ask_again(last)
     while c.busy():
         await asyncio.sleep(0.05)
-    await window._show_turn(state.turn_order[-1])
+    await window.show_turn(state.turn_order[-1])
     tabs is not None and tabs.setCurrentIndex(0)
     await asyncio.sleep(0.3)
     await grab("03c-answer-versions")
@@ -111,9 +111,9 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     # A file attached by hand (File › Attach file…, the composer's paperclip), then a new version.
     notes = data_dir / "packing-list.md"
     notes.write_text("# Lisbon packing list\n\nowner: Sam\n- light rain jacket\n- walking shoes\n", encoding="utf-8")
-    await window.attach_path(str(notes))
+    await window.attach_actions.attach_path(str(notes))
     notes.write_text(notes.read_text(encoding="utf-8") + "- tram 28 day pass\n", encoding="utf-8")
-    await window.attach_path(str(notes))
+    await window.attach_actions.attach_path(str(notes))
     window.view.fit_all()
     await asyncio.sleep(0.5)
     await grab("04d-attached-file")
@@ -135,10 +135,10 @@ async def shoot(out: Path, data_dir: Path) -> list[Path]:
     await _detail_shots(window, grab)
     window.docks["sessions"].raise_()
     window.view.fit_all()
-    window._toggle_theme()
+    window.file_actions.toggle_theme()
     await asyncio.sleep(0.3)
     await grab("06-dark")
-    dialog = window.open_settings()
+    dialog = window.file_actions.open_settings()
     await asyncio.sleep(0.3)
     path = out / "07-settings.png"
     dialog.grab().save(str(path))
@@ -196,7 +196,7 @@ async def _detail_shots(window: Any, grab: Callable[[str], Any]) -> None:
     window.composer.send.click()
     await _until(lambda: len(state.turn_order) > 60 and not c.busy(), 300)
     asked = state.turn_order[-1]
-    await window._show_turn(asked)
+    await window.show_turn(asked)
     window.docks["inspector"].raise_()
     for name in ("streams", "environment"):  # the inspector gets the whole right column: blocks and Detail row in view
         window.docks[name].hide()
@@ -217,7 +217,7 @@ async def _detail_shots(window: Any, grab: Callable[[str], Any]) -> None:
     for name in ("streams", "environment"):
         window.docks[name].show()
     node = state.node_of(state.turn_order[40])
-    window._on_node_action("collapse", node)
+    window.canvas_actions.node_action("collapse", node)
     await _until(lambda: bool(window.scene.item(node).summary), 60)
     window.scene.select([node])
     window.view.center_on_node(node)

@@ -1,5 +1,6 @@
 """The rules of DESIGN.md §2 and §5 that a machine can check: the import-linter contracts in
-pyproject.toml, no import cycles, mypy over app/core, ruff over app/, module and function sizes."""
+pyproject.toml, no import cycles, mypy over app/core (and a falling error count over app/ui), ruff
+over app/, no class that stubs its host's methods, module and function sizes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_MODULE_LINES = 500  # DESIGN.md §5: modules stay under ~500 lines
-MAX_FUNCTION_LINES = 60  # ... and functions in app/core under ~60
+# DESIGN.md §5: a module is split by concern, never by size alone; past this many lines it is
+# surely more than one concern (a smell to discuss long before).
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 60  # functions in app/core stay under ~60 lines
+# mypy's errors over app/ui (DESIGN.md §5: "app/ui shrinking to zero"): the count may only fall.
+# It was 62 before issue 30; lower this figure in the change that fixes one.
+UI_MYPY_ERRORS = 40
 
 
 def _tool(name: str) -> str:
@@ -70,6 +76,18 @@ def test_mypy_passes_on_core(tmp_path: Path) -> None:
     """mypy with the [tool.mypy] configuration of pyproject.toml (files: app/core)."""
     result = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")], timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_errors_on_the_ui_only_fall(tmp_path: Path) -> None:
+    """mypy with the configuration of pyproject.toml over app/ui: exactly ``UI_MYPY_ERRORS`` errors
+    (more: a change added one, fix it; fewer: lower the figure, so that it cannot come back)."""
+    result = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache"), "app/ui"], timeout=600)
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert result.returncode in (0, 1) and (errors or "Success" in result.stdout), result.stdout + result.stderr
+    assert len(errors) <= UI_MYPY_ERRORS, (f"mypy finds {len(errors)} errors over app/ui, more than the "
+                                           f"{UI_MYPY_ERRORS} allowed:\n" + "\n".join(errors))
+    assert len(errors) == UI_MYPY_ERRORS, (f"mypy finds {len(errors)} errors over app/ui: lower UI_MYPY_ERRORS "
+                                           f"from {UI_MYPY_ERRORS} to {len(errors)}")
 
 
 def test_ruff_passes_on_app() -> None:
@@ -204,10 +222,61 @@ def test_no_import_cycles_in_app() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+# ---------------------------------------------------------------------------- mixins
+
+
+def _stubbing_classes(source: str, name: str) -> Iterator[str]:
+    """Classes whose body declares methods under ``if TYPE_CHECKING:``: a mixin stubbing the
+    methods of the class it is mixed into, so that the type checker accepts its calls to them."""
+    for node in ast.walk(ast.parse(source, name)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if not isinstance(stmt, ast.If):
+                continue
+            test = stmt.test
+            guard = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+            stubs = [f.name for part in stmt.body for f in ast.walk(part)
+                     if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+            if guard == "TYPE_CHECKING" and stubs:
+                yield f"{name}:{node.lineno} {node.name} stubs {', '.join(stubs)}"
+
+
+def test_the_stub_finder_sees_a_stubbing_mixin() -> None:
+    source = """
+import typing
+from typing import TYPE_CHECKING
+
+class Mixin:
+    if TYPE_CHECKING:
+        def _host_helper(self) -> int: ...
+
+class Other:
+    if typing.TYPE_CHECKING:
+        async def _later(self) -> None: ...
+
+class Fine:
+    if TYPE_CHECKING:
+        x: int
+"""
+    assert [hit.split(" ", 1)[1] for hit in _stubbing_classes(source, "m.py")] == [
+        "Mixin stubs _host_helper", "Other stubs _later"]
+
+
+def test_no_class_stubs_its_hosts_methods() -> None:
+    """DESIGN.md §2: no mixin that stubs its host's methods: compose objects the host holds (the
+    window holds its action objects, the store its parts), each given what it needs."""
+    offenders = [hit for path in sorted((ROOT / "app").rglob("*.py"))
+                 for hit in _stubbing_classes(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+    assert not offenders, "\n".join(offenders)
+
+
 # ---------------------------------------------------------------------------- sizes
 
 
-def test_modules_stay_under_the_size_limit() -> None:
+def test_no_module_is_over_the_size_limit() -> None:
+    """A module is split by concern, never by size alone (README, Contributing); one past
+    ``MAX_MODULE_LINES`` holds more than one."""
     long = []
     for path in sorted((ROOT / "app").rglob("*.py")):
         lines = len(path.read_text(encoding="utf-8").splitlines())

@@ -1,10 +1,12 @@
-"""The SQLite connection under ``SqliteStore``: ownership, PRAGMAs, migrations, transactions.
+"""The SQLite connection every part of ``SqliteStore`` shares: ownership, PRAGMAs, migrations,
+transactions.
 
-``StoreBase`` opens one connection lazily on the first call and binds it to that thread; calls
+``Database`` opens one connection lazily on the first call and binds it to that thread; calls
 from any other thread raise ``StoreThreadError`` (the engine calls the store only from its
 single-worker ``store`` executor, DESIGN.md §3). It also holds the small generic helpers the
-record methods of ``app.store.sqlite`` are built from: insert with a per-session ``seq``, list,
-get, and the event-log write every mutation makes inside its transaction.
+store's table-family parts (``app.store.catalog``, ``turns``, ``session_records``, ...) are built
+from: insert with a per-session ``seq``, select, get, upsert, and the event-log write every
+mutation makes inside its transaction.
 
 Several processes may open one database at once (the desktop, ``pcm ask``, ``pcm import``):
 opening and migrating are safe to race (``app.store.migrations``), and each open store holds a
@@ -123,8 +125,9 @@ class RunLease:
         return removed
 
 
-class StoreBase:
-    """One owned SQLite connection with transactions and generic record helpers."""
+class Database:
+    """One owned SQLite connection with transactions and generic record helpers, shared by the
+    parts of ``SqliteStore``."""
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
@@ -141,7 +144,7 @@ class StoreBase:
 
     # ------------------------------------------------------------------ connection
 
-    def _db(self) -> sqlite3.Connection:
+    def connection(self) -> sqlite3.Connection:
         """Return the connection, opening it on first use; refuse calls from other threads."""
         me = threading.get_ident()
         if self._conn is None:
@@ -185,17 +188,17 @@ class StoreBase:
         """Return the value of a PRAGMA (for diagnostics and tests)."""
         if not name.isidentifier():
             raise ValueError(f"not a pragma name: {name!r}")
-        return self._db().execute(f"PRAGMA {name}").fetchone()[0]
+        return self.connection().execute(f"PRAGMA {name}").fetchone()[0]
 
     def migrations(self) -> list[str]:
         """Return the names of the applied migrations, in order."""
-        return applied_migrations(self._db())
+        return applied_migrations(self.connection())
 
     def close(self) -> None:
         """Close the connection (from the owner thread) and give up the run lease; later calls
         raise ``StoreError``."""
         if self._conn is not None:
-            self._db().close()
+            self.connection().close()
             self._conn = None
         self.lease.release()
         self._closed = True
@@ -203,7 +206,7 @@ class StoreBase:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Run the enclosed writes atomically; nested uses become savepoints."""
-        conn = self._db()
+        conn = self.connection()
         depth = self._depth
         conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT sp{depth}")
         self._depth = depth + 1
@@ -226,71 +229,84 @@ class StoreBase:
                 conn.execute("ROLLBACK")
             raise
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a ``transaction()`` is open (on the owner thread)."""
+        return self._depth > 0
+
     # ------------------------------------------------------------------ helpers
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        return self._db().execute(sql, params).fetchone()
+    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        """The first row ``sql`` returns, or None."""
+        return self.connection().execute(sql, params).fetchone()
 
-    def _next_seq(self, table: str, session_id: str) -> int:
-        row = self._one(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE session_id = ?",
-                        (session_id,))
+    def next_seq(self, table: str, session_id: str) -> int:
+        """The next ``seq`` of ``table``'s rows of the session."""
+        row = self.one(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE session_id = ?", (session_id,))
         assert row is not None
         return int(row[0])
 
-    def _require_session(self, session_id: str) -> None:
-        if self._one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is None:
+    def require_session(self, session_id: str) -> None:
+        """Raise ``NotFoundError`` unless the session exists."""
+        if self.one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is None:
             raise NotFoundError(f"no session {session_id!r}")
 
-    def _log(self, session_id: str | None, type_: str, payload: dict[str, Any]) -> int:
+    def log(self, session_id: str | None, type_: str, payload: dict[str, Any]) -> int:
+        """Append an ``event_log`` entry (inside the caller's transaction); return its seq."""
         at = utc_now()
-        cur = self._db().execute(
+        cur = self.connection().execute(
             "INSERT INTO event_log (session_id, at, type, payload) VALUES (?, ?, ?, ?)",
             (session_id, at, type_, R.dumps(payload)),
         )
         if session_id is not None:
-            self._db().execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?",
-                               (at, session_id))
+            self.connection().execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (at, session_id))
         return int(cur.lastrowid or 0)
 
-    def _insert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any,
-                **columns: Any) -> None:
+    def insert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, **columns: Any) -> None:
+        """Insert ``obj`` as the session's next row of its table (no log entry)."""
         row = spec.to_row(obj)
-        row.update(session_id=session_id, seq=self._next_seq(spec.table, session_id), **columns)
+        row.update(session_id=session_id, seq=self.next_seq(spec.table, session_id), **columns)
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        self._db().execute(f"INSERT INTO {spec.table} ({names}) VALUES ({marks})",
-                           tuple(row.values()))
+        self.connection().execute(f"INSERT INTO {spec.table} ({names}) VALUES ({marks})", tuple(row.values()))
 
-    def _add(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str,
-             **columns: Any) -> None:
+    def add(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str, **columns: Any) -> None:
+        """Insert ``obj`` into an existing session and log ``event``, in one transaction."""
         with self.transaction():
-            self._require_session(session_id)
-            self._insert(spec, session_id, obj, **columns)
-            self._log(session_id, event, {spec.key: getattr(obj, spec.key)})
+            self.require_session(session_id)
+            self.insert(spec, session_id, obj, **columns)
+            self.log(session_id, event, {spec.key: getattr(obj, spec.key)})
 
-    def _upsert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str) -> None:
+    def upsert(self, spec: R.RecordSpec[Any], session_id: str, obj: Any, event: str) -> None:
         """Insert ``obj``, or update its row in place (keeping ``seq``); log ``event``."""
         key = getattr(obj, spec.key)
         with self.transaction():
-            self._require_session(session_id)
-            row = self._one(f"SELECT session_id FROM {spec.table} WHERE {spec.key} = ?", (key,))
+            self.require_session(session_id)
+            row = self.one(f"SELECT session_id FROM {spec.table} WHERE {spec.key} = ?", (key,))
             if row is None:
-                self._insert(spec, session_id, obj)
+                self.insert(spec, session_id, obj)
             elif row["session_id"] != session_id:
                 raise StoreError(f"{spec.table} record {key!r} belongs to another session")
             else:
                 values = spec.to_row(obj)
                 sets = ", ".join(f"{name} = ?" for name in values)
-                self._db().execute(f"UPDATE {spec.table} SET {sets} WHERE {spec.key} = ?",
-                                   (*values.values(), key))
-            self._log(session_id, event, {spec.key: key})
+                self.connection().execute(f"UPDATE {spec.table} SET {sets} WHERE {spec.key} = ?",
+                                          (*values.values(), key))
+            self.log(session_id, event, {spec.key: key})
 
-    def _list(self, spec: R.RecordSpec[Any], where: str, params: Sequence[Any],
-              order: str = "seq") -> list[Any]:
-        rows = self._db().execute(
-            f"SELECT * FROM {spec.table} WHERE {where} ORDER BY {order}", params)
+    def select(self, spec: R.RecordSpec[Any], where: str, params: Sequence[Any], order: str = "seq") -> list[Any]:
+        """The records of ``spec``'s table matching ``where``, in ``order``."""
+        rows = self.connection().execute(f"SELECT * FROM {spec.table} WHERE {where} ORDER BY {order}", params)
         return [spec.from_row(row) for row in rows]
 
-    def _get(self, spec: R.RecordSpec[Any], key: str) -> Any | None:
-        row = self._one(f"SELECT * FROM {spec.table} WHERE {spec.key} = ?", (key,))
+    def get(self, spec: R.RecordSpec[Any], key: str) -> Any | None:
+        """The record of ``spec``'s table with key ``key``, or None."""
+        row = self.one(f"SELECT * FROM {spec.table} WHERE {spec.key} = ?", (key,))
         return None if row is None else spec.from_row(row)
+
+    def count_rows(self, table: str) -> int:
+        """Return the number of rows of a store table (diagnostics and tests)."""
+        if not table.isidentifier():
+            raise ValueError(f"not a table name: {table!r}")
+        row = self.one(f"SELECT COUNT(*) FROM {table}")
+        return int(row[0]) if row else 0

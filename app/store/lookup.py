@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from app.store.connection import StoreBase
+from app.store.connection import Database
 
 
-class IdLookup(StoreBase):
+class IdLookup:
     """Id prefixes and the latest turn (a part of ``SqliteStore``)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def match_ids(self, kind: str, prefix: str, *, limit: int = 2) -> list[str]:
         """Ids of ``kind`` ("turn" or "session") that start with ``prefix`` (as typed, any case),
@@ -15,12 +18,12 @@ class IdLookup(StoreBase):
         table, column = {"turn": ("turns", "turn_id"), "session": ("sessions", "session_id")}[kind]
         if not prefix.replace("-", "").isalnum():  # ids are hex: nothing else can match (no LIKE wildcards)
             return []
-        rows = self._db().execute(f"SELECT {column} FROM {table} WHERE {column} LIKE ? ORDER BY rowid LIMIT ?",
-                                  (prefix + "%", limit))
+        rows = self.db.connection().execute(
+            f"SELECT {column} FROM {table} WHERE {column} LIKE ? ORDER BY rowid LIMIT ?", (prefix + "%", limit))
         return [row[0] for row in rows]
 
     def latest_turn_id(self, session_id: str | None = None) -> str | None:
         """The most recently recorded turn (of ``session_id``, or of any session), or None."""
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
-        row = self._one(f"SELECT turn_id FROM turns {where} ORDER BY rowid DESC LIMIT 1", params)
+        row = self.db.one(f"SELECT turn_id FROM turns {where} ORDER BY rowid DESC LIMIT 1", params)
         return None if row is None else row[0]

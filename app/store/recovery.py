@@ -22,7 +22,7 @@ from typing import Any
 
 from app.core.types import Message, utc_now
 from app.store import records as R
-from app.store.connection import NotFoundError, StoreBase
+from app.store.connection import Database, NotFoundError
 from app.store.search_rows import SearchRow, env_row, memory_row, message_row
 
 UNFINISHED = ("recorded", "building", "streaming")
@@ -36,38 +36,42 @@ _SEARCHABLE: tuple[tuple[str, str, str, Any, Any], ...] = (  # table, key, condi
 _CHUNK = 500  # ids per IN (...) list
 
 
-class TurnRecovery(StoreBase):
-    """Answer checkpoints and the recovery of interrupted turns (a part of ``SqliteStore``)."""
+class TurnRecovery:
+    """Answer checkpoints, the recovery of interrupted turns, and what the search index should
+    hold (a part of ``SqliteStore``)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def save_answer_checkpoint(self, turn_id: str, text: str, pieces: int) -> bool:
         """Keep ``text``, the answer streamed so far (``pieces`` tokens), as the turn's checkpoint,
         durably; the first one moves the turn from "building" to "streaming" (logged). Returns
         False, writing nothing, once the turn has finished (its answer is stored)."""
-        with self.transaction():
-            row = self._one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
+        with self.db.transaction():
+            row = self.db.one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
             if row is None:
                 raise NotFoundError(f"no turn {turn_id!r}")
             if row["status"] not in ("building", "streaming"):
                 return False
-            self._db().execute(
+            self.db.connection().execute(
                 "INSERT INTO answer_checkpoints (turn_id, session_id, text, pieces, at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(turn_id) DO UPDATE SET text = excluded.text, pieces = excluded.pieces, at = excluded.at",
                 (turn_id, row["session_id"], text, pieces, utc_now()))
             if row["status"] == "building":
-                self._db().execute("UPDATE turns SET status = 'streaming' WHERE turn_id = ?", (turn_id,))
-                self._log(row["session_id"], "turn.streaming", {"turn_id": turn_id})
+                self.db.connection().execute("UPDATE turns SET status = 'streaming' WHERE turn_id = ?", (turn_id,))
+                self.db.log(row["session_id"], "turn.streaming", {"turn_id": turn_id})
         return True
 
     def answer_checkpoint(self, turn_id: str) -> dict[str, Any] | None:
         """The turn's checkpoint (text, pieces, at), or None."""
-        row = self._one("SELECT text, pieces, at FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
+        row = self.db.one("SELECT text, pieces, at FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
         return None if row is None else dict(row)
 
     def interrupted_turns(self) -> list[dict[str, Any]]:
         """The unfinished turns of runs that are gone, oldest first: each turn as ``get_turn``
         returns it (``owner`` included), plus ``input_text`` and ``checkpoint`` (text, pieces, at;
         or None). Turns of this store's run and of other live processes are left out."""
-        rows = self._db().execute(
+        rows = self.db.connection().execute(
             "SELECT t.*, m.content AS input_text, c.text AS cp_text, c.pieces AS cp_pieces, c.at AS cp_at "
             "FROM turns t LEFT JOIN messages m ON m.message_id = t.input_message_id "
             "LEFT JOIN answer_checkpoints c ON c.turn_id = t.turn_id "
@@ -77,7 +81,7 @@ class TurnRecovery(StoreBase):
         for row in rows:
             owner = row["owner"]
             if owner not in alive:
-                alive[owner] = self.lease.alive(owner)
+                alive[owner] = self.db.lease.alive(owner)
             if alive[owner]:
                 continue
             turn = {k: row[k] for k in row.keys() if not k.startswith("cp_")}
@@ -93,8 +97,8 @@ class TurnRecovery(StoreBase):
         ``record`` when given, drop its checkpoint, log ``turn.interrupted``. Checked again inside
         the transaction, so two processes recovering at once do it once; returns False (nothing
         written) when the turn has finished meanwhile."""
-        with self.transaction():
-            row = self._one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
+        with self.db.transaction():
+            row = self.db.one("SELECT session_id, status FROM turns WHERE turn_id = ?", (turn_id,))
             if row is None:
                 raise NotFoundError(f"no turn {turn_id!r}")
             if row["status"] not in UNFINISHED:
@@ -102,33 +106,22 @@ class TurnRecovery(StoreBase):
             session_id = row["session_id"]
             values: dict[str, Any] = {"status": INTERRUPTED}
             if answer is not None:
-                self._insert(R.MESSAGES, session_id, answer.model_copy(update={"turn_id": turn_id}))
+                self.db.insert(R.MESSAGES, session_id, answer.model_copy(update={"turn_id": turn_id}))
                 values["answer_message_id"] = answer.message_id
             if record is not None:
                 values["record"] = R.dumps(record)
             sets = ", ".join(f"{name} = ?" for name in values)
-            self._db().execute(f"UPDATE turns SET {sets} WHERE turn_id = ?", (*values.values(), turn_id))
-            self._db().execute("DELETE FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
-            self._log(session_id, "turn.interrupted", {
+            self.db.connection().execute(f"UPDATE turns SET {sets} WHERE turn_id = ?", (*values.values(), turn_id))
+            self.db.connection().execute("DELETE FROM answer_checkpoints WHERE turn_id = ?", (turn_id,))
+            self.db.log(session_id, "turn.interrupted", {
                 "turn_id": turn_id, "was": row["status"],
                 "answer_message_id": answer.message_id if answer is not None else None,
                 "partial_chars": len(answer.content) if answer is not None else 0})
         return True
 
-    def turn_statuses(self, session_id: str) -> dict[str, str]:
-        """turn id → status of every turn of the session (without reading their records)."""
-        rows = self._db().execute("SELECT turn_id, status FROM turns WHERE session_id = ?", (session_id,))
-        return {row["turn_id"]: row["status"] for row in rows}
-
-    def off_machine_turns(self, session_id: str) -> list[str]:
-        """Ids of the session's turns whose answer came from a provider off this machine."""
-        rows = self._db().execute("SELECT DISTINCT turn_id FROM model_usage WHERE session_id = ? AND stage = 'answer' "
-                                  "AND off_machine = 1 AND turn_id IS NOT NULL", (session_id,))
-        return [row[0] for row in rows]
-
     def sweep_runs(self) -> int:
         """Remove the lease files of runs that are gone; return how many were removed."""
-        return self.lease.sweep()
+        return self.db.lease.sweep()
 
     # ------------------------------------------------------------------ what the index should hold
 
@@ -139,12 +132,13 @@ class TurnRecovery(StoreBase):
         wanted = None if ids is None else sorted(set(ids))
         for table, key, condition, spec, make in _SEARCHABLE:
             if wanted is None:
-                found = self._db().execute(f"SELECT * FROM {table} WHERE {condition} ORDER BY rowid").fetchall()
+                found = self.db.connection().execute(
+                    f"SELECT * FROM {table} WHERE {condition} ORDER BY rowid").fetchall()
             else:
                 found = []
                 for start in range(0, len(wanted), _CHUNK):
                     chunk = wanted[start:start + _CHUNK]
-                    found += self._db().execute(
+                    found += self.db.connection().execute(
                         f"SELECT rowid AS _rowid, * FROM {table} WHERE {condition} AND {key} IN "
                         f"({', '.join('?' for _ in chunk)})", chunk).fetchall()
                 found.sort(key=lambda r: r["_rowid"])
@@ -155,5 +149,5 @@ class TurnRecovery(StoreBase):
         """The ids of ``list_searchable()``, read without the records."""
         ids: set[str] = set()
         for table, key, condition, _spec, _make in _SEARCHABLE:
-            ids.update(r[0] for r in self._db().execute(f"SELECT {key} FROM {table} WHERE {condition}"))
+            ids.update(r[0] for r in self.db.connection().execute(f"SELECT {key} FROM {table} WHERE {condition}"))
         return ids

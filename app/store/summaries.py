@@ -1,4 +1,4 @@
-"""Summaries in SQLite (mixed into ``SqliteStore``; migration 0008).
+"""Summaries in SQLite (a part of ``SqliteStore``; migration 0008).
 
 One row per summary version (``SummaryRecord``): a new version of a subject's summary at a
 level is written with the previous one closed (``valid_to``) in the same transaction, so
@@ -13,7 +13,7 @@ import sqlite3
 
 from app.core.types import SummaryRecord
 from app.store import records as R
-from app.store.connection import StoreBase
+from app.store.connection import Database
 
 _COLUMNS = ("summary_id", "subject", "subject_id", "level", "cache_key", "based_on", "created_at", "valid_to")
 
@@ -24,41 +24,45 @@ def _record(row: sqlite3.Row) -> SummaryRecord:
     return SummaryRecord.model_validate(data)
 
 
-class SummaryStore(StoreBase):
+class SummaryStore:
     """Summaries; see the module docstring."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def add_summary(self, session_id: str, summary: SummaryRecord) -> SummaryRecord:
         """Store a new summary version, closing the one it is ``based_on`` at its ``created_at``."""
         dump = R.dump_model(summary)
         data = {k: v for k, v in dump.items() if k not in _COLUMNS}
-        with self.transaction():
-            self._require_session(session_id)
-            if self._one("SELECT 1 FROM summaries WHERE summary_id = ?", (summary.summary_id,)):
+        with self.db.transaction():
+            self.db.require_session(session_id)
+            if self.db.one("SELECT 1 FROM summaries WHERE summary_id = ?", (summary.summary_id,)):
                 return summary
             if summary.based_on:
-                self._db().execute("UPDATE summaries SET valid_to = ? WHERE summary_id = ? AND valid_to IS NULL",
-                                   (summary.created_at, summary.based_on))
-            self._db().execute(
+                self.db.connection().execute(
+                    "UPDATE summaries SET valid_to = ? WHERE summary_id = ? AND valid_to IS NULL",
+                    (summary.created_at, summary.based_on))
+            self.db.connection().execute(
                 f"INSERT INTO summaries ({', '.join(_COLUMNS)}, session_id, seq, data) "
                 f"VALUES ({', '.join('?' for _ in _COLUMNS)}, ?, ?, ?)",
-                (*(dump[name] for name in _COLUMNS), session_id, self._next_seq("summaries", session_id),
+                (*(dump[name] for name in _COLUMNS), session_id, self.db.next_seq("summaries", session_id),
                  R.dumps(data)))
-            self._log(session_id, "summary.added", {"summary_id": summary.summary_id, "subject": summary.subject,
-                                                     "level": summary.level})
+            self.db.log(session_id, "summary.added", {"summary_id": summary.summary_id, "subject": summary.subject,
+                                                       "level": summary.level})
         return summary
 
     def list_summaries(self, session_id: str, *, current: bool = True) -> list[SummaryRecord]:
         """The session's summaries in the order written (only the current versions unless asked)."""
         where = "session_id = ?" + (" AND valid_to IS NULL" if current else "")
-        rows = self._db().execute(f"SELECT * FROM summaries WHERE {where} ORDER BY seq", (session_id,))
+        rows = self.db.connection().execute(f"SELECT * FROM summaries WHERE {where} ORDER BY seq", (session_id,))
         return [_record(row) for row in rows]
 
     def get_summary(self, summary_id: str) -> SummaryRecord | None:
         """A summary version by id (closed ones too), or None."""
-        row = self._one("SELECT * FROM summaries WHERE summary_id = ?", (summary_id,))
+        row = self.db.one("SELECT * FROM summaries WHERE summary_id = ?", (summary_id,))
         return None if row is None else _record(row)
 
     def summary_by_key(self, cache_key: str) -> SummaryRecord | None:
         """The latest summary written under ``cache_key``, or None."""
-        row = self._one("SELECT * FROM summaries WHERE cache_key = ? ORDER BY created_at DESC LIMIT 1", (cache_key,))
+        row = self.db.one("SELECT * FROM summaries WHERE cache_key = ? ORDER BY created_at DESC LIMIT 1", (cache_key,))
         return None if row is None else _record(row)

@@ -111,7 +111,7 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
         closed = asyncio.Event()
         window.closed.connect(closed.set)
         if self_test is None and open_file is not None:
-            window.controller.spawn(window.load_and_import(session_id, open_file), "Opening")
+            window.controller.spawn(window.file_actions.load_and_import(session_id, open_file), "Opening")
         elif self_test is None:
             window.start(session_id)
         else:

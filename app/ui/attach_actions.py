@@ -2,10 +2,11 @@
 part of the open session — evidence the answers can use and an artifact node on the canvas
 (``Engine.attach_file``).
 
-``AttachActions`` is mixed into ``MainWindow`` through ``FileActions``. The file dialog is
-opened with ``open()``, never ``exec()``: the app runs on a qasync loop, where a nested modal
-loop inside a coroutine fails. The dialog's ``fileSelected`` calls ``attach_path`` (tests call
-it with a path instead of a dialog), which spawns the engine call through the controller. The
+``AttachActions`` is an object the main window holds (over the controller, the composer, the
+scene, the status line and the window as the dialog's parent). The file dialog is opened with
+``open()``, never ``exec()``: the app runs on a qasync loop, where a nested modal loop inside a
+coroutine fails. The dialog's ``fileSelected`` calls ``attach_path`` (tests call it with a path
+instead of a dialog), which spawns the engine call through the controller. The
 status bar says what is happening and what came of it ("Attached notes.txt (v2)"); a file that
 cannot be attached is said in one plain line, in the status bar and above the input box.
 """
@@ -14,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QStatusBar, QWidget
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.core.engine.attachments import Attached
 from app.core.errors import user_line
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
+from app.ui.status_line import StatusLine
 
 FILTERS = "Text files (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.yaml *.yml *.toml *.ini *.log *.py *.html *.htm);;All files (*)"
 
@@ -37,41 +39,33 @@ def attached_line(attached: Attached) -> str:
 class AttachActions:
     """The window's attach action (see the module doc)."""
 
-    controller: EngineController
-    composer: ComposerWidget
-    scene: CanvasScene
-    attach_dialog: QFileDialog | None = None  # the dialog last opened (tests reach it)
-    _attach_folder: str = ""  # where the last attached file was: the next dialog starts there
+    def __init__(self, controller: EngineController, composer: ComposerWidget, scene: CanvasScene,
+                 status: StatusLine, parent: QWidget) -> None:
+        self.controller, self.composer, self.scene = controller, composer, scene
+        self.status, self.parent = status, parent
+        self.dialog: QFileDialog | None = None  # the dialog last opened (tests reach it)
+        self._folder = ""  # where the last attached file was: the next dialog starts there
 
-    if TYPE_CHECKING:  # the window's own helpers
-        def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
-        def _on_error(self, message: str) -> None: ...
-
-    def _attach_parent(self) -> QWidget:
-        assert isinstance(self, QWidget)  # mixed into the main window
-        return self
-
-    def _ask_attach(self) -> None:
+    def ask(self) -> None:
         """Choose a file to attach (a non-modal dialog; nothing happens until one is chosen)."""
         if self.controller.engine is None or self.controller.session_id is None:
-            self._on_error("Files can be attached once the models have loaded.")
+            self.status.error("Files can be attached once the models have loaded.")
             return
-        dialog = QFileDialog(self._attach_parent(), "Attach a file to this session",
-                             self._attach_folder or str(Path.home()), FILTERS)
+        dialog = QFileDialog(self.parent, "Attach a file to this session", self._folder or str(Path.home()), FILTERS)
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(self.attach_path)
         dialog.open()
-        self.attach_dialog = dialog
+        self.dialog = dialog
 
     def attach_path(self, path: str) -> asyncio.Task[Any] | None:
         """Attach the file at ``path`` to the open session (in the background); None when no
         session is open yet."""
         name = Path(path).name or path
         if self.controller.engine is None or self.controller.session_id is None:
-            self._on_error(f"Could not attach {name}: the models are still loading.")
+            self.status.error(f"Could not attach {name}: the models are still loading.")
             return None
-        self._attach_folder = str(Path(path).parent)
-        self.statusBar().showMessage(f"Attaching {name}…")
+        self._folder = str(Path(path).parent)
+        self.status.say(f"Attaching {name}…")
         return self.controller.spawn(self.attach_file(path), f"Attaching {name}")
 
     async def attach_file(self, path: str) -> Attached | None:
@@ -84,10 +78,10 @@ class AttachActions:
         except Exception as exc:  # noqa: BLE001 - shown to the user; a bug is also logged
             report(exc, f"attaching {path}")
             line = user_line(exc)
-            self._on_error(f"Could not attach: {line}")
+            self.status.error(f"Could not attach: {line}")
             self.composer.show_notice(f"Not attached: {line}")
             return None
-        self.statusBar().showMessage(attached_line(attached), 10000)
+        self.status.say(attached_line(attached), 10000)
         if self.controller.session_id == attached.session_id:
             self.scene.select([attached.node_id])
         return attached

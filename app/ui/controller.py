@@ -3,10 +3,13 @@
 ``EngineController`` owns the engine of the open data folder. It loads the models off the UI
 thread and says what it is doing, opens sessions, hands inputs to the session's stream scheduler
 (``app.core.runtime.scheduler``: at most ``Settings.max_concurrent_streams`` at once, Q&A, task
-and interruption paths) and mirrors its signals, batches streamed tokens into at most one
-``answer_updated`` per turn per frame, runs the environment sensors into ``engine.ingest_env``,
-and forwards the canvas's branch actions to the engine. Everything runs on the one loop (qasync drives asyncio from Qt's event loop), so
-signals are emitted on the UI thread; blocking work happens on the engine's executors.
+and interruption paths) and mirrors its signals (its ``StreamHandle`` and ``TurnRun``, typed
+through the facade's names), batches streamed tokens into at most one ``answer_updated`` per turn
+per frame, runs the environment sensors into ``engine.ingest_env``, forwards the canvas's branch
+actions to the engine, and answers what the widgets ask of the open session's nodes (labels,
+the turn a node stands for). Everything runs on the one loop (qasync drives asyncio from Qt's
+event loop), so signals are emitted on the UI thread; blocking work happens on the engine's
+executors.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.config import Settings
-from app.core.engine.facade import Engine
+from app.core.engine.facade import Engine, StreamHandle, TurnRun
 from app.core.errors import CoreError, NoRecordError, user_line
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
 from app.core.session.state import SessionState
+from app.core.signals import Signal as CoreSignal
+from app.core.types import NodeKind
 from app.ui.services import Services
 
 log = logging.getLogger(__name__)
@@ -39,12 +44,12 @@ SHOWN_STATUSES = frozenset({"interrupted", "failed"})
 @dataclass
 class LiveTurn:
     """A turn whose answer is streaming: its text so far and how many pieces arrived; ``run`` is
-    the scheduler's StreamHandle."""
+    the scheduler's handle of its stream."""
 
     turn_id: str
     node_id: str
     label: str
-    run: Any
+    run: StreamHandle
     text: str = ""
     pieces: int = 0
     started: float = 0.0
@@ -82,8 +87,8 @@ class EngineController(QObject):
         self.load_error: str | None = None  # why the last load failed, in one line
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
         self.statuses: dict[str, str] = {}  # turn id → stored status, of the open session
-        self.handles: dict[str, Any] = {}  # stream id → the scheduler's StreamHandle, until finished
-        self._scheduler_slots: list[tuple[Any, Any]] = []
+        self.handles: dict[str, StreamHandle] = {}  # stream id → the scheduler's handle, until finished
+        self._scheduler_slots: list[tuple[CoreSignal[Any], Callable[..., None]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: set[str] = set()
         self._flush = QTimer(self)
@@ -117,6 +122,26 @@ class EngineController(QObject):
     @property
     def session_id(self) -> str | None:
         return self.state.session_id if self.state is not None else None
+
+    # ------------------------------------------------------------------ the open session's nodes
+
+    def labels(self) -> dict[str, str]:
+        """node id → label of every node of the open session ({} when none is open)."""
+        state = self.state
+        return {n.node_id: n.label for n in state.graph.nodes()} if state else {}
+
+    def label_of(self, node_id: str) -> str:
+        """The label of a node of the open session ("" when there is no such node)."""
+        state = self.state
+        return state.graph.node(node_id).label if state is not None and node_id in state.graph else ""
+
+    def turn_of(self, node_id: str) -> str | None:
+        """The id of the turn a node of the open session stands for (None for other nodes)."""
+        state = self.state
+        if state is None or node_id not in state.graph:
+            return None
+        node = state.graph.node(node_id)
+        return node.ref_id if node.kind == NodeKind.TURN else None
 
     # ------------------------------------------------------------------ loading and sessions
 
@@ -264,20 +289,20 @@ class EngineController(QObject):
         for signal, slot in self._scheduler_slots:
             signal.connect(slot)
 
-    def _on_stream_queued(self, handle: Any) -> None:
+    def _on_stream_queued(self, handle: StreamHandle) -> None:
         self.handles[handle.stream_id] = handle
         if handle.on_token is None:  # read per token, so setting it now is in time
             handle.on_token = lambda piece, h=handle: self._on_token(h, piece)
         self.turn_queued.emit(handle.stream_id, handle.text)
 
-    def _on_stream_routed(self, handle: Any, run: Any) -> None:
+    def _on_stream_routed(self, handle: StreamHandle, run: TurnRun) -> None:
         live = LiveTurn(run.turn_id, run.node_id, handle.text[:60], handle, started=time.perf_counter())
         self.live[run.turn_id] = live
         record = TurnRecord(turn_id=run.turn_id, session_id=run.session_id, node_id=run.node_id,
                             build=run.build, timing=run.timing)
         self.turn_routed.emit(handle.stream_id, run.turn_id, run.node_id, record)
 
-    def _on_stream_finished(self, handle: Any, outcome: Any) -> None:
+    def _on_stream_finished(self, handle: StreamHandle, outcome: TurnRecord | BaseException | None) -> None:
         self.handles.pop(handle.stream_id, None)
         turn_id = handle.turn_id
         if turn_id is not None and turn_id in self.live:
@@ -296,7 +321,7 @@ class EngineController(QObject):
         self.turn_failed.emit(turn_id or handle.stream_id, reason or (str(outcome) if outcome is not None else "") or "failed",
                               unrecorded)
 
-    def _on_token(self, handle: Any, piece: str) -> None:
+    def _on_token(self, handle: StreamHandle, piece: str) -> None:
         live = self.live.get(handle.turn_id or "")
         if live is None:
             return
@@ -317,7 +342,7 @@ class EngineController(QObject):
         if not self._dirty:
             self._flush.stop()
 
-    def _handle(self, key: str) -> Any:
+    def _handle(self, key: str) -> StreamHandle | None:
         live = self.live.get(key)
         return live.run if live is not None else self.handles.get(key)
 

@@ -1,8 +1,9 @@
 """Progressive detail in the window: the Context tab's Detail row, and what a collapsed node shows.
 
-``DetailActions`` is mixed into ``MainWindow``. A part made more or less detailed, or a branch
-brought in or taken out (``ContextTabWidget.detail_requested``), goes to ``Engine.detail``
-through the controller; the turn's new record replaces the shown one in the inspector (the
+``DetailActions`` is an object the main window holds (over the controller, the scene, the
+inspector and the status line). A part made more or less detailed, or a branch brought in or
+taken out (``ContextTabWidget.detail_requested``), goes to ``Engine.detail`` through the
+controller; the turn's new record replaces the shown one in the inspector (the
 Context tab stays open) and the status bar says what changed and what the context costs now
 ("More detail: turns 0-31 are now shown in full (412 of 1024 tokens)"). An action that cannot
 apply (``DetailError``) is said in one plain line. The branches offered to bring in are the
@@ -15,9 +16,7 @@ also for the nodes a session opens with collapsed, and again when a turn lands b
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
-
-from PySide6.QtWidgets import QStatusBar
+from typing import Any
 
 from app.core.engine.detail import Detailed, SubtreeSummary
 from app.core.pipeline.detail import HIDDEN, RAW, Detail, DetailAction, DetailError
@@ -30,6 +29,7 @@ from app.ui.controller import EngineController
 from app.ui.panels.detail_row import LEVEL_WORDS, Branch, unseen
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.widgets import short_id
+from app.ui.status_line import StatusLine
 
 TITLES = {"expand": "More detail", "collapse": "Less detail"}
 NAME_CHARS = 40
@@ -75,31 +75,28 @@ def collapsed_text(found: SubtreeSummary | None, hidden: int) -> str:
 
 
 class DetailActions:
-    """The window's progressive-detail actions (see the module doc)."""
+    """The window's progressive-detail actions (see the module doc).
 
-    controller: EngineController
-    scene: CanvasScene
-    inspector: InspectorPanel
+    It connects its slots when made: the window makes it after connecting its own, so that on
+    ``session_opened`` and ``turn_finished`` the canvas already shows the graph these read.
+    """
 
-    if TYPE_CHECKING:  # the window's own helpers
-        def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
-        def _labels(self) -> dict[str, str]: ...
-        def _on_error(self, message: str) -> None: ...
-
-    def _connect_detail(self) -> None:
-        context = self.inspector.context
+    def __init__(self, controller: EngineController, scene: CanvasScene, inspector: InspectorPanel,
+                 status: StatusLine) -> None:
+        self.controller, self.scene, self.inspector, self.status = controller, scene, inspector, status
+        context = inspector.context
         context.detail_requested.connect(self.request_detail)
         context.branch_lookup = self._other_branches
         context.label_lookup = self._branch_name
-        self.controller.session_opened.connect(self._on_session_opened_collapsed)
-        self.controller.turn_finished.connect(self._on_turn_below_collapsed)
+        controller.session_opened.connect(self._on_session_opened_collapsed)
+        controller.turn_finished.connect(self._on_turn_below_collapsed)
 
     # ------------------------------------------------------------------ the Context tab
 
     def request_detail(self, turn_id: str, action: DetailAction) -> asyncio.Task[Any] | None:
         """Change the detail of the turn's context (in the background)."""
         title = TITLES.get(action.kind) or ("Bringing in a branch" if action.node_id else "Taking the branch out")
-        self.statusBar().showMessage(f"{title}: recompiling the context…")
+        self.status.say(f"{title}: recompiling the context…")
         return self.controller.call(title, self._detail, turn_id, action, then=self._on_detailed)
 
     async def _detail(self, turn_id: str, action: DetailAction) -> Detailed | None:
@@ -108,7 +105,7 @@ class DetailActions:
         try:
             return await engine.detail(turn_id, action)
         except DetailError as exc:
-            self._on_error(str(exc))
+            self.status.error(str(exc))
             return None
 
     def _on_detailed(self, done: Detailed | None) -> None:
@@ -120,15 +117,15 @@ class DetailActions:
         revisions = done.record.revisions
         before = revisions[-1].build.detail.get("focus") if revisions else None
         order = self.controller.state.order if self.controller.state is not None else []
-        self.statusBar().showMessage(detailed_line(done, self._branch_name(done.detail.focus or ""),
-                                                   self._branch_name(before or ""), order), 12000)
+        self.status.say(detailed_line(done, self._branch_name(done.detail.focus or ""),
+                                      self._branch_name(before or ""), order), 12000)
 
     def _branch_name(self, node_id: str) -> str:
         """The name of ``node_id``'s branch: the label of its first node."""
         state = self.controller.state
         if state is None or node_id not in state.graph:
             return short_id(node_id) if node_id else ""
-        labels = self._labels()
+        labels = self.controller.labels()
         name = labels.get(state.graph.root_of(node_id)) or labels.get(node_id) or short_id(node_id)
         return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1].rstrip() + "…"
 

@@ -1,9 +1,12 @@
-"""What the File menu does: export and import a session, attach a file (``attach_actions``), the
-settings (with the theme) and the open session's own settings (temperature, answer length,
-standing instruction).
+"""What the File menu does: export and import a session, the settings (with the theme) and the
+open session's own settings (temperature, answer length, standing instruction); attaching a file
+is ``attach_actions``.
 
-``FileActions`` is mixed into ``MainWindow`` like ``branch_actions.CanvasActions``. Export and
-import reach the store through the controller and the engine facade (``Engine.with_store``);
+``FileActions`` is an object the main window holds, like ``canvas_actions.CanvasActions``: made
+with the controller, the services, the scene and the composer it acts on, the status line, the
+window as the parent of its dialogs, and a callback that refreshes the window's status labels.
+The settings in use are the controller's (the window reads them there too). Export and import
+reach the store through the controller and the engine facade (``Engine.with_store``);
 reading and writing the document file happen off the UI thread. A problem the user can fix
 (a file that is not JSON, a document the store refuses) is shown as one line; anything else is
 "something went wrong" and is logged with its traceback.
@@ -13,21 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QWidget
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QWidget
 
 from app.config import Settings, remember_data_dir
 from app.core.errors import CoreError, user_line
 from app.core.ports import SessionGeneration
-from app.ui.attach_actions import AttachActions
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
 from app.ui.dialogs import SettingsDialog
 from app.ui.generation import GenerationDialog
 from app.ui.services import Services
+from app.ui.status_line import StatusLine
 from app.ui.theme import apply_theme
 
 
@@ -43,39 +46,38 @@ def write_document(path: Path, text: str) -> None:
         raise CoreError(f"{path} cannot be written ({err.strerror or err})") from None
 
 
-class FileActions(AttachActions):
+class FileActions:
     """The window's File menu actions (see the module doc)."""
 
-    settings: Settings
-    services: Services
-    controller: EngineController
-    scene: CanvasScene
-    composer: ComposerWidget
+    def __init__(self, controller: EngineController, services: Services, scene: CanvasScene,
+                 composer: ComposerWidget, status: StatusLine, parent: QWidget,
+                 refresh_labels: Callable[[], None]) -> None:
+        self.controller, self.services, self.scene, self.composer = controller, services, scene, composer
+        self.status, self.parent, self.refresh_labels = status, parent, refresh_labels
+        self.generation_dialog: GenerationDialog | None = None  # the dialog last shown (tests reach it)
 
-    if TYPE_CHECKING:  # the window's own helpers
-        def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
-        def _on_error(self, message: str) -> None: ...
-        def _update_status_labels(self) -> None: ...
-
-    def _window(self) -> QWidget:
-        assert isinstance(self, QWidget)  # mixed into the main window
-        return self
+    @property
+    def settings(self) -> Settings:
+        """The settings in use (the controller's)."""
+        return self.controller.settings
 
     # ------------------------------------------------------------------ export / import
 
-    def _ask_export(self) -> None:
+    def ask_export(self) -> None:
+        """Choose a file and export the open session to it (a non-modal dialog)."""
         if self.controller.session_id is None:
-            self._on_error("No session is open yet.")
+            self.status.error("No session is open yet.")
             return
-        dialog = QFileDialog(self._window(), "Export session",
+        dialog = QFileDialog(self.parent, "Export session",
                              str(Path.home() / f"session-{self.controller.session_id[:8]}.json"),
                              "Context model JSON (*.json)")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.fileSelected.connect(lambda path: self.controller.spawn(self.export_to(Path(path)), "Export"))
         dialog.open()
 
-    def _ask_import(self) -> None:
-        dialog = QFileDialog(self._window(), "Import session", str(Path.home()), "Context model JSON (*.json)")
+    def ask_import(self) -> None:
+        """Choose a document and import it as a new session (a non-modal dialog)."""
+        dialog = QFileDialog(self.parent, "Import session", str(Path.home()), "Context model JSON (*.json)")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(lambda path: self.controller.spawn(self.import_from(Path(path)), "Import"))
         dialog.open()
@@ -85,7 +87,7 @@ class FileActions(AttachActions):
         doc = await self.controller.export_session()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: write_document(path, self.services.document_text(doc)))
-        self.statusBar().showMessage(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
+        self.status.say(f"Exported {len(doc['session']['messages'])} messages to {path}", 10000)
         return path
 
     async def import_from(self, path: Path) -> str | None:
@@ -97,13 +99,13 @@ class FileActions(AttachActions):
         except Exception as exc:  # noqa: BLE001 - shown to the user; a bug is also logged
             report(exc, f"importing {path.name}")
             message = f"Could not import {path.name}: {user_line(exc)}"
-            self._on_error(message)
+            self.status.error(message)
             box = QMessageBox(QMessageBox.Icon.Warning, "Import failed", message, QMessageBox.StandardButton.Ok,
-                              self._window())
+                              self.parent)
             box.open()
             return None
         await c.open_session(session_id)
-        self.statusBar().showMessage(f"Imported {path.name} as a new session", 10000)
+        self.status.say(f"Imported {path.name} as a new session", 10000)
         return session_id
 
     async def load_and_import(self, session_id: str | None, path: Path) -> str | None:
@@ -116,12 +118,13 @@ class FileActions(AttachActions):
     # ------------------------------------------------------------------ settings and theme
 
     def open_settings(self) -> SettingsDialog:
+        """Show the Settings dialog (non-modal); accepting it applies the new settings."""
         dialog = SettingsDialog(
             self.settings,
             chat_models=self.services.chat_models(self.settings),
             embed_models=self.services.embed_models(self.settings),
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
-            parent=self._window(),
+            parent=self.parent,
             providers=self._providers_tab(),
         )
         dialog.settings_accepted.connect(self._on_settings_accepted)
@@ -132,14 +135,14 @@ class FileActions(AttachActions):
         """The open session's temperature, answer length and standing instruction."""
         engine, session_id = self.controller.engine, self.controller.session_id
         if engine is None or session_id is None:
-            self._on_error("The models are still loading.")
+            self.status.error("The models are still loading.")
             return
 
         async def show() -> None:
             current = await engine.generation(session_id)
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
-            dialog = GenerationDialog(current, engine.config.generation, title, self._window())
+            dialog = GenerationDialog(current, engine.config.generation, title, self.parent)
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()
@@ -150,7 +153,7 @@ class FileActions(AttachActions):
     async def _save_generation(self, session_id: str, new: SessionGeneration) -> None:
         assert self.controller.engine is not None
         await self.controller.engine.set_generation(session_id, new)
-        self.statusBar().showMessage("Session settings saved: they apply from the next input.", 8000)
+        self.status.say("Session settings saved: they apply from the next input.", 8000)
 
     def _providers_tab(self) -> QWidget | None:
         access = self.services.providers
@@ -164,11 +167,11 @@ class FileActions(AttachActions):
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings
         # The folder in use stays in use until the next start; it keeps the new settings too.
-        self.settings = self.controller.settings = new.model_copy(update={"data_dir": old.data_dir})
+        self.controller.settings = new.model_copy(update={"data_dir": old.data_dir})
         try:
             self.settings.save()
         except OSError as exc:
-            self._on_error(f"Settings not saved: {exc}")
+            self.status.error(f"Settings not saved: {exc}")
         self.composer.budget.setValue(new.default_budget)
         if new.theme != old.theme:
             self._apply_theme()
@@ -177,9 +180,9 @@ class FileActions(AttachActions):
                 new.save()  # the new folder starts with these settings
                 remember_data_dir(new.data_dir)
             except OSError as exc:
-                self._on_error(f"Cannot use {new.data_dir}: {exc}")
+                self.status.error(f"Cannot use {new.data_dir}: {exc}")
                 return
-            self.statusBar().showMessage(f"The data folder {new.data_dir} is used from the next start.", 10000)
+            self.status.say(f"The data folder {new.data_dir} is used from the next start.", 10000)
         models = ("chat_model", "embed_model", "context_size", "n_threads")
         sensing = ("watched_folders", "ignore_patterns", "max_file_bytes", "coalesce_ms", "feeds", "apis")
         if any(getattr(new, f) != getattr(old, f) for f in sensing) and self.controller.ready:
@@ -189,7 +192,7 @@ class FileActions(AttachActions):
         changed = any(getattr(new, f) != getattr(old, f) for f in models)
         if changed and not self.controller.closed and (self.controller.ready or self.controller.engine is None):
             self.controller.spawn(self._reload(), "Reloading the models")
-        self._update_status_labels()
+        self.refresh_labels()
 
     async def _reload(self) -> None:
         """Load the models again (after a settings change, or to retry a failed load)."""
@@ -200,7 +203,7 @@ class FileActions(AttachActions):
         self.controller.closed = False
         self.controller.ready = False
         await self.controller.load(session_id)
-        self._update_status_labels()
+        self.refresh_labels()
 
     def _apply_theme(self) -> None:
         dark = self.settings.theme == "dark"
@@ -209,5 +212,7 @@ class FileActions(AttachActions):
             apply_theme(app, dark)
         self.scene.set_theme(dark)
 
-    def _toggle_theme(self) -> None:
-        self._on_settings_accepted(self.settings.model_copy(update={"theme": "light" if self.settings.theme == "dark" else "dark"}))
+    def toggle_theme(self) -> None:
+        """Switch between the light and the dark theme (and keep the choice in the settings)."""
+        theme = "light" if self.settings.theme == "dark" else "dark"
+        self._on_settings_accepted(self.settings.model_copy(update={"theme": theme}))

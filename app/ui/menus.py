@@ -1,4 +1,7 @@
-"""The main window's menus: File, Edit, View, Turn and Help (``help.py`` lists their shortcuts)."""
+"""The main window's menus: File, Edit, View, Turn and Help (``help.py`` lists their shortcuts).
+
+The items call the window's own methods and those of the action objects it holds
+(``file_actions``, ``attach_actions``)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from app.ui.help import add_help_menu
 
 
-def action(w: Any, menu: Any, text: str, slot: Any, shortcut: str | QKeySequence | None = None) -> QAction:
+def action(w: Any, menu: Any, text: str, slot: Any,
+           shortcut: str | QKeySequence | QKeySequence.StandardKey | None = None) -> QAction:
     """A menu item of the window ``w``, with its shortcut."""
     item = QAction(text, w)
     if shortcut is not None:
@@ -23,14 +27,14 @@ def build_menus(w: Any) -> None:
     """File, Edit, View, Turn and Help, each item with its shortcut (Help lists them)."""
     file = w.menuBar().addMenu("&File")
     action(w, file, "&New session", w.new_session, QKeySequence.StandardKey.New)
-    action(w, file, "&Export session…", w._ask_export, "Ctrl+E")
-    action(w, file, "&Import session…", w._ask_import, "Ctrl+I")
+    action(w, file, "&Export session…", w.file_actions.ask_export, "Ctrl+E")
+    action(w, file, "&Import session…", w.file_actions.ask_import, "Ctrl+I")
     file.addSeparator()
-    attach = action(w, file, "&Attach file…", w._ask_attach, "Ctrl+Shift+A")
+    attach = action(w, file, "&Attach file…", w.attach_actions.ask, "Ctrl+Shift+A")
     w.composer.attach_requested.connect(attach.trigger)  # the composer's paperclip: the same action
     file.addSeparator()
-    action(w, file, "&Settings…", w.open_settings, "Ctrl+,")
-    action(w, file, "Session se&ttings…", w.open_session_settings, "Ctrl+Shift+,")
+    action(w, file, "&Settings…", w.file_actions.open_settings, "Ctrl+,")
+    action(w, file, "Session se&ttings…", w.file_actions.open_session_settings, "Ctrl+Shift+,")
     file.addSeparator()
     action(w, file, "&Quit", w.close, QKeySequence.StandardKey.Quit)
     edit = w.menuBar().addMenu("&Edit")
@@ -50,7 +54,7 @@ def build_menus(w: Any) -> None:
     view.addSeparator()
     for dock in w.docks.values():
         view.addAction(dock.toggleViewAction())
-    action(w, view, "Toggle &dark theme", w._toggle_theme, "Ctrl+Shift+T")
+    action(w, view, "Toggle &dark theme", w.file_actions.toggle_theme, "Ctrl+Shift+T")
     turn = w.menuBar().addMenu("&Turn")
     action(w, turn, "Focus the &composer", lambda: w.composer.edit.setFocus(), "Ctrl+L")
     action(w, turn, "&Stop all answers", w.controller.stop_all, "Ctrl+.")

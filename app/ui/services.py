@@ -10,7 +10,7 @@ Every callable here may block for seconds: the ui calls them off the UI thread o
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,4 +77,4 @@ class Services:
     #: Serve the engine's sessions to MCP clients over HTTP on 127.0.0.1 at a port until
     #: cancelled (``app.mcp.run.serve_engine``: engine, data folder, port); a ``CoreError`` when
     #: it cannot. None: the app cannot serve MCP.
-    serve_mcp: Callable[[Any, Path, int], Awaitable[None]] | None = None
+    serve_mcp: Callable[[Any, Path, int], Coroutine[Any, Any, None]] | None = None

@@ -1,11 +1,15 @@
 """The main window: the canvas in the centre, the composer below it, dockable panels around it.
 
 The window wires widgets to the ``EngineController`` and holds no engine logic: the scene
-mirrors the session graph through its signals; turn progress arrives as controller signals;
-canvas branch actions go back through the controller (``branch_actions``; re-anchoring and
-injecting undoable); File menu actions are ``file_actions.FileActions``; the Context tab's
-detail row and collapsed nodes' summaries are ``detail_actions.DetailActions``. Startup shows the
-window at once; the models load in the background while the status bar says what is happening.
+mirrors the session graph through its signals; turn progress arrives as controller signals. What
+the user does beyond typing an input is done by action objects the window holds, each made with
+the widgets and the controller it needs: ``canvas_actions`` (the canvas's gestures and node menu,
+through the controller; re-anchoring and injecting undoable), ``detail_actions`` (the Context
+tab's detail row, collapsed nodes' summaries), ``file_actions`` (the File menu: export, import,
+settings, theme) and ``attach_actions`` (attach a file). They speak to the user through the
+window's ``StatusLine``; the canvas actions also ask the window which turn is selected and to
+show a turn (``canvas_actions.CanvasHost``). Startup shows the window at once; the models load
+in the background while the status bar says what is happening.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
-from app.ui.branch_actions import CanvasActions
+from app.ui.attach_actions import AttachActions
 from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.toolbar import CanvasToolbar
 from app.ui.canvas.view import CanvasView
+from app.ui.canvas_actions import CanvasActions
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
 from app.ui.detail_actions import DetailActions
@@ -48,6 +53,7 @@ from app.ui.panels.streams import StreamsPanel
 from app.ui.panels.transcript import TranscriptPanel
 from app.ui.services import Services
 from app.ui.sessions import SessionsPanel
+from app.ui.status_line import StatusLine
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +70,13 @@ def resident_memory_mb() -> float | None:
 CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
 
 
-class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
+class MainWindow(QMainWindow):
     """Canvas, composer, inspector, streams and sessions; File/Edit/View/Turn menus."""
 
     closed = Signal()  # after the engine has shut down
 
     def __init__(self, settings: Settings, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.settings = settings
         self.services = services
         self.controller = EngineController(settings, services, self)
         self.undo = QUndoStack(self)
@@ -97,7 +102,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
         self.inspector = InspectorPanel(self)
         self.inspector.evidence.text_lookup = self._evidence_text
-        self.inspector.turn.label_of = self._label_of
+        self.inspector.turn.label_of = self.controller.label_of
         self.inspector.turn.continue_requested.connect(  # an answer cut at its limit: the rest, on that turn
             lambda node: self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value()))
         self.streams = StreamsPanel(self)
@@ -123,9 +128,21 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
         self._build_status_bar()
         self._build_toolbar()
+        self.file_actions = FileActions(self.controller, services, self.scene, self.composer, self.status_line,
+                                        parent=self, refresh_labels=self._update_status_labels)
+        self.attach_actions = AttachActions(self.controller, self.composer, self.scene, self.status_line, parent=self)
         build_menus(self)
         self._connect()
+        # After the window's own slots: on session_opened and turn_finished the canvas has the graph.
+        self.detail_actions = DetailActions(self.controller, self.scene, self.inspector, self.status_line)
+        self.canvas_actions = CanvasActions(self.controller, self.scene, self.composer, self.inspector, self.banner,
+                                            self.undo, self.status_line, details=self.detail_actions, host=self)
         self._restore_layout()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in use (the controller's; the File menu's settings dialog changes them)."""
+        return self.controller.settings
 
     # ------------------------------------------------------------------ construction
 
@@ -138,6 +155,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
+        self.status_line = StatusLine(bar)
         self.model_label = QLabel(self)
         self.memory_label = QLabel(self)
         self.budget_label = QLabel(self)
@@ -162,10 +180,8 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         c = self.controller
         self._connect_sessions()
         self.inspector.turn.edit_requested.connect(self._edit_again)
-        self.inspector.turn.version_requested.connect(self._on_version_requested)
-        self.inspector.turn.regenerate_requested.connect(self._ask_again)
         self.transcript.turn_clicked.connect(  # a turn named in the conversation: select it
-            lambda turn_id: self._turn_of_id(turn_id) and self.controller.spawn(self._show_turn(turn_id), "Reading"))
+            lambda turn_id: self._turn_of_id(turn_id) and self.controller.spawn(self.show_turn(turn_id), "Reading"))
         c.status_changed.connect(self._on_status)
         c.ready_changed.connect(self._on_ready_changed)
         c.session_opened.connect(self._on_session_opened)
@@ -174,8 +190,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         c.answer_updated.connect(self._on_answer_updated)
         c.turn_finished.connect(self._on_turn_finished)
         c.turn_failed.connect(self._on_turn_failed)
-        c.reanchored.connect(self._on_reanchored)
-        c.error.connect(self._on_error)
+        c.error.connect(self.status_line.error)
         c.env_ingested.connect(self._on_env_ingested)
         c.env_pushed.connect(self._on_env_pushed)
         c.env_failed.connect(self._on_env_failed)
@@ -184,19 +199,13 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         c.off_machine.connect(self.scene.mark_off_machine)
         self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
-        self.banner.choice_made.connect(self.reanchor)
         self.scene.node_selected.connect(self._on_node_selected)
-        self.scene.node_dropped.connect(self._on_node_dropped)
-        self.scene.node_moved.connect(self._on_node_moved)
-        self.scene.node_action.connect(self._on_node_action)
-        self.scene.pending_dropped.connect(self._on_pending_dropped)
         self.streams.stop_requested.connect(self.controller.stop)
         self.streams.priority_changed.connect(self.controller.set_priority)
         self.streams.selected.connect(self._on_stream_selected)
         hover = getattr(self.inspector, "evidence_hovered", None)
         if hover is not None:
             hover.connect(self._on_evidence_hovered)
-        self._connect_detail()  # after session_opened's own slot: the canvas has the graph by then
 
     # ------------------------------------------------------------------ startup and shutdown
 
@@ -247,7 +256,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
     # ------------------------------------------------------------------ status
 
     def _on_status(self, line: str) -> None:
-        self.statusBar().showMessage(line, 8000)
+        self.status_line.say(line, 8000)
 
     def _on_ready_changed(self, ready: bool, reason: str) -> None:
         self.composer.set_ready(ready, reason)
@@ -270,9 +279,6 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         live = len(self.controller.live)
         if live:
             self.memory_label.setText(self.memory_label.text() + f" · {live} streaming")
-
-    def _on_error(self, message: str) -> None:
-        self.statusBar().showMessage(message, 15000)
 
     # ------------------------------------------------------------------ sessions
 
@@ -313,7 +319,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
     def new_session(self) -> None:
         if self.controller.engine is None:
-            self._on_error("The models are still loading.")
+            self.status_line.error("The models are still loading.")
             return
         self.controller.spawn(self.controller.open_session(None), "Creating a session")  # its first input names it
 
@@ -326,14 +332,6 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.streams.add_stream(key, text[:60])
         self.streams.update_stream(key, 0, "queued")
 
-    def _label_of(self, node_id: str) -> str:
-        state = self.controller.state
-        return state.graph.node(node_id).label if state is not None and node_id in state.graph else ""
-
-    def _labels(self) -> dict[str, str]:
-        state = self.controller.state
-        return {n.node_id: n.label for n in state.graph.nodes()} if state else {}
-
     def _on_turn_routed(self, key: str, turn_id: str, node_id: str, record: TurnRecord) -> None:
         self._node_of_key[key] = node_id
         self.streams.rename_stream(key, turn_id)
@@ -342,7 +340,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
         state = self.controller.state  # a regenerated turn says so, not "your choice"
         version = state is not None and bool(state.graph.node(node_id).attrs.get(versions.VERSION_OF))
-        self.banner.show_routing(turn_id, routing, self._labels(), version=version)
+        self.banner.show_routing(turn_id, routing, self.controller.labels(), version=version)
         self.view.center_on_node(node_id)
         self._select_turn(turn_id, record)
         self._update_status_labels()
@@ -370,7 +368,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.controller.spawn(self._refresh_sessions(), "Listing sessions")
         if status == "failed":  # the model's error, in one line (the card alone says only "failed")
             reason = " ".join(str(record.usage.get("error") or "").split()) or "the model reported an error"
-            self._on_error(f"The answer failed: {reason}")
+            self.status_line.error(f"The answer failed: {reason}")
 
     def _on_turn_failed(self, key: str, message: str, text: str) -> None:
         self.streams.finish_stream(key, "failed")
@@ -382,7 +380,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
             self.composer.show_notice(f"Not sent: {message}. Your text is back in the box.",
                                       "Send again, letting routing choose", self._resend_routed)
             return
-        self._on_error(f"A turn failed: {message}")
+        self.status_line.error(f"A turn failed: {message}")
 
     def _resend_routed(self) -> None:
         self.composer.set_anchor(None, "")
@@ -396,16 +394,16 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
     # ------------------------------------------------------------------ environment
 
     def _on_env_ingested(self, routed: list[Any]) -> None:
-        self.env.add_events(routed_rows(routed, self._labels()))
+        self.env.add_events(routed_rows(routed, self.controller.labels()))
 
     def _on_env_failed(self, entries: list[dict[str, Any]]) -> None:
         self.env.add_events([failure_row(e) for e in entries])
-        self.statusBar().showMessage(f"{len(entries)} environment event(s) could not be stored or indexed: "
-                                     "see the Environment dock", 15000)
+        self.status_line.say(f"{len(entries)} environment event(s) could not be stored or indexed: "
+                             "see the Environment dock", 15000)
 
     def _on_env_pushed(self, notice: Any) -> None:
         title = notice.event.title or notice.event.uri
-        self.statusBar().showMessage(f"Push: “{title}” changed while task “{notice.task.name}” is active", 15000)
+        self.status_line.say(f"Push: “{title}” changed while task “{notice.task.name}” is active", 15000)
         self.scene.highlight({notice.node_id})
 
     def _on_env_selected(self, node_id: str) -> None:
@@ -417,37 +415,38 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
     def _edit_again(self, text: str, anchor: str) -> None:
         """An input back in the composer, on the branch it continued, to be changed and resent."""
         self.composer.edit.setPlainText(text)
-        self.composer.set_anchor(anchor or None, self._labels().get(anchor, ""))
+        self.composer.set_anchor(anchor or None, self.controller.labels().get(anchor, ""))
         self.composer.edit.setFocus()
 
     def _turn_of_id(self, turn_id: str) -> bool:
         return self.controller.state is not None and turn_id in self.controller.state.turns
 
-    def _turn_of(self, node_id: str) -> str | None:
-        state = self.controller.state
-        if state is None or node_id not in state.graph:
-            return None
-        node = state.graph.node(node_id)
-        return node.ref_id if node.kind == NodeKind.TURN else None
-
     def _on_node_selected(self, node_id: str) -> None:
-        turn_id = self._turn_of(node_id) if node_id else None
+        turn_id = self.controller.turn_of(node_id) if node_id else None
         shown = self.inspector.record
         if turn_id is not None and shown is not None and shown.turn_id == turn_id:
             return  # already in the inspector (``_select_turn`` selected its card)
         self.scene.clear_candidates()  # the scored routing lines follow the selected turn
         if turn_id is not None:
-            self.controller.spawn(self._show_turn(turn_id), "Reading the turn")
+            self.controller.spawn(self.show_turn(turn_id), "Reading the turn")
         elif node_id and self.controller.state is not None and node_id in self.controller.state.graph:
             self.controller.spawn(self._show_node(node_id), "Reading the node")
 
     async def _show_node(self, node_id: str) -> None:
-        state, node = self.controller.state, self.controller.state.graph.node(node_id)  # type: ignore[union-attr]
+        state = self.controller.state
+        assert state is not None  # asked for a node of the open session
+        node = state.graph.node(node_id)
         events = await self.controller.env_events() if node.kind in (NodeKind.ENV, NodeKind.ARTIFACT) else []
         event, self._selected_turn = next((e for e in events if e.event_id == node.ref_id), None), None
         self.inspector.show_node(*node_details(state.graph, node_id, event))
 
-    async def _show_turn(self, turn_id: str) -> None:
+    @property
+    def selected_turn(self) -> str | None:
+        """The turn the inspector shows (None when it shows another node, or nothing)."""
+        return self._selected_turn
+
+    async def show_turn(self, turn_id: str) -> None:
+        """Read the turn's record and show it (``_select_turn``)."""
         c = self.controller
         record = await c.record(turn_id)
         if record is None and c.engine is not None and c.session_id is not None:  # history, or no build: say which
@@ -464,7 +463,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         routing = record.build.routing if record is not None and node else {}
         self.scene.show_candidates(node or "", [(c["node_id"], float(c["score"])) for c in routing.get("candidates", [])],
                                    routing.get("anchor_id"))  # its routing's scored lines: only for the selection
-        self._show_versions(node)
+        self.canvas_actions.show_versions(node)
         self.transcript.show_branch(self.controller.state, node)
         status, state = self.controller.statuses.get(turn_id), self.controller.state
         if record is None and status == "interrupted":

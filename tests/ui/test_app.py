@@ -112,22 +112,22 @@ def test_export_import_round_trip_through_the_file_menu_paths(qtbot, aloop, tmp_
     _send(first, "Plan the garden: tomatoes along the south wall")
     _send(first, "Which vegetables go along the south wall?")
     drive(aloop, _answered(first, 2))
-    exported = drive(aloop, first.export_to(tmp_path / "garden.json"))
+    exported = drive(aloop, first.file_actions.export_to(tmp_path / "garden.json"))
     # Importing into the same store is refused and nothing is written.
     before = len(drive(aloop, first.controller.sessions()))
-    assert drive(aloop, first.import_from(exported)) is None
+    assert drive(aloop, first.file_actions.import_from(exported)) is None
     assert len(drive(aloop, first.controller.sessions())) == before
     _close(first, aloop)
 
     second = _open(qtbot, Settings.load(tmp_path / "b"), fake_services())
     drive(aloop, second.controller.load())
-    session_id = drive(aloop, second.import_from(exported))
+    session_id = drive(aloop, second.file_actions.import_from(exported))
     assert session_id == json.loads(exported.read_text(encoding="utf-8"))["session"]["session_id"]
     state = second.controller.state
     assert state is not None and state.session_id == session_id
     turn_nodes = [n for n in state.graph.nodes(NodeKind.TURN)]
     assert len(turn_nodes) == 2 and all(second.scene.item(n.node_id) is not None for n in turn_nodes)
-    again = drive(aloop, second.export_to(tmp_path / "again.json"))
+    again = drive(aloop, second.file_actions.export_to(tmp_path / "again.json"))
     assert again.read_bytes() == exported.read_bytes()
     _close(second, aloop)
 
@@ -142,7 +142,7 @@ def test_inject_from_the_node_menu_is_undone_and_redone_with_ctrl_z(qtbot, aloop
     garden, sort = state.node_of(t1), state.node_of(t2)
     merges = lambda: [e.dst for e in state.graph.out_edges(sort, EdgeKind.MERGES)]  # noqa: E731
     window.scene.item(garden).setSelected(True)  # the result to merge, then Inject on the target
-    window._on_node_action("inject", sort)
+    window.canvas_actions.node_action("inject", sort)
     drive(aloop, until(lambda: merges() == [garden], 30, "the merge"))
     assert window.undo.undoText().startswith("inject 1 into")
     window.undo.undo()
@@ -156,7 +156,7 @@ def test_settings_dialog_rejects_a_bad_model_file(qtbot, aloop, settings: Settin
     window = _open(qtbot, settings, fake_services())
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"this is not a model" * 100)
-    dialog = window.open_settings()
+    dialog = window.file_actions.open_settings()
     accepted: list[Settings] = []
     dialog.settings_accepted.connect(accepted.append)
     dialog.set_chat_model(str(bad))

@@ -25,14 +25,14 @@ def test_attaching_a_file_shows_its_artifact_and_says_so(qtbot, aloop, tmp_path:
     window.show()
     status = window.statusBar()
 
-    window._ask_attach()  # before the models load: said, no dialog
-    assert window.attach_dialog is None and "once the models have loaded" in status.currentMessage()
+    window.attach_actions.ask()  # before the models load: said, no dialog
+    assert window.attach_actions.dialog is None and "once the models have loaded" in status.currentMessage()
     assert drive(aloop, window.controller.load())
     shortcut = next(a for m in window.menuBar().actions() for a in m.menu().actions() if a.text() == "&Attach file…")
     assert shortcut.shortcut().toString() == "Ctrl+Shift+A"
 
     window.composer.attach.click()  # the paperclip runs the File menu's action; open() returned at once
-    dialog = window.attach_dialog
+    dialog = window.attach_actions.dialog
     assert isinstance(dialog, QFileDialog) and dialog.isVisible()
     dialog.fileSelected.emit(str(notes))  # as if the user chose notes.txt
     dialog.close()
@@ -45,9 +45,9 @@ def test_attaching_a_file_shows_its_artifact_and_says_so(qtbot, aloop, tmp_path:
     assert ("Version", "1") in window.inspector.node_page.lines()
     assert "blue toolbox" in window.inspector.node_page.content.toPlainText()
 
-    drive(aloop, window.attach_path(str(notes)))  # the same text again: no new version
+    drive(aloop, window.attach_actions.attach_path(str(notes)))  # the same text again: no new version
     assert status.currentMessage() == "notes.txt is unchanged since v1: nothing new was attached"
-    drive(aloop, window.attach_path(str(photo)))
+    drive(aloop, window.attach_actions.attach_path(str(photo)))
     assert status.currentMessage() == "Could not attach: photo.png is a binary file; only text files can be attached"
     assert window.composer.notice.text().startswith("Not attached: photo.png is a binary file")
     assert len(state.graph.nodes(NodeKind.ARTIFACT)) == 1

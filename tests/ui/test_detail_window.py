@@ -43,7 +43,7 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
     c.submit(QUESTION, anchor=end, budget=1200)
     drive(aloop, until(lambda: len(state.turn_order) == 102 and not c.busy(), 60, "the answer"))
     asked = state.turn_order[-1]
-    drive(aloop, window._show_turn(asked))
+    drive(aloop, window.show_turn(asked))
     window.inspector.tabs.setCurrentWidget(context)
     [summary] = _blocks(window, BlockType.SUMMARY)
     span = summary.refs[-1].selector.removeprefix("turns:")  # the part just before the raw window
@@ -130,7 +130,7 @@ def test_an_imported_history_turn_says_what_it_is_instead_of_asking_to_select_a_
     assert drive(aloop, c.load())
     drive(aloop, c.engine.ingest(c.session_id, history(3)))
     first = c.state.turn_order[0]
-    drive(aloop, window._show_turn(first))
+    drive(aloop, window.show_turn(first))
     note = window.inspector.empty.text()
     assert window.inspector.stack.currentWidget() is window.inspector.empty
     assert note.startswith("Imported history") and c.state.messages[c.state.order[0]].text[:30] in note

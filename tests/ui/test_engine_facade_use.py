@@ -74,7 +74,7 @@ def test_importing_a_file_that_is_not_json_says_so_in_one_line(qtbot, aloop, set
     assert drive(aloop, window.controller.load())
     bad = tmp_path / "notes.json"
     bad.write_text("not json at all", encoding="utf-8")
-    assert drive(aloop, window.import_from(bad)) is None
+    assert drive(aloop, window.file_actions.import_from(bad)) is None
     message = window.statusBar().currentMessage()
     assert message.startswith("Could not import notes.json: notes.json is not a JSON document (")
     assert "something went wrong" not in message
@@ -93,7 +93,7 @@ def test_importing_a_hostile_document_names_the_json_path_in_one_line(qtbot, alo
     path = tmp_path / "deep.json"
     path.write_text(body, encoding="utf-8")
     before = drive(aloop, window.controller.sessions())
-    assert drive(aloop, window.import_from(path)) is None
+    assert drive(aloop, window.file_actions.import_from(path)) is None
     message = window.statusBar().currentMessage()
     assert message.startswith(f"Could not import deep.json: {expected}")
     assert "something went wrong" not in message

@@ -34,11 +34,11 @@ def test_a_file_given_at_start_is_imported_and_opened(qtbot, aloop, tmp_path: Pa
     first.composer.send.click()
     drive(aloop, until(lambda: first.controller.state is not None and not first.controller.busy()
                        and len(first.controller.state.messages) >= 2, 60, "an answered turn"))
-    exported = drive(aloop, first.export_to(tmp_path / "garden.json"))
+    exported = drive(aloop, first.file_actions.export_to(tmp_path / "garden.json"))
     _close(first, aloop)
 
     second = _window(qtbot, Settings.load(tmp_path / "b"))
-    session_id = drive(aloop, second.load_and_import(None, exported))
+    session_id = drive(aloop, second.file_actions.load_and_import(None, exported))
     assert session_id == json.loads(exported.read_text(encoding="utf-8"))["session"]["session_id"]
     assert second.controller.session_id == session_id and second.composer.send.isEnabled()
     before = {s["session_id"] for s in drive(aloop, second.controller.sessions())}
@@ -47,7 +47,7 @@ def test_a_file_given_at_start_is_imported_and_opened(qtbot, aloop, tmp_path: Pa
     bad = tmp_path / "not-a-session.json"
     bad.write_text("[1, 2", encoding="utf-8")
     third = _window(qtbot, Settings.load(tmp_path / "b"))
-    assert drive(aloop, third.load_and_import(None, bad)) is None
+    assert drive(aloop, third.file_actions.load_and_import(None, bad)) is None
     assert third.composer.send.isEnabled()  # the app is usable; the error was shown
     assert {s["session_id"] for s in drive(aloop, third.controller.sessions())} == before  # nothing written
     _close(third, aloop)

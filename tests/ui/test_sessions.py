@@ -100,8 +100,8 @@ def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbo
     window = _open(qtbot, settings)
     c = window.controller
     assert drive(aloop, c.load())
-    window.open_session_settings()
-    dialog = drive(aloop, until(lambda: getattr(window, "generation_dialog", None), 10, "the dialog"))
+    window.file_actions.open_session_settings()
+    dialog = drive(aloop, until(lambda: window.file_actions.generation_dialog, 10, "the dialog"))
     assert dialog.isVisible() and dialog.values() == SessionGeneration()  # defaults to start with
     assert dialog.max_tokens.specialValueText().startswith("Default (")
     dialog.temperature.setValue(0.9)

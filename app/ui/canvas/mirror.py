@@ -157,8 +157,8 @@ class GraphMirrorScene(QGraphicsScene):
         self._refresh_piles(self._items)
         for edge in edges:  # routed around cards once all are in place (one index, not one per edge)
             self._add_edge_item(edge, route=False)
-        for item in self._edge_items.values():
-            self._update_edge(item)
+        for edge_item in self._edge_items.values():
+            self._update_edge(edge_item)
         for node in nodes:
             if node.attrs.get("collapsed"):
                 self.set_collapsed(node.node_id, True)

@@ -83,12 +83,12 @@ class OverviewPainter:
         dim = QPen(style.dim_brush.color(), 3.0)
         dim.setCosmetic(True)
         self._pens["dim"] = dim
-        for kind in EdgeKind:
-            color = QColor(style.edge_color[kind])
+        for ekind in EdgeKind:
+            color = QColor(style.edge_color[ekind])
             color.setAlpha(150)
             pen = QPen(color, 1.0)
             pen.setCosmetic(True)
-            self._pens[kind.value] = pen
+            self._pens[ekind.value] = pen
 
     # ------------------------------------------------------------------ geometry
 
@@ -180,9 +180,9 @@ class OverviewPainter:
         """The baked edges, then the nodes: dots when zoomed far out, else blocks."""
         style = self.style
         painter.setBrush(Qt.BrushStyle.NoBrush)
-        for kind, path in self._edges.items():
+        for ekind, path in self._edges.items():
             if not path.isEmpty():
-                painter.setPen(self._pens[kind.value])
+                painter.setPen(self._pens[ekind.value])
                 painter.drawPath(path)
         if scale < DOT_SCALE:
             painter.setPen(self._pens["dim"])

@@ -249,13 +249,13 @@ class CanvasStyle:
             self.solid[kind] = QBrush(QColor(border))
         self.edge_color = {kind: QColor(c) for kind, c in p.edges.items()}
         self.edge_pen: dict[EdgeKind, QPen] = {}
-        for kind, color in self.edge_color.items():
-            pen = _cosmetic(color, _EDGE_WIDTH[kind])
-            pattern = _EDGE_DASH[kind][1]
+        for ekind, color in self.edge_color.items():
+            pen = _cosmetic(color, _EDGE_WIDTH[ekind])
+            pattern = _EDGE_DASH[ekind][1]
             if pattern:
                 pen.setDashPattern(pattern)
             pen.setCapStyle(Qt.PenCapStyle.FlatCap if pattern else Qt.PenCapStyle.RoundCap)
-            self.edge_pen[kind] = pen
+            self.edge_pen[ekind] = pen
         self.merge_inner_pen = _cosmetic(QColor(p.background), 1.0)
         self.status_brush = {name: QBrush(QColor(c)) for name, c in p.status.items()}
         self.progress_back = QBrush(QColor("#3a404c" if dark else "#e4e7ec"))
