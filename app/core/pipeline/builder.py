@@ -42,7 +42,6 @@ from app.core.context.retrieval import (
 from app.core.intent.engine import IntentEngine
 from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
 from app.core.intent.profile import UserProfile
-from app.core.pipeline.candidates import anchor_candidates
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.evidence import check_required, gate_items, recalled_items
 from app.core.pipeline.fitting import Fitted, PromptFitter
@@ -58,6 +57,7 @@ from app.core.routing.anchor import (
     RoutingDecision,
     mention,
 )
+from app.core.routing.candidates import anchor_candidates
 from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_items, popped
@@ -225,7 +225,12 @@ class ContextBuilder:
         intent_entities: Sequence[str] = (), intent_target: str | None = None,
     ) -> list[AnchorCandidate]:
         """Branch frontiers plus the most recent turns, with their routing features."""
-        return anchor_candidates(state, inp, vectors, intent_entities, intent_target, self.candidate_turns)
+        task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if intent_target else {}
+        return anchor_candidates(state, vectors, text=inp.text, at=inp.at, query_vector=inp.query_vector,
+                                 focus_node=inp.focus_node, focus_chosen=inp.focus_chosen, overrides=inp.overrides,
+                                 exclude_ids=inp.exclude_ids, task_of_turn=task_of_turn,
+                                 intent_entities=intent_entities, intent_target=intent_target,
+                                 candidate_turns=self.candidate_turns)
 
     def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                        anchor: str | None) -> RecallRequest:
