@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from app.core.context.ranking import ranked, rrf
+from app.core.context.sections.gate_notes import INSUFFICIENT
 from app.core.engine.facade import Engine
-from app.core.pipeline.evidence import INSUFFICIENT
 from app.core.pipeline.summary_items import carried_ids
 from app.core.ports import TokenCounter
 from app.core.session.state import SessionState

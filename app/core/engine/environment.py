@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from app.core.context.compiler import Item
+from app.core.context.sections.tools import clip
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tools import ToolService
@@ -54,7 +55,6 @@ from app.core.runtime.intake import storable
 from app.core.session.state import NoteView, SessionState
 from app.core.signals import Signal
 from app.core.text import quote_label, safe_text
-from app.core.tools.model import clip
 from app.core.types import (
     BlockType,
     EdgeKind,
