@@ -195,9 +195,8 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
         if m.scored:
             anchor = node(parent) or NEW_ROOT
             for budget in budgets:
-                record, timing = await engine.turns.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
-                                                          anchor_override=anchor, state=state,
-                                                          query_vector=vectors[k], routed=routed)
+                record, timing = await engine.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
+                                                    anchor_override=anchor, query_vector=vectors[k], routed=routed)
                 blocks = [{"block_type": b.block_type.value, "source_ids": carried_ids(record.summaries, b),
                            "content": b.content} for b in record.context.blocks]
                 contexts[(m.id, budget)] = [s for b in blocks for s in b["source_ids"]]

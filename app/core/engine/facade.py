@@ -55,6 +55,7 @@ from app.core.memory.topics import TopicIndex
 from app.core.pipeline.builder import ContextBuilder
 from app.core.pipeline.detail import DetailAction
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
+from app.core.pipeline.sources import BuildRequest
 from app.core.plan.builder import PlanBuilder
 from app.core.ports import (
     ChatModel,
@@ -69,10 +70,11 @@ from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
 from app.core.session.graph import GraphChange
+from app.core.session.membership import RoutedShares
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.registry import ToolRegistry
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task, utc_now
 
 T = TypeVar("T")
 
@@ -325,9 +327,14 @@ class Engine:
     # ------------------------------------------------------------------ turns
 
     async def build(self, session_id: str, text: str, *, budget: int | None = None, at: str | None = None,
-                    anchor_override: str | None = None) -> tuple[BuildRecord, StageTiming]:
-        """Build the context for ``text`` without generating or recording (evaluation uses it)."""
-        return await self.turns.build(session_id, text, budget=budget, at=at, anchor_override=anchor_override)
+                    anchor_override: str | None = None, query_vector: Sequence[float] | None = None,
+                    routed: RoutedShares | None = None) -> tuple[BuildRecord, StageTiming]:
+        """Build the context for ``text`` without generating or recording (evaluation, MCP):
+        ``query_vector`` and ``routed`` are an evaluation's own embedding and router's shares."""
+        state = await self.sessions.open(session_id)
+        request = BuildRequest(text, at=at or utc_now(), budget=budget or self.ctx.config.default_budget,
+                               anchor_override=anchor_override, query_vector=query_vector, routed=routed)
+        return await self.turns.build(state, request)
 
     async def submit(self, session_id: str, text: str, *, budget: int | None = None,
                      anchor_override: str | None = None, on_token: Callable[[str], None] | None = None) -> TurnRun:

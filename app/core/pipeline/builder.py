@@ -1,45 +1,37 @@
 """One context build: intent → plan → anchor routing → recall → compile (everything but generation).
 
-``ContextBuilder.build`` is what a turn, an evaluation question and a replay all run. Its inputs
-are the text, the session state as of that moment, the query vector and the vectors of the
-anchor candidates; its output is a ``BuildRecord`` that says what was decided and why. All the
-decisions are pure functions of those inputs; only the two index channels (vector, full text)
-are observations of the outside, which is why replay feeds their recorded hits back in.
+``ContextBuilder.build`` is what a turn, an evaluation question, an environment push and a replay
+all run. It reads the session state as of that moment, the caller's request and, through one
+interface, everything else (``pipeline/sources.py``: the query vector, the vectors of the anchor
+candidates, the task stack, the LLM's intent JSON, the tools, the branch summaries, ...), once,
+into ``BuildInputs``; its output is a ``BuildRecord`` that says what was decided and why. All the
+decisions are pure functions of those inputs; what was an observation of the outside (the index
+channels, the model's JSON, tool results, ...) a replay's sources feed back as recorded. The
+builder orchestrates: the stages are intent (``intent/``), plan (``plan/``), routing
+(``routing/``), recall (``context/retrieval.py``), the tasks' frame (``tasks/``), and the
+prompt, compiled in one call into ``context/prompt.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Literal, cast
 
 import numpy as np
 
-from app.core.context.compiler import Fact, Item
 from app.core.context.prompt import SYSTEM_INSTRUCTION, CompiledPrompt, PromptCompiler, PromptSections
-from app.core.context.retrieval import (
-    CHANNELS,
-    PCM_FUSION,
-    STRATEGIES,
-    ChannelRun,
-    RecallRequest,
-    RecallResult,
-    SearchPort,
-    TopicSearch,
-    fuse,
-    recall,
-)
+from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, recall
 from app.core.intent.engine import IntentEngine
-from app.core.intent.model import EnvEventRef, Intent, IntentContext, RecentTurn, RunningTask
-from app.core.intent.profile import UserProfile
-from app.core.pipeline.detail import Detail
+from app.core.intent.model import Intent, IntentContext, RecentTurn, RunningTask
 from app.core.pipeline.record import BuildRecord, StageTiming
-from app.core.pipeline.summary_items import Offered, history, recorded_offer
+from app.core.pipeline.sources import BuildInputs, BuildRequest, BuildSources, ToolStep
+from app.core.pipeline.summary_items import history, recorded_offer
 from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
 from app.core.plan.model import ContextPlan
-from app.core.plan.tools import ToolSpec
 from app.core.ports import TokenCounter
 from app.core.routing.anchor import (
     AnchorCandidate,
@@ -50,66 +42,13 @@ from app.core.routing.anchor import (
 from app.core.routing.candidates import anchor_candidates
 from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import SessionState
-from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_view, popped
+from app.core.tasks.stack import StackDecision, decide, decision_view, popped
 from app.core.tools.model import ToolRound
 from app.core.types import NodeKind, Role
 
 LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
-#: ``BuildInputs.anchor_override`` value that forces a new task root (``None`` = route normally).
+#: ``BuildRequest.anchor_override`` value that forces a new task root (``None`` = route normally).
 NEW_ROOT = ""
-
-
-@dataclass(frozen=True)
-class BuildInputs:
-    """Everything a build reads besides the session state."""
-
-    text: str
-    at: str
-    budget: int
-    query_vector: Sequence[float] | None
-    exclude_ids: tuple[str, ...] = ()
-    # The node the user works on (recorded as ``routing["focus"]``): their choice on the canvas
-    # (``focus_chosen``), else the latest turn's node. Only a chosen focus raises the focus
-    # feature above a frontier's: the implicit one would tilt every input towards the latest
-    # turn (SESSION_DEFAULT's thresholds were set without that; a mixed input stops being ambiguous).
-    focus_node: str | None = None
-    focus_chosen: bool = False
-    anchor_override: str | None = None  # a node id, or NEW_ROOT; None lets the router decide
-    # How routing split the input over branch trees (``session.membership``); None: the build's own
-    # routing's (an override is sure). An evaluation routing by its own router passes its shares.
-    routed: RoutedShares | None = None
-    tools: tuple[ToolSpec, ...] = ()
-    profile: UserProfile = field(default_factory=UserProfile)
-    overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
-    llm_output: dict | None = None
-    llm_status: str = "skipped"
-    input_id: str = "input"  # the stored id of the input message, when there is one
-    facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
-    # An environment push (mode push): what triggered the build, the events it is about, and
-    # items that must be in the context whatever recall finds (the event, the task it touches).
-    trigger: str = "user"  # "user" | "env"
-    env_events: tuple[EnvEventRef, ...] = ()
-    pinned: tuple[Item, ...] = ()
-    # The session's tasks as the build sees them (app.core.tasks.stack): the stack, the running streams'
-    # output so far, and the id a task-mode input's new task gets.
-    tasks: TaskInputs = field(default_factory=TaskInputs)
-    system_prompt: str = ""  # the user's standing instruction for the session ("" when none)
-    # The workspace: how many other sessions it has (the plan's recall scope reads it), and how
-    # other sessions' hits become notes of this state (``SessionService.outside_notes``).
-    other_sessions: int = 0
-    outside: Callable[[list[str]], Awaitable[Any]] | None = None
-    topics: TopicSearch | None = None  # the topic channel (the workspace's topic index), when kept
-    ablate: tuple[str, ...] = ()  # recall channels switched off (evaluation ablations: "memory", "topic")
-    # The branch summaries on offer (root node → level → summary; ``pipeline/summary_items``):
-    # the engine's current ones, or those a recorded build saw (replay).
-    summaries: Offered = field(default_factory=dict)
-    # The progressive detail the user set on the turn's context (``pipeline/detail``).
-    detail: Detail = field(default_factory=Detail)
-
-
-#: Runs the turn's tools once intent and plan are known (concurrently with recall); the engine's
-#: ``ToolService.setup`` provides it, feeding recorded outcomes back on replay.
-ToolStep = Callable[[SessionState, BuildInputs, Intent, ContextPlan], Awaitable[ToolRound]]
 
 
 class ContextBuilder:
@@ -223,27 +162,17 @@ class ContextBuilder:
 
     # ------------------------------------------------------------------ the build
 
-    async def build(
-        self,
-        state: SessionState,
-        inp: BuildInputs,
-        *,
-        vectors: Mapping[str, Sequence[float] | np.ndarray],
-        search: SearchPort | None,
-        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
-        recorded_channels: Sequence[ChannelRun] | None = None,
-        context_size: int | None = None,
-        answer_reserve: int | None = None,
-        tool_step: ToolStep | None = None,
-    ) -> tuple[BuildRecord, StageTiming]:
-        """Run every stage; ``context_size``/``answer_reserve`` override the builder's (replay
-        rebuilds with the model limits the turn was built under). ``recorded_channels`` are
-        channel lists used as observed instead of being run: all of them (replay) or some.
-        ``tool_step`` runs the turn's tools (alongside recall); their results enter the context
-        as labelled evidence and the round is recorded in ``BuildRecord.tools``."""
-        context_size = self.context_size if context_size is None else context_size
-        answer_reserve = self.answer_reserve if answer_reserve is None else answer_reserve
+    async def build(self, state: SessionState, request: BuildRequest,
+                    sources: BuildSources) -> tuple[BuildRecord, StageTiming]:
+        """Run every stage for ``request`` on ``state``, reading everything else from ``sources``
+        (the engine's now, or a recorded build's: replay). The model limits are the sources'
+        (replay rebuilds with those the turn was built under), else the builder's. The turn's
+        tools run alongside recall; their results enter the context as labelled evidence and the
+        round is recorded in ``BuildRecord.tools``."""
         timing = StageTiming()
+        limits = sources.limits(state)
+        context_size, answer_reserve = limits if limits is not None else (self.context_size, self.answer_reserve)
+        inp, vectors, tool_step = await self.inputs(state, request, sources, timing)
         t0 = time.perf_counter()
         intent = self.infer_intent(state, inp)
         t1 = time.perf_counter()
@@ -259,9 +188,8 @@ class ContextBuilder:
         decision, anchor, stack, inp = self.route(state, inp, intent, vectors)
         t3 = time.perf_counter()
         req = self.recall_request(state, inp, intent, plan, anchor)
-        recalled, tool_round = await self.recall_and_tools(
-            state, inp, intent, plan, req, timing, search=search, vectors=vectors, run_blocking=run_blocking,
-            recorded_channels=recorded_channels, tool_step=tool_step)
+        recalled, tool_round = await self.recall_and_tools(state, inp, intent, plan, req, timing, sources=sources,
+                                                           vectors=vectors, tool_step=tool_step)
         t4 = time.perf_counter()
         limit = max(0, context_size - answer_reserve)
         prompt = self.prompt.compile(state, self.sections(state, inp, intent, plan, anchor, recalled, stack, tool_round,
@@ -272,11 +200,34 @@ class ContextBuilder:
         timing.route_ms = (t3 - t2) * 1000
         timing.recall_ms = (t4 - t3) * 1000
         timing.compile_ms = (t5 - t4) * 1000
-        timing.build_ms = (t5 - t0) * 1000
+        timing.build_ms = (t5 - t0) * 1000 + timing.embed_ms
         record = self.record(inp, intent, result, decision, anchor, req, recalled, prompt, tool_round, stack)
         record.compressed, record.required = prompt.compressions, prompt.required
         record.summaries = recorded_offer(state, [anchor, inp.detail.focus], inp.summaries)
+        record.excluded = list(request.exclude_ids)
         return record, timing
+
+    async def inputs(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
+                     ) -> tuple[BuildInputs, Mapping[str, Sequence[float] | np.ndarray], ToolStep | None]:
+        """What the build reads, each source asked once: the inputs, the recent turns' vectors (for
+        routing) and the step that runs the turn's tools. ``timing.embed_ms``: the query's embedding."""
+        started = time.perf_counter()
+        given = request.query_vector if request.query_vector is not None else await sources.query_vector(request.text)
+        timing.embed_ms = (time.perf_counter() - started) * 1000
+        qv = None if given is None else [float(x) for x in given]
+        turns = state.turn_order[-self.candidate_turns * 2:]
+        vectors = await sources.vectors([m for tid in turns for m in state.turns[tid].message_ids])
+        tasks = await sources.tasks(state)
+        running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
+        llm_output, llm_status = await sources.llm_intent(request.text, lambda: self.intents.infer(
+            request.text, IntentContext(query_vector=qv, running_tasks=running)))
+        specs, tool_step = sources.tools()
+        inp = BuildInputs.of(
+            request, query_vector=qv, profile=sources.profile(state), facts=sources.facts(state),
+            overrides=sources.overrides(state), tools=specs, tasks=tasks, llm_output=llm_output, llm_status=llm_status,
+            system_prompt=sources.system_prompt(state), other_sessions=sources.other_sessions(state),
+            ablate=sources.ablate(), summaries=sources.summaries(state), detail=sources.detail())
+        return inp, vectors, tool_step
 
     @staticmethod
     def record(inp: BuildInputs, intent: Intent, result: PlanResult, decision: RoutingDecision, anchor: str | None,
@@ -305,6 +256,7 @@ class ContextBuilder:
             tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
             task=stack.model_dump(mode="json") if stack.current is not None else {},
             system_prompt=inp.system_prompt,
+            llm_intent={"output": inp.llm_output, "status": inp.llm_status},
         )
 
     def route(self, state: SessionState, inp: BuildInputs, intent: Intent,
@@ -331,23 +283,17 @@ class ContextBuilder:
 
     async def recall_and_tools(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
-        timing: StageTiming, *, search: SearchPort | None, vectors: Mapping[str, Sequence[float] | np.ndarray],
-        run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
-        recorded_channels: Sequence[ChannelRun] | None, tool_step: ToolStep | None,
+        timing: StageTiming, *, sources: BuildSources, vectors: Mapping[str, Sequence[float] | np.ndarray],
+        tool_step: ToolStep | None,
     ) -> tuple[RecallResult, ToolRound | None]:
-        """Recall and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
-        recorded = {run.channel: run for run in recorded_channels or ()}
+        """Recall (the index channels the sources recorded are used as observed, the others run)
+        and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
         known_sem = query_cosines(inp.query_vector, vectors)
 
         async def run_recall() -> RecallResult:
-            if recorded and all(c in recorded for c in CHANNELS):  # replay: every list as observed
-                if inp.outside is not None and req.scope == "workspace":
-                    await inp.outside([i for run in recorded.values() for i, _ in run.hits
-                                       if i not in state.messages and i not in state.notes])
-                return fuse(state, req, STRATEGIES[req.strategy], list(recorded_channels or ()), known_sem=known_sem)
-            # channels not given are run (a re-anchor reuses only the index channels)
-            return await recall(state, req, query_vector=inp.query_vector, search=search, run_blocking=run_blocking,
-                                recorded=recorded, known_sem=known_sem, outside=inp.outside, topics=inp.topics)
+            return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
+                                run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
+                                outside=partial(sources.outside_notes, state), topics=sources.topics())
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()
