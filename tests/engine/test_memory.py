@@ -61,6 +61,7 @@ def test_a_prohibition_and_a_fact_of_session_1_act_in_a_new_session(make_engine:
             memory_lines = [t for t in asked.build.context.text().splitlines() if "deadline is March 3" in t]
             assert memory_lines and "Launch planning" in memory_lines[0]
             assert said_id in asked.build.context.source_ids()
+            assert two.notes[said_id].kind == "outside"  # the engine added what recall read, after the build
             # The memory is evidence of session 2 now: its export stands on its own.
             doc = await engine.with_store(export_session, two.session_id)
             assert said_id in doc["evidences"]

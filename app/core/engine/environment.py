@@ -459,7 +459,7 @@ class EnvironmentService:
         )
         ref = EnvEventRef(kind=event.kind, title=quote_label(event.title or env_label(event)), uri=quote_label(event.uri))
         started = time.perf_counter()
-        record, _ = await ctx.builder.build(
+        record, _, _ = await ctx.builder.build(
             state,
             BuildRequest(text=text, at=utc_now(), budget=budget,
                          query_vector=None if vecs is None else [float(x) for x in vecs[0]],

@@ -136,8 +136,13 @@ class TurnService:
                     sources: BuildSources | None = None) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``request`` on ``state`` without generating (turns, evaluation and
         replay use it), reading the rest from ``sources``: the live ones by default (outside a
-        turn: no tool runs)."""
-        return await self.ctx.builder.build(state, request, sources or self.live())
+        turn: no tool runs). The other sessions' messages its recall read become notes of
+        ``state`` once the build is done (later builds, and the evidence its context cites, see
+        them; a replay's state as of the turn gets them the same way)."""
+        record, timing, outside = await self.ctx.builder.build(state, request, sources or self.live())
+        for note in outside:
+            state.add_note(note)
+        return record, timing
 
     async def rebuild(self, record: TurnRecord, past: SessionState, *, anchor_override: str | None,
                       input_id: str, sources: RecordedSources | None = None) -> tuple[BuildRecord, StageTiming]:

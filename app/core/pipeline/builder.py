@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Literal, cast
+from typing import Literal, NamedTuple, cast
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from app.core.routing.anchor import (
 )
 from app.core.routing.candidates import anchor_candidates
 from app.core.session.membership import RoutedShares, routed_shares
-from app.core.session.state import SessionState
+from app.core.session.state import NoteView, SessionState
 from app.core.tasks.stack import StackDecision, decide, decision_view, popped
 from app.core.tools.model import ToolRound
 from app.core.types import NodeKind, Role
@@ -49,6 +49,15 @@ from app.core.types import NodeKind, Role
 LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
 #: ``BuildRequest.anchor_override`` value that forces a new task root (``None`` = route normally).
 NEW_ROOT = ""
+
+
+class Built(NamedTuple):
+    """A build: its record, its stage timings, and the notes its workspace recall read from other
+    sessions (the engine adds them to the session state: nothing called during a build writes to it)."""
+
+    record: BuildRecord
+    timing: StageTiming
+    outside: list[NoteView]
 
 
 class ContextBuilder:
@@ -162,13 +171,13 @@ class ContextBuilder:
 
     # ------------------------------------------------------------------ the build
 
-    async def build(self, state: SessionState, request: BuildRequest,
-                    sources: BuildSources) -> tuple[BuildRecord, StageTiming]:
+    async def build(self, state: SessionState, request: BuildRequest, sources: BuildSources) -> Built:
         """Run every stage for ``request`` on ``state``, reading everything else from ``sources``
         (the engine's now, or a recorded build's: replay). The model limits are the sources'
         (replay rebuilds with those the turn was built under), else the builder's. The turn's
         tools run alongside recall; their results enter the context as labelled evidence and the
-        round is recorded in ``BuildRecord.tools``."""
+        round is recorded in ``BuildRecord.tools``. Nothing is written to ``state``: the notes
+        workspace recall read from other sessions are returned (``Built.outside``)."""
         timing = StageTiming()
         limits = sources.limits(state)
         context_size, answer_reserve = limits if limits is not None else (self.context_size, self.answer_reserve)
@@ -188,8 +197,10 @@ class ContextBuilder:
         decision, anchor, stack, inp = self.route(state, inp, intent, vectors)
         t3 = time.perf_counter()
         req = self.recall_request(state, inp, intent, plan, anchor)
-        recalled, tool_round = await self.recall_and_tools(state, inp, intent, plan, req, timing, sources=sources,
-                                                           vectors=vectors, tool_step=tool_step)
+        recalled, outside, tool_round = await self.recall_and_tools(state, inp, intent, plan, req, timing,
+                                                                    sources=sources, vectors=vectors,
+                                                                    tool_step=tool_step)
+        state = state.with_notes(outside) if outside else state  # what recall read, the prompt shows
         t4 = time.perf_counter()
         limit = max(0, context_size - answer_reserve)
         prompt = self.prompt.compile(state, self.sections(state, inp, intent, plan, anchor, recalled, stack, tool_round,
@@ -205,7 +216,7 @@ class ContextBuilder:
         record.compressed, record.required = prompt.compressions, prompt.required
         record.summaries = recorded_offer(state, [anchor, inp.detail.focus], inp.summaries)
         record.excluded = list(request.exclude_ids)
-        return record, timing
+        return Built(record, timing, outside)
 
     async def inputs(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
                      ) -> tuple[BuildInputs, Mapping[str, Sequence[float] | np.ndarray], ToolStep | None]:
@@ -285,12 +296,13 @@ class ContextBuilder:
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
         timing: StageTiming, *, sources: BuildSources, vectors: Mapping[str, Sequence[float] | np.ndarray],
         tool_step: ToolStep | None,
-    ) -> tuple[RecallResult, ToolRound | None]:
-        """Recall (the index channels the sources recorded are used as observed, the others run)
-        and the turn's tool round, run concurrently (``timing.tools_ms`` is the tools')."""
+    ) -> tuple[RecallResult, list[NoteView], ToolRound | None]:
+        """Recall (the index channels the sources recorded are used as observed, the others run;
+        with the notes it read from other sessions) and the turn's tool round, run concurrently
+        (``timing.tools_ms`` is the tools')."""
         known_sem = query_cosines(inp.query_vector, vectors)
 
-        async def run_recall() -> RecallResult:
+        async def run_recall() -> tuple[RecallResult, list[NoteView]]:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
                                 run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
                                 outside=partial(sources.outside_notes, state), topics=sources.topics())
@@ -303,8 +315,8 @@ class ContextBuilder:
                 timing.tools_ms = (time.perf_counter() - started) * 1000
 
         # The plan (and its tool policy) is fixed before any tool runs: nothing a tool returns can change it.
-        recalled, tool_round = await asyncio.gather(run_recall(), run_tools())
-        return recalled, tool_round
+        (recalled, outside), tool_round = await asyncio.gather(run_recall(), run_tools())
+        return recalled, outside, tool_round
 
     def sections(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, anchor: str | None,
