@@ -256,9 +256,9 @@ def test_the_summaries_ablation_offers_contexts_no_branch_summary(make_engine: E
         state = await engine.open_session(None)
         await engine.ingest(state.session_id, _history(40))
         await engine.summarize(state.session_id)
-        assert engine.ctx.summary_offer(state.session_id)
+        assert engine.summaries.offer(state.session_id)
         engine.config.ablate = ("summaries",)
-        assert engine.ctx.summary_offer(state.session_id) == {}
+        assert engine.summaries.offer(state.session_id) == {}
 
     make_engine.run(body)
 

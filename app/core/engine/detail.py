@@ -15,6 +15,7 @@ summary of the turns continuing it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +56,10 @@ class SubtreeSummary:
 class DetailService:
     """See the module docstring."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService) -> None:
-        self.ctx, self.sessions, self.turns = ctx, sessions, turns
+    def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService,
+                 offer: Callable[[str], Offered]) -> None:
+        """``offer``: the branch summaries on offer now (``SummaryService.offer``)."""
+        self.ctx, self.sessions, self.turns, self.offer = ctx, sessions, turns, offer
 
     async def detail(self, turn_id: str, action: DetailAction) -> Detailed:
         """Apply ``action`` to the turn's context and recompile it; raises ``DetailError``."""
@@ -74,7 +77,7 @@ class DetailService:
             raise DetailError("This turn has no recorded context (it was imported as history).") from None
         b, past = record.build, state.as_of(turn_id)
         recorded = self.turns.recorded(b)
-        offer: Offered = {**self.ctx.summary_offer(state.session_id), **recorded.summaries(past)}
+        offer: Offered = {**self.offer(state.session_id), **recorded.summaries(past)}
         if action.kind == "focus" and action.node_id is not None and action.node_id not in past.graph:
             raise DetailError("That node did not exist yet when this turn was answered.")
         levels = offered_for(past, b.anchor_node, offer)

@@ -103,22 +103,26 @@ class Engine:
         file_reader: FileReader | None = None,
     ) -> None:
         config = config or EngineConfig()
-        builder = ContextBuilder(intents=IntentEngine(None), planner=PlanBuilder(), router=AnchorRouter(config.routing),
-                                 counter=counter, answer_reserve=config.answer_reserve, context_size=config.context_size)
+        # The intent prototypes are embedded at ``start`` (with the embedder's model), into this bank.
+        self.prototypes = PrototypeBank()
+        builder = ContextBuilder(intents=IntentEngine(self.prototypes), planner=PlanBuilder(),
+                                 router=AnchorRouter(config.routing), counter=counter,
+                                 answer_reserve=config.answer_reserve, context_size=config.context_size)
         self.ctx = ctx = EngineContext(store=store, index=index, embedder=embedder, chat=chat, counter=counter,
                                        ex=executors, config=config, builder=builder)
         self.sessions = SessionService(ctx)
         self.tasks = TaskService(ctx, self.sessions)
         self.tools = ToolService(ctx, self.tasks.writer(), folder_files=folder_files)
-        self.turns = TurnService(ctx, self.sessions, self.tasks, self.tools)
+        self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
+        self.summaries = SummaryService(ctx, self.sessions, self.memory.topic_messages, enabled=config.summaries)
+        self.turns = TurnService(ctx, self.sessions, self.tasks, self.tools, topics=self.memory.topic_search,
+                                 offer=self.summaries.offer)
         self.branches = BranchService(ctx, self.sessions, self.turns)
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
         self.environment = EnvironmentService(ctx, self.sessions, self.tools)
         self.attachments = AttachmentService(ctx, self.sessions, self.environment, file_reader)
         self.recovery = RecoveryService(ctx)
-        self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
-        self.summaries = SummaryService(ctx, self.sessions, enabled=config.summaries)
-        self.details = DetailService(ctx, self.sessions, self.turns)
+        self.details = DetailService(ctx, self.sessions, self.turns, self.summaries.offer)
         self.environment.env_ingested.connect(self.memory.on_env_ingested)
         self.env_ingested = self.environment.env_ingested
         self.env_pushed = self.environment.env_pushed
@@ -186,8 +190,7 @@ class Engine:
         await self.memory.load_topics()  # the topic channel answers from the first build
         embedder = self.ctx.embedder
         if embedder is not None:
-            bank = await self.ctx.ex.run("embed", PrototypeBank.from_embed, lambda texts: embedder.embed(texts))
-            self.ctx.builder.intents = IntentEngine(bank)
+            await self.ctx.ex.run("embed", self.prototypes.fill, lambda texts: embedder.embed(texts))
         return report
 
     async def close(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,19 @@ from app.core.tasks.stack import TaskInputs
 LLM_INTENT_CHARS = 2000  # of an input shown to the model for its intent JSON
 
 
+@dataclass(frozen=True)
+class LiveServices:
+    """What live sources read: the engine's context and services, the topic channel's search
+    (``MemoryService.topic_search``) and the branch summaries on offer (``SummaryService.offer``)."""
+
+    ctx: EngineContext
+    sessions: SessionService
+    tasks: TaskService
+    tools: ToolService
+    topics: TopicSearch
+    offer: Callable[[str], Offered]
+
+
 class LiveSources:
     """A build's inputs as the engine's services give them now.
 
@@ -48,10 +62,9 @@ class LiveSources:
     scheduler stream gives its build (else the session's now). ``detail``: the progressive detail
     the user set (answering a turn again)."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService, *,
-                 turn: tuple[str, str] | None = None, given_tasks: TaskInputs | None = None,
-                 detail: Detail | None = None) -> None:
-        self.ctx, self._sessions, self._tasks, self._tools = ctx, sessions, tasks, tools
+    def __init__(self, services: LiveServices, *, turn: tuple[str, str] | None = None,
+                 given_tasks: TaskInputs | None = None, detail: Detail | None = None) -> None:
+        self.ctx, self._services = services.ctx, services
         self.turn, self.given_tasks, self.given_detail = turn, given_tasks, detail
 
     # -- recomputed on replay as they are live
@@ -71,19 +84,19 @@ class LiveSources:
         return await self.ctx.vectors_for(ids)
 
     def profile(self, state: SessionState) -> UserProfile:
-        return self._sessions.profile(state)
+        return self._services.sessions.profile(state)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
-        return self._sessions.facts(state)
+        return self._services.sessions.facts(state)
 
     def overrides(self, state: SessionState) -> tuple[tuple[str, str], ...]:
         return tuple((said, node) for _, said, node in state.overrides)
 
     def topics(self) -> TopicSearch | None:
-        return self.ctx.topic_search
+        return self._services.topics
 
     async def outside_notes(self, state: SessionState, ids: Sequence[str]) -> list[NoteView]:
-        return await self._sessions.outside_notes(state, ids)
+        return await self._services.sessions.outside_notes(state, ids)
 
     def ablate(self) -> tuple[str, ...]:
         return self.ctx.config.ablate
@@ -101,8 +114,8 @@ class LiveSources:
     async def tasks(self, state: SessionState) -> TaskInputs:
         if self.given_tasks is not None:
             return self.given_tasks
-        await self._tasks.book(state.session_id)
-        return self._tasks.inputs(state.session_id)
+        await self._services.tasks.book(state.session_id)
+        return self._services.tasks.inputs(state.session_id)
 
     async def llm_intent(self, text: str, fast: Callable[[], Intent]) -> LlmSignal:
         """The model's intent JSON when the fast intent is unsure about the mode (and the model is
@@ -128,16 +141,16 @@ class LiveSources:
         return result.parsed, "ok"
 
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
-        return self._tools.specs(), self._tools.step(self.turn[1]) if self.turn is not None else None
+        return self._services.tools.specs(), self._services.tools.step(self.turn[1]) if self.turn is not None else None
 
     def system_prompt(self, state: SessionState) -> str:
         return state.generation.system_prompt
 
     def other_sessions(self, state: SessionState) -> int:
-        return self._sessions.other_sessions(state)
+        return self._services.sessions.other_sessions(state)
 
     def summaries(self, state: SessionState) -> Offered:
-        return self.ctx.summary_offer(state.session_id)
+        return self._services.offer(state.session_id)
 
     def detail(self) -> Detail:
         return self.given_detail or Detail()
@@ -153,9 +166,9 @@ class RecordedSources(LiveSources):
     workspace its plan's scope saw, model limits, detail) as recorded; the rest recomputed as live.
     ``summaries``/``detail`` replace the recorded ones (a detail change sets another detail)."""
 
-    def __init__(self, build: BuildRecord, ctx: EngineContext, sessions: SessionService, tasks: TaskService,
-                 tools: ToolService, *, summaries: Offered | None = None, detail: Detail | None = None) -> None:
-        super().__init__(ctx, sessions, tasks, tools)
+    def __init__(self, build: BuildRecord, services: LiveServices, *, summaries: Offered | None = None,
+                 detail: Detail | None = None) -> None:
+        super().__init__(services)
         self.build = build
         self.offered = offer_from_record(build.summaries) if summaries is None else summaries
         self.recorded_detail = Detail.model_validate(build.detail) if detail is None else detail
@@ -173,7 +186,7 @@ class RecordedSources(LiveSources):
 
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         round_ = self.build.tools
-        return tuple(self.build.tool_specs), self._tools.replayed(round_) if round_ is not None else None
+        return tuple(self.build.tool_specs), self._services.tools.replayed(round_) if round_ is not None else None
 
     def system_prompt(self, _state: SessionState) -> str:
         return self.build.system_prompt

@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.core.context.retrieval import TopicSearch
 from app.core.engine.context import EngineContext
 from app.core.engine.recovery import AnswerCheckpointer
-from app.core.engine.sources import LiveSources, RecordedSources
+from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
 from app.core.errors import NoRecordError
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import Detail
@@ -112,8 +113,12 @@ def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
 class TurnService:
     """Builds, submits, finishes, reads and replays turns."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService) -> None:
+    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService, *,
+                 topics: TopicSearch, offer: Callable[[str], Offered]) -> None:
+        """``topics``: the topic channel's search; ``offer``: the branch summaries a build is offered
+        (``MemoryService.topic_search``, ``SummaryService.offer``)."""
         self.ctx, self.sessions, self.tasks, self.tools = ctx, sessions, tasks, tools
+        self.reads = LiveServices(ctx, sessions, tasks, tools, topics, offer)  # what live builds read
         self.running: dict[str, TurnRun] = {}  # turns whose answer is not recorded yet
 
     # ------------------------------------------------------------------ build (no generation)
@@ -123,14 +128,13 @@ class TurnService:
         """What a build reads now (``engine/sources.py``): a turn's (``turn``: session id, turn id —
         its tools run and its model calls are recorded), with a stream's task stack (``tasks``) and
         the detail the user set (``detail``)."""
-        return LiveSources(self.ctx, self.sessions, self.tasks, self.tools, turn=turn, given_tasks=tasks, detail=detail)
+        return LiveSources(self.reads, turn=turn, given_tasks=tasks, detail=detail)
 
     def recorded(self, build: BuildRecord, *, summaries: Offered | None = None,
                  detail: Detail | None = None) -> RecordedSources:
         """What a rebuild of ``build`` reads: its observations as recorded, the rest recomputed;
         ``summaries``/``detail`` replace the recorded ones."""
-        return RecordedSources(build, self.ctx, self.sessions, self.tasks, self.tools, summaries=summaries,
-                               detail=detail)
+        return RecordedSources(build, self.reads, summaries=summaries, detail=detail)
 
     async def build(self, state: SessionState, request: BuildRequest,
                     sources: BuildSources | None = None) -> tuple[BuildRecord, StageTiming]:

@@ -193,19 +193,36 @@ class PrototypeBank:
                  vectors: Mapping[str, np.ndarray] | None = None) -> None:
         self._labels: dict[str, list[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
-        for f, mat in (vectors or {}).items():
+        self._set(labels or {}, vectors or {})
+
+    def _set(self, labels: Mapping[str, Sequence[str]], vectors: Mapping[str, np.ndarray]) -> None:
+        """Hold the usable fields of ``vectors`` (rows normalised), labelled by ``labels``."""
+        kept_labels: dict[str, list[str]] = {}
+        kept: dict[str, np.ndarray] = {}
+        for f, mat in vectors.items():
             m = np.asarray(mat, dtype=np.float64)
-            rows = list((labels or {}).get(f, []))
+            rows = list(labels.get(f, []))
             if m.ndim != 2 or not m.size or m.shape[0] != len(rows):
                 continue  # unusable field: no signal rather than an error
             norms = np.linalg.norm(m, axis=1, keepdims=True)
-            self._vectors[f] = m / np.where(norms == 0, 1.0, norms)
-            self._labels[f] = rows
+            kept[f] = m / np.where(norms == 0, 1.0, norms)
+            kept_labels[f] = rows
+        # labels first: ``scores`` reads the labels of the vectors it finds
+        self._labels = {**self._labels, **kept_labels}
+        self._vectors = {**self._vectors, **kept}
 
     @classmethod
     def from_embed(cls, embed_fn: Callable[[list[str]], np.ndarray],
                    prototypes: Mapping[str, Mapping[str, Sequence[str]]] = PROTOTYPES) -> PrototypeBank:
         """Embed every prototype sentence once (call on the embed executor) and return the bank."""
+        bank = cls()
+        bank.fill(embed_fn, prototypes)
+        return bank
+
+    def fill(self, embed_fn: Callable[[list[str]], np.ndarray],
+             prototypes: Mapping[str, Mapping[str, Sequence[str]]] = PROTOTYPES) -> None:
+        """Embed every prototype sentence once (call on the embed executor) into this bank: an
+        engine's bank is filled when the engine starts (until then it gives no signal)."""
         labels: dict[str, list[str]] = {}
         vectors: dict[str, np.ndarray] = {}
         for f, per_label in prototypes.items():
@@ -214,7 +231,7 @@ class PrototypeBank:
                 continue
             labels[f] = [label for label, _ in rows]
             vectors[f] = np.asarray(embed_fn([s for _, s in rows]))
-        return cls(labels, vectors)
+        self._set(labels, vectors)
 
     @classmethod
     def empty(cls) -> PrototypeBank:
