@@ -466,3 +466,29 @@ def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(make_e
         await second.close()
 
     asyncio.run(restart())
+
+
+def test_an_input_is_read_by_the_intent_rules_once(make_engine: EngineFactory) -> None:
+    """The text a stream was queued with is read once (its guessed path orders the queue; its build
+    reuses the reading), and so is a submitted one whose fast intent is unsure (the model is asked,
+    and the build's intent reads the same reading)."""
+    async def body(engine: Engine) -> None:
+        engine.config.llm_intent_below = 1.01  # the fast intent is always unsure: the model is always asked
+        intents = engine.ctx.builder.intents
+        reads: list[str] = []
+        read = intents.read
+
+        def counted(text: str) -> Any:
+            reads.append(text)
+            return read(text)
+
+        intents.read = counted  # type: ignore[method-assign]
+        state = await engine.open_session(None)
+        handle = engine.scheduler(state.session_id).submit("Write a short checklist for the launch")
+        streamed = await handle.done
+        run = await engine.submit(state.session_id, "hmm")
+        record = await run.done
+        assert streamed.build.llm_intent["status"] != "skipped" != record.build.llm_intent["status"]
+        assert reads == ["Write a short checklist for the launch", "hmm"]
+
+    make_engine.run(body, chat=StreamModel(), llm_intent="auto")

@@ -20,6 +20,7 @@ from app.core.engine.context import EngineContext
 from app.core.engine.recovery import AnswerCheckpointer
 from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
 from app.core.errors import NoRecordError
+from app.core.intent.engine import InputReading
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
@@ -85,11 +86,12 @@ class Attachment:
 @dataclass(frozen=True)
 class TurnHooks:
     """How a scheduler stream takes part in ``TurnService.submit_locked``: the task inputs of the
-    build (called under the session lock, before it) and the attachment (called once the turn's
-    node is attached)."""
+    build (called under the session lock, before it), the attachment (called once the turn's
+    node is attached), and what the intent rules read of the text when it was queued."""
 
     inputs: Callable[[SessionState], TaskInputs]
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
+    reading: InputReading | None = None
 
 
 def write_cited(store: Any, state: SessionState, build: BuildRecord) -> None:
@@ -212,7 +214,8 @@ class TurnService:
             request = BuildRequest(
                 text, at=message.at, budget=budget or ctx.config.default_budget, input_id=message.message_id,
                 anchor_override=anchor_override, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
-                exclude_ids=tuple(version.excluded if version is not None else versions.put_away_messages(state)))
+                exclude_ids=tuple(version.excluded if version is not None else versions.put_away_messages(state)),
+                reading=hooks.reading if hooks is not None else None)
             sources = self.live(turn=(session_id, turn_id), tasks=hooks.inputs(state) if hooks is not None else None,
                                 detail=detail)
             build, timing = await self.build(state, request, sources)

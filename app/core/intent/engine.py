@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
@@ -270,6 +271,22 @@ class PrototypeBank:
 # --------------------------------------------------------------------------- engine
 
 
+@dataclass(frozen=True)
+class InputReading:
+    """What the rules signal read from an input's text alone (``IntentEngine.read``): the text
+    normalised, its cues (as the rules signal left them; not changed after), the profile
+    statements it makes, the rules signal's records and the evidence spans and hints so far. One
+    reading serves every inference about the input: the queue's guess of its path, the fast
+    intent that decides whether the model is asked, and the build's intent."""
+
+    text: str
+    cues: TextCues
+    statements: tuple[ProfileStatement, ...]
+    records: tuple[SignalRecord, ...]
+    spans: tuple[EvidenceSpan, ...]
+    hints: tuple[str, ...]
+
+
 class IntentEngine:
     """Fuses rules, embeddings, structure, profile, environment and (optional) LLM JSON into an Intent.
 
@@ -280,8 +297,20 @@ class IntentEngine:
         self.bank = bank
         self.weights = weights
 
-    def infer(self, text: str, ctx: IntentContext | None = None) -> Intent:
-        """Return the structured intent of ``text`` (may be empty for an environment event).
+    def read(self, text: str) -> InputReading:
+        """What the rules read from ``text`` alone (the fast path: cue words, sentence form,
+        profile statements, the rules signal's records): read once per input and given to every
+        inference about it."""
+        text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
+        cues = analyse_text(text)
+        trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
+        statements = self._rules_signal(text, cues, trace)
+        return InputReading(text=text, cues=cues, statements=tuple(statements), records=tuple(trace.records),
+                            spans=tuple(trace.spans), hints=tuple(trace.hints))
+
+    def infer(self, text: str | InputReading, ctx: IntentContext | None = None) -> Intent:
+        """Return the structured intent of ``text`` (may be empty for an environment event), or of
+        the input ``read`` read.
 
         The signals add their evidence to one trace in a fixed order (rules, embedding, structure,
         env, llm); the fused distributions decide mode and task type; then come the goal, the
@@ -289,10 +318,9 @@ class IntentEngine:
         """
         ctx = ctx or IntentContext()
         w = self.weights
-        text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
-        cues = analyse_text(text)
-        trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
-        statements = self._rules_signal(text, cues, trace)
+        reading = text if isinstance(text, InputReading) else self.read(text)
+        text, cues, statements = reading.text, reading.cues, list(reading.statements)
+        trace = Trace(records=list(reading.records), spans=list(reading.spans), hints=list(reading.hints))
         self._embedding_signal(text, ctx, trace)
         structure = self._structure_signal(text, cues, ctx, trace)
         env = self._env_signal(text, ctx, trace)

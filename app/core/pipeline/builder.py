@@ -42,7 +42,7 @@ from app.core.routing.anchor import (
 from app.core.routing.candidates import anchor_candidates
 from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import NoteView, SessionState
-from app.core.tasks.stack import StackDecision, decide, decision_view, popped
+from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_view, popped
 from app.core.tools.model import ToolRound
 from app.core.types import NodeKind, Role
 
@@ -116,10 +116,10 @@ class ContextBuilder:
             llm_status=cast(LlmStatus, inp.llm_status),
             trigger="env" if inp.trigger == "env" else "user",
             recent_env_events=list(inp.env_events),
-            running_tasks=[RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in inp.tasks.running()],
+            running_tasks=running_tasks(inp.tasks),
             focus_task=self.focus_task(state, inp),
         )
-        return self.intents.infer(inp.text, ctx)
+        return self.intents.infer(inp.reading or inp.text, ctx)
 
     def anchor_candidates(
         self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
@@ -206,12 +206,13 @@ class ContextBuilder:
         prompt = self.prompt.compile(state, self.sections(state, inp, intent, plan, anchor, recalled, stack, tool_round,
                                                           budget=min(inp.budget, limit), limit=limit))
         t5 = time.perf_counter()
-        timing.intent_ms = (t1 - t0) * 1000
+        read_ms = timing.intent_ms
+        timing.intent_ms = read_ms + (t1 - t0) * 1000
         timing.plan_ms = (t2 - t1) * 1000
         timing.route_ms = (t3 - t2) * 1000
         timing.recall_ms = (t4 - t3) * 1000
         timing.compile_ms = (t5 - t4) * 1000
-        timing.build_ms = (t5 - t0) * 1000 + timing.embed_ms
+        timing.build_ms = (t5 - t0) * 1000 + timing.embed_ms + read_ms
         record = self.record(inp, intent, result, decision, anchor, req, recalled, prompt, tool_round, stack)
         record.compressed, record.required = prompt.compressions, prompt.required
         record.summaries = recorded_offer(state, [anchor, inp.detail.focus], inp.summaries)
@@ -221,7 +222,8 @@ class ContextBuilder:
     async def inputs(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
                      ) -> tuple[BuildInputs, Mapping[str, Sequence[float] | np.ndarray], ToolStep | None]:
         """What the build reads, each source asked once: the inputs, the recent turns' vectors (for
-        routing) and the step that runs the turn's tools. ``timing.embed_ms``: the query's embedding."""
+        routing) and the step that runs the turn's tools. ``timing.embed_ms``: the query's embedding;
+        ``timing.intent_ms``: reading the text (the intent stage's first part)."""
         started = time.perf_counter()
         given = request.query_vector if request.query_vector is not None else await sources.query_vector(request.text)
         timing.embed_ms = (time.perf_counter() - started) * 1000
@@ -229,12 +231,14 @@ class ContextBuilder:
         turns = state.turn_order[-self.candidate_turns * 2:]
         vectors = await sources.vectors([m for tid in turns for m in state.turns[tid].message_ids])
         tasks = await sources.tasks(state)
-        running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
+        started = time.perf_counter()
+        reading = request.reading or self.intents.read(request.text)  # the fast intent's text, read once
+        timing.intent_ms = (time.perf_counter() - started) * 1000  # (the intent stage adds its own)
         llm_output, llm_status = await sources.llm_intent(request.text, lambda: self.intents.infer(
-            request.text, IntentContext(query_vector=qv, running_tasks=running)))
+            reading, IntentContext(query_vector=qv, running_tasks=running_tasks(tasks))))
         specs, tool_step = sources.tools()
         inp = BuildInputs.of(
-            request, query_vector=qv, profile=sources.profile(state), facts=sources.facts(state),
+            request, query_vector=qv, reading=reading, profile=sources.profile(state), facts=sources.facts(state),
             overrides=sources.overrides(state), tools=specs, tasks=tasks, llm_output=llm_output, llm_status=llm_status,
             system_prompt=sources.system_prompt(state), other_sessions=sources.other_sessions(state),
             ablate=sources.ablate(), summaries=sources.summaries(state), detail=sources.detail())
@@ -334,6 +338,11 @@ class ContextBuilder:
             offered_tools=tool_round.offered if tool_round is not None else [],
             surface_conflicts=plan.surface_conflicts, required=plan.required, budget=budget, limit=limit,
             quotas=plan.budget.segments)
+
+
+def running_tasks(tasks: TaskInputs) -> list[RunningTask]:
+    """The tasks with a live stream, as the intent's structure signal reads them."""
+    return [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
 
 
 def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:

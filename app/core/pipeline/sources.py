@@ -29,6 +29,7 @@ import numpy as np
 from app.core.context.compiler import Fact, Item
 from app.core.context.recall_model import ChannelRun, SearchPort
 from app.core.context.retrieval import TopicSearch
+from app.core.intent.engine import InputReading
 from app.core.intent.model import EnvEventRef, Intent
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.detail import Detail
@@ -71,12 +72,16 @@ class BuildRequest:
     trigger: str = "user"  # "user" | "env"
     env_events: tuple[EnvEventRef, ...] = ()
     pinned: tuple[Item, ...] = ()
+    # The text as the intent rules read it, when the caller has read it already (a scheduler
+    # stream, to guess the input's path when it was queued); None: the build reads it.
+    reading: InputReading | None = None
 
 
 @dataclass(frozen=True)
 class BuildInputs(BuildRequest):
     """The request and what the sources gave for it: everything the stages read besides the state
-    (made once per build by ``ContextBuilder``; ``query_vector`` is then the one the build uses)."""
+    (made once per build by ``ContextBuilder``; ``query_vector`` and ``reading`` are then the ones
+    the build uses)."""
 
     profile: UserProfile = field(default_factory=UserProfile)
     facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
@@ -158,8 +163,9 @@ class BuildSources(Protocol):
         ...
 
     async def llm_intent(self, text: str, fast: Callable[[], Intent]) -> LlmSignal:
-        """The chat model's intent JSON for ``text``: asked for when the fast intent (``fast()``,
-        computed only if needed) is unsure, or as recorded."""
+        """The chat model's intent JSON for ``text``: asked for when the fast intent (``fast()``:
+        from the input's reading, its vector and the running tasks; inferred only when needed) is
+        unsure, or as recorded."""
         ...
 
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
