@@ -106,11 +106,8 @@ async def recall(
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor);
     ``recorded`` runs are used as observed; ``known_sem``: query cosines the caller has (recent
-    turns), for the gate; ``topics(query, k, session or None)`` is the topic channel.
-    ``outside(ids)`` reads other sessions' hits (workspace scope) as notes (replay too): fusion
-    reads the state with them (``SessionState.with_notes``, the state itself unchanged), and they
-    are returned with the result — the caller reads the rest of the build from the same view.
-    """
+    turns), for the gate; ``topics(query, k, session or None)`` is the topic channel; ``outside(ids)``
+    reads other sessions' hits (workspace scope) as notes, fused on a view of ``state``, returned."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
 
@@ -149,9 +146,8 @@ async def recall(
         given("memory", memory),
         given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
-    notes: list[NoteView] = []
-    if outside is not None and req.scope == "workspace":  # other sessions' messages become notes
-        notes = await outside([i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
+    notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
+        [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
     return fuse(seen, req, STRATEGIES.get(req.strategy, PCM_FUSION), list(runs), known_sem=known_sem), notes
 

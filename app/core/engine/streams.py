@@ -18,7 +18,7 @@ from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
 from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
-from app.core.intent.engine import InputReading
+from app.core.intent.decision import InputReading
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.background import spawn

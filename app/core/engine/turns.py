@@ -20,7 +20,7 @@ from app.core.engine.context import EngineContext
 from app.core.engine.recovery import AnswerCheckpointer
 from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
 from app.core.errors import NoRecordError
-from app.core.intent.engine import InputReading
+from app.core.intent.decision import InputReading
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
@@ -219,13 +219,8 @@ class TurnService:
             sources = self.live(turn=(session_id, turn_id), tasks=hooks.inputs(state) if hooks is not None else None,
                                 detail=detail)
             build, timing = await self.build(state, request, sources)
-        except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
-            await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
-            # It is part of the session like any input: in the live state (as a reopened one has
-            # it) and in the index (as later builds and their replay must both see it).
-            state.add_message(message)
-            if ctx.index is not None:
-                await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
+        except Exception:
+            await self._build_failed(state, turn_id, message)
             raise
         state.add_message(message)
         if anchor_override and version is None:  # the user's correction: a signal for later routing (not NEW_ROOT)
@@ -257,6 +252,16 @@ class TurnService:
         if ctx.index is not None:  # before the lock is released: later builds see its vector
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
         return run
+
+    async def _build_failed(self, state: SessionState, turn_id: str, message: Message) -> None:
+        """The input stays recorded; its turn says it failed (never "recorded" forever). It is part
+        of the session like any input: in the live state (as a reopened one has it) and in the
+        index (as later builds and their replay must both see it)."""
+        ctx = self.ctx
+        await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
+        state.add_message(message)
+        if ctx.index is not None:
+            await ctx.ex.run("embed", ctx.index.index_messages, state.session_id, [message])
 
     def _persist_build(self, state: SessionState, record: TurnRecord, node: GraphNode, edge: GraphEdge | None,
                        more: Sequence[Attachment | Callable[[], None] | None]) -> None:

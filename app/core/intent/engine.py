@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
@@ -44,6 +43,7 @@ from pydantic import BaseModel
 from app.core.intent.cues import ENV_ALERT_RE, SAFE_SEND_RE, TextCues, analyse_text, extract_entities, target_task
 from app.core.intent.decision import (
     EnvReading,
+    InputReading,
     IntentFields,
     LlmReading,
     StructureReading,
@@ -208,9 +208,8 @@ class PrototypeBank:
             norms = np.linalg.norm(m, axis=1, keepdims=True)
             kept[f] = m / np.where(norms == 0, 1.0, norms)
             kept_labels[f] = rows
-        # labels first: ``scores`` reads the labels of the vectors it finds
-        self._labels = {**self._labels, **kept_labels}
-        self._vectors = {**self._vectors, **kept}
+        self._labels = kept_labels  # first: ``scores`` reads the labels of the vectors it finds
+        self._vectors = kept
 
     @classmethod
     def from_embed(cls, embed_fn: Callable[[list[str]], np.ndarray],
@@ -271,22 +270,6 @@ class PrototypeBank:
 # --------------------------------------------------------------------------- engine
 
 
-@dataclass(frozen=True)
-class InputReading:
-    """What the rules signal read from an input's text alone (``IntentEngine.read``): the text
-    normalised, its cues (as the rules signal left them; not changed after), the profile
-    statements it makes, the rules signal's records and the evidence spans and hints so far. One
-    reading serves every inference about the input: the queue's guess of its path, the fast
-    intent that decides whether the model is asked, and the build's intent."""
-
-    text: str
-    cues: TextCues
-    statements: tuple[ProfileStatement, ...]
-    records: tuple[SignalRecord, ...]
-    spans: tuple[EvidenceSpan, ...]
-    hints: tuple[str, ...]
-
-
 class IntentEngine:
     """Fuses rules, embeddings, structure, profile, environment and (optional) LLM JSON into an Intent.
 
@@ -298,9 +281,8 @@ class IntentEngine:
         self.weights = weights
 
     def read(self, text: str) -> InputReading:
-        """What the rules read from ``text`` alone (the fast path: cue words, sentence form,
-        profile statements, the rules signal's records): read once per input and given to every
-        inference about it."""
+        """What the rules read from ``text`` alone (the fast path): read once per input and given
+        to every inference about it."""
         text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
         cues = analyse_text(text)
         trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
@@ -309,8 +291,7 @@ class IntentEngine:
                             spans=tuple(trace.spans), hints=tuple(trace.hints))
 
     def infer(self, text: str | InputReading, ctx: IntentContext | None = None) -> Intent:
-        """Return the structured intent of ``text`` (may be empty for an environment event), or of
-        the input ``read`` read.
+        """Return the structured intent of ``text`` or of its ``read`` (may be empty: an env event).
 
         The signals add their evidence to one trace in a fixed order (rules, embedding, structure,
         env, llm); the fused distributions decide mode and task type; then come the goal, the

@@ -29,7 +29,7 @@ import numpy as np
 from app.core.context.compiler import Fact, Item
 from app.core.context.recall_model import ChannelRun, SearchPort
 from app.core.context.retrieval import TopicSearch
-from app.core.intent.engine import InputReading
+from app.core.intent.decision import InputReading
 from app.core.intent.model import EnvEventRef, Intent
 from app.core.intent.profile import UserProfile
 from app.core.pipeline.detail import Detail
