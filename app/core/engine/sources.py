@@ -7,6 +7,9 @@
   observation of the outside or the user's choice then is answered from the ``BuildRecord``, one
   method beside its live twin; the rest is recomputed as live (DESIGN.md §4 "Replay");
 - ``PushSources``: an environment push — the index and the user's profile, nothing of a turn.
+
+What all three read alike (the index, the input's embedding, recent vectors, the profile) is
+``StoredReads``, which they extend.
 """
 
 from __future__ import annotations
@@ -54,20 +57,12 @@ class LiveServices:
     offer: Callable[[str], Offered]
 
 
-class LiveSources:
-    """A build's inputs as the engine's services give them now.
+class StoredReads:
+    """What every build reads alike, live or replayed or pushed: the search index, the input's
+    embedding, the stored vectors of recent messages, the user's profile (all recomputed on replay)."""
 
-    ``turn`` (session id, turn id): the build is that turn's — its tools run and its model calls
-    are recorded in ``model_usage``; without it no tool runs. ``tasks``: the task stack a
-    scheduler stream gives its build (else the session's now). ``detail``: the progressive detail
-    the user set (answering a turn again)."""
-
-    def __init__(self, services: LiveServices, *, turn: tuple[str, str] | None = None,
-                 given_tasks: TaskInputs | None = None, detail: Detail | None = None) -> None:
-        self.ctx, self._services = services.ctx, services
-        self.turn, self.given_tasks, self.given_detail = turn, given_tasks, detail
-
-    # -- recomputed on replay as they are live
+    def __init__(self, ctx: EngineContext, sessions: SessionService) -> None:
+        self.ctx, self._sessions = ctx, sessions
 
     @property
     def index(self) -> SearchPort | None:
@@ -84,7 +79,24 @@ class LiveSources:
         return await self.ctx.vectors_for(ids)
 
     def profile(self, state: SessionState) -> UserProfile:
-        return self._services.sessions.profile(state)
+        return self._sessions.profile(state)
+
+
+class LiveSources(StoredReads):
+    """A build's inputs as the engine's services give them now.
+
+    ``turn`` (session id, turn id): the build is that turn's — its tools run and its model calls
+    are recorded in ``model_usage``; without it no tool runs. ``tasks``: the task stack a
+    scheduler stream gives its build (else the session's now). ``detail``: the progressive detail
+    the user set (answering a turn again)."""
+
+    def __init__(self, services: LiveServices, *, turn: tuple[str, str] | None = None,
+                 given_tasks: TaskInputs | None = None, detail: Detail | None = None) -> None:
+        super().__init__(services.ctx, services.sessions)
+        self._services = services
+        self.turn, self.given_tasks, self.given_detail = turn, given_tasks, detail
+
+    # -- recomputed on replay as they are live (and the index, vectors and profile: ``StoredReads``)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
         return self._services.sessions.facts(state)
@@ -205,29 +217,14 @@ class RecordedSources(LiveSources):
         return {run.channel: run for run in self.build.recall.channels if run.channel in INDEX_CHANNELS}
 
 
-class PushSources:
-    """What an environment push's build reads: the index and the user's profile; nothing of a turn
-    (no task stack, tool round, model signal, summaries, facts, overrides or workspace recall)."""
+class PushSources(StoredReads):
+    """What an environment push's build reads: the index and the user's profile (``StoredReads``);
+    nothing of a turn (no task stack, tool round, model signal, summaries, facts, overrides or
+    workspace recall)."""
 
     def __init__(self, ctx: EngineContext, sessions: SessionService, tools: ToolService) -> None:
-        self.ctx, self._sessions, self._tools = ctx, sessions, tools
-
-    @property
-    def index(self) -> SearchPort | None:
-        return self.ctx.index
-
-    async def run_blocking(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        return await self.ctx.on_index(fn, *args, **kw)
-
-    async def query_vector(self, text: str) -> Sequence[float] | None:
-        vecs = await self.ctx.embed([text])
-        return vecs[0] if vecs is not None else None
-
-    async def vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[float] | np.ndarray]:
-        return await self.ctx.vectors_for(ids)
-
-    def profile(self, state: SessionState) -> UserProfile:
-        return self._sessions.profile(state)
+        super().__init__(ctx, sessions)
+        self._tools = tools
 
     def facts(self, _state: SessionState) -> tuple[Fact, ...]:
         return ()
