@@ -228,7 +228,7 @@ async def run_purity_eval(engine: Engine, data_dir: Path, budgets: Sequence[int]
             if progress:
                 progress(f"{name}: {len(lines)} messages routed and built")
     report: dict[str, Any] = {
-        "budgets": list(budgets), "counter": engine.counter.name, "messages": len(messages),
+        "budgets": list(budgets), "counter": engine.counter_name, "messages": len(messages),
         "scored": sum(m.scored for m in messages), "seconds": round(time.perf_counter() - started, 1),
         "build_ms_p50": round(float(np.median(stats["build_ms"])), 2) if stats["build_ms"] else None,
         "mean_tokens": {str(b): round(float(np.mean(stats[f"tokens@{b}"])), 1) for b in budgets if stats[f"tokens@{b}"]},

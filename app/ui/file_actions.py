@@ -3,7 +3,7 @@ settings (with the theme) and the open session's own settings (temperature, answ
 standing instruction).
 
 ``FileActions`` is mixed into ``MainWindow`` like ``branch_actions.CanvasActions``. Export and
-import reach the store through the controller and the engine facade (``Engine.with_store``);
+import go through the controller to the engine facade (``Engine.export_session``/``import_session``);
 reading and writing the document file happen off the UI thread. A problem the user can fix
 (a file that is not JSON, a document the store refuses) is shown as one line; anything else is
 "something went wrong" and is logged with its traceback.
@@ -139,7 +139,7 @@ class FileActions(AttachActions):
             current = await engine.generation(session_id)
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
-            dialog = GenerationDialog(current, engine.config.generation, title, self._window())
+            dialog = GenerationDialog(current, engine.default_generation(), title, self._window())
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()
