@@ -120,7 +120,7 @@ class LiveSources(StoredReads):
         contexts then leave room for (at most half the context); None keeps the builder's."""
         if not state.generation.max_tokens:
             return None
-        size = self.ctx.config.context_size
+        size = self.ctx.builder.context_size
         return size, min(state.generation.max_tokens, size // 2)
 
     async def tasks(self, state: SessionState) -> TaskInputs:
