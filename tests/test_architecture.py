@@ -5,6 +5,7 @@ app/core and the MCP and evaluation front ends, ruff over app/, module and funct
 from __future__ import annotations
 
 import ast
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -176,7 +177,7 @@ def test_the_engine_hands_out_no_service_and_no_port(tmp_path: Path) -> None:
             assert all(isinstance(v, Signal) for v in public.values()), public
         assert not hasattr(engine, "with_store")
     finally:
-        engine._ctx.ex.shutdown(wait=True)
+        asyncio.run(engine.close())
 
 
 # ---------------------------------------------------------------------------- import cycles
