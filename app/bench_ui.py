@@ -156,7 +156,7 @@ async def measure_burst(data_dir: Path, n_files: int) -> dict[str, Any]:
         settle_s = time.perf_counter() - t0 - 3.0
         lags = probe.stop()
         stats = c.intake.stats() if c.intake is not None else None
-        stored = await c.engine.ex.run("store", c.engine.store.list_env_events, c.session_id)
+        stored = await c.engine.env_events(c.session_id)
         return {
             "files": n_files,
             "raw_changes": stats.raw if stats else 0,

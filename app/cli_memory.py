@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.core.errors import CoreError
 from app.core.memory.evolve import is_valid, revoked
+
+if TYPE_CHECKING:
+    from app.core.engine.facade import Engine
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -127,15 +130,15 @@ def _checked(args: argparse.Namespace) -> int:
 
 def cmd_memory_add(args: argparse.Namespace) -> int:
     """``pcm memory add TEXT``: the profile statements of TEXT, for every session (module doc)."""
-    from app.cli_pipeline import _with_engine, resolve_id
+    from app.cli_pipeline import _with_engine
 
     text = args.memory_id.strip()
 
-    async def work(engine: Any) -> int:
+    async def work(engine: Engine) -> int:
         if args.session:
-            session_id = await engine.with_store(resolve_id, "session", args.session)
+            session_id: str | None = await engine.resolve_id("session", args.session)
         else:
-            session_id = await engine.with_store(lambda store: store.last_used_session_id())
+            session_id = await engine.last_used_session()
         state = await engine.open_session(session_id, title="Profile")
         added = await engine.add_profile(text, state.session_id)
         if added is None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from app.config import Settings
 from app.core.engine.facade import Engine
-from app.core.errors import CoreError, NoRecordError
+from app.core.engine.ids import resolve_id
+from app.core.errors import NoRecordError
 from app.core.pipeline.record import TurnRecord
 
 
@@ -48,28 +49,6 @@ def _with_engine(
             await engine.close()
 
     return asyncio.run(run())
-
-
-MIN_PREFIX = 4  # characters of an id the window shows (it shows 8) that pick one record
-
-
-def resolve_id(store: Any, kind: str, text: str) -> str:
-    """The full id a typed one means: ``last`` (the latest turn, or the last used session), a
-    whole id, or a prefix of at least ``MIN_PREFIX`` characters that matches exactly one record.
-    Raises ``NoRecordError`` for nothing found and ``CoreError`` for an ambiguous prefix."""
-    text = text.strip()
-    if text == "last":
-        found = store.latest_turn_id() if kind == "turn" else store.last_used_session_id()
-        if found is None:
-            raise NoRecordError(f"there is no {kind} yet")
-        return str(found)
-    matches = store.match_ids(kind, text, limit=2) if len(text) >= MIN_PREFIX else []
-    if len(matches) == 1:
-        return str(matches[0])
-    if not matches:
-        raise NoRecordError(f"no {kind} {text!r}" + ("" if len(text) >= MIN_PREFIX
-                                                    else f" (give at least {MIN_PREFIX} characters of its id)"))
-    raise CoreError(f"{text!r} is the start of several {kind} ids: give more characters")
 
 
 def summary(record: TurnRecord) -> str:
@@ -261,7 +240,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
-        turn_id = await engine.with_store(resolve_id, "turn", args.turn)
+        turn_id = await engine.resolve_id("turn", args.turn)
         differences = await engine.replay(turn_id)
         if differences:
             print(f"turn {turn_id}: {len(differences)} differences")
@@ -341,7 +320,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ablate = tuple(c.strip() for c in (args.ablate or "").split(",") if c.strip())
 
     async def work(engine: Engine) -> int:
-        engine.config.ablate = ablate
+        engine.lab().set_ablation(ablate)
         if args.kind == "purity":
             report = await run_purity_eval(engine, data_dir, budgets, out, progress=_err)
             print(format_purity_report(report))
@@ -364,7 +343,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         async def make(folder: Path) -> Engine:
             engine = await asyncio.to_thread(wiring.build_engine, Settings.load(folder), chat=False, counter=counter)
-            engine.config.ablate = ablate
+            engine.lab().set_ablation(ablate)
             await engine.start()
             return engine
 

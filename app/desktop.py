@@ -75,18 +75,6 @@ def embed_models(settings: Settings) -> list[str]:
     return [e.name for e in wiring.manifest(settings) if e.role == ModelRole.EMBED]
 
 
-def export_session(store: Any, session_id: str) -> dict[str, Any]:
-    from app.store.exchange import export_session as export
-
-    return export(store, session_id)
-
-
-def import_session(store: Any, data: dict[str, Any]) -> str:
-    from app.store.exchange import import_session as import_
-
-    return import_(store, data)
-
-
 def read_document(path: Path) -> Any:
     from app.store.docfile import read_document_file
 
@@ -170,8 +158,6 @@ def services() -> Services:
         verify_chat_model=verify_chat_model,
         chat_models=chat_models,
         embed_models=embed_models,
-        export_session=export_session,
-        import_session=import_session,
         read_document=read_document,
         document_text=document_text,
         build_sensors=build_sensors,

@@ -16,6 +16,7 @@ from app.core.ports import ChatModel, Embedder
 from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
 from app.sensors.attach import read_attachment
 from app.sensors.confined import ConfinedFolders
+from app.store.exchange import StoreExchange
 from app.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -147,5 +148,5 @@ def build_engine(
     return Engine(
         store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
-        file_reader=read_attachment,
+        file_reader=read_attachment, exchange=StoreExchange(store),
     )

@@ -60,7 +60,7 @@ def engine_in(
     else ``HashEmbedder(dim=64)``; the counter counts words unless told otherwise. ``config``
     replaces the whole ``EngineConfig``; without it one is made from ``budget``, ``llm_intent``
     and ``max_streams``. ``read_file`` reads through the app's confined opener (``ConfinedFolders``);
-    ``attach_file`` through the app's ``read_attachment``.
+    ``attach_file`` through the app's ``read_attachment``; export and import through ``StoreExchange``.
     The store is opened on the engine's own "store" thread, as the app does.
 
     A plain function for the places a fixture cannot reach (the desktop's ``build_engine`` hook,
@@ -75,6 +75,7 @@ def engine_in(
     from app.llm.fakes import HashEmbedder, ScriptedChatModel
     from app.sensors.attach import read_attachment
     from app.sensors.confined import ConfinedFolders
+    from app.store.exchange import StoreExchange
     from app.store.index import SearchIndex
     from app.store.sqlite import SqliteStore
 
@@ -97,7 +98,15 @@ def engine_in(
         config=config,
         folder_files=ConfinedFolders,
         file_reader=read_attachment,
+        exchange=StoreExchange(store),
     )
+
+
+async def stored(engine: Engine, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(store, *args)`` on the engine's store thread: a test reading or writing the system of
+    record directly (front ends cannot: the engine's facade hands out no store)."""
+    ctx = engine._ctx  # a test looks behind the facade
+    return await ctx.on_store(fn, ctx.store, *args)
 
 
 class EngineFactory:

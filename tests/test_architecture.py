@@ -1,10 +1,12 @@
 """The rules of DESIGN.md §2 and §5 that a machine can check: the import-linter contracts in
-pyproject.toml, no import cycles, mypy over app/core (and a falling error count over app/ui), ruff
-over app/, no class that stubs its host's methods, module and function sizes."""
+pyproject.toml, no import cycles, every front end through the engine's facade only, mypy over
+app/core and the MCP and evaluation front ends (and a falling error count over app/ui), ruff over
+app/, no class that stubs its host's methods, module and function sizes."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,8 +74,9 @@ def test_only_the_ui_package_names_qt() -> None:
     assert not offenders, offenders
 
 
-def test_mypy_passes_on_core(tmp_path: Path) -> None:
-    """mypy with the [tool.mypy] configuration of pyproject.toml (files: app/core)."""
+def test_mypy_passes_on_core_and_the_front_ends_it_holds_to_the_facade(tmp_path: Path) -> None:
+    """mypy with the [tool.mypy] configuration of pyproject.toml (files: app/core, app/main.py,
+    app/mcp, app/eval)."""
     result = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")], timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -96,32 +99,103 @@ def test_ruff_passes_on_app() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# The engine's parts that only the engine may touch; front ends use the facade's methods.
-ENGINE_INTERNALS = {"store", "ex", "chat", "index", "embedder", "counter", "builder", "vectors"}
+# ---------------------------------------------------------------------------- the facade
+
+#: The front ends (DESIGN.md §2): they reach the engine through ``Engine``'s public members only.
+FRONT_ENDS = ("app/ui/**/*.py", "app/mcp/**/*.py", "app/eval/**/*.py", "app/cli.py", "app/cli_*.py",
+              "app/bench_ui.py", "app/demo.py")
+#: What holds an engine in a front end: a name, an attribute, or the UI controller's accessor.
+ENGINE_NAMES = frozenset({"engine", "eng"})
 
 
-def _engine_reach_ins(path: Path) -> Iterator[str]:
-    """``<...>.engine.<internal>`` and ``getattr(<...>.engine, "<internal>")`` in one module."""
-    def is_engine(node: ast.expr) -> bool:
-        return (isinstance(node, ast.Name) and node.id == "engine") or (
-            isinstance(node, ast.Attribute) and node.attr == "engine")
+def _front_end_modules() -> list[Path]:
+    return sorted({path for pattern in FRONT_ENDS for path in ROOT.glob(pattern)})
 
+
+def _facade_members() -> set[str]:
+    """``Engine``'s public members: its methods and properties, and the attributes its
+    constructor sets on ``self`` (the signals)."""
+    from app.core.engine.facade import Engine
+
+    names = {n for n in dir(Engine) if not n.startswith("_")}
+    tree = ast.parse((ROOT / "app/core/engine/facade.py").read_text(encoding="utf-8"))
+    init = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    for node in ast.walk(init):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
+                and isinstance(node.ctx, ast.Store) and not node.attr.startswith("_"):
+            names.add(node.attr)
+    return names
+
+
+def _is_engine(node: ast.expr) -> bool:
+    """An expression holding an engine: ``engine``, ``<...>.engine``, ``<...>._engine()``."""
+    if isinstance(node, ast.Name):
+        return node.id in ENGINE_NAMES
+    if isinstance(node, ast.Attribute):
+        return node.attr in ENGINE_NAMES
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "_engine")
+
+
+def _from_engine(node: ast.expr) -> bool:
+    """An engine, or anything reached from one by attributes and calls (``engine.lab().x``)."""
+    while True:
+        if _is_engine(node):
+            return True
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return False
+
+
+def _engine_reach_ins(path: Path, facade: set[str], root: Path = ROOT) -> Iterator[str]:
+    """Every ``<engine>.<name>`` (or ``getattr(<engine>, "<name>")``) in one module whose name is
+    no public member of the facade, and every private name reached from an engine."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        name = None
-        if isinstance(node, ast.Attribute) and is_engine(node.value):
-            name = node.attr
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-              and len(node.args) >= 2 and is_engine(node.args[0]) and isinstance(node.args[1], ast.Constant)):
-            name = str(node.args[1].value)
-        if name is not None and (name in ENGINE_INTERNALS or name.startswith("_")):
-            yield f"{path.relative_to(ROOT)}:{node.lineno}: engine.{name}"
+        name, on = None, None
+        if isinstance(node, ast.Attribute):
+            name, on = node.attr, node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+            name, on = str(node.args[1].value), node.args[0]
+        if name is None or on is None:
+            continue
+        if (_is_engine(on) and name not in facade) or (name.startswith("_") and _from_engine(on) and not _is_engine(node)):
+            yield f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)[:80]}"
 
 
-def test_ui_reaches_the_engine_through_the_facade_only() -> None:
-    """DESIGN.md §2: ``ui`` talks to the engine facade only, never to its store, executors,
-    models or private names."""
-    offenders = [hit for path in sorted((ROOT / "app" / "ui").rglob("*.py")) for hit in _engine_reach_ins(path)]
+def test_the_facade_guard_sees_a_reach_in(tmp_path: Path) -> None:
+    bad = tmp_path / "front.py"
+    bad.write_text("async def f(engine, c):\n    engine.store.x()\n    await c.engine.turns.build()\n"
+                   "    getattr(engine, 'ctx')\n    engine.lab()._ctx\n    await engine.open_session(None)\n")
+    found = {line.split(": ", 1)[1] for line in _engine_reach_ins(bad, _facade_members(), tmp_path)}
+    assert found == {"engine.store", "c.engine.turns", "getattr(engine, 'ctx')", "engine.lab()._ctx"}
+
+
+def test_front_ends_reach_the_engine_through_the_facade_only() -> None:
+    """DESIGN.md §2: every front end (ui, cli, mcp, eval, the UI benchmark, the demo) talks to the
+    engine through ``Engine``'s public methods only — never its services, ports or private names."""
+    facade = _facade_members()
+    offenders = [hit for path in _front_end_modules() for hit in _engine_reach_ins(path, facade)]
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_engine_hands_out_no_service_and_no_port(tmp_path: Path) -> None:
+    """Every public attribute of an engine (and of its two narrower doors, ``lab()`` and
+    ``records()``) is a signal: services, ports and the context stay private."""
+    from app.core.signals import Signal
+    from tests.conftest import engine_in
+
+    engine = engine_in(tmp_path)
+    try:
+        for holder in (engine, engine.lab(), engine.records()):
+            public = {k: v for k, v in vars(holder).items() if not k.startswith("_")}
+            assert all(isinstance(v, Signal) for v in public.values()), public
+        assert not hasattr(engine, "with_store")
+    finally:
+        asyncio.run(engine.close())
 
 
 # ---------------------------------------------------------------------------- import cycles

@@ -70,11 +70,11 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 async def _build_without_memory_topic(engine: Engine, session_id: str, query: str, budget: int) -> float:
     """One build's time (ms) with the memory and topic channels switched off."""
-    engine.config.ablate, kept = ("memory", "topic"), engine.config.ablate
+    kept = engine.lab().set_ablation(("memory", "topic"))
     try:
         return (await engine.build(session_id, query, budget=budget))[1].build_ms
     finally:
-        engine.config.ablate = kept
+        engine.lab().set_ablation(kept)
 
 
 async def bench_build(
@@ -87,8 +87,9 @@ async def bench_build(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Measure build latency per stage at each history size, against the bare vector query."""
-    assert engine.index is not None and engine.embedder is not None
-    report: dict[str, Any] = {"budget": budget, "counter": engine.counter.name, "sizes": {}}
+    lab = engine.lab()
+    assert lab.can_search(), "bench build needs the embedder and the search index"
+    report: dict[str, Any] = {"budget": budget, "counter": engine.counter_name, "sizes": {}}
     qs = questions(n_questions)
     qvecs = await engine.embed(qs)
     assert qvecs is not None
@@ -101,15 +102,16 @@ async def bench_build(
             if progress:
                 progress(f"{n} turns: ingested {min(n, lo + chunk)}")
         ingest_s = time.perf_counter() - started
-        writer_before = (engine.memory.stats.pieces, engine.memory.stats.seconds)
+        writer = lab.memory_stats()
+        writer_before = (writer.pieces, writer.seconds)
         started = time.perf_counter()
         await engine.memory_idle()  # the memory writer reads the history behind the ingest
         writer_wait_s = time.perf_counter() - started
-        pieces = engine.memory.stats.pieces - writer_before[0]
-        writer_s = engine.memory.stats.seconds - writer_before[1]
+        pieces = writer.pieces - writer_before[0]
+        writer_s = writer.seconds - writer_before[1]
         sample = [m.content for m in history[: min(n, 1000)]]
         started = time.perf_counter()
-        await engine.ex.run("embed", engine.embedder.embed, sample)
+        await engine.embed(sample)
         embed_rate = len(sample) / (time.perf_counter() - started)
         # warm-up: first queries pay for opening index files
         for q in qs[:3]:
@@ -120,7 +122,7 @@ async def bench_build(
         # two cores busy for a moment after a query, which would otherwise land on the next build.
         for v in qvecs:
             t0 = time.perf_counter()
-            await engine.ex.run("index", engine.index.search_vector, v, 20, session_id=state.session_id)
+            await lab.vector_query(v, 20, session_id=state.session_id)
             bare.append((time.perf_counter() - t0) * 1000)
         without: list[float] = []  # the same builds with the memory and topic channels switched off
         for k, q in enumerate(qs):

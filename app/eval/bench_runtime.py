@@ -29,9 +29,11 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from app.core.engine.facade import Engine
+from app.core.engine.lab import Background
 from app.core.runtime.scheduler import StreamHandle
 from app.core.types import TaskStatus
 
@@ -97,8 +99,8 @@ async def _parallel(engine: Engine, k: int, n: int) -> dict[str, Any]:
         "completed": sum(1 for h in handles if h.status == "done"), "tasks": len(tasks),
         "tasks_complete": sum(1 for t in tasks if t.status == TaskStatus.COMPLETE),
         "consistent": final and not differences, "differences": differences[:10],
-        "first_token_ms": _stats([s["first_token_ms"] for s in streams if s["first_token_ms"] is not None]),
-        "total_ms": _stats([s["total_ms"] for s in streams if s["total_ms"] is not None]),
+        "first_token_ms": _stats([round(h.first_token_ms, 1) for h in handles if h.first_token_ms is not None]),
+        "total_ms": _stats([round(h.total_ms, 1) for h in handles if h.total_ms is not None]),
         "streams": streams,
     }
 
@@ -133,18 +135,24 @@ async def _on_off(engine: Engine, runs: int, after_tokens: int, switch: Callable
     return {"first_token_ms": _stats(on)}, {"first_token_ms": _stats(off)}
 
 
-def _summaries_switch(engine: Engine) -> Callable[[bool], None]:
-    """On: summaries after every answered turn, asking the chat model (the worst case for an input
-    that arrives meanwhile); off: none."""
+def _writer_switch(engine: Engine, configured: Background) -> Callable[[bool], None]:
+    """On or off: the memory writer (summaries as configured)."""
     def switch(enabled: bool) -> None:
-        engine.summaries.enabled = enabled
-        engine.config.summary_every, engine.config.summary_model = (1, "auto") if enabled else (8, "off")
+        engine.lab().set_background(replace(configured, memory=enabled))
+    return switch
+
+
+def _summaries_switch(engine: Engine, configured: Background) -> Callable[[bool], None]:
+    """On: summaries after every answered turn, asking the chat model (the worst case for an input
+    that arrives meanwhile); off: none (the memory writer as configured)."""
+    def switch(enabled: bool) -> None:
+        engine.lab().set_background(replace(configured, summaries=enabled, summary_every=1 if enabled else 8,
+                                            summary_model="auto" if enabled else "off"))
     return switch
 
 
 async def _interrupt(engine: Engine, runs: int, cut_in: bool, after_tokens: int) -> dict[str, Any]:
-    config = engine.streams.runtime.config
-    saved, config.cut_in = config.cut_in, cut_in
+    saved = engine.lab().set_cut_in(cut_in)
     latencies: list[float] = []
     interrupts = kept_running = completed = 0
     task_ms: list[float] = []
@@ -176,7 +184,7 @@ async def _interrupt(engine: Engine, runs: int, cut_in: bool, after_tokens: int)
             if task.total_ms is not None:
                 task_ms.append(task.total_ms)
     finally:
-        config.cut_in = saved
+        engine.lab().set_cut_in(saved)
     return {"cut_in": cut_in, "runs": measured, "first_token_ms": _stats(latencies), "build_ms": _stats(builds),
             "prompt_tokens": _stats(prompts), "routed_as_interrupt": interrupts,
             "answered_while_task_ran": kept_running, "tasks_completed": completed, "task_total_ms": _stats(task_ms)}
@@ -186,10 +194,11 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the three measurements (module doc) and return the report (see ``format_streams_report``)."""
     say = progress or (lambda _line: None)
-    assert engine.chat is not None, "bench streams needs the chat model"
-    report: dict[str, Any] = {"model": engine.chat.name, "max_tokens": engine.config.generation.max_tokens,
+    assert engine.model_name is not None, "bench streams needs the chat model"
+    report: dict[str, Any] = {"model": engine.model_name, "max_tokens": engine.default_generation().max_tokens,
                               "runs": runs}
-    saved, engine.config.llm_intent = engine.config.llm_intent, "off"
+    lab = engine.lab()
+    saved, configured = lab.set_llm_intent("off"), lab.background()
     try:
         await _bare(engine, 1)  # warm-up: first builds pay for opening index files
         say(f"{n} inputs with k={k}")
@@ -202,19 +211,14 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
         report["interrupt_queued"] = await _interrupt(engine, runs, False, after_tokens)
         say("interruption with cut-in, the memory writer on and off in turn")
         report["writer_on"], report["interrupt_writer_off"] = await _on_off(
-            engine, runs, after_tokens, lambda on: setattr(engine.memory, "enabled", on))
-        engine.memory.enabled = engine.config.memory_writer
+            engine, runs, after_tokens, _writer_switch(engine, configured))
+        lab.set_background(configured)
         say("interruption with cut-in, summaries (by the model, after every turn) on and off in turn")
-        summary_config = engine.config.summary_every, engine.config.summary_model
-        try:
-            report["summaries_on"], report["interrupt_summaries_off"] = await _on_off(
-                engine, runs, after_tokens, _summaries_switch(engine))
-        finally:
-            engine.config.summary_every, engine.config.summary_model = summary_config
+        report["summaries_on"], report["interrupt_summaries_off"] = await _on_off(
+            engine, runs, after_tokens, _summaries_switch(engine, configured))
     finally:
-        engine.config.llm_intent = saved
-        engine.memory.enabled = engine.config.memory_writer
-        engine.summaries.enabled = engine.config.summaries
+        lab.set_llm_intent(saved)
+        lab.set_background(configured)
     base = report["bare"]["first_token_ms"]
     off = report["interrupt_writer_off"]["first_token_ms"]
     report["writer_cost_p95"] = round(report["writer_on"]["first_token_ms"]["p95"] / max(off["p95"], 1e-6), 2)

@@ -195,9 +195,8 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
         if m.scored:
             anchor = node(parent) or NEW_ROOT
             for budget in budgets:
-                record, timing = await engine.turns.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
-                                                          anchor_override=anchor, state=state,
-                                                          query_vector=vectors[k], routed=routed)
+                record, timing = await engine.build(state.session_id, m.text or ".", budget=budget, at=m.ts,
+                                                    anchor_override=anchor, query_vector=vectors[k], routed=routed)
                 blocks = [{"block_type": b.block_type.value, "source_ids": carried_ids(record.summaries, b),
                            "content": b.content} for b in record.context.blocks]
                 contexts[(m.id, budget)] = [s for b in blocks for s in b["source_ids"]]
@@ -229,7 +228,7 @@ async def run_purity_eval(engine: Engine, data_dir: Path, budgets: Sequence[int]
             if progress:
                 progress(f"{name}: {len(lines)} messages routed and built")
     report: dict[str, Any] = {
-        "budgets": list(budgets), "counter": engine.counter.name, "messages": len(messages),
+        "budgets": list(budgets), "counter": engine.counter_name, "messages": len(messages),
         "scored": sum(m.scored for m in messages), "seconds": round(time.perf_counter() - started, 1),
         "build_ms_p50": round(float(np.median(stats["build_ms"])), 2) if stats["build_ms"] else None,
         "mean_tokens": {str(b): round(float(np.mean(stats[f"tokens@{b}"])), 1) for b in budgets if stats[f"tokens@{b}"]},

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from app.core.context.ranking import ranked, rrf
+from app.core.context.sections.gate_notes import INSUFFICIENT
 from app.core.engine.facade import Engine
-from app.core.pipeline.evidence import INSUFFICIENT
 from app.core.pipeline.summary_items import carried_ids
-from app.core.ports import TokenCounter
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 
 BASELINES = ("recent", "last_n", "vector", "bm25", "hybrid_rrf")
+Count = Callable[[str], int]  # text → tokens
 LAST_N = 20
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -91,23 +91,24 @@ def summarize(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
     return out
 
 
-def _packed(order: Sequence[str], state: SessionState, counter: TokenCounter, budget: int) -> list[dict[str, Any]]:
-    """A baseline's context: whole turns "Speaker: text" in rank order while they fit."""
+def _packed(order: Sequence[str], state: SessionState, count: Count, budget: int) -> list[dict[str, Any]]:
+    """A baseline's context: whole turns "Speaker: text" in rank order while they fit (``count``:
+    the engine's token counter)."""
     blocks, used = [], 0
     for mid in order:
         text = state.messages[mid].render()
-        cost = counter.count(text)
+        cost = count(text)
         if used + cost <= budget:
             used += cost
             blocks.append({"block_id": mid, "block_type": "evidence", "priority": "medium", "content": text, "source_ids": [mid]})
     return blocks
 
 
-def _recent(state: SessionState, counter: TokenCounter, budget: int) -> list[dict[str, Any]]:
+def _recent(state: SessionState, count: Count, budget: int) -> list[dict[str, Any]]:
     blocks, used = [], 0
     for mid in reversed(state.order):
         text = state.messages[mid].render()
-        cost = counter.count(text)
+        cost = count(text)
         if used + cost > budget:
             break
         used += cost
@@ -117,11 +118,7 @@ def _recent(state: SessionState, counter: TokenCounter, budget: int) -> list[dic
 
 async def baseline_orders(engine: Engine, state: SessionState, question: str, k: int) -> dict[str, list[str]]:
     """Rank orders of the retrieval baselines over the engine's own index."""
-    index = engine.index
-    assert index is not None
-    vec = await engine.embed([question])
-    vector = [i for i, _ in await engine.ex.run("index", index.search_vector, vec[0], k, session_id=state.session_id, kinds=["message"])]
-    bm25 = [i for i, _ in await engine.ex.run("index", index.search_text, question, k, session_id=state.session_id, kinds=["message"])]
+    vector, bm25 = await engine.lab().index_rankings(question, k, session_id=state.session_id)
     hybrid = ranked(rrf({"vector": vector, "bm25": bm25}))
     return {"vector": vector, "bm25": bm25, "hybrid_rrf": hybrid, "last_n": list(reversed(state.order[-LAST_N:]))}
 
@@ -180,9 +177,9 @@ async def run_recall_eval(
                 prompt_tokens[budget].append(record.context.tokens + (charge.tokens + charge.template if charge else 0))
                 flagged[budget].append((q["category"], 1.0 if insufficient(blocks) else 0.0))
                 if baselines:
-                    base = {"recent": _recent(state, engine.counter, budget)}
+                    base = {"recent": _recent(state, engine.count_tokens, budget)}
                     for name, order in orders.items():
-                        base[name] = _packed(order, state, engine.counter, budget)
+                        base[name] = _packed(order, state, engine.count_tokens, budget)
                     for name, blocks_b in base.items():
                         scores[name][budget].append((q["category"], recalled(blocks_b, q["gold"], turns)))
                         _precision(precise[name][budget], q, blocks_b, turns)
@@ -191,7 +188,7 @@ async def run_recall_eval(
     build_ms.sort()
     return {
         "budgets": list(budgets),
-        "counter": engine.counter.name,
+        "counter": engine.counter_name,
         "questions": len(questions),
         "turns": len(messages),
         "ingest_s": round(ingest_s, 2),

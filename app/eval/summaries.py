@@ -84,7 +84,7 @@ async def run_summary_eval(engine: Engine, data_dir: Path, *, limit: int | None 
     """Summarize every conversation of ``data_dir`` (the first ``limit`` messages of each, when
     given) and measure the levels (see the module docstring)."""
     _, questions, _, by_conv = load_dataset(data_dir)
-    tally = {level: _Tally() for level in LEVELS}
+    tally: dict[str, _Tally] = {level: _Tally() for level in LEVELS}
     sessions: list[str] = []
     for conv, rows in by_conv.items():
         rows = rows[:limit] if limit else rows
@@ -103,10 +103,11 @@ async def run_summary_eval(engine: Engine, data_dir: Path, *, limit: int | None 
         _gold_coverage(tally, [q for q in questions if q["conversation"] == conv], state, parts)
         if progress:
             progress(f"summarized {conv}: {len(rows)} turns in {len(parts)} parts")
-    stats = engine.summaries.stats
+    lab = engine.lab()
+    stats = lab.summary_stats()
     hits, misses = stats.hits, stats.misses
     for session_id in sessions:
-        await engine.summaries.replay(session_id)
+        await lab.replay_summaries(session_id)
     replayed = (stats.hits - hits) + (stats.misses - misses)
     return {
         "levels": {level: {

@@ -30,6 +30,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 async def _through_mcp(data: Path, queries: list[str], max_tokens: int) -> list[float]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.types import TextContent
 
     env = {**os.environ, "PCM_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     server = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env)
@@ -42,7 +43,8 @@ async def _through_mcp(data: Path, queries: list[str], max_tokens: int) -> list[
             result = await client.call_tool("get_relevant_snippets", {"query": q, "maxTokens": max_tokens})
             times.append((time.perf_counter() - started) * 1000)
             if result.is_error:
-                raise RuntimeError(f"get_relevant_snippets failed: {result.content[0].text}")
+                said = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+                raise RuntimeError(f"get_relevant_snippets failed: {said}")
     return times
 
 

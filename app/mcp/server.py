@@ -167,7 +167,7 @@ def _add_resources(mcp: MCPServer, service: ContextService) -> None:
         known = {r["session_id"] for r in await engine.list_sessions(archived=True)}
         if session_id not in known:
             raise ResourceNotFoundError(f"session_id: no session {session_id!r}")
-        messages = await engine.with_store(lambda store: store.list_messages(session_id))
+        messages = await engine.records().messages(session_id)
         return "\n".join(f"[{m.message_id[:8]} · {m.at[:16]} · {m.role.value}] {m.content}" for m in messages)
 
     @mcp.resource("pcm://turns/{turn_id}", mime_type="application/json")

@@ -79,9 +79,10 @@ class ContextService:
 
     def _fit(self, lines: list[str], max_tokens: int) -> tuple[str, int]:
         """As many whole lines as fit ``max_tokens`` (the engine's counter); the count kept."""
-        counter, kept, used = self.engine.counter, [], 0
+        kept: list[str] = []
+        used = 0
         for line in lines:
-            cost = counter.count(line) + 1
+            cost = self.engine.count_tokens(line) + 1
             if used + cost > max_tokens:
                 break
             kept.append(line)
@@ -89,28 +90,22 @@ class ContextService:
         return "\n".join(kept), len(kept)
 
     async def _snippet(self, message_id: str, score: float) -> Snippet | None:
-        def read(store: Any) -> Snippet | None:
-            message = store.get_message(message_id)
-            turn = store.get_turn(message.turn_id) if message is not None and message.turn_id else None
-            if message is None or turn is None:
-                return None
-            return Snippet(message_id, turn["session_id"], message.turn_id, message.role.value, message.at,
-                           " ".join(message.content.split()), score)
-
-        return await self.engine.with_store(read)
+        records = self.engine.records()
+        message = await records.message(message_id)
+        turn = await records.turn(message.turn_id) if message is not None and message.turn_id else None
+        if message is None or turn is None:
+            return None
+        return Snippet(message_id, turn["session_id"], message.turn_id, message.role.value, message.at,
+                       " ".join(message.content.split()), score)
 
     async def _partner(self, snip: Snippet) -> Snippet | None:
         """The other message of the snippet's turn (the answer of an input, the input of an answer)."""
-        def read(store: Any) -> str | None:
-            turn = store.get_turn(snip.turn_id) if snip.turn_id else None
-            if turn is None:
-                return None
-            other = turn.get("answer_message_id") if snip.evidence_id == turn.get("input_message_id") \
-                else turn.get("input_message_id")
-            return other if other and other != snip.evidence_id else None
-
-        other = await self.engine.with_store(read)
-        return await self._snippet(other, snip.score) if other else None
+        turn = await self.engine.records().turn(snip.turn_id) if snip.turn_id else None
+        if turn is None:
+            return None
+        other = turn.get("answer_message_id") if snip.evidence_id == turn.get("input_message_id") \
+            else turn.get("input_message_id")
+        return await self._snippet(other, snip.score) if other and other != snip.evidence_id else None
 
     async def snippets(self, query: str, max_tokens: int = 1000, strategy: Strategy = "mixed",
                        expand: bool = True, since: str | None = None,
@@ -119,7 +114,7 @@ class ContextService:
             raise ToolArgumentError("query: give some words to look for")
         if max_tokens < 16:
             raise ToolArgumentError("maxTokens: at least 16")
-        hits = await self.engine.search(query, k=24, since=since, until=until)
+        hits = await self.engine.records().search(query, k=24, since=since, until=until)
         found = [s for s in [await self._snippet(i, score) for i, score in hits] if s is not None]
         if strategy == "recency":
             found.sort(key=lambda s: s.at, reverse=True)
@@ -172,15 +167,12 @@ class ContextService:
         return text, {"query": query, "level": level, "sessions": wanted, "blocks": items}
 
     async def _times(self, evidence_ids: list[str]) -> dict[str, str]:
-        def read(store: Any) -> dict[str, str]:
-            out = {}
-            for eid in evidence_ids:
-                message = store.get_message(eid)
-                if message is not None:
-                    out[eid] = message.at
-            return out
-
-        return await self.engine.with_store(read)
+        out = {}
+        for eid in evidence_ids:
+            message = await self.engine.records().message(eid)
+            if message is not None:
+                out[eid] = message.at
+        return out
 
     async def facts(self, query: str = "", session_id: str | None = None) -> tuple[str, dict[str, Any]]:
         known = [r["session_id"] for r in await self.engine.list_sessions(archived=session_id is not None)]
@@ -208,8 +200,8 @@ class ContextService:
     async def memory(self, query: str, limit: int = 10) -> tuple[str, dict[str, Any]]:
         if not query.strip():
             raise ToolArgumentError("query: give some words to look for")
-        hits = await self.engine.search(query, k=limit, kinds=("memory", "env"))
-        rows = {r.id: r for r in await self.engine.with_store(lambda store: store.list_searchable([i for i, _ in hits]))}
+        hits = await self.engine.records().search(query, k=limit, kinds=("memory", "env"))
+        rows = {r.id: r for r in await self.engine.records().searchable([i for i, _ in hits])}
         found = [{"evidence_id": i, "kind": rows[i].kind, "session_id": rows[i].session_id, "at": rows[i].at,
                   "content": rows[i].text, "score": round(score, 6)} for i, score in hits if i in rows]
         lines = [f"[{f['evidence_id'][:8]} · {f['kind']} · {f['at'][:16]}] {' '.join(f['content'].split())[:300]}"
@@ -225,10 +217,10 @@ class ContextService:
 
     async def status(self) -> tuple[str, dict[str, Any]]:
         rows = await self.engine.list_sessions(archived=True)
-        indexed = len(await self.engine.ctx.on_index(self.engine.index.ids)) if self.engine.index else 0
+        indexed = await self.engine.records().index_size()
         info = {"sessions": len(rows), "turns": sum(int(r.get("turn_count") or 0) for r in rows),
                 "indexed_records": indexed, "chat_model": self.engine.model_name,
-                "token_counter": self.engine.counter.name, "pending_events": self._queue.qsize() if self._queue else 0}
+                "token_counter": self.engine.counter_name, "pending_events": self._queue.qsize() if self._queue else 0}
         return "\n".join(f"{k}: {v}" for k, v in info.items()), info
 
     # ------------------------------------------------------------------ writing

@@ -395,6 +395,20 @@ def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
         "evidences": len(doc.evidences)})
 
 
+class StoreExchange:
+    """``export_session`` and ``import_session`` over one store: the engine's ``SessionExchange``
+    port (``Engine.export_session``/``import_session``; ``app.main`` wires it)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    def export_session(self, session_id: str) -> dict[str, Any]:
+        return export_session(self.store, session_id)
+
+    def import_session(self, data: dict[str, Any]) -> str:
+        return import_session(self.store, data)
+
+
 def import_session(store: SqliteStore, data: dict[str, Any]) -> str:
     """Validate ``data`` and write it as a new session in one transaction; return its id."""
     doc = validate_document(data)

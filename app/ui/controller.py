@@ -191,7 +191,7 @@ class EngineController(QObject):
 
     def _repaired(self) -> str:
         """What the engine's start repaired after a crash, as "; "-led lines for the status bar."""
-        report = self.engine.recovery.report if self.engine is not None else None
+        report = self.engine.recovery_report() if self.engine is not None else None
         return "".join(f"; {line}" for line in report.lines()) if report is not None else ""
 
     def _on_progress(self, line: str) -> None:
@@ -241,11 +241,11 @@ class EngineController(QObject):
         """The open session as a structured context model document."""
         if self.session_id is None:
             raise CoreError("No session is open yet.")
-        return await self._engine().with_store(self.services.export_session, self.session_id)
+        return await self._engine().export_session(self.session_id)
 
     async def import_session(self, data: dict[str, Any]) -> str:
         """Validate ``data`` and store it as a new session; returns its id (nothing is opened)."""
-        return await self._engine().with_store(self.services.import_session, data)
+        return await self._engine().import_session(data)
 
     async def record(self, turn_id: str) -> TurnRecord | None:
         """The stored trace of a turn (None for history turns without a build)."""

@@ -6,7 +6,7 @@ is ``attach_actions``.
 with the controller, the services, the scene and the composer it acts on, the status line, the
 window as the parent of its dialogs, and a callback that refreshes the window's status labels.
 The settings in use are the controller's (the window reads them there too). Export and import
-reach the store through the controller and the engine facade (``Engine.with_store``);
+go through the controller to the engine facade (``Engine.export_session``/``import_session``);
 reading and writing the document file happen off the UI thread. A problem the user can fix
 (a file that is not JSON, a document the store refuses) is shown as one line; anything else is
 "something went wrong" and is logged with its traceback.
@@ -142,7 +142,7 @@ class FileActions:
             current = await engine.generation(session_id)
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
-            dialog = GenerationDialog(current, engine.config.generation, title, self.parent)
+            dialog = GenerationDialog(current, engine.default_generation(), title, self.parent)
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()

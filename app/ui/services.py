@@ -56,10 +56,6 @@ class Services:
     chat_models: Callable[[Settings], list[str]]
     #: Embedding model choices.
     embed_models: Callable[[Settings], list[str]]
-    #: The structured context model document of a session (runs on the store thread).
-    export_session: Callable[[Any, str], dict[str, Any]]
-    #: Validate a document and write it as a new session; returns its id (store thread).
-    import_session: Callable[[Any, dict[str, Any]], str]
     #: The JSON value of an exported document file, read and parsed strictly; a ``CoreError``
     #: naming the file, and the JSON path of a bad value (nesting, NaN, huge integer, surrogate).
     read_document: Callable[[Path], Any]

@@ -17,7 +17,7 @@ from app.core.engine.facade import Engine
 from app.core.errors import AttachError
 from app.core.pipeline.record import TurnRecord
 from app.core.types import EdgeKind, EvidenceType, NodeKind
-from tests.conftest import EngineFactory
+from tests.conftest import EngineFactory, stored
 
 KEY_LINE = "The spare key for the north gate is kept in the blue toolbox under the workbench."
 QUESTION = "Where is the spare key for the north gate kept?"
@@ -31,7 +31,7 @@ def _notes(path: Path, *, deep_line: int = 300, lines: int = 400, extra: str = "
 
 
 def _artifacts(engine: Engine, session_id: str) -> list:
-    state = engine.ctx.sessions[session_id]
+    state = engine._ctx.sessions[session_id]
     return [n for n in state.graph.nodes(NodeKind.ARTIFACT) if n.attrs.get("attached")]
 
 
@@ -69,7 +69,7 @@ def test_an_attached_file_is_an_artifact_bound_to_its_event_and_recalled_by_a_de
         # its event, named by no turn, is routed there too rather than to the environment lane
         assert attached.routed is not None and attached.routed.target_node == first.node_id
         assert attached.routed.how == "attached"
-        evidence = await engine.with_store(lambda s: s.get_evidence(attached.evidence_id))
+        evidence = await stored(engine, lambda s: s.get_evidence(attached.evidence_id))
         assert evidence.type == EvidenceType.ENV_EVENT and KEY_LINE in evidence.content
         [event] = await engine.env_events(sid)
         assert event.event_id == attached.evidence_id and event.kind == "file" and event.payload["attached"]
@@ -125,7 +125,7 @@ def test_changed_text_is_the_next_version_and_the_same_text_none(make_engine: En
         again = await engine.attach_file(sid, notes)
         assert not again.changed and again.version == 2
         await engine.memory_idle()
-        log = await engine.with_store(lambda s: s.list_events(sid))
+        log = await stored(engine, lambda s: s.list_events(sid))
         assert [e["payload"]["version"] for e in log if e["type"] == "artifact.attached"] == [1, 2]
         assert await engine.replay_state(sid) == []  # the task log does not mistake them for task results
 

@@ -83,21 +83,21 @@ def test_reanchor_moves_the_edge_rebuilds_the_record_and_persists(make_engine: E
         assert [(o.text, o.node) for o in state.overrides] == [(WATER, taxes.node_id)]
 
         # Stored: the old edge superseded (never deleted), the new one live, the move logged.
-        live = await engine.ex.run("store", engine.store.load_graph, sid)
-        every = await engine.ex.run("store", lambda: engine.store.load_graph(sid, include_superseded=True))
+        live = await engine._ctx.ex.run("store", engine._ctx.store.load_graph, sid)
+        every = await engine._ctx.ex.run("store", lambda: engine._ctx.store.load_graph(sid, include_superseded=True))
         assert live.model_dump() == graph.to_data().model_dump()
         superseded = [e for e in every.edges if e.edge_id == old_edge.edge_id][0]
         assert superseded.attrs["valid_to_seq"] == 3 and superseded.attrs["valid_to"]
         assert [e for e in live.edges if e.edge_id == moved.change.added_edges[0]][0].attrs["valid_from_seq"] == 3
-        events = [e for e in await engine.ex.run("store", engine.store.list_events, sid) if e["type"] == "turn.reanchored"]
+        events = [e for e in await engine._ctx.ex.run("store", engine._ctx.store.list_events, sid) if e["type"] == "turn.reanchored"]
         assert [(e["payload"]["from"], e["payload"]["to"]) for e in events] == [(garden.node_id, taxes.node_id)]
-        row = await engine.ex.run("store", engine.store.get_turn, water.turn_id)
+        row = await engine._ctx.ex.run("store", engine._ctx.store.get_turn, water.turn_id)
         assert row["anchor_node_id"] == taxes.node_id
         assert await _replay_all(engine, state) == {}
         # The session still exports as a valid document (superseded edges included).
         from app.store.exchange import export_session, validate_document
 
-        doc = await engine.ex.run("store", export_session, engine.store, sid)
+        doc = await engine._ctx.ex.run("store", export_session, engine._ctx.store, sid)
         validate_document(doc)
         assert old_edge.edge_id in {e["edge_id"] for e in doc["pcm"]["graph"]["edges"]}
         return {"sid": sid, "water": water.turn_id, "water_node": water.node_id, "taxes_node": taxes.node_id,
@@ -138,7 +138,7 @@ def test_undo_restores_the_anchor_the_build_and_the_routing(make_engine: EngineF
         assert [tuple(o) for o in state.overrides] == before == []  # the override is withdrawn
         with pytest.raises(NothingToUndoError):
             await engine.undo_reanchor(water.turn_id)
-        events = [e["type"] for e in await engine.ex.run("store", engine.store.list_events, state.session_id)]
+        events = [e["type"] for e in await engine._ctx.ex.run("store", engine._ctx.store.list_events, state.session_id)]
         assert events.count("turn.reanchored") == 1 and events.count("turn.reanchor_undone") == 1
         # Redo is a re-anchor again; undoing twice then walks back to the submit-time anchor.
         await engine.reanchor(water.turn_id, taxes.node_id)
@@ -326,9 +326,9 @@ def test_inject_merges_an_answer_into_another_branch(make_engine: EngineFactory)
         record = await _turn(engine, sid, "Taxes: what else", anchor_override=taxes.node_id)
         assert answer in graph_hits(record.build)
         assert answer in record.build.context.source_ids()
-        evidence = await engine.ex.run("store", engine.store.get_evidence, answer)
+        evidence = await engine._ctx.ex.run("store", engine._ctx.store.get_evidence, answer)
         assert evidence is not None and evidence.content == replies[0]
-        stored = await engine.ex.run("store", engine.store.load_graph, sid)
+        stored = await engine._ctx.ex.run("store", engine._ctx.store.load_graph, sid)
         assert [e.dst for e in stored.edges if e.kind == "merges"] == [garden.node_id]
         with pytest.raises(BranchError):
             await engine.inject(sid, [taxes.node_id], taxes.node_id)
@@ -342,9 +342,9 @@ def test_inject_merges_an_answer_into_another_branch(make_engine: EngineFactory)
         assert (await engine.undo_inject(injected)).removed_edges == ()  # nothing left to take back
         after, _ = await engine.build(sid, "Taxes: what else", anchor_override=taxes.node_id)
         assert answer not in graph_hits(after)
-        stored = await engine.ex.run("store", engine.store.load_graph, sid)
+        stored = await engine._ctx.ex.run("store", engine._ctx.store.load_graph, sid)
         assert [e for e in stored.edges if e.kind == "merges"] == []
-        history = await engine.ex.run("store", lambda: engine.store.load_graph(sid, include_superseded=True))
+        history = await engine._ctx.ex.run("store", lambda: engine._ctx.store.load_graph(sid, include_superseded=True))
         (merge,) = [e for e in history.edges if e.kind == "merges"]
         assert "valid_to_seq" in merge.attrs  # kept as history, bounded
         assert await _replay_all(engine, state) == {}

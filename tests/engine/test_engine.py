@@ -34,8 +34,8 @@ def test_turn_is_recorded_answered_traced_and_replayed(make_engine: EngineFactor
         assert record.build.anchor_node == first.node_id
         # The earlier turn is evidence of the answer, bound by id.
         source_ids = record.build.context.source_ids()
-        row = await engine.ex.run("store", engine.store.get_turn, record.turn_id)
-        answer = await engine.ex.run("store", engine.store.get_message, row["answer_message_id"])
+        row = await engine._ctx.ex.run("store", engine._ctx.store.get_turn, record.turn_id)
+        answer = await engine._ctx.ex.run("store", engine._ctx.store.get_message, row["answer_message_id"])
         assert [r.evidence_id for r in answer.refs] == source_ids and source_ids
         assert record.build.context.tokens <= 400
         # The profile statement of turn 1 reached the context of turn 2 as state.
@@ -45,7 +45,7 @@ def test_turn_is_recorded_answered_traced_and_replayed(make_engine: EngineFactor
         # Cited messages became evidences, so the session exports and validates.
         from app.store.exchange import export_session, validate_document
 
-        doc = await engine.ex.run("store", export_session, engine.store, state.session_id)
+        doc = await engine._ctx.ex.run("store", export_session, engine._ctx.store, state.session_id)
         validate_document(doc)
         assert set(source_ids) <= set(doc["evidences"])
         await engine.close()
@@ -85,7 +85,7 @@ def test_llm_intent_signal_is_used_when_unsure_and_replayed_as_observed(
     make_engine: EngineFactory, reply: str, status: str
 ) -> None:
     engine = make_engine([reply, "Sure."], llm_intent="auto")
-    engine.config.llm_intent_below = 1.01  # always ask, so the test does not depend on the fast path
+    engine._ctx.config.llm_intent_below = 1.01  # always ask, so the test does not depend on the fast path
 
     async def main() -> None:
         await engine.start()
@@ -97,7 +97,7 @@ def test_llm_intent_signal_is_used_when_unsure_and_replayed_as_observed(
             assert record.build.intent["mode"] == "task"
         assert record.output == "Sure."
         assert await engine.replay(record.turn_id) == []  # the model is not asked again
-        assert len(engine.chat.calls) == 2
+        assert len(engine._ctx.chat.calls) == 2
         await engine.close()
 
     asyncio.run(main())
@@ -109,7 +109,7 @@ def test_real_session_two_branches_ambiguity_new_roots_and_exact_replay(tmp_path
 
     settings = Settings.load(tmp_path / "data")
     engine = wiring.build_engine(settings, chat=True)
-    engine.config.generation = GenerationParams(max_tokens=24)
+    engine._ctx.config.generation = GenerationParams(max_tokens=24)
     inputs = [
         "Plan a birthday party for my daughter Ana: venue, cake and guests.",
         "For the cake, should it be chocolate or vanilla?",
@@ -144,7 +144,7 @@ def test_real_session_two_branches_ambiguity_new_roots_and_exact_replay(tmp_path
             assert record.usage["completion_tokens"] > 0 and record.timing.first_token_ms is not None
             assert record.build.context.tokens <= record.build.budget
             assert await engine.replay(record.turn_id) == [], f"replay differs for {record.build.text!r}"
-        stored = await engine.ex.run("store", engine.store.load_graph, state.session_id)
+        stored = await engine._ctx.ex.run("store", engine._ctx.store.load_graph, state.session_id)
         assert stored.model_dump() == state.graph.to_data().model_dump()
         await engine.close()
 
@@ -168,7 +168,7 @@ def test_an_override_is_stored_and_steers_later_similar_inputs(make_engine: Engi
         top = later.build.routing["candidates"][0]
         assert top["components"]["override"] > 0
         # The correction survives a restart: a fresh engine reloads it from the stored records.
-        engine.ctx.sessions.pop(state.session_id)
+        engine._ctx.sessions.pop(state.session_id)
         fresh = await engine.open_session(state.session_id)
         assert [(said, node) for _, said, node in fresh.overrides] == [("where are the receipts for seeds", a.node_id)]
         assert await engine.replay(later.turn_id) == []

@@ -77,7 +77,7 @@ async def _run_burst(engine: Engine, folder: Path, outside: Path, n: int, timeou
     await intake.stop()
     events = await engine.env_events(sid)
     failures = await engine.env_failures(sid)
-    hits = await engine.ex.run("index", engine.index.search_text, "OUTSIDE SECRET", 10, session_id=sid)
+    hits = await engine._ctx.ex.run("index", engine._ctx.index.search_text, "OUTSIDE SECRET", 10, session_id=sid)
     await engine.close()
     return {"written": written, "events": events, "failures": failures, "elapsed": elapsed, "stats": intake.stats(),
             "announced": failed, "secret_hits": hits}
@@ -151,7 +151,7 @@ def test_a_failing_event_is_isolated_retried_and_recorded(tmp_path: Path, make_e
     be embedded is stored but reported as not indexed, the two refused ones are recorded with
     their reason and announced; nothing raises."""
     engine = make_engine(data_dir=tmp_path / "data")
-    store, embedder = engine.store, engine.embedder
+    store, embedder = engine._ctx.store, engine._ctx.embedder
     real_add, real_embed = store.add_env_event, embedder.embed
     refused_once: set[str] = set()
 
@@ -180,8 +180,8 @@ def test_a_failing_event_is_isolated_retried_and_recorded(tmp_path: Path, make_e
         routed = await engine.ingest_env(sid, batch)
         out = {"routed": routed, "events": await engine.env_events(sid), "failures": await engine.env_failures(sid),
                "announced": announced,
-               "found": await engine.ex.run("index", engine.index.search_text, "text of file", 50, session_id=sid),
-               "poison": await engine.ex.run("index", engine.index.search_text, "poison", 5, session_id=sid),
+               "found": await engine._ctx.ex.run("index", engine._ctx.index.search_text, "text of file", 50, session_id=sid),
+               "poison": await engine._ctx.ex.run("index", engine._ctx.index.search_text, "poison", 5, session_id=sid),
                "again": await engine.ingest_env(sid, batch)}
         await engine.close()
         return out

@@ -280,8 +280,8 @@ async def _corpus_run(engine: Any, tmp: Path, corpus: Corpus) -> dict[str, Any]:
     for case, reply in zip(answer_cases, ANSWERS):
         inputs.append((f"Summarize {case.topic} for me", reply.format(K=case.topic, T=case.token, L=env_lines[case.n])))
         inputs.append((f"And what else about {case.topic}?", "OK."))
-    assert isinstance(engine.chat, ScriptedChatModel)
-    engine.chat._replies = [reply for _, reply in inputs]  # one answer per turn, in order
+    assert isinstance(engine._ctx.chat, ScriptedChatModel)
+    engine._ctx.chat._replies = [reply for _, reply in inputs]  # one answer per turn, in order
     records = [await (await engine.submit(sid, text)).done for text, _ in inputs]
     return {"sid": sid, "records": records, "pushes": pushes, "events": await engine.env_events(sid),
             "tool_link": tool_link}
@@ -305,14 +305,14 @@ def test_no_outside_text_escapes_its_fence_in_any_compiled_prompt(tmp_path: Path
     config = EngineConfig(default_budget=1200, context_size=16384, llm_intent="off")
     engine = make_engine(chat=ScriptedChatModel(["OK."], context_size=16384), config=config,
                          data_dir=tmp_path / "data")
-    engine.ctx.builder.planner = PlanBuilder(_gate_open())  # this test is about fences, not relevance
+    engine._ctx.builder.planner = PlanBuilder(_gate_open())  # this test is about fences, not relevance
 
     async def main() -> dict[str, Any]:
         try:
             result = await _corpus_run(engine, tmp_path, corpus)
-            result["hidden_hits"] = [await engine.ex.run("index", engine.index.search_text, c.token, 5,
+            result["hidden_hits"] = [await engine._ctx.ex.run("index", engine._ctx.index.search_text, c.token, 5,
                                                          session_id=result["sid"]) for c in corpus.cases if c.hidden]
-            evidence = [await engine.ex.run("store", engine.store.get_evidence, e.event_id) for e in result["events"]]
+            evidence = [await engine._ctx.ex.run("store", engine._ctx.store.get_evidence, e.event_id) for e in result["events"]]
             result["evidence"] = [e.content for e in evidence if e is not None]
             return result
         finally:
@@ -348,7 +348,7 @@ def test_no_outside_text_escapes_its_fence_in_any_compiled_prompt(tmp_path: Path
     async def replay() -> list[list[str]]:
         again = make_engine(chat=ScriptedChatModel(["OK."], context_size=16384), config=config,
                             data_dir=tmp_path / "data")
-        again.ctx.builder.planner = PlanBuilder(_gate_open())
+        again._ctx.builder.planner = PlanBuilder(_gate_open())
         await again.start()
         try:
             return [await again.replay(r.turn_id) for r in result["records"]]

@@ -58,7 +58,7 @@ def test_a_long_paste_is_shortened_to_fit_cited_and_replayed(tmp_path: Path) -> 
         input_id = state.turns[record.turn_id].message_ids[0]
         note = [b for b in record.build.context.blocks if "was shortened" in b.content]
         assert note and [(r.evidence_id, r.selector) for r in note[0].refs] == [(input_id, cut.selector())]
-        evidence = await engine.ex.run("store", engine.store.get_evidence, input_id)
+        evidence = await engine._ctx.ex.run("store", engine._ctx.store.get_evidence, input_id)
         assert evidence is not None and evidence.content == paste
         assert input_id in record.build.context.source_ids()
         # Replay rebuilds the same cut, note and prompt.

@@ -13,7 +13,7 @@ from app.config import Settings
 from app.core.engine.facade import Engine
 from app.core.pipeline.record import TurnRecord
 from app.store.exchange import export_session
-from tests.conftest import EngineFactory
+from tests.conftest import EngineFactory, stored
 from tests.engine.test_tools_env import _register_actions
 
 pytestmark = pytest.mark.model
@@ -61,8 +61,9 @@ def test_a_prohibition_and_a_fact_of_session_1_act_in_a_new_session(make_engine:
             memory_lines = [t for t in asked.build.context.text().splitlines() if "deadline is March 3" in t]
             assert memory_lines and "Launch planning" in memory_lines[0]
             assert said_id in asked.build.context.source_ids()
+            assert two.notes[said_id].kind == "outside"  # the engine added what recall read, after the build
             # The memory is evidence of session 2 now: its export stands on its own.
-            doc = await engine.with_store(export_session, two.session_id)
+            doc = await stored(engine, export_session, two.session_id)
             assert said_id in doc["evidences"]
         finally:
             await engine.close()
@@ -170,16 +171,16 @@ def test_k8s_and_kubernetes_are_one_topic_with_a_merge_record(make_engine: Engin
             [run] = [r for r in record.recall.channels if r.channel == "topic"]
             mentioned = {m.message_id for m in topics.messages_of(topic.topic_id)}
             assert {i for i, _ in run.hits} == mentioned
-            engine.config.ablate = ("topic",)  # an ablation asks the channel for nothing
+            engine._ctx.config.ablate = ("topic",)  # an ablation asks the channel for nothing
             record, _ = await engine.build(state.session_id, "Remind me what we said about K8S")
             assert [r.hits for r in record.recall.channels if r.channel == "topic"] == [[]]
-            engine.config.ablate = ()
+            engine._ctx.config.ablate = ()
             # Idempotent: writing the same turn again adds nothing.
             first = state.messages[state.order[0]]
-            assert await engine.memory.remember(state.session_id, [(first.message_id, first.text, "user", first.at)]) == []
+            assert await engine._memory.remember(state.session_id, [(first.message_id, first.text, "user", first.at)]) == []
             assert len(topics.messages_of(topic.topic_id)) == 3
             # Reversible: the merge is undone by a split, logged; the mentions move along.
-            await engine.memory.split_topic(topic.topic_id, "k8s")
+            await engine._memory.split_topic(topic.topic_id, "k8s")
             assert set(topic.aliases) == {"Kubernetes", "kubernetes"} and len(topics.messages_of(topic.topic_id)) == 2
         finally:
             await engine.close()
@@ -257,7 +258,7 @@ def test_memories_of_a_turn_are_memory_nodes_derived_from_it(make_engine: Engine
             assert state.graph.node(node.node_id).label.startswith("(revoked) ")
             assert await engine.replay(said.turn_id) == []
             # Stored: a reopened session draws the same node and link.
-            graph = await engine.with_store(lambda store: store.load_graph(state.session_id))
+            graph = await stored(engine, lambda store: store.load_graph(state.session_id))
             assert node.node_id in {n.node_id for n in graph.nodes} and edge.edge_id in {e.edge_id for e in graph.edges}
         finally:
             await engine.close()

@@ -18,7 +18,7 @@ from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream, Executors
 from app.core.text.words import content_stems
 from app.llm.fakes import ScriptedChatModel
-from tests.conftest import EngineFactory
+from tests.conftest import EngineFactory, stored
 
 TURN = "My deadline moved to Friday and we will ship the Lisbon build first."
 REPLY = json.dumps({"memories": [
@@ -62,13 +62,13 @@ def test_the_model_signal_is_recorded_and_read_again(make_engine: EngineFactory)
         await engine.memory_idle()
         memories = [m for _, m in await engine.memories() if m.extractor == "model"]
         assert [m.content for m in memories] == ["deadline moved to Friday"]
-        [entry] = [e["payload"] for e in await engine.with_store(lambda s: s.list_events(state.session_id))
+        [entry] = [e["payload"] for e in await stored(engine, lambda s: s.list_events(state.session_id))
                    if e["type"] == LOG_TYPE]
         assert entry["status"] == "ok" and entry["output"] == REPLY
         # Writing the same turn again reads the record: no second call, nothing new.
         calls = len(chat.calls)
         message = state.messages[state.order[0]]
-        assert await engine.memory.remember(state.session_id, [(message.message_id, message.text, "user",
+        assert await engine._memory.remember(state.session_id, [(message.message_id, message.text, "user",
                                                                  message.at)]) == []
         assert len(chat.calls) == calls
 
@@ -88,7 +88,7 @@ def test_the_real_model_signal_is_recorded_and_grounded(make_engine: EngineFacto
         state = await engine.open_session(None, title="Release")
         await (await engine.submit(state.session_id, TURN)).done
         await engine.memory_idle()
-        [entry] = [e["payload"] for e in await engine.with_store(lambda s: s.list_events(state.session_id))
+        [entry] = [e["payload"] for e in await stored(engine, lambda s: s.list_events(state.session_id))
                    if e["type"] == LOG_TYPE]
         assert entry["status"] in ("ok", "invalid", "late")
         turn = set(content_stems(TURN))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
-from app.core.pipeline.evidence import INSUFFICIENT
+from app.core.context.sections.gate_notes import INSUFFICIENT
 from app.core.pipeline.record import TurnRecord
 from tests.conftest import EngineFactory
 

@@ -34,11 +34,11 @@ def _config(checkpoint_s: float = 0.05) -> EngineConfig:
 
 async def _crash(engine: Engine) -> None:
     """The process dies: its store is gone from under it (connection and run lease)."""
-    await engine.ctx.on_store(engine.ctx.store.close)
+    await engine._ctx.on_store(engine._ctx.store.close)
 
 
 async def _turn(engine: Engine, turn_id: str) -> dict[str, Any]:
-    row = await engine.ctx.on_store(engine.store.get_turn, turn_id)
+    row = await engine._ctx.on_store(engine._ctx.store.get_turn, turn_id)
     assert row is not None
     return row
 
@@ -60,7 +60,7 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
         run = await first_engine.submit(state.session_id, "Which theme do I prefer?", on_token=seen.append)
 
         async def checkpointed() -> bool:
-            cp = await first_engine.ctx.on_store(first_engine.store.answer_checkpoint, run.turn_id)
+            cp = await first_engine._ctx.on_store(first_engine._ctx.store.answer_checkpoint, run.turn_id)
             return len(seen) >= 40 and cp is not None and cp["pieces"] >= 20
 
         await _until(checkpointed)
@@ -80,7 +80,7 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
         partial = record.output
         assert shown and partial.startswith(shown) and LONG.startswith(partial)  # all the user saw
         assert report.partial_chars[run.turn_id] == len(partial)
-        answer = await engine.ctx.on_store(engine.store.get_message, row["answer_message_id"])
+        answer = await engine._ctx.on_store(engine._ctx.store.get_message, row["answer_message_id"])
         assert answer.content == partial and answer.role == Role.ASSISTANT
         assert [r.evidence_id for r in answer.refs] == record.build.context.source_ids()
         reopened = await engine.open_session(state.session_id)
@@ -88,9 +88,9 @@ def test_a_streamed_answer_survives_a_crash_as_the_turn_s_partial_answer(make_en
         assert await engine.replay(first.turn_id) == [] and await engine.replay(run.turn_id) == []
         later = await (await engine.submit(state.session_id, "And which theme was it again?")).done
         assert await engine.replay(later.turn_id) == []
-        assert engine.recovery.catch_up_task is not None
-        await engine.recovery.catch_up_task
-        assert answer.message_id in await engine.ctx.on_index(engine.index.ids)
+        assert engine._recovery.catch_up_task is not None
+        await engine._recovery.catch_up_task
+        assert answer.message_id in await engine._ctx.on_index(engine._ctx.index.ids)
         assert await engine.turn_statuses(state.session_id) == {
             first.turn_id: "answered", run.turn_id: "interrupted", later.turn_id: "answered"}
         await engine.close()
@@ -107,7 +107,7 @@ def test_every_piece_is_in_the_store_before_it_is_shown(make_engine: EngineFacto
         await engine.start()
         state = await engine.open_session(None, title="t")
         await (await engine.submit(state.session_id, "I prefer the blue theme")).done
-        reader = sqlite3.connect(engine.ctx.store.db_path)
+        reader = sqlite3.connect(engine._ctx.store.db_path)
         shown: list[str] = []
         behind: list[tuple[int, int]] = []  # (chars shown, chars committed) when shown ran ahead
 
@@ -158,7 +158,7 @@ def test_a_turn_killed_before_its_build_is_marked_and_gets_a_node(make_engine: E
         crashed = make_engine(config=_config())
         await crashed.start()
         state = await crashed.open_session(None)
-        turn_id, _ = await crashed.ctx.on_store(crashed.store.record_user_input, state.session_id,
+        turn_id, _ = await crashed._ctx.on_store(crashed._ctx.store.record_user_input, state.session_id,
                                                 "killed right after it was recorded")
         await _crash(crashed)
         engine = make_engine(config=_config())
@@ -172,8 +172,8 @@ def test_a_turn_killed_before_its_build_is_marked_and_gets_a_node(make_engine: E
         # Builds read candidates' vectors from the index, which replay does not record: a build made
         # while the background catch-up is still embedding the recovered rows is not replayable
         # exactly (noted as a limit); wait for the catch-up as a person would see it finish.
-        if engine.recovery.catch_up_task is not None:
-            await engine.recovery.catch_up_task
+        if engine._recovery.catch_up_task is not None:
+            await engine._recovery.catch_up_task
         later = await (await engine.submit(state.session_id, "a new question")).done
         assert await engine.replay(later.turn_id) == []
         await engine.close()
@@ -201,22 +201,22 @@ def test_a_turn_another_live_engine_is_answering_is_left_alone(make_engine: Engi
 def test_rows_the_index_lacks_are_embedded_in_the_background_with_progress(make_engine: EngineFactory) -> None:
     async def main() -> None:
         engine = make_engine(config=_config())
-        sid = await engine.ctx.on_store(engine.store.create_session, "imported")
+        sid = await engine._ctx.on_store(engine._ctx.store.create_session, "imported")
         messages = [Message(role=Role.USER, content=f"note {i} about rivers") for i in range(150)]
 
         def write() -> None:  # committed to SQLite, never indexed (an import, or a crash in between)
             for m in messages:
-                engine.store.add_message(sid, m)
+                engine._ctx.store.add_message(sid, m)
 
-        await engine.ctx.on_store(write)
+        await engine._ctx.on_store(write)
         progress: list[tuple[str, int, int]] = []
         engine.index_progress.connect(lambda what, done, total: progress.append((what, done, total)))
         await engine.start()
-        assert engine.recovery.catch_up_task is not None
-        assert await engine.recovery.catch_up_task == 150
-        assert {m.message_id for m in messages} <= await engine.ctx.on_index(engine.index.ids)
+        assert engine._recovery.catch_up_task is not None
+        assert await engine._recovery.catch_up_task == 150
+        assert {m.message_id for m in messages} <= await engine._ctx.on_index(engine._ctx.index.ids)
         assert progress[-1][1:] == (150, 150) and len(progress) >= 3  # batch by batch
-        assert engine.recovery.report.caught_up == 150
+        assert engine._recovery.report.caught_up == 150
         await engine.close()
 
     asyncio.run(main())
@@ -228,13 +228,13 @@ def test_an_interrupted_rebuild_is_finished_before_start_returns(make_engine: En
         await first.start()
         state = await first.open_session(None)
         await first.ingest(state.session_id, [Message(role=Role.USER, content=f"history {i}") for i in range(90)])
-        assert first.recovery.catch_up_task is not None
-        await first.recovery.catch_up_task  # (it may index some of those rows itself meanwhile)
-        rows = await first.ctx.on_store(first.store.list_searchable)
+        assert first._recovery.catch_up_task is not None
+        await first._recovery.catch_up_task  # (it may index some of those rows itself meanwhile)
+        rows = await first._ctx.on_store(first._ctx.store.list_searchable)
         cancel = CancelToken()
-        index: Any = first.index
+        index: Any = first._ctx.index
         index.batch_size = 16
-        await first.ctx.on_index(lambda: index.rebuild_rows(rows, on_progress=lambda d, t: cancel.cancel(),
+        await first._ctx.on_index(lambda: index.rebuild_rows(rows, on_progress=lambda d, t: cancel.cancel(),
                                                             cancel=cancel))
         assert index.needs_rebuild  # killed mid-rebuild: 16 of 90 rows
         await first.close()
@@ -242,9 +242,9 @@ def test_an_interrupted_rebuild_is_finished_before_start_returns(make_engine: En
         progress: list[str] = []
         engine.index_progress.connect(lambda what, done, total: progress.append(what))
         report = await engine.start()
-        assert report.rebuild_finished == 90 - 16 and not engine.index.needs_rebuild
+        assert report.rebuild_finished == 90 - 16 and not engine._ctx.index.needs_rebuild
         assert progress and progress[0].startswith("finishing the interrupted index rebuild")
-        assert await engine.ctx.on_index(engine.index.ids) == {r.id for r in rows}
+        assert await engine._ctx.on_index(engine._ctx.index.ids) == {r.id for r in rows}
         await engine.close()
 
     asyncio.run(main())
@@ -284,13 +284,13 @@ def test_failed_builds_and_answers_are_recorded_as_failed_with_what_streamed(mak
         record = await engine.turn_record(run.turn_id)
         assert row["status"] == "failed" and record.finish_reason == "error"
         assert record.usage["error"] == "the provider went away" and record.output == "Half an answer"
-        answer = await engine.ctx.on_store(engine.store.get_message, row["answer_message_id"])
+        answer = await engine._ctx.on_store(engine._ctx.store.get_message, row["answer_message_id"])
         assert answer.content == "Half an answer" and answer.message_id in state.messages
 
         async def broken_build(*_args: Any, **_kw: Any) -> Any:
             raise CoreError("the build failed")
 
-        monkeypatch.setattr(engine.turns, "build", broken_build)
+        monkeypatch.setattr(engine._turns, "build", broken_build)
         with pytest.raises(CoreError, match="build failed"):
             await engine.submit(state.session_id, "this one cannot be built")
         statuses = await engine.turn_statuses(state.session_id)

@@ -66,7 +66,7 @@ async def _task_streaming(engine: Engine, *, tokens: int, limit: int | None = No
 
 async def _check_graph(engine: Engine, sid: str) -> list[Any]:
     """Every task node has its spawned edge from its turn, statuses are final, no orphan; replay agrees."""
-    state = engine.ctx.sessions[sid]
+    state = engine._ctx.sessions[sid]
     tasks = await engine.list_tasks(sid)
     ids = {t.task_id for t in tasks}
     for task in tasks:
@@ -82,7 +82,7 @@ async def _check_graph(engine: Engine, sid: str) -> list[Any]:
             parent_node = next(t.node_id for t in tasks if t.task_id == task.parent_task_id)
             assert [e.src for e in spawned if e.attrs.get("subtask")] == [parent_node]
     assert await engine.replay_state(sid) == []
-    events = await engine.ex.run("store", engine.store.list_events, sid)
+    events = await engine._ctx.ex.run("store", engine._ctx.store.list_events, sid)
     revs = [e["payload"]["rev"] for e in events if e["type"] == "task.changed"]
     assert revs == list(range(1, len(revs) + 1))  # applied in one strict order, no gap
     return tasks
@@ -123,7 +123,7 @@ def test_task_is_pushed_streamed_and_popped_with_its_result(make_engine: EngineF
         # The export mirrors the stored tasks and every evidence they cite resolves.
         from app.store.exchange import export_session, validate_document
 
-        doc = await engine.ex.run("store", export_session, engine.store, sid)
+        doc = await engine._ctx.ex.run("store", export_session, engine._ctx.store, sid)
         validate_document(doc)
         exported = doc["session"]["task_state"]["todo_list"]["tasks"]
         assert [t["task_id"] for t in exported] == [task.task_id] and exported[0]["status"] == "complete"
@@ -179,7 +179,7 @@ def test_eight_inputs_with_k4_leave_a_consistent_graph(make_engine: EngineFactor
         assert [h.seq for h in handles] == list(range(1, 9))
         records = await asyncio.gather(*(h.done for h in handles))
         assert all(h.status == "done" for h in handles) and len(records) == 8
-        assert peak[0] <= 4 + engine.streams.runtime.config.interrupt_reserve
+        assert peak[0] <= 4 + engine._streams.runtime.config.interrupt_reserve
         tasks = await _check_graph(engine, sid)
         assert len(tasks) >= 2 and {h.kind for h in handles} >= {"task"}
         assert sorted(t.task_id for t in tasks) == sorted(h.task_id for h in handles if h.task_id)
@@ -239,7 +239,7 @@ def test_stop_a_queued_and_a_running_stream(make_engine: EngineFactory) -> None:
         task = (await engine.list_tasks(sid))[0]
         assert task.status == TaskStatus.FAILED and task.error == "changed my mind"
         assert 0 < task.progress < 1
-        turns = await engine.ex.run("store", engine.store.list_turns, sid)
+        turns = await engine._ctx.ex.run("store", engine._ctx.store.list_turns, sid)
         assert len(turns) == 1
         await _check_graph(engine, sid)
 
@@ -260,7 +260,7 @@ def test_an_unrelated_question_beside_a_task_is_its_own_stream_answered_at_once(
         assert question.kind == "qa" and answer.output == QUESTION_REPLY
         assert "Running task:" not in answer.build.context.text()  # its own context, not the task's
         assert not task.done.done() and later.status == "queued"  # answered while the task runs
-        assert engine.ex.urgent.cut_ins >= 1
+        assert engine._ctx.ex.urgent.cut_ins >= 1
         assert question.node_id is not None and state.graph.out_edges(question.node_id, EdgeKind.REFERENCES) == []
         record = await task.done
         assert record.output == TASK_REPLY and task.status == "done"
@@ -284,7 +284,7 @@ def test_interruption_is_answered_while_the_task_keeps_running(make_engine: Engi
         record = await task.done
         assert record.output == TASK_REPLY and task.status == "done"  # the task ran to its end
         assert question.first_token_at < task.finished_at
-        assert engine.ex.urgent.cut_ins >= 1
+        assert engine._ctx.ex.urgent.cut_ins >= 1
         done = (await engine.list_tasks(sid))[0]
         assert done.status == TaskStatus.COMPLETE
         refs = state.graph.out_edges(question.node_id, EdgeKind.REFERENCES)
@@ -294,7 +294,7 @@ def test_interruption_is_answered_while_the_task_keeps_running(make_engine: Engi
         # the snapshot of the partial output it cites is stored, so the export validates
         from app.store.exchange import export_session, validate_document
 
-        validate_document(await engine.ex.run("store", export_session, engine.store, sid))
+        validate_document(await engine._ctx.ex.run("store", export_session, engine._ctx.store, sid))
 
     _run(make_engine, body, delay=0.01)
 
@@ -339,7 +339,7 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(make_eng
         async def vanish(*_: Any) -> None:  # the app dies before the task's bookkeeping
             return None
 
-        engine.streams.finish_stream = vanish  # type: ignore[method-assign]
+        engine._streams.finish_stream = vanish  # type: ignore[method-assign]
         handle.stop()
         await handle.done
         assert (await engine.list_tasks(state.session_id))[0].status == TaskStatus.ACTIVE
@@ -351,7 +351,7 @@ def test_tasks_left_running_by_a_stopped_app_are_failed_on_the_next_run(make_eng
         await engine.scheduler(sid).submit("What is the capital of France?").done
         task = (await engine.list_tasks(sid))[0]
         assert task.status == TaskStatus.FAILED and task.error.startswith("interrupted")
-        assert engine.ctx.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
+        assert engine._ctx.sessions[sid].graph.node(task.node_id).attrs["status"] == "failed"
         assert await engine.replay_state(sid) == []
 
     _run(make_engine, next_run)
@@ -406,7 +406,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
     _model_path()
     settings = Settings(data_dir=tmp_path / "data", max_concurrent_streams=4)
     engine = build_engine(settings)
-    engine.config.generation = GenerationParams(max_tokens=200, temperature=0.0)
+    engine._ctx.config.generation = GenerationParams(max_tokens=200, temperature=0.0)
 
     async def main() -> None:
         await engine.start()
@@ -422,7 +422,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
             record = await task.done
             assert task.status == "done" and record.finish_reason in ("stop", "length")
             print(f"\ninterruption first token {question.first_token_ms:.0f} ms after submission "
-                  f"(task at {task.tokens} tokens, {engine.ex.urgent.cut_ins} cut-in); "
+                  f"(task at {task.tokens} tokens, {engine._ctx.ex.urgent.cut_ins} cut-in); "
                   f"task first token {task.first_token_ms:.0f} ms, total {task.total_ms:.0f} ms")
             assert question.first_token_at < task.finished_at
             assert (await engine.list_tasks(state.session_id))[0].status == TaskStatus.COMPLETE
@@ -456,13 +456,39 @@ def test_inputs_waiting_in_the_queue_survive_a_crash_and_are_queued_again(make_e
     async def restart() -> None:
         await second.start()
         await second.open_session(session_id)
-        log = await second.ex.run("store", second.store.list_events, session_id)
+        log = await second._ctx.ex.run("store", second._ctx.store.list_events, session_id)
         assert [p["text"] for p in pending_inputs(log)] == ["Now about trains"]
         (handle,) = await second.resume_inputs(session_id)
         record = await asyncio.wait_for(handle.done, 30)
         assert record.build.text == "Now about trains"
-        log = await second.ex.run("store", second.store.list_events, session_id)
+        log = await second._ctx.ex.run("store", second._ctx.store.list_events, session_id)
         assert pending_inputs(log) == []
         await second.close()
 
     asyncio.run(restart())
+
+
+def test_an_input_is_read_by_the_intent_rules_once(make_engine: EngineFactory) -> None:
+    """The text a stream was queued with is read once (its guessed path orders the queue; its build
+    reuses the reading), and so is a submitted one whose fast intent is unsure (the model is asked,
+    and the build's intent reads the same reading)."""
+    async def body(engine: Engine) -> None:
+        engine._ctx.config.llm_intent_below = 1.01  # the fast intent is always unsure: the model is always asked
+        intents = engine._ctx.builder.intents
+        reads: list[str] = []
+        read = intents.read
+
+        def counted(text: str) -> Any:
+            reads.append(text)
+            return read(text)
+
+        intents.read = counted  # type: ignore[method-assign]
+        state = await engine.open_session(None)
+        handle = engine.scheduler(state.session_id).submit("Write a short checklist for the launch")
+        streamed = await handle.done
+        run = await engine.submit(state.session_id, "hmm")
+        record = await run.done
+        assert streamed.build.llm_intent["status"] != "skipped" != record.build.llm_intent["status"]
+        assert reads == ["Write a short checklist for the launch", "hmm"]
+
+    make_engine.run(body, chat=StreamModel(), llm_intent="auto")

@@ -38,8 +38,7 @@ def test_an_unsure_edge_is_kept_and_a_hesitation_brings_the_other_conversation(m
         text = "which chipset, lspci check"  # the wifi conversation's words: on its merit it would enter
 
         async def context(routed: RoutedShares) -> set[str]:
-            record, _ = await engine.turns.build(session_id, text, budget=512, anchor_override=node["a1"],
-                                                 state=state, routed=routed)
+            record, _ = await engine.build(session_id, text, budget=512, anchor_override=node["a1"], routed=routed)
             return {r.evidence_id for b in record.context.blocks for r in b.refs}
 
         hesitated = await context(RoutedShares(share=0.55, alternatives=((node["b1"], 0.45),), judged=True))

@@ -15,7 +15,7 @@ from app.core.pipeline.record import TurnRecord
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 from app.store.exchange import export_session
-from tests.conftest import EngineFactory
+from tests.conftest import EngineFactory, stored
 from tests.texts import step_history as _history
 
 
@@ -34,21 +34,21 @@ def test_history_is_summarized_per_subject_and_level_and_the_cache_answers_a_rep
         paths = {level: len(re.findall(r"src/step_\d+\.py", s.content)) for level, s in session.items()}
         assert 0 < paths["brief"] < paths["standard"] < paths["detailed"]  # kept verbatim, more the more detail
         assert len(session["brief"].content) < len(session["standard"].content) < len(session["detailed"].content)
-        misses = engine.summaries.stats.misses
+        misses = engine._summaries.stats.misses
         assert written == [] and misses == 12  # the ingest's cue did it: 2 parts × (session, branch) × 3 levels
         # a replay of the same conversation (the service forgets what it made): every update is found again
-        again = await engine.summaries.replay(state.session_id)
-        assert again == [] and engine.summaries.stats.misses == misses
-        assert engine.summaries.stats.hits == misses
+        again = await engine._summaries.replay(state.session_id)
+        assert again == [] and engine._summaries.stats.misses == misses
+        assert engine._summaries.stats.hits == misses
         # new turns: the next version is based on the previous one, which is closed (kept)
         await engine.ingest(state.session_id, _history(10, start=40))
         await engine.summarize(state.session_id)
         newer = {s.level: s for s in await engine.session_summaries(state.session_id) if s.subject == "session"}
         assert newer["standard"].based_on == session["standard"].summary_id
-        history = await engine.ctx.on_store(engine.store.list_summaries, state.session_id, current=False)
+        history = await engine._ctx.on_store(engine._ctx.store.list_summaries, state.session_id, current=False)
         closed = next(s for s in history if s.summary_id == session["standard"].summary_id)
         assert closed.valid_to == newer["standard"].created_at
-        doc = await engine.with_store(export_session, state.session_id)
+        doc = await stored(engine, export_session, state.session_id)
         summary = doc["session"]["summary"]
         assert summary["content"] == newer["standard"].content
         assert summary["message_index_range"] == {"from": 0, "to": 49}
@@ -62,7 +62,7 @@ def test_summaries_off_makes_none(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         await engine.ingest(state.session_id, _history(20))
-        await engine.summaries.idle()
+        await engine._summaries.idle()
         assert await engine.session_summaries(state.session_id) == []
 
     make_engine.run(body, config=EngineConfig(summaries=False))
@@ -86,7 +86,7 @@ async def _long_branch(engine: Engine, turns: int = 60) -> tuple[SessionState, T
     decided = last = await (await engine.submit(state.session_id, DECISION)).done
     for k in range(turns - 2):
         last = await (await engine.submit(state.session_id, "Small talk: " + FILLERS[k % 5].format(k=k + 3) + ".")).done
-    await engine.summaries.idle()
+    await engine._summaries.idle()
     return state, decided, last
 
 
@@ -108,7 +108,7 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
         # more turns (and newer summaries) later: the turn still replays exactly as it was built
         for k in range(10):
             await (await engine.submit(sid, f"Another note: the kettle {k} is red.")).done
-        await engine.summaries.idle()
+        await engine._summaries.idle()
         assert await engine.replay(asked.turn_id) == []
 
     make_engine.run(body, budget=1200)
@@ -124,7 +124,7 @@ def test_with_several_conversations_a_branch_summary_line_must_hold_the_input_wo
         state = await engine.open_session(None, title="one conversation, then two")
         sid = state.session_id
         await engine.ingest(sid, _history(40))
-        await engine.summaries.idle()
+        await engine._summaries.idle()
         [tip] = state.graph.frontiers()
         aside = "Remind me which bicycle colour we picked, as decided?"  # none of the summary's words
         alone, _ = await engine.build(sid, aside, anchor_override=tip)
@@ -185,7 +185,7 @@ def test_expand_collapse_and_focus_recompile_a_turn_within_its_budget_and_replay
         texts = "\n".join(b.content for b in focused.record.build.context.blocks)
         assert "12 tulips" in texts and focused.record.build.context.tokens <= asked.build.context.budget
         assert await engine.replay(asked.turn_id) == []
-        events = [e for e in await engine.with_store(lambda s: s.list_events(sid)) if e["type"] == "turn.detail"]
+        events = [e for e in await stored(engine, lambda s: s.list_events(sid)) if e["type"] == "turn.detail"]
         assert [e["payload"]["action"]["kind"] for e in events] == ["expand"] * 3 + ["collapse"] * 2 + ["focus"]
         # answering again answers with the detail the user set
         again = await (await engine.answer_again(sid, state.node_of(asked.turn_id))).done
@@ -216,8 +216,8 @@ def test_the_model_writes_a_summary_that_keeps_the_identifiers_and_the_extractiv
         assert made["standard"].content == good
         assert made["brief"].provider == "extractive"  # the model's brief dropped the identifiers: refused
         assert made["detailed"].provider == "extractive"  # the verbatim level is never the model's
-        assert engine.summaries.stats.outcomes["invalid"] == 1
-        [ask, *_] = engine.chat.calls  # type: ignore[attr-defined]
+        assert engine._summaries.stats.outcomes["invalid"] == 1
+        [ask, *_] = engine._ctx.chat.calls  # type: ignore[attr-defined]
         assert ask["stage"] == "summary" and "src/parse.py" in ask["messages"][-1]["content"]  # the model reads the part's key sentences
 
     # one call per level the model writes (brief, standard); the branch is the session and is not asked again
@@ -256,9 +256,9 @@ def test_the_summaries_ablation_offers_contexts_no_branch_summary(make_engine: E
         state = await engine.open_session(None)
         await engine.ingest(state.session_id, _history(40))
         await engine.summarize(state.session_id)
-        assert engine.ctx.summary_offer(state.session_id)
-        engine.config.ablate = ("summaries",)
-        assert engine.ctx.summary_offer(state.session_id) == {}
+        assert engine._summaries.offer(state.session_id)
+        engine._ctx.config.ablate = ("summaries",)
+        assert engine._summaries.offer(state.session_id) == {}
 
     make_engine.run(body)
 
@@ -280,7 +280,7 @@ def test_the_model_is_asked_for_a_summary_only_once_no_call_has_run_for_a_quiet_
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
         await (await engine.submit(state.session_id, "We moved the parser to src/parse.py on 2024-05-14.")).done
-        answered = engine.ex.foreground_done
+        answered = engine._ctx.ex.foreground_done
         await engine.summarize(state.session_id)
         asked = [at for stage, at in chat.started if stage == "summary"]
         assert asked and min(asked) - answered >= 0.4  # (quiet 0.4 s): not right after the answer

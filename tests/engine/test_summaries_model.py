@@ -46,7 +46,7 @@ def test_a_60_turn_branch_on_the_real_model_reaches_its_early_decision_through_t
         sid = state.session_id
         await engine.ingest(sid, _branch())
         await engine.summarize(sid)
-        outcomes = engine.summaries.stats.outcomes
+        outcomes = engine._summaries.stats.outcomes
         # the model was asked for every brief and standard part; what it wrote stood when it kept the identifiers
         assert outcomes["model"] + outcomes["invalid"] == 4 and outcomes["extractive"] == 2  # 2 parts × 2 levels; detailed
         last = state.node_of(state.turn_order[-1])

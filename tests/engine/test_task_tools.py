@@ -9,7 +9,7 @@ from __future__ import annotations
 from app.core.engine.facade import Engine
 from app.core.tasks.replay import TASK_EVENT
 from app.core.types import EdgeKind, NodeKind, TaskStatus
-from tests.conftest import EngineFactory
+from tests.conftest import EngineFactory, stored
 
 
 async def _ask(engine: Engine, session_id: str, text: str) -> dict:
@@ -34,7 +34,7 @@ def test_a_task_created_by_the_tool_is_on_the_stack_with_its_node_edge_and_revis
         assert turn_node is not None
         assert task.node_id in {e.dst for e in state.graph.out_edges(turn_node, EdgeKind.SPAWNED)}
         # both the creation and the link are revisions of the task log, and the log replays
-        events = await engine.with_store(lambda store: store.list_events(sid))
+        events = await stored(engine, lambda store: store.list_events(sid))
         ops = [e["payload"]["op"] for e in events if e["type"] == TASK_EVENT]
         assert ops[:2] == ["create", "link"], ops
         assert await engine.replay_state(sid) == []

@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from app import main as wiring
 from app.config import Settings
 from app.core.types import EdgeKind, EnvEvent, Message, Role
+from tests.conftest import stored
 
 pytestmark = pytest.mark.model  # the real embedder, in this process and in the server's
 
@@ -265,7 +266,7 @@ def test_record_event_stores_in_order_on_the_branch_the_router_picks(tmp_path: P
         await service.drain()
         assert list(service.written) == ids  # stored in arrival order
         before = await engine.last_used_session()
-        other = await engine.with_store(lambda store: store.create_session("other"))
+        other = await stored(engine, lambda store: store.create_session("other"))
         await service.facts("", other)  # reading a session is not opening it
         assert await engine.last_used_session() == before
         graph = state.graph

@@ -17,6 +17,7 @@ from app.llm.providers import LocalProvider, ProviderRegistry, ProviderSettings,
 from app.llm.providers.settings import ProviderConfig, local_provider
 from app.store.migrations import MIGRATIONS, apply_migrations
 from app.store.sqlite import SqliteStore
+from tests.conftest import stored
 
 INTENT = '{"mode": "task", "task_type": "planning", "goal": "plan the offsite"}'
 
@@ -29,14 +30,14 @@ def test_intent_and_answer_calls_of_a_turn_are_both_recorded(make_engine: Any) -
     spending = Spending()
     registry = ProviderRegistry([(lab, config), (local, local_provider())], ProviderSettings(), spending=spending)
     engine = make_engine(chat=registry, llm_intent="auto")
-    engine.config.llm_intent_below = 1.01  # always ask for the intent
+    engine._ctx.config.llm_intent_below = 1.01  # always ask for the intent
 
     async def main() -> tuple[Any, list[ModelUsage]]:
         await engine.start()
         try:
             state = await engine.open_session(None)
             record = await (await engine.submit(state.session_id, "offsite")).done
-            return record, await engine.with_store(lambda store: store.list_model_usage(state.session_id))
+            return record, await stored(engine, lambda store: store.list_model_usage(state.session_id))
         finally:
             await engine.close()
 

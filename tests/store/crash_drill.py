@@ -368,9 +368,9 @@ class Drill:
         report = self.report
         try:
             await engine.start()
-            if engine.recovery.catch_up_task is not None:
-                await engine.recovery.catch_up_task
-            state = await engine.with_store(_store_state, sorted(self.imported))
+            if engine._recovery.catch_up_task is not None:
+                await engine._recovery.catch_up_task
+            state = await engine._ctx.on_store(_store_state, engine._ctx.store, sorted(self.imported))
             report.integrity_failures += state["integrity"] != "ok"
             turns: dict[str, dict[str, Any]] = state["turns"]
             report.turns_checked = len(turns)
@@ -383,8 +383,8 @@ class Drill:
                 report.partial_imports += state["imported"].get(sid, 0) < count
             if kill is not None and kill.command == "import":
                 self._check_import(state, killed)
-            ids = await engine.ctx.on_index(engine.index.ids)
-            report.index_mismatches += (ids != state["searchable"]) or engine.index.needs_rebuild
+            ids = await engine._ctx.on_index(engine._ctx.index.ids)
+            report.index_mismatches += (ids != state["searchable"]) or engine._ctx.index.needs_rebuild
             if kill is not None and kill.command == "ask" and killed is not None:
                 await self._check_answer(engine, kill, killed, turns)
             self.known_turns |= set(turns)

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.core.session import versions
 from app.core.types import EdgeKind, NodeKind
 from app.ui.window import MainWindow
+from tests.conftest import stored
 from tests.ui.conftest import drive, fake_services, until
 
 
@@ -316,7 +317,7 @@ def test_the_env_panel_shows_refused_links_and_events_that_could_not_be_stored(q
     settings = Settings.load(tmp_path / "data").model_copy(update={"watched_folders": [folder], "coalesce_ms": 100})
     window = _open(qtbot, settings, fake_services(["Noted."]))
     drive(aloop, window.controller.load())
-    store = window.controller.engine.store
+    store = window.controller.engine._ctx.store
     real_add = store.add_env_event
 
     def refuse_cursed(session_id, event):
@@ -406,7 +407,7 @@ def test_an_input_pinned_to_a_node_of_another_session_is_not_lost(qtbot, aloop, 
     state_b = c.state
     assert state_b is not None and state_b.session_id != state_a.session_id
     assert state_b.turn_order == [] and not state_b.graph.nodes()  # nothing recorded, no orphan card
-    rows = drive(aloop, c.engine.with_store(lambda store: store.list_turns(state_b.session_id)))
+    rows = drive(aloop, stored(c.engine, lambda store: store.list_turns(state_b.session_id)))
     assert rows == []
     composer.notice_fix.click()  # the fix: send it again, letting routing choose
     drive(aloop, _answered(window, 1))

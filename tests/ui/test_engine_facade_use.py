@@ -30,15 +30,14 @@ def _close(window: MainWindow, loop) -> None:
     drive(loop, until(lambda: window._shut, 30, "shutdown"))
 
 
-def test_the_facade_gives_the_store_the_env_events_and_the_model_name(qtbot, aloop, settings: Settings) -> None:
+def test_the_facade_gives_the_sessions_the_env_events_and_the_model_name(qtbot, aloop, settings: Settings) -> None:
     window = _window(qtbot, settings)
     c = window.controller
     assert drive(aloop, c.load())
     engine = c.engine
     assert engine is not None and engine.model_name == "scripted"
-    sessions = drive(aloop, engine.with_store(lambda store, prefix: [prefix + s["session_id"] for s in
-                                                                     store.list_sessions()], "id:"))
-    assert sessions == [f"id:{c.session_id}"]
+    assert not hasattr(engine, "with_store")  # the raw store is never handed out
+    assert [s["session_id"] for s in drive(aloop, engine.list_sessions())] == [c.session_id]
     assert drive(aloop, engine.env_events(c.session_id)) == []
     assert window.model_label.text().startswith("Model: scripted")
     _close(window, aloop)

@@ -28,20 +28,20 @@ async def _crash_mid_answer(data_dir: Path) -> tuple[str, str, str]:
 
     async def saved() -> None:
         while True:
-            cp = await engine.ctx.on_store(engine.store.answer_checkpoint, run.turn_id)
+            cp = await engine._ctx.on_store(engine._ctx.store.answer_checkpoint, run.turn_id)
             if cp is not None and cp["pieces"] >= 10:
                 return
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(saved(), 30)
-    unbuilt, _ = await engine.ctx.on_store(engine.store.record_user_input, state.session_id, "a second question")
-    await engine.ctx.on_store(engine.store.close)  # the process is gone: store and run lease
+    unbuilt, _ = await engine._ctx.on_store(engine._ctx.store.record_user_input, state.session_id, "a second question")
+    await engine._ctx.on_store(engine._ctx.store.close)  # the process is gone: store and run lease
     run.stop()
     try:
         await run.done
     except Exception:  # noqa: BLE001 - its store is gone; that is the point
         pass
-    engine.ex.shutdown(wait=True)
+    engine._ctx.ex.shutdown(wait=True)
     return state.session_id, run.turn_id, unbuilt
 
 

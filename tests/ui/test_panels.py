@@ -55,14 +55,14 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         replies += [LLM_INTENT, "Noted."]
     replies[-1] = ANSWER
     engine = engine_in(tmp, replies, budget=150, llm_intent="auto")  # module scope: no make_engine
-    engine.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
-    engine.memory.enabled = False  # these panels are read on turns and messages (tests/ui/test_memory_panel.py: memory)
+    engine._ctx.config.llm_intent_below = 1.01  # always ask the LLM, so its signal is in the record
+    engine._memory.enabled = False  # these panels are read on turns and messages (tests/ui/test_memory_panel.py: memory)
 
     async def main() -> Session:
         await engine.start()
         state = await engine.open_session(None, title="inspector")
         records = [await (await engine.submit(state.session_id, text)).done for text in INPUTS]
-        messages = await engine.ex.run("store", engine.store.list_messages, state.session_id)
+        messages = await engine._ctx.ex.run("store", engine._ctx.store.list_messages, state.session_id)
         await engine.close()
         return Session(records[-1], {m.content: m.message_id for m in messages})
 

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from app.config import Settings
 from app.ui.sessions import UNTITLED
 from app.ui.window import MainWindow
+from tests.conftest import stored
 from tests.ui.conftest import answer, drive, fake_services, until
 
 
@@ -82,7 +83,7 @@ def test_sessions_are_named_opened_renamed_searched_archived_and_reopened(qtbot,
     panel.undo_button.click()
     drive(aloop, _listed(window, lambda ids: ids == [second, first]))
     assert not panel.undo_button.isVisible()
-    turns = drive(aloop, c.engine.with_store(lambda store: [(t["turn_id"], t["status"], store.get_message(t["input_message_id"]).content) for t in store.list_turns(second)]))
+    turns = drive(aloop, stored(c.engine, lambda store: [(t["turn_id"], t["status"], store.get_message(t["input_message_id"]).content) for t in store.list_turns(second)]))
     assert len(turns) == 1, turns  # its turn is still there
 
     # the app reopens the session used last (the first), not the newest one

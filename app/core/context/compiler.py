@@ -133,47 +133,6 @@ HEADERS: dict[BlockType, str] = {
 }
 
 
-def resolve_conflicts(facts: Sequence[Fact]) -> tuple[list[Conflict], set[str]]:
-    """Group facts by key; where values disagree pick by reliability, then recency, then
-    confidence, and return the conflicts (to be stated in the context) and the losing ids."""
-    by_key: dict[str, list[Fact]] = {}
-    for fact in facts:
-        by_key.setdefault(fact.key, []).append(fact)
-    conflicts: list[Conflict] = []
-    losers: set[str] = set()
-    for key in sorted(by_key):
-        group = by_key[key]
-        if len({f.value.strip().lower() for f in group}) < 2:
-            continue
-        ordered = sorted(group, key=lambda f: (-f.reliability, _neg(f.at), -f.confidence, f.evidence_id))
-        win = ordered[0]
-        runner = ordered[1]
-        if win.reliability != runner.reliability:
-            rule = "more reliable source"
-        elif win.at != runner.at:
-            rule = "more recent"
-        elif win.confidence != runner.confidence:
-            rule = "higher confidence"
-        else:
-            rule = "undecided: both shown"
-        conflicts.append(
-            Conflict(
-                key=key,
-                chosen=win.value,
-                chosen_evidence=win.evidence_id,
-                others=[{"value": f.value, "evidence_id": f.evidence_id, "at": f.at} for f in ordered[1:]],
-                rule=rule,
-            )
-        )
-        losers.update(f.evidence_id for f in ordered[1:] if f.value.strip().lower() != win.value.strip().lower())
-    return conflicts, losers
-
-
-def _neg(at: str) -> tuple[int, ...]:
-    """Sort key that puts later ISO timestamps first."""
-    return tuple(-ord(c) for c in at)
-
-
 class _Packing:
     """The running state of one compilation: what is chosen and what it costs so far (a
     segment's header and a group's label are paid by the first line that opens them)."""
@@ -377,14 +336,3 @@ def extract_facts(text: str, *, evidence_id: str, at: str, reliability: float) -
         if key and value:
             out.append(Fact(key=key, value=value, evidence_id=evidence_id, reliability=reliability, at=at))
     return out
-
-
-def conflict_items(conflicts: Sequence[Conflict]) -> list[Item]:
-    """State every conflict in the context (never resolved silently)."""
-    items = []
-    for n, c in enumerate(conflicts):
-        others = "; ".join(f"'{o['value']}' [{o['evidence_id']}]" for o in c.others)
-        text = f"Conflict on {c.key}: using '{c.chosen}' [{c.chosen_evidence}] ({c.rule}); also stated: {others}"
-        items.append(Item(f"conflict:{c.key}", BlockType.STATE, text, Priority.HIGH, score=1.0, order=300 + n,
-                          evidence_ids=(c.chosen_evidence, *(o["evidence_id"] for o in c.others))))
-    return items

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -60,7 +60,7 @@ from app.core.context.recall_model import (
     RecallStrategy,
     SearchPort,
 )
-from app.core.session.state import SessionState
+from app.core.session.state import NoteView, SessionState
 from app.core.text.words import RANKING, content_stems
 
 _T = TypeVar("_T")
@@ -100,15 +100,14 @@ async def recall(
     run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
     recorded: Mapping[str, ChannelRun] | None = None,
     known_sem: Mapping[str, float] | None = None,
-    outside: Callable[[list[str]], Awaitable[Any]] | None = None,
+    outside: Callable[[list[str]], Awaitable[list[NoteView]]] | None = None,
     topics: TopicSearch | None = None,
-) -> RecallResult:
+) -> tuple[RecallResult, list[NoteView]]:
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor);
     ``recorded`` runs are used as observed; ``known_sem``: query cosines the caller has (recent
-    turns), for the gate; ``outside(ids)`` makes other sessions' hits (workspace scope) notes of
-    the state before fusion (replay too); ``topics(query, k, session or None)`` is the topic channel.
-    """
+    turns), for the gate; ``topics(query, k, session or None)`` is the topic channel; ``outside(ids)``
+    reads other sessions' hits (workspace scope) as notes, fused on a view of ``state``, returned."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
 
@@ -147,9 +146,10 @@ async def recall(
         given("memory", memory),
         given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
-    if outside is not None and req.scope == "workspace":  # other sessions' messages become notes
-        await outside([i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
-    return fuse(state, req, STRATEGIES.get(req.strategy, PCM_FUSION), list(runs), known_sem=known_sem)
+    notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
+        [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
+    seen = state.with_notes(notes) if notes else state
+    return fuse(seen, req, STRATEGIES.get(req.strategy, PCM_FUSION), list(runs), known_sem=known_sem), notes
 
 
 async def _memory_channel(state: SessionState, req: RecallRequest, search: SearchPort, query_vector: Sequence[float],

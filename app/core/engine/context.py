@@ -10,7 +10,7 @@ builds it once and hands it to each service (``app.core.engine.sessions``, ``tur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.session.state import SessionState
 from app.core.signals import Signal
-from app.core.types import Message, SummaryRecord
+from app.core.types import Message
 
 T = TypeVar("T")
 
@@ -98,21 +98,6 @@ class EngineContext:
     answered: Signal[[str, str, Message, Message]] = field(default_factory=lambda: Signal("answered"))
     # History ingested (session id, messages): the topic index and the memory writer read it.
     ingested: Signal[[str, list[Message]]] = field(default_factory=lambda: Signal("ingested"))
-    # The topic channel's search (the memory service's topic index); None until it is loaded.
-    topic_search: Callable[[str, int, str | None], list[tuple[str, float]]] | None = None
-    # A session's main topics (topic id → message ids) that get a summary; None until loaded.
-    topic_messages: Callable[[str], dict[str, list[str]]] | None = None
-    # The branch summaries a build is offered (session id → root node → level → summary): the
-    # summary service's current ones; None while there is none.
-    summaries_of: Callable[[str], Mapping[str, Mapping[str, SummaryRecord]]] | None = None
-
-    def summary_offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
-        """The branch summaries of the session a build may use now (none when summaries are off or
-        ablated: ``ablate`` holds "summaries")."""
-        if self.summaries_of is None or "summaries" in self.config.ablate:
-            return {}
-        return self.summaries_of(session_id)
-
     def lock(self, session_id: str) -> asyncio.Lock:
         """The lock that orders one session's turn builds and graph changes."""
         return self._locks.setdefault(session_id, asyncio.Lock())

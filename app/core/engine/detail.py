@@ -15,13 +15,12 @@ summary of the turns continuing it.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.core.engine.branches import settled
 from app.core.engine.context import EngineContext
-from app.core.engine.recorded import Recorded
 from app.core.engine.sessions import SessionService
 from app.core.engine.turns import TurnService, write_cited
 from app.core.errors import NoRecordError
@@ -57,8 +56,10 @@ class SubtreeSummary:
 class DetailService:
     """See the module docstring."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService) -> None:
-        self.ctx, self.sessions, self.turns = ctx, sessions, turns
+    def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService,
+                 offer: Callable[[str], Offered]) -> None:
+        """``offer``: the branch summaries on offer now (``SummaryService.offer``)."""
+        self.ctx, self.sessions, self.turns, self.offer = ctx, sessions, turns, offer
 
     async def detail(self, turn_id: str, action: DetailAction) -> Detailed:
         """Apply ``action`` to the turn's context and recompile it; raises ``DetailError``."""
@@ -75,20 +76,20 @@ class DetailService:
         except NoRecordError:
             raise DetailError("This turn has no recorded context (it was imported as history).") from None
         b, past = record.build, state.as_of(turn_id)
-        recorded = Recorded.of(b)
-        offer: Offered = {**self.ctx.summary_offer(state.session_id), **recorded.summaries}
+        recorded = self.turns.recorded(b)
+        offer: Offered = {**self.offer(state.session_id), **recorded.summaries(past)}
         if action.kind == "focus" and action.node_id is not None and action.node_id not in past.graph:
             raise DetailError("That node did not exist yet when this turn was answered.")
         levels = offered_for(past, b.anchor_node, offer)
         parts = next(iter(levels.values())).parts if levels else []
         view = past.messages.get(action.message_id)
-        shown = shown_levels(recorded.detail, [r for block in b.context.blocks for r in block.refs], offer)
-        detail = apply(recorded.detail, action, shown=shown, parts=parts,
+        shown = shown_levels(recorded.detail(), [r for block in b.context.blocks for r in block.refs], offer)
+        detail = apply(recorded.detail(), action, shown=shown, parts=parts,
                        message_index=view.seq if view is not None else None)
         mids = state.turns[turn_id].message_ids
         build, timing = await self.turns.rebuild(
             record, past, anchor_override=b.routing.get("override"), input_id=mids[0] if mids else "input",
-            recorded=dataclasses.replace(recorded, summaries=offer, detail=detail))
+            sources=self.turns.recorded(b, summaries=offer, detail=detail))
         revision = TurnRevision(kind="detail", at=utc_now(), at_seq=len(state.turn_order),
                                 previous_anchor=b.anchor_node, anchor=build.anchor_node, build=b, timing=record.timing)
         new = record.model_copy(update={"build": build, "timing": timing, "revisions": [*record.revisions, revision]})

@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 
 from app.core.context.compiler import Item
+from app.core.context.sections.tools import clip
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
+from app.core.engine.sources import PushSources
 from app.core.engine.tools import ToolService
 from app.core.intent.model import EnvEventRef
-from app.core.pipeline.builder import BuildInputs
 from app.core.pipeline.record import BuildRecord
+from app.core.pipeline.sources import BuildRequest
 from app.core.routing.environment import (
     LANE,
     Route,
@@ -55,7 +57,6 @@ from app.core.session.state import NoteView, SessionState
 from app.core.signals import Signal
 from app.core.text.names import safe_text
 from app.core.text.quoting import quote_label
-from app.core.tools.model import clip
 from app.core.types import (
     BlockType,
     EdgeKind,
@@ -458,15 +459,13 @@ class EnvironmentService:
                  evidence_ids=(event.event_id,)),
         )
         ref = EnvEventRef(kind=event.kind, title=quote_label(event.title or env_label(event)), uri=quote_label(event.uri))
-        ids = [m for tid in state.turn_order[-ctx.builder.candidate_turns * 2:] for m in state.turns[tid].message_ids]
         started = time.perf_counter()
-        record, _ = await ctx.builder.build(
+        record, _, _ = await ctx.builder.build(
             state,
-            BuildInputs(text=text, at=utc_now(), budget=budget,
-                        query_vector=None if vecs is None else [float(x) for x in vecs[0]],
-                        exclude_ids=(event.event_id,), profile=self.sessions.profile(state), trigger="env",
-                        env_events=(ref,), pinned=pinned, tools=self.tools.registry.specs()),
-            vectors=await ctx.vectors_for(ids), search=ctx.index, run_blocking=ctx.on_index,
+            BuildRequest(text=text, at=utc_now(), budget=budget,
+                         query_vector=None if vecs is None else [float(x) for x in vecs[0]],
+                         exclude_ids=(event.event_id,), trigger="env", env_events=(ref,), pinned=pinned),
+            PushSources(ctx, self.sessions, self.tools),
         )
         await ctx.on_store(ctx.store.append_event, state.session_id, "env.pushed", {
             "event_id": event.event_id, "task_id": task.task_id, "node_id": node.node_id,

@@ -1,7 +1,8 @@
 """The engine facade: the one object the UI, the CLI, the MCP server and the evaluation talk to.
 
 ``Engine`` builds one ``EngineContext`` (ports, executors, configuration, shared session state)
-and composes the services over it; every public method delegates to one of them:
+and composes the services over it, all wired in the constructor; the services and the ports are
+private, and every public method delegates to one of them:
 
 ==============  ===========================================================================
 sessions        open a session, history ingest, the user's facts and profile (``sessions.py``)
@@ -18,6 +19,10 @@ summaries       session, branch, task and topic summaries at three levels, in th
 details         progressive detail: expand, collapse, focus a turn's context; a subtree's summary (``detail.py``)
 ==============  ===========================================================================
 
+Two narrower doors for two audiences: ``lab()`` (``lab.py``), the switches and figures of
+evaluations and benchmarks, and ``records()`` (``records.py``), stored records as programs outside
+the app read them (the MCP server).
+
 Everything runs on one event loop; blocking work goes to the named executors (DESIGN.md §3):
 ``store`` (the one SQLite connection), ``embed`` (the embedder, also LanceDB writes that embed),
 ``index`` (LanceDB queries), ``llm`` (the chat model). A user's input is committed durably before
@@ -29,18 +34,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from app.core.context.compiler import Fact
-from app.core.context.ranking import rrf
 from app.core.engine.attachments import Attached, AttachmentService
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.detail import Detailed, DetailService, SubtreeSummary
 from app.core.engine.environment import EnvironmentService, EnvRouted
+from app.core.engine.ids import resolve_id
+from app.core.engine.lab import EngineLab
 from app.core.engine.memory import MemoryService, ProfileAdded
+from app.core.engine.records import StoredRecords
 from app.core.engine.recovery import RecoveryReport, RecoveryService
 from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
@@ -48,19 +55,22 @@ from app.core.engine.summaries import SummaryService
 from app.core.engine.tasks import TaskChange, TaskService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
-from app.core.errors import NoRecordError
+from app.core.errors import CoreError, NoRecordError
 from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.intent.profile import UserProfile
 from app.core.memory.topics import TopicIndex
 from app.core.pipeline.builder import ContextBuilder
 from app.core.pipeline.detail import DetailAction
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
+from app.core.pipeline.sources import BuildRequest
 from app.core.plan.builder import PlanBuilder
 from app.core.ports import (
     ChatModel,
     Embedder,
     FileReader,
+    GenerationParams,
     SearchIndex,
+    SessionExchange,
     SessionGeneration,
     SessionStore,
     TokenCounter,
@@ -69,12 +79,10 @@ from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
 from app.core.session.graph import GraphChange
+from app.core.session.membership import RoutedShares
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
-from app.core.tools.registry import ToolRegistry
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task
-
-T = TypeVar("T")
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task, utc_now
 
 
 class Engine:
@@ -84,7 +92,11 @@ class Engine:
     watched folders (the composition root passes ``app.sensors.confined.ConfinedFolders``, the
     one confined opener); without it ``read_file`` refuses every call (the core does no I/O).
     ``file_reader`` reads the files the user attaches (``app.sensors.attach.read_attachment``);
-    without it ``attach_file`` refuses.
+    without it ``attach_file`` refuses. ``exchange`` exports and imports sessions as documents
+    (``app.store.exchange.StoreExchange``); without it both refuse.
+
+    The services are private: front ends (the window, the CLI, the MCP server, the evaluation)
+    call the named methods below and nothing else; the ports are never handed out.
     """
 
     def __init__(
@@ -99,78 +111,92 @@ class Engine:
         config: EngineConfig | None = None,
         folder_files: FolderFilesFactory | None = None,
         file_reader: FileReader | None = None,
+        exchange: SessionExchange | None = None,
     ) -> None:
         config = config or EngineConfig()
-        builder = ContextBuilder(intents=IntentEngine(None), planner=PlanBuilder(), router=AnchorRouter(config.routing),
-                                 counter=counter, answer_reserve=config.answer_reserve, context_size=config.context_size)
-        self.ctx = ctx = EngineContext(store=store, index=index, embedder=embedder, chat=chat, counter=counter,
-                                       ex=executors, config=config, builder=builder)
-        self.sessions = SessionService(ctx)
-        self.tasks = TaskService(ctx, self.sessions)
-        self.tools = ToolService(ctx, self.tasks.writer(), folder_files=folder_files)
-        self.turns = TurnService(ctx, self.sessions, self.tasks, self.tools)
-        self.branches = BranchService(ctx, self.sessions, self.turns)
-        self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
-        self.environment = EnvironmentService(ctx, self.sessions, self.tools)
-        self.attachments = AttachmentService(ctx, self.sessions, self.environment, file_reader)
-        self.recovery = RecoveryService(ctx)
-        self.memory = MemoryService(ctx, self.sessions, enabled=config.memory_writer)
-        self.summaries = SummaryService(ctx, self.sessions, enabled=config.summaries)
-        self.details = DetailService(ctx, self.sessions, self.turns)
-        self.environment.env_ingested.connect(self.memory.on_env_ingested)
-        self.env_ingested = self.environment.env_ingested
-        self.env_pushed = self.environment.env_pushed
-        self.env_failed = self.environment.env_failed
-        self.index_progress = self.recovery.index_progress  # (what, done, total) while the index catches up
+        self._exchange_port = exchange
+        # The intent prototypes are embedded at ``start`` (with the embedder's model), into this bank.
+        self._prototypes = PrototypeBank()
+        builder = ContextBuilder(intents=IntentEngine(self._prototypes), planner=PlanBuilder(),
+                                 router=AnchorRouter(config.routing), counter=counter,
+                                 answer_reserve=config.answer_reserve, context_size=config.context_size)
+        self._ctx = ctx = EngineContext(store=store, index=index, embedder=embedder, chat=chat, counter=counter,
+                                        ex=executors, config=config, builder=builder)
+        self._sessions = SessionService(ctx)
+        self._tasks = TaskService(ctx, self._sessions)
+        self._tools = ToolService(ctx, self._tasks.writer(), folder_files=folder_files)
+        self._memory = MemoryService(ctx, self._sessions, enabled=config.memory_writer)
+        self._summaries = SummaryService(ctx, self._sessions, self._memory.topic_messages, enabled=config.summaries)
+        self._turns = TurnService(ctx, self._sessions, self._tasks, self._tools, topics=self._memory.topic_search,
+                                  offer=self._summaries.offer)
+        self._branches = BranchService(ctx, self._sessions, self._turns)
+        self._streams = EngineStreams(ctx, self._sessions, self._turns, self._tasks)
+        self._environment = EnvironmentService(ctx, self._sessions, self._tools)
+        self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
+        self._recovery = RecoveryService(ctx)
+        self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
+        self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams)
+        self._records = StoredRecords(ctx)
+        self._environment.env_ingested.connect(self._memory.on_env_ingested)
+        self.env_ingested = self._environment.env_ingested
+        self.env_pushed = self._environment.env_pushed
+        self.env_failed = self._environment.env_failed
+        self.index_progress = self._recovery.index_progress  # (what, done, total) while the index catches up
 
-    # ------------------------------------------------------------------ the ports, for adapters and tests
-
-    @property
-    def store(self) -> SessionStore:
-        return self.ctx.store
-
-    @property
-    def index(self) -> SearchIndex | None:
-        return self.ctx.index
-
-    @property
-    def embedder(self) -> Embedder | None:
-        return self.ctx.embedder
-
-    @property
-    def chat(self) -> ChatModel | None:
-        return self.ctx.chat
-
-    @property
-    def counter(self) -> TokenCounter:
-        return self.ctx.counter
-
-    @property
-    def ex(self) -> Executors:
-        return self.ctx.ex
-
-    @property
-    def config(self) -> EngineConfig:
-        return self.ctx.config
+    # ------------------------------------------------------------------ what front ends read besides sessions
 
     @property
     def model_name(self) -> str | None:
         """The chat model's name (None without a chat model)."""
-        return None if self.ctx.chat is None else self.ctx.chat.name
+        return None if self._ctx.chat is None else self._ctx.chat.name
 
     @property
-    def registry(self) -> ToolRegistry:
-        """The tools the plan may offer (the built-ins and any registered later)."""
-        return self.tools.registry
+    def counter_name(self) -> str:
+        """The name of the token counter contexts are budgeted with."""
+        return self._ctx.counter.name
 
-    async def with_store(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(store, *args)`` on the store thread: how adapter functions the composition root
-        hands the UI (export, import, list sessions) reach the system of record."""
-        return await self.ctx.on_store(fn, self.ctx.store, *args)
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by the counter contexts are budgeted with."""
+        return self._ctx.counter.count(text)
+
+    def default_generation(self) -> GenerationParams:
+        """The app's generation settings (a session's own override them: ``generation``)."""
+        return self._ctx.config.generation
+
+    def recovery_report(self) -> RecoveryReport:
+        """What ``start`` repaired after a crash (empty before it, or when nothing needed it)."""
+        return self._recovery.report
+
+    def lab(self) -> EngineLab:
+        """The switches and figures of evaluations and benchmarks (``engine/lab.py``)."""
+        return self._lab
+
+    def records(self) -> StoredRecords:
+        """Stored records as programs outside the app read them (``engine/records.py``)."""
+        return self._records
+
+    async def resolve_id(self, kind: str, text: str) -> str:
+        """The full id of a "turn" or "session" a person typed: ``last``, a whole id, or its first
+        characters (``engine/ids.py``); ``NoRecordError`` or ``CoreError`` when it names none or several."""
+        return await self._ctx.on_store(resolve_id, self._ctx.store, kind, text)
+
+    async def export_session(self, session_id: str) -> dict[str, Any]:
+        """The session as a structured context model document (JSON-ready; ``app.store.exchange``)."""
+        return await self._ctx.on_store(self._exchange().export_session, session_id)
+
+    async def import_session(self, data: dict[str, Any]) -> str:
+        """Validate a structured context model document and store it as a new session; return its
+        id (nothing is written when it fails; the session is not opened)."""
+        return await self._ctx.on_store(self._exchange().import_session, data)
+
+    def _exchange(self) -> SessionExchange:
+        if self._exchange_port is None:
+            raise CoreError("this engine was built without export and import")
+        return self._exchange_port
 
     async def embed(self, texts: list[str]) -> np.ndarray | None:
         """Embeddings of ``texts`` on the embed executor (None without an embedder)."""
-        return await self.ctx.embed(texts)
+        return await self._ctx.embed(texts)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,274 +206,262 @@ class Engine:
         kept), an interrupted index rebuild is finished before this returns, and the rows the
         index lacks are embedded in the background (``index_progress``). Call it before opening
         any session."""
-        report = await self.recovery.start()
-        await self.memory.load_topics()  # the topic channel answers from the first build
-        embedder = self.ctx.embedder
+        report = await self._recovery.start()
+        await self._memory.load_topics()  # the topic channel answers from the first build
+        embedder = self._ctx.embedder
         if embedder is not None:
-            bank = await self.ctx.ex.run("embed", PrototypeBank.from_embed, lambda texts: embedder.embed(texts))
-            self.ctx.builder.intents = IntentEngine(bank)
+            await self._ctx.ex.run("embed", self._prototypes.fill, lambda texts: embedder.embed(texts))
         return report
 
     async def close(self) -> None:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
-        await self.streams.close()
-        await self.memory.idle()
-        await self.summaries.idle()
-        await self.recovery.close()
-        await self.ctx.on_store(self.ctx.store.close)  # on its own thread; gives up the run lease
-        self.ctx.ex.shutdown(wait=True)
+        await self._streams.close()
+        await self._memory.idle()
+        await self._summaries.idle()
+        await self._recovery.close()
+        await self._ctx.on_store(self._ctx.store.close)  # on its own thread; gives up the run lease
+        self._ctx.ex.shutdown(wait=True)
 
     # ------------------------------------------------------------------ memory
 
     async def memories(self) -> list[tuple[str, MemoryFragment]]:
         """Every memory of the workspace with the id of the session it came from (closed, merged
         and revoked ones too: nothing is deleted), in the order they were recorded."""
-        return await self.memory.list()
+        return await self._memory.list()
 
     async def revoke_memory(self, memory_id: str) -> MemoryFragment:
         """Revoke a memory: it is kept (closed, marked revoked) and never reaches a context again."""
-        return await self.memory.revoke(memory_id)
+        return await self._memory.revoke(memory_id)
 
     async def pin_memory(self, memory_id: str, pinned: bool = True) -> MemoryFragment:
-        return await self.memory.pin(memory_id, pinned)
+        return await self._memory.pin(memory_id, pinned)
 
     async def edit_memory(self, memory_id: str, content: str) -> MemoryFragment:
         """A new revision of a memory's content; the earlier one is kept in its ``revisions``."""
-        return await self.memory.edit(memory_id, content)
+        return await self._memory.edit(memory_id, content)
 
     async def add_profile(self, text: str, session_id: str) -> ProfileAdded | None:
         """Add the profile statements of ``text`` ("I prefer…", "Never…", "You may…") for every
         session; ``session_id`` (the session open in the window) keeps their record. None when
         ``text`` states no preference, prohibition or permission (``MemoryService.add_profile``)."""
-        return await self.memory.add_profile(session_id, text)
+        return await self._memory.add_profile(session_id, text)
 
     async def topics(self) -> TopicIndex:
         """The workspace's topic index (topics, aliases, mentions, the merge/split log)."""
-        return await self.memory.load_topics()
+        return await self._memory.load_topics()
 
     async def memory_idle(self) -> None:
         """Wait for the background memory writer to finish what it was given."""
-        await self.memory.idle()
+        await self._memory.idle()
 
     async def summarize(self, session_id: str) -> list[SummaryRecord]:
         """Bring the session's summaries up to date now, however few messages wait; return the
         new versions written (none when nothing changed: the cache answers)."""
-        await self.summaries.idle()
-        return await self.summaries.update(session_id, flush=True)
+        await self._summaries.idle()
+        return await self._summaries.update(session_id, flush=True)
 
     async def session_summaries(self, session_id: str) -> list[SummaryRecord]:
         """The latest summary of the session, each branch and task at each level."""
-        await self.summaries.idle()
-        if not self.summaries.current(session_id):
-            return await self.ctx.on_store(self.ctx.store.list_summaries, session_id)
-        return self.summaries.current(session_id)
+        await self._summaries.idle()
+        if not self._summaries.current(session_id):
+            return await self._ctx.on_store(self._ctx.store.list_summaries, session_id)
+        return self._summaries.current(session_id)
 
     # ------------------------------------------------------------------ sessions
 
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session.
         It becomes the last used session (``last_used_session``)."""
-        state = await self.sessions.open(session_id, title=title)
-        await self.ctx.on_store(self.ctx.store.mark_session_opened, state.session_id)
+        state = await self._sessions.open(session_id, title=title)
+        await self._ctx.on_store(self._ctx.store.mark_session_opened, state.session_id)
         return state
 
     async def session_state(self, session_id: str) -> SessionState:
         """A stored session's state for reading: loaded on first use, never created, and not
         counted as the user opening it (``last_used_session`` is unchanged)."""
-        if session_id not in self.ctx.sessions and await self.ctx.on_store(self.ctx.store.get_session, session_id) is None:
+        if session_id not in self._ctx.sessions and await self._ctx.on_store(self._ctx.store.get_session, session_id) is None:
             raise NoRecordError(f"no session {session_id!r}")
-        return await self.sessions.open(session_id)
+        return await self._sessions.open(session_id)
 
     async def list_sessions(self, *, archived: bool = False) -> list[dict[str, Any]]:
         """Stored sessions (id, title, times, counts) in creation order; ``archived`` lists the
         archived ones too."""
-        return await self.ctx.on_store(lambda: self.ctx.store.list_sessions(archived=archived))
+        return await self._ctx.on_store(lambda: self._ctx.store.list_sessions(archived=archived))
 
     async def search_sessions(self, text: str, *, archived: bool = False) -> list[str]:
         """Ids of the sessions whose title or messages contain ``text`` (any case)."""
-        return await self.ctx.on_store(lambda: self.ctx.store.search_sessions(text, archived=archived))
+        return await self._ctx.on_store(lambda: self._ctx.store.search_sessions(text, archived=archived))
 
     async def rename_session(self, session_id: str, title: str) -> str:
         """Give the session a new title (one line, trimmed); returns the title stored."""
         title = " ".join(title.split())
-        await self.ctx.on_store(lambda: self.ctx.store.update_session(session_id, title=title))
+        await self._ctx.on_store(lambda: self._ctx.store.update_session(session_id, title=title))
         return title
 
     async def archive_session(self, session_id: str, archived: bool = True) -> None:
         """Hide the session from the list (``archived=False`` brings it back); nothing is deleted."""
-        await self.ctx.on_store(self.ctx.store.set_session_archived, session_id, archived)
+        await self._ctx.on_store(self._ctx.store.set_session_archived, session_id, archived)
 
     async def set_generation(self, session_id: str, settings: SessionGeneration) -> None:
         """Give the session its own temperature, answer length and standing instruction (they
         apply from its next turn; each build records the instruction it used)."""
-        state = await self.sessions.open(session_id)
-        await self.ctx.on_store(self.ctx.store.set_session_generation, session_id,
-                                settings.model_dump(mode="json", exclude_defaults=True))
+        state = await self._sessions.open(session_id)
+        await self._ctx.on_store(self._ctx.store.set_session_generation, session_id,
+                                 settings.model_dump(mode="json", exclude_defaults=True))
         state.generation = settings
 
     async def generation(self, session_id: str) -> SessionGeneration:
         """The session's own generation settings (fields left None use the app's defaults)."""
-        return (await self.sessions.open(session_id)).generation
-
-    async def search(self, query: str, k: int = 10, *, kinds: Sequence[str] = ("message",),
-                     since: str | None = None, until: str | None = None) -> list[tuple[str, float]]:
-        """Stored records of every session most relevant to ``query``: the vector and the full-text
-        index fused by reciprocal rank (best first, with the fused score). Read-only; other tools
-        reach the sessions through it (``app.mcp``)."""
-        index = self.ctx.index
-        if index is None or not query.strip():
-            return []
-        pool = max(k * 3, 20)
-        found = {}
-        for name, search in (("vector", index.search_vector), ("fulltext", index.search_text)):
-            hits = await self.ctx.on_index(lambda s=search: s(query, pool, kinds=list(kinds), since=since, until=until))
-            found[name] = [item for item, _ in hits]
-        fused = rrf(found)
-        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        return (await self._sessions.open(session_id)).generation
 
     async def last_used_session(self) -> str | None:
         """The session opened most recently and not archived (see ``SessionCatalog``), or None."""
-        return await self.ctx.on_store(self.ctx.store.last_used_session_id)
+        return await self._ctx.on_store(self._ctx.store.last_used_session_id)
 
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
                      parents: Mapping[str, str | None] | None = None, routed: Mapping[str, float] | None = None) -> int:
         """Store messages as history turns, linked along ``continues`` (or to ``parents``, as sure as
         ``routed`` says), and index them."""
-        return await self.sessions.ingest(session_id, messages, chain=chain, parents=parents, routed=routed)
+        return await self._sessions.ingest(session_id, messages, chain=chain, parents=parents, routed=routed)
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
-        return self.sessions.facts(state)
+        return self._sessions.facts(state)
 
     def profile(self, state: SessionState) -> UserProfile:
-        return self.sessions.profile(state)
+        return self._sessions.profile(state)
 
     # ------------------------------------------------------------------ turns
 
     async def build(self, session_id: str, text: str, *, budget: int | None = None, at: str | None = None,
-                    anchor_override: str | None = None) -> tuple[BuildRecord, StageTiming]:
-        """Build the context for ``text`` without generating or recording (evaluation uses it)."""
-        return await self.turns.build(session_id, text, budget=budget, at=at, anchor_override=anchor_override)
+                    anchor_override: str | None = None, query_vector: Sequence[float] | None = None,
+                    routed: RoutedShares | None = None) -> tuple[BuildRecord, StageTiming]:
+        """Build the context for ``text`` without generating or recording (evaluation, MCP):
+        ``query_vector`` and ``routed`` are an evaluation's own embedding and router's shares."""
+        state = await self._sessions.open(session_id)
+        request = BuildRequest(text, at=at or utc_now(), budget=budget or self._ctx.config.default_budget,
+                               anchor_override=anchor_override, query_vector=query_vector, routed=routed)
+        return await self._turns.build(state, request)
 
     async def submit(self, session_id: str, text: str, *, budget: int | None = None,
                      anchor_override: str | None = None, on_token: Callable[[str], None] | None = None) -> TurnRun:
         """Record the input, build and attach its context, start the answer (``TurnService.submit``)."""
-        return await self.turns.submit(session_id, text, budget=budget, anchor_override=anchor_override,
+        return await self._turns.submit(session_id, text, budget=budget, anchor_override=anchor_override,
                                        on_token=on_token)
 
     async def answer_again(self, session_id: str, node_id: str, *, budget: int | None = None,
                            on_token: Callable[[str], None] | None = None) -> TurnRun:
         """Regenerate: answer ``node_id``'s input again as a new version of its turn, shown in place
         of the others (``TurnService.answer_again``)."""
-        return await self.turns.answer_again(session_id, node_id, budget=budget, on_token=on_token)
+        return await self._turns.answer_again(session_id, node_id, budget=budget, on_token=on_token)
 
     async def show_version(self, session_id: str, node_id: str) -> GraphChange:
         """Show this version of its turn; the others are put away (``app.core.session.versions``)."""
-        return await self.branches.show_version(session_id, node_id)
+        return await self._branches.show_version(session_id, node_id)
 
     async def turn_statuses(self, session_id: str) -> dict[str, str]:
         """turn id → stored status ("answered", "failed", "interrupted", ...) of the session's turns."""
-        return await self.ctx.on_store(self.ctx.store.turn_statuses, session_id)
+        return await self._ctx.on_store(self._ctx.store.turn_statuses, session_id)
 
     async def reload_providers(self) -> bool:
         """Re-read the chat providers' settings (changed by ``pcm providers``, the Settings dialog or
         MCP's configure_llm_provider) from the next model call on; False when the chat model is
         not a provider registry."""
-        reload = getattr(self.ctx.chat, "reload", None)
+        reload = getattr(self._ctx.chat, "reload", None)
         if not callable(reload):
             return False
         return bool(await asyncio.to_thread(reload))
 
     async def off_machine_turns(self, session_id: str) -> list[str]:
         """Ids of the session's turns answered by a provider off this machine (their cards say so)."""
-        return await self.ctx.on_store(self.ctx.store.off_machine_turns, session_id)
+        return await self._ctx.on_store(self._ctx.store.off_machine_turns, session_id)
 
     async def turn_record(self, turn_id: str) -> TurnRecord:
         """The turn's stored record; ``NoRecordError`` if there is none."""
-        return await self.turns.record(turn_id)
+        return await self._turns.record(turn_id)
 
     async def replay(self, turn_id: str) -> list[str]:
         """Rebuild a turn from the stored state as it was; return the differences (none: exact)."""
-        return await self.turns.replay(turn_id)
+        return await self._turns.replay(turn_id)
 
     async def detail(self, turn_id: str, action: DetailAction) -> Detailed:
         """Expand, collapse or focus the turn's context and recompile it (``detail.py``)."""
-        return await self.details.detail(turn_id, action)
+        return await self._details.detail(turn_id, action)
 
     async def subtree_summary(self, session_id: str, node_id: str) -> SubtreeSummary | None:
         """What a collapsed node shows: the brief summary of what continues it."""
-        return await self.details.subtree_summary(session_id, node_id)
+        return await self._details.subtree_summary(session_id, node_id)
 
     # ------------------------------------------------------------------ branch actions of the canvas
 
     async def reanchor(self, turn_id: str, anchor_node: str | None) -> Reanchored:
-        return await self.branches.reanchor(turn_id, anchor_node)
+        return await self._branches.reanchor(turn_id, anchor_node)
 
     async def undo_reanchor(self, turn_id: str) -> Reanchored:
-        return await self.branches.undo_reanchor(turn_id)
+        return await self._branches.undo_reanchor(turn_id)
 
     async def inject(self, session_id: str, source_node_ids: Sequence[str], target_node: str) -> Injected:
-        return await self.branches.inject(session_id, source_node_ids, target_node)
+        return await self._branches.inject(session_id, source_node_ids, target_node)
 
     async def undo_inject(self, injected: Injected) -> GraphChange:
-        return await self.branches.undo_inject(injected)
+        return await self._branches.undo_inject(injected)
 
     async def set_focus(self, session_id: str, node_id: str | None) -> FocusChanged:
-        return await self.branches.set_focus(session_id, node_id)
+        return await self._branches.set_focus(session_id, node_id)
 
     async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False) -> GraphChange:
-        return await self.branches.checkpoint(session_id, node_id, label, remove=remove)
+        return await self._branches.checkpoint(session_id, node_id, label, remove=remove)
 
     async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:
-        return await self.branches.set_collapsed(session_id, node_id, collapsed)
+        return await self._branches.set_collapsed(session_id, node_id, collapsed)
 
     async def move_nodes(self, session_id: str, positions: Sequence[tuple[str, float, float]]) -> GraphChange:
-        return await self.branches.move_nodes(session_id, positions)
+        return await self._branches.move_nodes(session_id, positions)
 
     # ------------------------------------------------------------------ streams and tasks
 
     def scheduler(self, session_id: str) -> SessionScheduler:
         """The session's stream scheduler: submit inputs, stop, reprioritise, watch its signals."""
-        return self.streams.scheduler(session_id)
+        return self._streams.scheduler(session_id)
 
     async def resume_inputs(self, session_id: str) -> list[StreamHandle]:
         """Queue again the inputs that were waiting when the app last stopped."""
-        return await self.streams.resume_inputs(session_id)
+        return await self._streams.resume_inputs(session_id)
 
     async def list_tasks(self, session_id: str) -> list[Task]:
         """The session's tasks in creation order (the export's ``todo_list.tasks`` mirrors them)."""
-        return await self.tasks.tasks(session_id)
+        return await self._tasks.tasks(session_id)
 
     async def create_task(self, session_id: str, name: str, *, parent_task_id: str | None = None,
                           acceptance: str = "", turn_id: str | None = None) -> TaskChange:
-        return await self.tasks.create_task(session_id, name, parent_task_id=parent_task_id, acceptance=acceptance,
+        return await self._tasks.create_task(session_id, name, parent_task_id=parent_task_id, acceptance=acceptance,
                                             turn_id=turn_id)
 
     async def start_task(self, session_id: str, task_id: str) -> TaskChange:
-        return await self.tasks.start_task(session_id, task_id)
+        return await self._tasks.start_task(session_id, task_id)
 
     async def block_task(self, session_id: str, task_id: str, note: str) -> TaskChange:
-        return await self.tasks.block_task(session_id, task_id, note)
+        return await self._tasks.block_task(session_id, task_id, note)
 
     async def complete_task(self, session_id: str, task_id: str, result: str, *,
                             evidence: Evidence | None = None) -> TaskChange:
-        return await self.tasks.complete_task(session_id, task_id, result, evidence=evidence)
+        return await self._tasks.complete_task(session_id, task_id, result, evidence=evidence)
 
     async def fail_task(self, session_id: str, task_id: str, reason: str) -> TaskChange:
-        return await self.tasks.fail_task(session_id, task_id, reason)
+        return await self._tasks.fail_task(session_id, task_id, reason)
 
     async def recover_tasks(self, session_id: str) -> TaskChange | None:
-        return await self.tasks.recover_tasks(session_id)
+        return await self._tasks.recover_tasks(session_id)
 
     async def replay_state(self, session_id: str) -> list[str]:
         """The task state rebuilt from its event log, compared with the store and the live state."""
-        return await self.tasks.replay_state(session_id)
+        return await self._tasks.replay_state(session_id)
 
     # ------------------------------------------------------------------ environment and tools
 
     async def ingest_env(self, session_id: str, events: Sequence[EnvEvent]) -> list[EnvRouted]:
         """Store, index, draw and route a batch of env events; push those touching an active task."""
-        return await self.environment.ingest_env(session_id, events)
+        return await self._environment.ingest_env(session_id, events)
 
     async def attach_file(self, session_id: str, path: str | Path, *, watched_only: bool = False) -> Attached:
         """Attach a local text file to the session: its text becomes evidence recalled like a
@@ -457,18 +471,18 @@ class Engine:
         missing, a folder, binary, empty or over ``EngineConfig.attach_max_bytes``. With
         ``watched_only`` (an agent attaching, not the user) it is read as ``read_file`` reads:
         through the confined opener, inside the watched folders only."""
-        reader = self.tools.confined_reader() if watched_only else None
-        return await self.attachments.attach(session_id, str(path), reader)
+        reader = self._tools.confined_reader() if watched_only else None
+        return await self._attachments.attach(session_id, str(path), reader)
 
     async def env_failures(self, session_id: str) -> list[dict[str, Any]]:
         """Env events the session could not store or index, with why (oldest first)."""
-        return await self.environment.env_failures(session_id)
+        return await self._environment.env_failures(session_id)
 
     async def env_events(self, session_id: str) -> list[EnvEvent]:
         """The session's stored env events, in order."""
-        return await self.ctx.on_store(self.ctx.store.list_env_events, session_id)
+        return await self._ctx.on_store(self._ctx.store.list_env_events, session_id)
 
     def set_watched_folders(self, paths: Sequence[str | Path]) -> tuple[Path, ...]:
         """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
-        return self.tools.set_watched_folders(paths)
+        return self._tools.set_watched_folders(paths)
 

@@ -270,20 +270,26 @@ class MemoryService:
     # ------------------------------------------------------------------ topics
 
     async def load_topics(self) -> TopicIndex:
-        """The topic index, read from the store on first use; from then on it is the topic channel."""
+        """The topic index, read from the store on first use; from then on ``topic_search`` (the
+        topic channel) and ``topic_messages`` answer from it."""
         if not self._topics_loaded:
             topics, mentions, log = await self.ctx.on_store(self.ctx.store.load_topics)
             if not self._topics_loaded:
                 self.topics.load([Topic(**t) for t in topics], [Mention(*m) for m in mentions], log)
                 self._topics_loaded = True
-                self.ctx.topic_search = self._topic_search
-                self.ctx.topic_messages = self._topic_messages
         return self.topics
 
-    def _topic_search(self, query: str, k: int, session_id: str | None) -> list[tuple[str, float]]:
+    def topic_search(self, query: str, k: int, session_id: str | None) -> list[tuple[str, float]]:
+        """The topic channel's search (``context.channels.TopicSearch``): hits of ``session_id``'s
+        messages, or of every session's (None); none until the index is loaded (``Engine.start``)."""
+        if not self._topics_loaded:
+            return []
         return self.topics.search(query, k, sessions=None if session_id is None else {session_id})
 
-    def _topic_messages(self, session_id: str) -> dict[str, list[str]]:
+    def topic_messages(self, session_id: str) -> dict[str, list[str]]:
+        """A session's main topics (topic id → message ids) that get a summary; none until loaded."""
+        if not self._topics_loaded:
+            return {}
         return self.topics.session_topics(session_id, least=TOPIC_SUMMARY_LEAST, most=TOPIC_SUMMARY_MOST)
 
     async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:

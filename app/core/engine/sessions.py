@@ -107,10 +107,11 @@ class SessionService:
         return len(set(self.titles) - {state.session_id})
 
     async def outside_notes(self, state: SessionState, ids: Sequence[str]) -> list[NoteView]:
-        """Other sessions' messages among ``ids`` as notes of ``state`` (workspace recall), with the
+        """Other sessions' messages among ``ids`` as notes for ``state`` (workspace recall), with the
         messages just before and after each (its neighbours in conversation, which recall's
         propagation reaches as it does a turn's): the speaker's words, quoted as history,
-        labelled with their session's title."""
+        labelled with their session's title. Reads only: the build that asked returns them, and
+        ``TurnService.build`` adds them to the state once the build is done."""
         wanted = [i for i in ids if i not in state.messages and i not in state.notes]
         if not wanted:
             return []
@@ -124,8 +125,6 @@ class SessionService:
                 notes.append(NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
                                       origin=self.titles.get(sid) or "untitled session", neighbours=near,
                                       speaker=speaker_of(m)))
-        for note in notes:
-            state.add_note(note)
         return notes
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:

@@ -10,6 +10,7 @@ Task streams show progress on their node and pop (or fail) their task when the a
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
 from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
+from app.core.intent.decision import InputReading
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.background import spawn
@@ -58,6 +60,8 @@ class EngineStreams:
                  config: StreamConfig | None = None) -> None:
         self.ctx, self.sessions, self.turns, self.tasks = ctx, sessions, turns, tasks
         self.runtime = StreamRuntime(self, limit=ctx.config.max_streams, config=config)
+        # What the intent rules read of each queued input (``predict_kind``), for its build.
+        self._readings: weakref.WeakKeyDictionary[StreamHandle, InputReading] = weakref.WeakKeyDictionary()
         tasks.task_updated.connect(self._on_task_updated)
 
     def _on_task_updated(self, session_id: str, task: Task) -> None:
@@ -96,12 +100,15 @@ class EngineStreams:
     def has_running_tasks(self, session_id: str) -> bool:
         return bool(self.running_tasks(session_id))
 
-    def predict_kind(self, session_id: str, text: str) -> str:
+    def predict_kind(self, handle: StreamHandle) -> str:
         """The path an input will probably take, from the fast intent rules and the running tasks
-        (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue."""
+        (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue. What the rules
+        read of the text is kept for the stream's build, which reads it no more."""
         running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
-                   for t in self.running_tasks(session_id)]
-        mode = self.ctx.builder.intents.infer(text, IntentContext(running_tasks=running)).mode.value
+                   for t in self.running_tasks(handle.session_id)]
+        intents = self.ctx.builder.intents
+        self._readings[handle] = reading = intents.read(handle.text)
+        mode = intents.infer(reading, IntentContext(running_tasks=running)).mode.value
         return mode if mode in ("interrupt", "task") else "qa"
 
     def log_input(self, session_id: str, type: str, payload: dict[str, Any]) -> None:
@@ -118,11 +125,14 @@ class EngineStreams:
             if handle.version_of:  # regenerate: the turn's input again, where the turn is, with its detail
                 text, anchor, version = again(state, handle.version_of)
                 detail = await self.turns.detail_of(state.graph.node(handle.version_of).ref_id)
-            return await self.turns.submit_locked(state, text, handle.budget, anchor, on_token,
-                                                  hooks=self._hooks(handle), version=version, detail=detail)
+            reading = self._readings.pop(handle, None)
+            return await self.turns.submit_locked(
+                state, text, handle.budget, anchor, on_token, version=version, detail=detail,
+                hooks=self._hooks(handle, reading if reading is not None and text == handle.text else None))
 
-    def _hooks(self, handle: StreamHandle) -> TurnHooks:
-        """The hooks that make the turn run ``handle``'s input as a qa, task or interruption."""
+    def _hooks(self, handle: StreamHandle, reading: InputReading | None) -> TurnHooks:
+        """The hooks that make the turn run ``handle``'s input as a qa, task or interruption
+        (``reading``: what the intent rules read of its text when it was queued)."""
         session_id = handle.session_id
 
         def inputs(_state: SessionState) -> TaskInputs:
@@ -132,7 +142,7 @@ class EngineStreams:
         def attached(state: SessionState, record: TurnRecord, message: Message) -> Attachment:
             return self._attach(state, record, message, handle)
 
-        return TurnHooks(inputs, attached)
+        return TurnHooks(inputs, attached, reading)
 
     # ------------------------------------------------------------------ the stream's path
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +67,13 @@ class SummaryStats:
 class SummaryService:
     """See the module docstring."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, *, enabled: bool = True) -> None:
+    def __init__(self, ctx: EngineContext, sessions: SessionService, topics: Callable[[str], dict[str, list[str]]],
+                 *, enabled: bool = True) -> None:
         self.ctx, self.sessions, self.enabled = ctx, sessions, enabled
+        self.topics = topics  # a session's main topics (topic id → message ids): ``MemoryService.topic_messages``
+        # Builds are offered branch summaries when the service was made enabled (a benchmark that
+        # switches the updates off later keeps the offer, as it always did).
+        self._offers = enabled
         self.stats = SummaryStats()
         self._latest: dict[str, dict[tuple[str, str, str], SummaryRecord]] = {}  # session → (kind, id, level) → record
         self._cache: dict[str, SummaryRecord] = {}
@@ -78,8 +83,6 @@ class SummaryService:
         self._key_sentences: dict[tuple[str, ...], str] = {}  # the current part's (``_said``)
         ctx.answered.connect(self._on_answered)
         ctx.ingested.connect(self._on_ingested)
-        if enabled:
-            ctx.summaries_of = self.branches
 
     # ------------------------------------------------------------------ cues
 
@@ -106,6 +109,13 @@ class SummaryService:
     def current(self, session_id: str) -> list[SummaryRecord]:
         """The latest summary of every subject of the session at every level (as loaded or made)."""
         return list(self._latest.get(session_id, {}).values())
+
+    def offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
+        """The branch summaries of the session a build may use now (``branches``): none when the
+        service was made disabled or summaries are ablated (``EngineConfig.ablate`` holds "summaries")."""
+        if not self._offers or "summaries" in self.ctx.config.ablate:
+            return {}
+        return self.branches(session_id)
 
     def branches(self, session_id: str) -> dict[str, dict[str, SummaryRecord]]:
         """The current branch summaries of the session: root node → level → summary."""
@@ -138,7 +148,7 @@ class SummaryService:
             every = 1 if flush else max(1, self.ctx.config.summary_every)
             # (level, previous text, part) → text: a branch that is the whole session is summarized once
             self._made = {}
-            topics = self.ctx.topic_messages(session_id) if self.ctx.topic_messages is not None else {}
+            topics = self.topics(session_id)
             for subject in subjects_of(state, topics):
                 last = latest.get((subject.kind, subject.subject_id, "brief"))
                 parts = new_parts(subject.turns, last.covers.last if last else None)

@@ -1,11 +1,13 @@
 """The engine's tools: the registry with the built-ins, watched folders, and one turn's tool round.
 
-``ToolService.setup`` gives ``TurnService.build`` the tool specs the planner sees and the step the pipeline runs once intent and
-plan are known: the plan's offered subset (``ToolRegistry.offer``), calls chosen by the rules or,
+``ToolService.specs`` are the tool specs a live build's planner sees, and ``step`` the step the
+pipeline runs once intent and plan are known (``engine/sources.py`` hands both to the build): the
+plan's offered subset (``ToolRegistry.offer``), calls chosen by the rules or,
 when they are unsure, by the local model under a grammar that can only name offered tools, each
 call made through ``ToolRegistry.call`` (refusals, validation, time limit, records). Replay gets
-the recorded round back instead: the offered subset is recomputed (it is a pure function of the
-recorded specs, intent and plan), the calls and their evidence come from the record and the store.
+the recorded round back instead (``replayed``): the offered subset is recomputed (it is a pure
+function of the recorded specs, intent and plan), the calls and their evidence come from the
+record and the store.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from app.core.tools.selection import (
 from app.core.types import EnvEvent, Evidence, ToolCall
 
 if TYPE_CHECKING:
-    from app.core.pipeline.builder import BuildInputs, ToolStep
+    from app.core.pipeline.sources import BuildInputs, ToolStep
 
 
 @dataclass
@@ -151,24 +153,27 @@ class ToolService:
 
     # ------------------------------------------------------------------ a turn's tool round
 
-    def setup(self, tool_specs: Sequence[ToolSpec] | None, turn_id: str | None,
-                    recorded: ToolRound | None) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
-        """The specs a build's plan sees (the registry's, or recorded ones) and its tool step:
-        tools run only for a turn (``turn_id``); a recorded round is fed back instead."""
-        specs = self.registry.specs() if tool_specs is None else tuple(tool_specs)
-        if recorded is not None:
-            async def replayed(_state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
-                return await self._replay_round(inp, intent, plan, recorded)
-            return specs, replayed
-        if turn_id is None:
-            return specs, None
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The specs of the registered tools (what a live build's plan sees)."""
+        return self.registry.specs()
 
+    def step(self, turn_id: str) -> ToolStep:
+        """The step that runs turn ``turn_id``'s tool round (a failing lookup costs the turn its
+        tools, not the turn)."""
         async def live(state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
             try:
                 return await self._tool_round(state, inp, intent, plan, turn_id=turn_id)
             except Exception as exc:  # noqa: BLE001 - a failing lookup costs the turn its tools, not the turn
                 return ToolRound(notes=[f"tools skipped: {type(exc).__name__}: {exc}"[:300]])
-        return specs, live
+        return live
+
+    def replayed(self, recorded: ToolRound) -> ToolStep:
+        """The step that feeds a recorded round back: the offered subset recomputed (a pure function
+        of the recorded specs, intent and plan), the calls and their evidence from the record and
+        the store."""
+        async def replayed(_state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
+            return await self._replay_round(inp, intent, plan, recorded)
+        return replayed
 
     async def _replay_round(self, inp: BuildInputs, intent: Intent, plan: ContextPlan, recorded: ToolRound) -> ToolRound:
         store = self.ctx.store

@@ -11,30 +11,28 @@ bookkeeping (``_finish``) runs in the background and resolves ``TurnRun.done``. 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from app.core.context.retrieval import TopicSearch
 from app.core.engine.context import EngineContext
-from app.core.engine.recorded import Recorded
 from app.core.engine.recovery import AnswerCheckpointer
+from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
 from app.core.errors import NoRecordError
-from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
-from app.core.intent.model import IntentContext, RunningTask
-from app.core.pipeline.builder import NEW_ROOT, BuildInputs
+from app.core.intent.decision import InputReading
+from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
+from app.core.pipeline.sources import BuildRequest, BuildSources
+from app.core.pipeline.summary_items import Offered
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
 from app.core.session import versions
 from app.core.session.evidence import message_evidence, note_evidence
 from app.core.session.graph import NoNodeError
-from app.core.session.membership import RoutedShares, routed_attrs
+from app.core.session.membership import routed_attrs
 from app.core.session.state import SessionState
 from app.core.session.titles import title_from
 from app.core.session.versions import Version
@@ -50,16 +48,12 @@ from app.core.types import (
     Ref,
     Role,
     json_diff,
-    utc_now,
 )
 
 if TYPE_CHECKING:
     from app.core.engine.sessions import SessionService
     from app.core.engine.tasks import TaskService
     from app.core.engine.tools import ToolService
-
-
-LLM_INTENT_CHARS = 2000  # of an input shown to the model for its intent JSON
 
 
 @dataclass
@@ -92,11 +86,12 @@ class Attachment:
 @dataclass(frozen=True)
 class TurnHooks:
     """How a scheduler stream takes part in ``TurnService.submit_locked``: the task inputs of the
-    build (called under the session lock, before it) and the attachment (called once the turn's
-    node is attached)."""
+    build (called under the session lock, before it), the attachment (called once the turn's
+    node is attached), and what the intent rules read of the text when it was queued."""
 
     inputs: Callable[[SessionState], TaskInputs]
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
+    reading: InputReading | None = None
 
 
 def write_cited(store: Any, state: SessionState, build: BuildRecord) -> None:
@@ -120,138 +115,51 @@ def again(state: SessionState, node_id: str) -> tuple[str, str, Version]:
 class TurnService:
     """Builds, submits, finishes, reads and replays turns."""
 
-    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService) -> None:
+    def __init__(self, ctx: EngineContext, sessions: SessionService, tasks: TaskService, tools: ToolService, *,
+                 topics: TopicSearch, offer: Callable[[str], Offered]) -> None:
+        """``topics``: the topic channel's search; ``offer``: the branch summaries a build is offered
+        (``MemoryService.topic_search``, ``SummaryService.offer``)."""
         self.ctx, self.sessions, self.tasks, self.tools = ctx, sessions, tasks, tools
+        self.reads = LiveServices(ctx, sessions, tasks, tools, topics, offer)  # what live builds read
         self.running: dict[str, TurnRun] = {}  # turns whose answer is not recorded yet
 
     # ------------------------------------------------------------------ build (no generation)
 
-    async def build(
-        self,
-        session_id: str,
-        text: str,
-        *,
-        budget: int | None = None,
-        at: str | None = None,
-        exclude_ids: Sequence[str] = (),
-        anchor_override: str | None = None,
-        state: SessionState | None = None,
-        query_vector: np.ndarray | None = None,
-        limits: tuple[int, int] | None = None,
-        input_id: str = "input",
-        focus_node: str | None = None,
-        focus_chosen: bool = False,
-        turn_id: str | None = None,
-        tasks: TaskInputs | None = None,
-        recorded: Recorded | None = None, detail: Detail | None = None, routed: RoutedShares | None = None,
-    ) -> tuple[BuildRecord, StageTiming]:
-        """Build the context for ``text`` without generating (turns, evaluation and replay use it).
+    def live(self, *, turn: tuple[str, str] | None = None, tasks: TaskInputs | None = None,
+             detail: Detail | None = None) -> LiveSources:
+        """What a build reads now (``engine/sources.py``): a turn's (``turn``: session id, turn id —
+        its tools run and its model calls are recorded), with a stream's task stack (``tasks``) and
+        the detail the user set (``detail``)."""
+        return LiveSources(self.reads, turn=turn, given_tasks=tasks, detail=detail)
 
-        ``focus_node`` is the node the user works on, ``focus_chosen`` whether they chose it (``submit``
-        passes ``SessionState.focus_node()``); see ``BuildInputs``. Tools run only for a turn (``turn_id``);
-        ``recorded`` feeds a recorded build's observations back; ``routed``: an outside router's shares."""
-        ctx, state = self.ctx, state or await self.sessions.open(session_id)
-        limits = limits or self._session_limits(state)
-        t0 = time.perf_counter()
-        if query_vector is None:
-            vecs = await ctx.embed([text])
-            query_vector = vecs[0] if vecs is not None else None
-        embed_ms = (time.perf_counter() - t0) * 1000
-        turns = state.turn_order[-ctx.builder.candidate_turns * 2:]
-        vectors = await ctx.vectors_for([m for tid in turns for m in state.turns[tid].message_ids])
-        tasks = await self._tasks_seen(session_id, tasks, recorded)
-        qv = None if query_vector is None else [float(x) for x in query_vector]
-        llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded, (session_id, turn_id))
-        specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
-                                            recorded.tools if recorded else None)
-        inputs = BuildInputs(
-            text=text, at=at or utc_now(), budget=budget or ctx.config.default_budget, query_vector=qv,
-            exclude_ids=tuple(exclude_ids), focus_node=focus_node, focus_chosen=focus_chosen,
-            anchor_override=anchor_override, profile=self.sessions.profile(state), facts=self.sessions.facts(state),
-            overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
-            llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
-            system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
-            other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
-            outside=partial(self.sessions.outside_notes, state), topics=ctx.topic_search, ablate=ctx.config.ablate,
-            summaries=recorded.summaries if recorded else ctx.summary_offer(session_id),
-            detail=recorded.detail if recorded else detail or Detail(), routed=routed,
-        )
-        record, timing = await ctx.builder.build(
-            state, inputs, vectors=vectors, search=ctx.index, run_blocking=ctx.on_index,
-            recorded_channels=recorded.channels if recorded else None, tool_step=tool_step,
-            context_size=limits[0] if limits else None, answer_reserve=limits[1] if limits else None,
-        )
-        record.llm_intent = {"output": llm_output, "status": llm_status}
-        record.excluded = list(exclude_ids)
-        timing.embed_ms = embed_ms
-        timing.build_ms += embed_ms
+    def recorded(self, build: BuildRecord, *, summaries: Offered | None = None,
+                 detail: Detail | None = None) -> RecordedSources:
+        """What a rebuild of ``build`` reads: its observations as recorded, the rest recomputed;
+        ``summaries``/``detail`` replace the recorded ones."""
+        return RecordedSources(build, self.reads, summaries=summaries, detail=detail)
+
+    async def build(self, state: SessionState, request: BuildRequest,
+                    sources: BuildSources | None = None) -> tuple[BuildRecord, StageTiming]:
+        """Build the context for ``request`` on ``state`` without generating (turns, evaluation and
+        replay use it), reading the rest from ``sources``: the live ones by default (outside a
+        turn: no tool runs). The other sessions' messages its recall read become notes of
+        ``state`` once the build is done (later builds, and the evidence its context cites, see
+        them; a replay's state as of the turn gets them the same way)."""
+        record, timing, outside = await self.ctx.builder.build(state, request, sources or self.live())
+        for note in outside:
+            state.add_note(note)
         return record, timing
 
-    async def _tasks_seen(self, session_id: str, tasks: TaskInputs | None, recorded: Recorded | None) -> TaskInputs:
-        """The task stack a build sees: as recorded (replay), as given (a stream's hooks), else now."""
-        if recorded is not None:
-            return recorded.tasks
-        if tasks is None:
-            await self.tasks.book(session_id)
-            tasks = self.tasks.inputs(session_id)
-        return tasks
-
-    def _session_limits(self, state: SessionState) -> tuple[int, int] | None:
-        """(context size, answer reserve) when the session sets its own answer length, which its
-        contexts then leave room for (at most half the context); None keeps the builder's."""
-        if not state.generation.max_tokens:
-            return None
-        size = self.ctx.builder.context_size
-        return size, min(state.generation.max_tokens, size // 2)
-
-    async def _llm_signal(self, text: str, query_vector: list[float] | None, tasks: TaskInputs,
-                          recorded: Recorded | None, turn: tuple[str, str | None]) -> tuple[Any, str]:
-        """The LLM intent signal: the recorded one, or asked for when the fast path is unsure."""
-        ctx = self.ctx
-        if recorded is not None:
-            llm = recorded.llm or {}
-            return llm.get("output"), llm.get("status", "skipped")
-        if ctx.chat is None or ctx.config.llm_intent != "auto":
-            return None, "skipped"
-        running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
-        fast = ctx.builder.intents.infer(text, IntentContext(query_vector=query_vector, running_tasks=running))
-        if fast.confidence.mode >= ctx.config.llm_intent_below:
-            return None, "skipped"
-        return await self._llm_intent(text, turn)
-
-    async def _llm_intent(self, text: str, turn: tuple[str, str | None]) -> tuple[Any, str]:
-        """Ask the chat model for intent JSON within the time limit; never raises. ``turn`` is
-        (session id, turn id): a turn's call is recorded in model_usage."""
-        ctx = self.ctx
-        assert ctx.chat is not None
-        # The head of a long paste says what it is for; the whole of it would not fit the model.
-        stream = ChatStream(ctx.ex, ctx.chat, intent_messages(text[:LLM_INTENT_CHARS]), stage="intent",
-                            params=GenerationParams(max_tokens=160, temperature=0.0), json_schema=INTENT_JSON_SCHEMA,
-                            on_result=ctx.usage_recorder(*turn))
-        try:
-            result = await asyncio.wait_for(stream.wait(), ctx.config.llm_intent_timeout_s)
-        except asyncio.TimeoutError:
-            stream.stop()  # a call still queued behind an answer starts and stops at once
-            return None, "late"
-        except Exception:  # noqa: BLE001 - the LLM signal only ever degrades
-            return None, "error"
-        if result.finish_reason not in ("stop", "length") or result.parsed is None:
-            return result.text, "invalid"
-        return result.parsed, "ok"
-
     async def rebuild(self, record: TurnRecord, past: SessionState, *, anchor_override: str | None,
-                      input_id: str, recorded: Recorded | None = None) -> tuple[BuildRecord, StageTiming]:
+                      input_id: str, sources: RecordedSources | None = None) -> tuple[BuildRecord, StageTiming]:
         """A recorded turn's build again on ``past`` (the session as of the turn): its text, time,
-        budget and model limits, focus and observations of the outside as recorded (``recorded``
-        replaces them: a detail change sets another detail)."""
+        budget, excluded ids and focus as recorded, and what it read from ``sources`` — its own
+        record's by default (a detail change passes one with another detail)."""
         b = record.build
-        return await self.build(
-            record.session_id, b.text, budget=b.budget, at=b.at, anchor_override=anchor_override, state=past,
-            exclude_ids=b.excluded,
-            limits=(b.plan["budget"]["context_size"], b.plan["budget"]["answer_reserve"]),
-            focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")), input_id=input_id,
-            recorded=recorded or Recorded.of(b),
-        )
+        request = BuildRequest(text=b.text, at=b.at, budget=b.budget, input_id=input_id, anchor_override=anchor_override,
+                               focus_node=b.routing.get("focus"), focus_chosen=bool(b.routing.get("focus_chosen")),
+                               exclude_ids=tuple(b.excluded))
+        return await self.build(past, request, sources or self.recorded(b))
 
     # ------------------------------------------------------------------ turns
 
@@ -303,19 +211,16 @@ class TurnService:
         if not state.messages:  # the first input names a session that has no title yet
             await ctx.on_store(ctx.store.title_untitled_session, session_id, title_from(text))
         try:
-            build, timing = await self.build(
-                session_id, text, budget=budget, at=message.at, anchor_override=anchor_override, state=state,
-                input_id=message.message_id, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
-                turn_id=turn_id, tasks=hooks.inputs(state) if hooks is not None else None, detail=detail,
-                exclude_ids=version.excluded if version is not None else versions.put_away_messages(state),
-            )
-        except Exception:  # the input stays recorded; its turn says it failed (never "recorded" forever)
-            await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
-            # It is part of the session like any input: in the live state (as a reopened one has
-            # it) and in the index (as later builds and their replay must both see it).
-            state.add_message(message)
-            if ctx.index is not None:
-                await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
+            request = BuildRequest(
+                text, at=message.at, budget=budget or ctx.config.default_budget, input_id=message.message_id,
+                anchor_override=anchor_override, focus_node=state.focus_node(), focus_chosen=state.focus_chosen(),
+                exclude_ids=tuple(version.excluded if version is not None else versions.put_away_messages(state)),
+                reading=hooks.reading if hooks is not None else None)
+            sources = self.live(turn=(session_id, turn_id), tasks=hooks.inputs(state) if hooks is not None else None,
+                                detail=detail)
+            build, timing = await self.build(state, request, sources)
+        except Exception:
+            await self._build_failed(state, turn_id, message)
             raise
         state.add_message(message)
         if anchor_override and version is None:  # the user's correction: a signal for later routing (not NEW_ROOT)
@@ -347,6 +252,16 @@ class TurnService:
         if ctx.index is not None:  # before the lock is released: later builds see its vector
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
         return run
+
+    async def _build_failed(self, state: SessionState, turn_id: str, message: Message) -> None:
+        """The input stays recorded; its turn says it failed (never "recorded" forever). It is part
+        of the session like any input: in the live state (as a reopened one has it) and in the
+        index (as later builds and their replay must both see it)."""
+        ctx = self.ctx
+        await ctx.on_store(ctx.store.update_turn, turn_id, status="failed")
+        state.add_message(message)
+        if ctx.index is not None:
+            await ctx.ex.run("embed", ctx.index.index_messages, state.session_id, [message])
 
     def _persist_build(self, state: SessionState, record: TurnRecord, node: GraphNode, edge: GraphEdge | None,
                        more: Sequence[Attachment | Callable[[], None] | None]) -> None:

@@ -2,8 +2,9 @@
 
 :class:`app.core.intent.engine.IntentEngine` runs the signals in a fixed order; each appends its
 ``SignalRecord`` rows, evidence spans, reasons and hints to one :class:`Trace` and hands back a
-small reading (:class:`StructureReading`, :class:`EnvReading`, :class:`LlmReading`). Once mode and
-task type are fused, the functions here derive the rest of the intent from those readings:
+small reading (:class:`StructureReading`, :class:`EnvReading`, :class:`LlmReading`; what the rules
+read of the text alone is :class:`InputReading`, read once per input and given to every inference
+about it). Once mode and task type are fused, the functions here derive the rest of the intent:
 
 * ``goal_of`` / ``llm_goal``  the goal and its confidence,
 * ``structured_fields``       acceptance, constraints, prohibitions, entities and sub-questions,
@@ -93,6 +94,22 @@ class LlmReading:
     report: LlmReport
     fields: dict[str, Any]
     conf: float  # the model's own confidence, 0.6 when it gave none
+
+
+@dataclass(frozen=True)
+class InputReading:
+    """What the rules signal read from an input's text alone (``IntentEngine.read``): the text
+    normalised, its cues (as the rules signal left them; not changed after), the profile
+    statements it makes, the rules signal's records and the evidence spans and hints so far. One
+    reading serves every inference about the input: the queue's guess of its path, the fast
+    intent that decides whether the model is asked, and the build's intent."""
+
+    text: str
+    cues: TextCues
+    statements: tuple[ProfileStatement, ...]
+    records: tuple[SignalRecord, ...]
+    spans: tuple[EvidenceSpan, ...]
+    hints: tuple[str, ...]
 
 
 @dataclass

@@ -43,6 +43,7 @@ from pydantic import BaseModel
 from app.core.intent.cues import ENV_ALERT_RE, SAFE_SEND_RE, TextCues, analyse_text, extract_entities, target_task
 from app.core.intent.decision import (
     EnvReading,
+    InputReading,
     IntentFields,
     LlmReading,
     StructureReading,
@@ -193,19 +194,35 @@ class PrototypeBank:
                  vectors: Mapping[str, np.ndarray] | None = None) -> None:
         self._labels: dict[str, list[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
-        for f, mat in (vectors or {}).items():
+        self._set(labels or {}, vectors or {})
+
+    def _set(self, labels: Mapping[str, Sequence[str]], vectors: Mapping[str, np.ndarray]) -> None:
+        """Hold the usable fields of ``vectors`` (rows normalised), labelled by ``labels``."""
+        kept_labels: dict[str, list[str]] = {}
+        kept: dict[str, np.ndarray] = {}
+        for f, mat in vectors.items():
             m = np.asarray(mat, dtype=np.float64)
-            rows = list((labels or {}).get(f, []))
+            rows = list(labels.get(f, []))
             if m.ndim != 2 or not m.size or m.shape[0] != len(rows):
                 continue  # unusable field: no signal rather than an error
             norms = np.linalg.norm(m, axis=1, keepdims=True)
-            self._vectors[f] = m / np.where(norms == 0, 1.0, norms)
-            self._labels[f] = rows
+            kept[f] = m / np.where(norms == 0, 1.0, norms)
+            kept_labels[f] = rows
+        self._labels = kept_labels  # first: ``scores`` reads the labels of the vectors it finds
+        self._vectors = kept
 
     @classmethod
     def from_embed(cls, embed_fn: Callable[[list[str]], np.ndarray],
                    prototypes: Mapping[str, Mapping[str, Sequence[str]]] = PROTOTYPES) -> PrototypeBank:
         """Embed every prototype sentence once (call on the embed executor) and return the bank."""
+        bank = cls()
+        bank.fill(embed_fn, prototypes)
+        return bank
+
+    def fill(self, embed_fn: Callable[[list[str]], np.ndarray],
+             prototypes: Mapping[str, Mapping[str, Sequence[str]]] = PROTOTYPES) -> None:
+        """Embed every prototype sentence once (call on the embed executor) into this bank: an
+        engine's bank is filled when the engine starts (until then it gives no signal)."""
         labels: dict[str, list[str]] = {}
         vectors: dict[str, np.ndarray] = {}
         for f, per_label in prototypes.items():
@@ -214,7 +231,7 @@ class PrototypeBank:
                 continue
             labels[f] = [label for label, _ in rows]
             vectors[f] = np.asarray(embed_fn([s for _, s in rows]))
-        return cls(labels, vectors)
+        self._set(labels, vectors)
 
     @classmethod
     def empty(cls) -> PrototypeBank:
@@ -263,8 +280,18 @@ class IntentEngine:
         self.bank = bank
         self.weights = weights
 
-    def infer(self, text: str, ctx: IntentContext | None = None) -> Intent:
-        """Return the structured intent of ``text`` (may be empty for an environment event).
+    def read(self, text: str) -> InputReading:
+        """What the rules read from ``text`` alone (the fast path): read once per input and given
+        to every inference about it."""
+        text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
+        cues = analyse_text(text)
+        trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
+        statements = self._rules_signal(text, cues, trace)
+        return InputReading(text=text, cues=cues, statements=tuple(statements), records=tuple(trace.records),
+                            spans=tuple(trace.spans), hints=tuple(trace.hints))
+
+    def infer(self, text: str | InputReading, ctx: IntentContext | None = None) -> Intent:
+        """Return the structured intent of ``text`` or of its ``read`` (may be empty: an env event).
 
         The signals add their evidence to one trace in a fixed order (rules, embedding, structure,
         env, llm); the fused distributions decide mode and task type; then come the goal, the
@@ -272,10 +299,9 @@ class IntentEngine:
         """
         ctx = ctx or IntentContext()
         w = self.weights
-        text = re.sub(r"\s+", " ", (text or "").replace("\u2019", "'")).strip()
-        cues = analyse_text(text)
-        trace = Trace(spans=list(cues.spans), hints=list(cues.time_hints))
-        statements = self._rules_signal(text, cues, trace)
+        reading = text if isinstance(text, InputReading) else self.read(text)
+        text, cues, statements = reading.text, reading.cues, list(reading.statements)
+        trace = Trace(records=list(reading.records), spans=list(reading.spans), hints=list(reading.hints))
         self._embedding_signal(text, ctx, trace)
         structure = self._structure_signal(text, cues, ctx, trace)
         env = self._env_signal(text, ctx, trace)

@@ -1,7 +1,8 @@
 """Progressive detail (seed 004 §5.3): how much of a branch a context carries, as the user set it.
 
 A context shows the anchor's branch as raw turns (the main chain's window) and, before them, the
-branch summary's parts (``pipeline/summary_items``), each at a level. The user changes that per
+branch summary's parts (``pipeline/summary_items`` decides each part's level, the prompt's
+history section ``context/sections/history`` makes the lines), each at a level. The user changes that per
 part and per turn, and the engine recompiles the turn's context within the same budget
 (``app.core.engine.detail``). What they chose is a ``Detail``, recorded with the build
 (``BuildRecord.detail``) and fed back on replay:
@@ -25,10 +26,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.core.context.sections.history import HIDDEN, RAW, span_of
 from app.core.errors import CoreError
 from app.core.memory.summaries import LEVELS
 
-RAW, HIDDEN = "raw", "hidden"
 #: Every level a part can be shown at, coarsest first.
 LADDER: tuple[str, ...] = (HIDDEN, *LEVELS, RAW)
 
@@ -59,11 +60,6 @@ class Detail(BaseModel):
 
     def level(self, span: str, default: str) -> str:
         return self.spans.get(span, default)
-
-
-def span_of(part: Mapping[str, Any]) -> str:
-    """The span ``a-b`` of a summary part."""
-    return f"{part['first']}-{part['last']}"
 
 
 def apply(detail: Detail, action: DetailAction, *, shown: Mapping[str, str],

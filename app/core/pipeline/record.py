@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field
 from app.core.context.compiler import CompiledContext
 from app.core.context.compress import Compression
 from app.core.context.input_fit import InputCharge
+from app.core.context.required import RequiredCheck
 from app.core.context.retrieval import RecallResult
-from app.core.pipeline.evidence import RequiredCheck
 from app.core.plan.tools import ToolSpec
 from app.core.tools.model import ToolRound
 

@@ -1,25 +1,19 @@
-"""The branch summary in a context: the main chain beyond its window, represented instead of dropped.
+"""The branch summaries of a build: what it was offered, and what its history section shows of them.
 
 The plan's history policy says how much of the anchor's branch is carried raw
 (``main_chain_turns``) and at which level the rest is summarized (``summary_level``: "none",
 "brief", "standard" or "detailed"). The anchor's branch summary at that level (offered by the
 engine, recorded with the build and fed back on replay: the summaries a turn saw are
-observations) holds one part per update; the parts that end before the raw window become summary
-lines, older parts coarser (temporal compression, ``part_level``). Each line is bound to the
-summary by a ref whose selector is ``turns:a-b`` (the message indexes of the session it covers).
+observations) holds one part per update; ``history`` says which record the prompt's history
+section (``app.core.context.sections.history``, which makes and grades the lines) shows for the
+anchor and a focused node, and at which level each part: older parts coarser (temporal
+compression, ``part_level``), unless the user's progressive detail (``pipeline/detail``) sets a
+part's level, shows it as its raw turns, hides it, or moves the raw window's start (what is
+collapsed before it is carried by the summary).
 
-Summaries pass the relevance gate like any candidate: the part just before the window stands for
-the branch's continuity (grade 1.0, as the branch's own turns do); an older part must be about
-the input by its words (the gate's lexical support against the plan's threshold). In a session
-of several conversations every part, the last one too, must hold the input's words as another
-conversation's turn must (``other_lex_full``): its branch was grown by routing, and the older
-turns a part summarizes may be another conversation's (the gate's ``strict_tree``). They are
-packed at low priority, from what the budget leaves once everything else is placed.
-
-The user's progressive detail (``pipeline/detail``) sets a part's level, shows it as its raw
-turns, hides it, or moves the raw window's start (what is collapsed before it is carried by the
-summary). What the user chose to see is neither graded away nor left to what the budget leaves:
-it is packed first (priority must), within the total budget, and the rest makes room.
+``recorded_offer``/``offer_from_record`` keep the offer in the build record and read it back;
+``carried_ids`` says which turns a summary line stands for; ``shown_levels`` which level each
+part of a built context is shown at.
 """
 
 from __future__ import annotations
@@ -27,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.core.context.compiler import Item
-from app.core.context.gate import GatePolicy, coverage, support, weights
+from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, span_of
 from app.core.memory.summaries import LEVELS, part_level
-from app.core.pipeline.detail import RAW, Detail, span_of
+from app.core.pipeline.detail import Detail
 from app.core.plan.model import ContextPlan
 from app.core.session.state import SessionState
-from app.core.types import BlockType, ContextBlock, Priority, Ref, SummaryRecord
+from app.core.types import BlockType, ContextBlock, Ref, SummaryRecord
 
 #: What a build was offered: branch root node → level → the branch's summary at that level.
 Offered = Mapping[str, Mapping[str, SummaryRecord]]
@@ -69,63 +62,36 @@ def offer_from_record(recorded: Mapping[str, Any]) -> dict[str, dict[str, Summar
             for r in [recorded, *recorded.get("more", [])]}
 
 
-def summary_items(state: SessionState, anchor: str | None, plan: ContextPlan, offered: Offered,
-                  query: str, excluded: Sequence[str] = (), detail: Detail | None = None) -> list[Item]:
-    """The summary lines of the anchor's branch before its raw window, at the levels ``detail``
-    sets (a part shown raw gives its turns; see the module docstring)."""
-    detail = detail or Detail()
-    level = plan.history.summary_level
+def branch_summary(state: SessionState, node: str | None, plan_level: str, offered: Offered,
+                   detail: Detail) -> BranchSummary | None:
+    """The summary of ``node``'s branch the history section shows (None: none offered at the level),
+    with the level of each part: the user's choice (``detail``), else the plan's ``summary_level``
+    for the newest parts and coarser for older ones (``memory.summaries.part_level``)."""
+    level = plan_level
     if level not in LEVELS and not detail.empty():
         level = DETAIL_LEVEL  # the plan carries no summary, but the user asked for detail
-    mine = offered_for(state, anchor, offered)
-    record = mine.get(level) if level in LEVELS else None
-    if record is None or anchor is None:
-        return []
-    window = [state.messages[m].seq for n in state.main_chain(anchor, plan.history.main_chain_turns)
-              for m in state.turn_messages(n) if m not in excluded]
-    start = min(window) if window else state.messages[state.order[-1]].seq + 1 if state.order else 0
-    if detail.through is not None:
-        start = max(start, detail.through + 1)
-    parts = [(k, p) for k, p in enumerate(record.parts) if p["last"] < start]
-    if not parts:
-        return []
+    record = offered_for(state, node, offered).get(level) if level in LEVELS else None
+    if record is None:
+        return None
     n = len(record.parts)
-    shown = {k: detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in parts}
-    texts = {k: state.quoted(p[shown[k]]) for k, p in parts if shown[k] in LEVELS}
-    word_weights = weights(query, texts.values())
-    policy = GatePolicy(threshold=plan.rerank.relevance_threshold)
-    # Several conversations: the branch's older turns may be another's (the gate's strict_tree), so
-    # a line summarizing them must hold the input's words as another conversation's turn must.
-    strict = state.graph.several_conversations()
-    items: list[Item] = []
-    last = parts[-1][0]
-    for k, part in parts:
-        span = span_of(part)
-        if shown[k] == RAW:
-            items += raw_items(state, record, part, excluded)
-            continue
-        if k not in texts:  # hidden by the user
-            continue
-        chosen = span in detail.spans  # what the user asked to see is not graded away
-        lex = coverage(word_weights, texts[k])
-        grade = (1.0 if chosen else min(1.0, lex / policy.other_lex_full) if strict
-                 else 1.0 if k == last else support(None, lex, policy))
-        if grade < policy.threshold or not texts[k]:
-            continue
-        items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,
-                          f"(turns {span}) {texts[k]}", Priority.MUST if chosen else Priority.LOW, score=grade,
-                          order=part["first"],
-                          evidence_ids=(record.summary_id,), selector=f"turns:{span}"))
-    return items
+    levels = tuple(detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in enumerate(record.parts))
+    return BranchSummary(record, levels, frozenset(detail.spans))
 
 
-def covered_ids(record: SummaryRecord, part: Mapping[str, Any]) -> list[str]:
-    """The message ids a summary part covers, in order ([] when the record does not hold them)."""
-    ids = record.covers.ids
-    try:
-        return ids[ids.index(part["first_id"]):ids.index(part["last_id"]) + 1]
-    except ValueError:
-        return []
+def history(state: SessionState, anchor: str | None, plan: ContextPlan, offered: Offered, detail: Detail,
+            excluded: Sequence[str]) -> History:
+    """What the history section shows: the anchor's branch (up to ``detail.through`` carried by
+    its summary) and the branch of a node the user focused, each with its summary."""
+    level = plan.history.summary_level
+    subjects = []
+    if anchor is not None:
+        subjects.append(Subject(anchor, branch_summary(state, anchor, level, offered, detail), detail.through))
+    focus = detail.focus
+    if focus is not None and focus != anchor and focus in state.graph:
+        focused = detail.model_copy(update={"through": None})
+        subjects.append(Subject(focus, branch_summary(state, focus, level, offered, focused)))
+    return History(tuple(subjects), chain_turns=plan.history.main_chain_turns,
+                   threshold=plan.rerank.relevance_threshold, excluded=tuple(excluded))
 
 
 def carried_ids(recorded: Mapping[str, Any], block: ContextBlock) -> list[str]:
@@ -142,15 +108,6 @@ def carried_ids(recorded: Mapping[str, Any], block: ContextBlock) -> list[str]:
         part = next((p for p in summary.parts if span_of(p) == span), None) if summary is not None else None
         out += covered_ids(summary, part) if summary is not None and part is not None else [ref.evidence_id]
     return out
-
-
-def raw_items(state: SessionState, record: SummaryRecord, part: Mapping[str, Any],
-              excluded: Sequence[str] = ()) -> list[Item]:
-    """The turns a summary part covers, as conversation lines (an expanded part, packed first)."""
-    covered = covered_ids(record, part)
-    views = [state.messages[m] for m in covered if m in state.messages and m not in excluded]
-    return [Item(v.message_id, BlockType.CONVERSATION, state.render_message(v), Priority.MUST, score=0.5,
-                 order=v.seq, evidence_ids=(v.message_id,)) for v in views]
 
 
 def shown_levels(detail: Detail, refs: Iterable[Ref], offered: Offered) -> dict[str, str]:

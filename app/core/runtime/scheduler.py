@@ -99,8 +99,9 @@ class StreamRun(Protocol):
 class StreamHost(Protocol):
     """What the scheduler needs of the engine (``app.core.engine.streams.EngineStreams``)."""
 
-    def predict_kind(self, session_id: str, text: str) -> str:
-        """The path an input will probably take ("interrupt", "task" or "qa"); orders the queue."""
+    def predict_kind(self, handle: StreamHandle) -> str:
+        """The path the handle's input will probably take ("interrupt", "task" or "qa"); orders
+        the queue (the host may keep what it read of the input for the stream's build)."""
         ...
 
     def has_running_tasks(self, session_id: str) -> bool:
@@ -253,7 +254,7 @@ class SessionScheduler:
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id, handle.version_of = parent_task_id, version_of
-        handle.predicted = handle.kind = self.host.predict_kind(self.session_id, text)
+        handle.predicted = handle.kind = self.host.predict_kind(handle)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,

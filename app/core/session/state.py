@@ -9,6 +9,7 @@ rebuilds its plan and context from.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -189,6 +190,14 @@ class SessionState:
         if self._outside is not None and note.kind == "env":
             self._outside.update(fenced_lines(note.text))
             self._quoted.clear()
+
+    def with_notes(self, notes: Iterable[NoteView]) -> "SessionState":
+        """A view of this state with ``notes`` added to its notes, this state unchanged (everything
+        else is shared): what a build reads once its workspace recall found other sessions'
+        messages; the engine adds them to the live state after the build."""
+        view = copy.copy(self)
+        view.notes = {**self.notes, **{n.note_id: n for n in notes}}
+        return view
 
     def add_node(self, node: GraphNode) -> None:
         self.graph.add_node(node)

@@ -13,12 +13,11 @@ changed, so the caller can persist exactly those, in order. The rules it keeps:
 - once popped, a task contributes only its result summary (bound to its result evidence) to
   the context of its parent and siblings.
 
-``stack_context`` turns the stack into compiler items for one build: the root goal and the
-current task's detail as ``must`` lines, the path of goals between them as ``high``, the results
-of completed siblings and subtasks as ``medium``. ``interrupt_items`` states the running tasks
-(status, progress, output so far) for an interruption. ``decide`` picks which of these a build
-gets, from its mode and anchor chain; it is pure, so replay reproduces it from the recorded
-``TaskInputs``.
+``decide`` picks the frame a build works in, from its mode and anchor chain; it is pure, so
+replay reproduces it from the recorded ``TaskInputs``. ``decision_view`` says what the prompt's
+tasks section shows of the decision (``app.core.context.sections.tasks``, which makes the lines):
+the stack around the frame (``stack_view``: the path from the root, its subtasks and siblings),
+or the running tasks an interruption is about.
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from app.core.context.compiler import Item
+from app.core.context.sections.tasks import Progress, Running, StackView, TaskSection
 from app.core.errors import CoreError, NoRecordError
 from app.core.text.sentences import split_after_stops
-from app.core.types import BlockType, Priority, Task, TaskStatus, utc_now
+from app.core.types import Task, TaskStatus, utc_now
 
 OPEN: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
 FINAL: frozenset[TaskStatus] = frozenset({TaskStatus.COMPLETE, TaskStatus.FAILED})
@@ -44,7 +43,6 @@ TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.FAILED: frozenset(),
 }
 WAITING_NOTE = "waiting for subtasks"
-STEP_INSTRUCTION = "Work on the current task: answer in short numbered steps."
 
 
 class TaskError(CoreError, ValueError):
@@ -53,16 +51,6 @@ class TaskError(CoreError, ValueError):
 
 class NoTaskError(TaskError, NoRecordError):
     """The task id names no task of the stack."""
-
-
-def task_evidence_id(task: Task) -> str:
-    """The evidence a task's goal, acceptance and progress lines are bound to (its own id)."""
-    return task.task_id
-
-
-def result_refs(task: Task) -> tuple[str, ...]:
-    """The evidence a popped task's result line is bound to (its result evidence, else its own)."""
-    return tuple(task.result_evidence_ids) or (task_evidence_id(task),)
 
 
 # --------------------------------------------------------------------------- results
@@ -325,97 +313,25 @@ class StackDecision(BaseModel):
     targets: list[str] = Field(default_factory=list)  # running tasks an interruption is about
 
 
-def _demote(priority: Priority, steps: int) -> Priority:
-    order = [Priority.MUST, Priority.HIGH, Priority.MEDIUM, Priority.LOW]
-    return order[min(len(order) - 1, order.index(priority) + steps)]
+def progress_of(seen: LiveTask) -> Progress:
+    """What the tasks section shows of a task's stream as a build saw it."""
+    return Progress(steps=seen.steps, tokens=seen.tokens, max_tokens=seen.max_tokens, partial=seen.partial,
+                    evidence_id=seen.evidence_id)
 
 
-def stack_context(tasks: Sequence[Task], current_task_id: str, *, demote: int = 0,
-                  live: Mapping[str, LiveTask] | None = None, order: int = 1000) -> list[Item]:
-    """Compiler items for the stack around ``current_task_id``, every line bound to task evidence.
-
-    PLAN ("Task stack:"): the root goal (must), the goals on the path between root and current
-    (high), the current task's name, acceptance and status (must) with its notes (high).
-    STATE ("Task results:"): results of the current task's completed subtasks and of its
-    completed siblings (medium) — only their result summary, nothing of their work — and failed
-    ones with their reason (low). ``demote`` lowers every priority by that many steps (a Q&A
-    turn inside a task's branch gets the stack as background).
-    """
+def stack_view(tasks: Sequence[Task], current_task_id: str, *, demote: int = 0,
+               live: Mapping[str, LiveTask] | None = None, order: int = 1000) -> StackView:
+    """The stack around ``current_task_id`` as the tasks section shows it: the path of frames from
+    the root, the current task's subtasks and its siblings (their results), and its progress when
+    ``live`` holds its stream. ``demote`` lowers every line's priority by that many steps."""
     stack = TaskStack(tasks)
     frames = stack.path(current_task_id)
     current = frames[-1]
-    items: list[Item] = []
-
-    def add(key: str, segment: BlockType, text: str, priority: Priority, refs: tuple[str, ...], group: str) -> None:
-        items.append(Item(f"task:{key}", segment, text, _demote(priority, demote), score=1.0,
-                          group=group, order=order + len(items), evidence_ids=refs))
-
-    stack_group, results_group = "Task stack:", "Task results:"
-    if len(frames) > 1:
-        root = frames[0]
-        add(f"{root.task_id}:root", BlockType.PLAN, f"Root goal: {root.name}", Priority.MUST, (root.task_id,), stack_group)
-        for depth, frame in enumerate(frames[1:-1], start=1):
-            add(f"{frame.task_id}:path", BlockType.PLAN, f"{'  ' * depth}> {frame.name} ({frame.status.value})",
-                Priority.HIGH, (frame.task_id,), stack_group)
-    indent = "  " * (len(frames) - 1)
-    add(f"{current.task_id}:current", BlockType.PLAN, f"{indent}Current task: {current.name} ({current.status.value})",
-        Priority.MUST, (current.task_id,), stack_group)
-    if current.acceptance:
-        add(f"{current.task_id}:acceptance", BlockType.PLAN, f"{indent}Done when: {current.acceptance}",
-            Priority.MUST, (current.task_id,), stack_group)
-    seen = live.get(current.task_id) if live else None
-    if seen is not None:
-        add(f"{current.task_id}:progress", BlockType.PLAN,
-            f"{indent}Progress: {seen.steps} steps, {seen.tokens}/{seen.max_tokens or '?'} tokens",
-            Priority.HIGH, (current.task_id,), stack_group)
-    for n, note in enumerate(current.notes):
-        add(f"{current.task_id}:note:{n}", BlockType.PLAN, f"{indent}Note: {note}", Priority.HIGH,
-            (current.task_id,), stack_group)
-    popped = [*stack.children(current.task_id),
+    around = [*stack.children(current.task_id),
               *(s for s in stack.children(current.parent_task_id) if s.task_id != current.task_id)]
-    for task in popped:
-        if task.status == TaskStatus.COMPLETE:
-            add(f"{task.task_id}:result", BlockType.STATE, f"Done: {task.name} → {task.result_summary or 'no result'}",
-                Priority.MEDIUM, result_refs(task), results_group)
-        elif task.status == TaskStatus.FAILED:
-            add(f"{task.task_id}:failed", BlockType.STATE, f"Failed: {task.name} ({task.error or 'no reason'})",
-                Priority.LOW, (task.task_id,), results_group)
-    return items
-
-
-def interrupt_items(tasks: Sequence[Task], live: Sequence[LiveTask], targets: Sequence[str],
-                    *, order: int = 2000) -> list[Item]:
-    """Compiler items stating each targeted running task for an interruption.
-
-    Per task: name and status with progress (must), acceptance (high), the output so far (high,
-    bound to the snapshot evidence of the partial output), then its stack path as background.
-    """
-    by_id = {t.task_id: t for t in tasks}
-    seen = {lt.task_id: lt for lt in live}
-    items: list[Item] = []
-    for target in targets:
-        task = by_id.get(target)
-        if task is None:
-            continue
-        state = seen.get(target)
-        base = order + 100 * len(items)
-
-        def add(key: str, text: str, priority: Priority, refs: tuple[str, ...]) -> None:
-            items.append(Item(f"running:{target}:{key}", BlockType.STATE, text, priority, score=1.0,
-                              group="Running tasks:", order=base + len(items), evidence_ids=refs))
-
-        progress = f", {state.steps} steps, {state.tokens}/{state.max_tokens or '?'} tokens" if state else ""
-        add("status", f"Running task: {task.name} ({task.status.value}{progress})", Priority.MUST, (task.task_id,))
-        if task.acceptance:
-            add("acceptance", f"  Done when: {task.acceptance}", Priority.HIGH, (task.task_id,))
-        if state is not None and state.partial.strip() and state.evidence_id:
-            text = " ".join(state.partial.split())
-            add("partial", f"  Output so far: …{text}" if state.tokens > 0 else f"  Output so far: {text}",
-                Priority.HIGH, (state.evidence_id,))
-    for target in targets[:1]:
-        if target in by_id:
-            items.extend(stack_context(tasks, target, demote=1, order=order + 1000))
-    return items
+    seen = live.get(current.task_id) if live else None
+    return StackView(path=tuple(frames), around=tuple(around), progress=progress_of(seen) if seen else None,
+                     demote=demote, order=order)
 
 
 def decide(inputs: TaskInputs, *, mode: str, chain_turns: Sequence[str], goal: str,
@@ -474,17 +390,21 @@ def popped(inputs: TaskInputs, decision: StackDecision) -> list[Task]:
     return [t for t in near if t.task_id != frame.task_id and t.status == TaskStatus.COMPLETE]
 
 
-def decision_items(inputs: TaskInputs, decision: StackDecision) -> list[Item]:
-    """The compiler items of a decision (see ``decide``); nothing when no frame is involved."""
+def decision_view(inputs: TaskInputs, decision: StackDecision) -> TaskSection:
+    """What the tasks section shows of a decision (see ``decide``): a task build's new frame with
+    its stack and step instruction; an interruption's running tasks with the first one's stack as
+    background; a build inside a task's branch, that frame's stack as background; else nothing."""
     live = {lt.task_id: lt for lt in inputs.live}
     if decision.path == "task" and decision.current is not None:
         frame = _frame(decision)
-        items = stack_context([*inputs.tasks, frame], frame.task_id)
-        items.append(Item(f"task:{frame.task_id}:instruction", BlockType.PLAN, STEP_INSTRUCTION, Priority.MUST,
-                          score=1.0, group="Task stack:", order=999, evidence_ids=(frame.task_id,)))
-        return items
+        return TaskSection(stack=stack_view([*inputs.tasks, frame], frame.task_id), instruction_for=frame.task_id)
     if decision.path == "interrupt":
-        return interrupt_items(inputs.tasks, inputs.live, decision.targets)
+        by_id = {t.task_id: t for t in inputs.tasks}
+        running = tuple(Running(by_id[t], progress_of(live[t]) if t in live else None)
+                        for t in decision.targets if t in by_id)
+        first = decision.targets[0] if decision.targets else None
+        stack = stack_view(inputs.tasks, first, demote=1, order=3000) if first is not None and first in by_id else None
+        return TaskSection(running=running, stack=stack)
     if decision.current is not None:
-        return stack_context(inputs.tasks, decision.current, demote=1, live=live)
-    return []
+        return TaskSection(stack=stack_view(inputs.tasks, decision.current, demote=1, live=live))
+    return TaskSection()

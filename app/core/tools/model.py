@@ -1,7 +1,8 @@
 """The data of a tool round: what was offered, what was chosen and how, and what came of each call.
 
 Shared by the registry (:mod:`app.core.tools.registry`), the selection rules (:mod:`app.core.tools.selection`),
-the pipeline (which turns outcomes into context items) and the per-turn record. Outside content
+the pipeline (which hands the outcomes to the prompt's tools section, :mod:`app.core.context.sections.tools`)
+and the per-turn record. Outside content
 (files, feeds, tool results) is labelled and delimited by :func:`app.core.text.quoting.fence`, so every
 such text enters the context in the same fenced form. Pure data and pure functions.
 """
@@ -15,12 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.context.compiler import Item
-from app.core.context.compress import Compression, compress
+from app.core.context.sections.tools import ToolResult
 from app.core.errors import CoreError, NoRecordError
-from app.core.ports import TokenCounter
-from app.core.text.quoting import FENCE_CLOSE, fence, quote_label
-from app.core.types import BlockType, Evidence, Priority, ToolCall
+from app.core.text.quoting import fence, quote_label
+from app.core.types import Evidence, ToolCall
 
 ChosenBy = Literal["rule", "model", "user"]
 
@@ -91,6 +90,12 @@ class ToolRound(BaseModel):
         """Every result evidence of the round's calls, in call order."""
         return [e for outcome in self.calls for e in outcome.evidences]
 
+    def results(self) -> list[ToolResult]:
+        """What the context shows of each call (``app.core.context.sections.tools``): its result
+        evidences, or the line that says why it produced none."""
+        return [ToolResult(o.call.tool_call_id, tuple(o.evidences), "" if o.evidences else outcome_line(o))
+                for o in self.calls]
+
 
 def outcome_line(outcome: ToolOutcome) -> str:
     """A short state line for a call that produced no evidence (refused, failed, timed out); the
@@ -102,41 +107,3 @@ def outcome_line(outcome: ToolOutcome) -> str:
 def evidence_ids(outcomes: Sequence[ToolOutcome]) -> list[str]:
     """The result evidence ids of ``outcomes``, in order."""
     return [i for o in outcomes for i in o.call.result_evidence_ids]
-
-
-def clip(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """``text`` cut to at most ``max_tokens`` (by ``counter``); a cut fenced text is closed again
-    (its body cannot contain the closing delimiter, so the appended one is the real end)."""
-    if counter.count(text) <= max_tokens:
-        return text
-    fenced = text.rstrip().endswith(FENCE_CLOSE)
-    tail = "\n[… cut to fit the context]" + (f"\n{FENCE_CLOSE}" if fenced else "")
-    keep = max(0, int(len(text) * max_tokens / max(1, counter.count(text))) - len(tail))
-    while keep > 0 and counter.count(text[:keep] + tail) > max_tokens:
-        keep = int(keep * 0.85)
-    return text[:keep] + tail
-
-
-def tool_items(round_: ToolRound, *, start: int, order: int, max_tokens: int, counter: TokenCounter,
-               query: str = "", compressed: list[Compression] | None = None) -> list[Item]:
-    """The context items of a round: each result evidence as a numbered evidence line, each call
-    that produced nothing as a state line saying why. A result over ``max_tokens`` enters as the
-    lines ``query`` needs (``app.core.context.compress``; its selector on the item, what was left
-    out appended to ``compressed``); without a query it is cut to its head."""
-    items: list[Item] = []
-    number = start
-    for n, outcome in enumerate(round_.calls):
-        if not outcome.evidences:
-            items.append(Item(f"tool:{outcome.call.tool_call_id}", BlockType.STATE, outcome_line(outcome),
-                              Priority.HIGH, order=300 + n))
-            continue
-        for evidence in outcome.evidences:
-            cut = compress(evidence.content, query, max_tokens, counter.count) if query else None
-            body = cut.text if cut is not None else clip(evidence.content, max_tokens, counter)
-            if cut is not None and compressed is not None:
-                compressed.append(Compression.of(evidence.evidence_id, cut))
-            items.append(Item(evidence.evidence_id, BlockType.EVIDENCE, f"[{number}] {body}", Priority.HIGH, score=1.0,
-                              order=order + number, evidence_ids=(evidence.evidence_id,),
-                              selector=cut.selector if cut is not None else ""))
-            number += 1
-    return items

@@ -1,6 +1,6 @@
 """Citations of a recorded turn: which evidence id each ``[n]`` stands for, and the context lines.
 
-The pipeline (``app.core.pipeline.builder.ContextBuilder.items``) numbers the kept recall candidates that
+The prompt's evidence section (``app.core.context.sections.evidence``) numbers the kept recall candidates that
 are not already on the conversation chain as ``[1]``, ``[2]``, … in recall order, and renders
 each as a line ``[n] Speaker: text`` of an evidence (or memory) block whose ``refs`` list the
 evidence ids in line order. The compiler may drop some of those lines, so a number the answer

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from app.core.context.compiler import ContextCompiler, Fact, Item, render, resolve_conflicts
+from app.core.context.compiler import ContextCompiler, Fact, Item, render
+from app.core.context.sections.conflicts import conflict_items, resolve_conflicts
 from app.core.ports import WordTokenCounter
 from app.core.types import BlockType, Priority
 
@@ -95,7 +96,7 @@ def test_extract_facts_is_narrow_and_keyed() -> None:
 
 
 def test_conflicts_are_stated_in_the_context_with_both_sources() -> None:
-    from app.core.context.compiler import conflict_items, extract_facts
+    from app.core.context.compiler import extract_facts
 
     facts = extract_facts("My deadline is Friday", evidence_id="m1", at="2024-01-01", reliability=1.0)
     facts += extract_facts("my deadline is now Monday", evidence_id="m2", at="2024-01-02", reliability=1.0)

@@ -24,7 +24,7 @@ def _run(req: RecallRequest) -> list[str]:
     async def no_index(*_a, **_k):  # pragma: no cover - no index channels requested
         return []
 
-    result = asyncio.run(recall(_state(), req, query_vector=None, search=None, run_blocking=no_index))
+    result, _ = asyncio.run(recall(_state(), req, query_vector=None, search=None, run_blocking=no_index))
     run = next(r for r in result.channels if r.channel == "structured")
     return [i for i, _ in run.hits]
 
@@ -51,7 +51,7 @@ def test_the_topic_channel_keeps_to_the_date_range_like_the_others() -> None:
 
     def hits(**day: str) -> list[str]:
         req = RecallRequest(query="plan", channel_sizes={"topic": 3}, now="2024-01-05T12:00:00", **day)
-        result = asyncio.run(recall(_state(), req, query_vector=None, search=None, run_blocking=no_index,
+        result, _ = asyncio.run(recall(_state(), req, query_vector=None, search=None, run_blocking=no_index,
                                     topics=topics))
         return [i for i, _ in next(r for r in result.channels if r.channel == "topic").hits]
 
@@ -80,12 +80,44 @@ def test_the_topic_channel_keeps_to_the_anchors_tree_among_several_conversations
 
     def hits(anchor: str | None) -> list[str]:
         req = RecallRequest(query="plan", channel_sizes={"topic": 3}, anchor_node=anchor)
-        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index,
+        result, _ = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index,
                                     topics=topics))
         return [i for i, _ in next(r for r in result.channels if r.channel == "topic").hits]
 
     assert hits(nodes[2]) == ["m0", "other-session"]  # Ben's conversation (m1) is left to the other channels
     assert hits(None) == ["m1", "m0", "other-session"]  # a new conversation: the whole session
+
+
+def test_workspace_recall_returns_other_sessions_notes_and_writes_nothing_to_the_state() -> None:
+    """Another session's hit is read as a note the fusion ranks, and returned to the caller (the
+    engine adds it after the build): the state recall was given is unchanged."""
+    from app.core.context.retrieval import ChannelRun
+
+    state = _state()
+    before = dict(state.notes)
+    asked: list[list[str]] = []
+
+    async def outside(ids: list[str]) -> list[NoteView]:
+        asked.append(ids)
+        return [NoteView(i, "outside", "Dee: the plan is old", "2024-01-02T10:00:00", origin="Elsewhere")
+                for i in ids]
+
+    async def no_index(*_a, **_k):  # pragma: no cover - the vector channel is recorded
+        return []
+
+    def run(scope: str) -> tuple[list[str], list[NoteView]]:
+        req = RecallRequest(query="plan", channel_sizes={"vector": 3}, scope=scope, top_k=5)
+        vector = ChannelRun(channel="vector", size=3, hits=[("x9", 0.9), ("m2", 0.8)])
+        result, notes = asyncio.run(recall(state, req, query_vector=[0.1], search=None, run_blocking=no_index,
+                                           recorded={"vector": vector}, outside=outside))
+        return [c.id for c in result.candidates if c.kept], notes
+
+    kept, notes = run("workspace")
+    assert asked == [["x9"]] and [n.note_id for n in notes] == ["x9"]
+    assert kept[0] == "x9"  # fused and kept as a note of the state it was read for
+    assert state.notes == before and "x9" not in state.notes  # ... which recall left as it was
+    kept, notes = run("session")  # the session's own scope asks nothing of other sessions
+    assert notes == [] and "x9" not in kept and len(asked) == 1
 
 
 def _fused(req: RecallRequest, runs: list, state: SessionState | None = None):
@@ -149,7 +181,7 @@ def test_the_recent_window_is_the_anchors_branch() -> None:
 
     def recent(anchor: str | None) -> list[str]:
         req = RecallRequest(query="q", channel_sizes={"recent": 5}, anchor_node=anchor)
-        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
+        result, _ = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
         return [i for i, _ in next(r for r in result.channels if r.channel == "recent").hits]
 
     assert recent(nodes[2]) == ["m2", "m0"]  # newest first, only the branch tree of the anchor
@@ -213,7 +245,7 @@ def test_an_index_channel_past_the_plans_time_limit_is_skipped_and_recorded() ->
         return await asyncio.to_thread(fn, *args, **kw)
 
     req = RecallRequest(query="new plan", channel_sizes={"vector": 3, "fulltext": 3}, top_k=5, timeout_ms=50)
-    result = asyncio.run(recall(_state(), req, query_vector=[0.1, 0.2], search=SlowIndex(), run_blocking=run_blocking))
+    result, _ = asyncio.run(recall(_state(), req, query_vector=[0.1, 0.2], search=SlowIndex(), run_blocking=run_blocking))
     runs = {r.channel: r for r in result.channels}
     assert runs["vector"].skipped and "time limit of 50 ms" in runs["vector"].error and not runs["vector"].hits
     assert not runs["fulltext"].skipped and result.kept_ids() == ["m2"]
@@ -313,7 +345,7 @@ def test_the_graph_channel_carries_the_soft_members_of_the_trees_routing_hesitat
     def kept(alternatives: list[tuple[str, float]]) -> tuple[list[str], list[str]]:
         req = RecallRequest(query="the iwlwifi one", channel_sizes={"graph": 10, "recent": 5}, top_k=5,
                             relevance_threshold=0.3, anchor_node=nodes[1], alternatives=alternatives)
-        result = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
+        result, _ = asyncio.run(recall(state, req, query_vector=None, search=None, run_blocking=no_index))
         graph = next(r for r in result.channels if r.channel == "graph")
         return [i for i, _ in graph.hits], sorted(result.kept_ids())
 

@@ -166,7 +166,7 @@ def test_a_topic_most_messages_mention_is_not_recalled_by() -> None:
 
 
 def test_another_sessions_group_header_says_its_day_once() -> None:
-    from app.core.pipeline.evidence import outside_group
+    from app.core.context.sections.evidence import outside_group
     from app.core.session.state import NoteView
 
     note = NoteView("m1", "outside", "Ana: the roof needs 14 shingles", "2026-11-02T10:00:00Z", origin="Shed project")

@@ -1,11 +1,13 @@
 """Tasks as a stack (app.core.tasks.stack): the operations and their rules, the stack-aware context
-within budget, and which frame a build works in."""
+within budget (the prompt's tasks section, app.core.context.sections.tasks), and which frame a build
+works in."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.core.context.compiler import ContextCompiler
+from app.core.context.sections.tasks import stack_items, task_items
 from app.core.ports import WordTokenCounter
 from app.core.tasks.stack import (
     WAITING_NOTE,
@@ -15,9 +17,8 @@ from app.core.tasks.stack import (
     TaskStack,
     count_steps,
     decide,
-    decision_items,
-    interrupt_items,
-    stack_context,
+    decision_view,
+    stack_view,
     summarize_result,
 )
 from app.core.types import BlockType, Priority, TaskStatus
@@ -98,9 +99,9 @@ def test_check_reports_broken_stacks() -> None:
     assert "parent missing does not exist" in problems
 
 
-def test_stack_context_has_root_path_sibling_results_and_current_detail() -> None:
+def test_stack_view_has_root_path_sibling_results_and_current_detail() -> None:
     s, ids = _offsite()
-    items = stack_context(s.tasks(), ids["slides"])
+    items = stack_items(stack_view(s.tasks(), ids["slides"]))
     lines = {it.item_id: it for it in items}
     root = lines[f"task:{ids['root']}:root"]
     assert root.text == "Root goal: Plan the team offsite" and root.priority == Priority.MUST
@@ -115,14 +116,14 @@ def test_stack_context_has_root_path_sibling_results_and_current_detail() -> Non
     assert f"task:{ids['venue']}:result" not in lines
     assert all(it.evidence_ids for it in items)  # every line bound to evidence
     # Working on the agenda: its popped sibling contributes only its result, bound to its evidence.
-    items = stack_context(s.tasks(), ids["agenda"])
+    items = stack_items(stack_view(s.tasks(), ids["agenda"]))
     venue = next(it for it in items if it.item_id == f"task:{ids['venue']}:result")
     assert venue.priority == Priority.MEDIUM and venue.evidence_ids == ("ev-venue",)
     assert venue.text.startswith("Done: Book the venue → The venue is booked")
     assert not any("SECRET-DETAIL" in it.text for it in items)
 
 
-def test_stack_context_fits_the_budget_keeping_the_path_first() -> None:
+def test_stack_view_fits_the_budget_keeping_the_path_first() -> None:
     s = TaskStack()
     root = s.create("Write the annual report for the garden club")
     parent = root
@@ -134,7 +135,7 @@ def test_stack_context_fits_the_budget_keeping_the_path_first() -> None:
         sib = s.create(f"Sibling {n}", parent_task_id=parent.task_id)
         s.complete(sib.task_id, " ".join(["result"] * 30) + f" number {n}.", [f"ev{n}"])
     counter = WordTokenCounter()
-    items = stack_context(s.tasks(), current.task_id)
+    items = stack_items(stack_view(s.tasks(), current.task_id))
     compiled = ContextCompiler(counter).compile(items, budget=120, quotas={"plan": 60, "state": 40})
     text = compiled.text()
     assert compiled.tokens <= 120
@@ -170,8 +171,8 @@ def test_decide_picks_the_frame_from_mode_and_branch() -> None:
                   goal="x", acceptance=[], target=None).parent is None  # popped: no subtasks
     assert decide(inputs, mode="task", chain_turns=[], goal="x", acceptance=[], target=None).parent is None
     # the new frame's context: root goal and the popped sibling's result
-    items = decision_items(inputs, decide(inputs, mode="task", chain_turns=["turn-p"], goal="Draft the agenda",
-                                          acceptance=[], target=None))
+    items = task_items(decision_view(inputs, decide(inputs, mode="task", chain_turns=["turn-p"],
+                                                    goal="Draft the agenda", acceptance=[], target=None)))
     texts = [it.text for it in items]
     assert "Root goal: Plan the offsite" in texts and "Done: Book the venue → Booked." in texts
     assert any("Current task: Draft the agenda (pending)" in t for t in texts)
@@ -180,7 +181,7 @@ def test_decide_picks_the_frame_from_mode_and_branch() -> None:
                                                       max_tokens=64, steps=1, evidence_id="snap")])
     d = decide(live, mode="interrupt", chain_turns=[], goal="", acceptance=[], target=None)
     assert (d.path, d.targets) == ("interrupt", [parent.task_id])
-    items = interrupt_items(live.tasks, live.live, d.targets)
+    items = task_items(decision_view(live, d))
     status = items[0]
     assert status.text == "Running task: Plan the offsite (pending, 1 steps, 4/64 tokens)"
     assert status.priority == Priority.MUST and status.segment == BlockType.STATE

@@ -1,41 +1,27 @@
-"""The evidence lines of a build: recalled items (compressed to what the query needs, ordered by
-the plan's evidence priority), the gate's "insufficient evidence" notes, and the check of the
-plan's required information against what was compiled.
+"""The evidence section of the prompt: the recalled items, numbered [n] in rank order.
 
-Used by ``ContextBuilder``; pure functions of the session state, the recall result, the tool
-round and the compiled context.
+Each kept recall candidate not already in the conversation becomes a line bound to its evidence;
+a long one enters compressed to what the input asks (``app.core.context.compress``), and the
+lines are ranked by the plan's evidence priority (given as a list of evidence types). A fact's
+closed earlier values join it, each with its time. Pure functions of the session state and the
+recall result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from pydantic import BaseModel
-
-from app.core.context.compiler import CompiledContext, Item
+from app.core.context.compiler import Item
 from app.core.context.compress import Compressed, Compression, compress
-from app.core.context.retrieval import RecallResult
+from app.core.context.recall_model import RecallResult
 from app.core.ports import TokenCounter
 from app.core.session.state import NoteView, SessionState
-from app.core.tools.model import ToolRound
 from app.core.types import BlockType, Priority, Role
 
 #: A turn is "long" (and enters compressed) only from this many tokens on, whatever the cap: a
 #: conversation turn of a few sentences is one statement and is kept whole; files, feed items and
 #: tool results are compressed as soon as they exceed the cap.
 LONG_TURN = 160
-
-#: The line the context carries when nothing stored passed the relevance gate.
-INSUFFICIENT = ("Evidence: nothing stored passed the relevance check for this question — the evidence "
-                "is insufficient; say so instead of guessing.")
-
-
-class RequiredCheck(BaseModel):
-    """One item of the plan's required information and how the compiled context meets it."""
-
-    name: str
-    met: bool
-    by: str  # what meets it, or why it is missing
 
 
 def evidence_type(state: SessionState, item_id: str) -> str:
@@ -121,58 +107,3 @@ def earlier_values(state: SessionState, items: Sequence[Item], number: int) -> l
             out.append(Item(note.note_id, BlockType.MEMORY, f"[{number}] {note.render()}", Priority.MEDIUM,
                             order=len(state.order) + number, evidence_ids=(note.note_id,), sources=note.source_ids))
     return out
-
-
-def gate_items(recalled: RecallResult, *, has_other_evidence: bool) -> list[Item]:
-    """The gate's notes: "insufficient evidence" when nothing passed for the question (and no
-    conversation or tool result stands for it), and one line per sub-question nothing covers."""
-    gate = recalled.gate
-    if gate is None:
-        return []
-    items: list[Item] = []
-    if gate.insufficient and not has_other_evidence:
-        items.append(Item("gate:insufficient", BlockType.EVIDENCE, INSUFFICIENT, Priority.MUST, order=-1))
-    for n, question in enumerate(gate.uncovered):
-        items.append(Item(f"gate:uncovered:{n}", BlockType.EVIDENCE,
-                          f"Evidence: nothing stored covers the sub-question \"{question}\" (insufficient).",
-                          Priority.HIGH, order=-1))
-    return items
-
-
-def _included(items: Sequence[Item], compiled: CompiledContext) -> list[Item]:
-    dropped = {d.item_id for d in compiled.dropped}
-    return [it for it in items if it.item_id not in dropped]
-
-
-def check_required(required: Sequence[str], items: Sequence[Item], compiled: CompiledContext,
-                   tool_round: ToolRound | None, notes: Mapping[str, str]) -> list[RequiredCheck]:
-    """Each required item of the plan against the compiled context (``notes``: note id → kind)."""
-    kept = _included(items, compiled)
-    ids = [it.item_id for it in kept]
-
-    def first(pred: str, found: list[str]) -> RequiredCheck:
-        return RequiredCheck(name=pred, met=bool(found), by=found[0] if found else "")
-
-    checks: list[RequiredCheck] = []
-    for name in required:
-        if name == "user_profile":
-            check = first(name, [i for i in ids if i.startswith("profile:")])
-        elif name == "current_goal":
-            goal = [i for i in ids if i.startswith("plan:") or i.startswith("task:")]
-            check = RequiredCheck(name=name, met=True, by=goal[0] if goal else "the input itself")
-        elif name == "task_state":
-            check = first(name, [i for i in ids if i.startswith(("task:", "running:"))])
-        elif name == "branch_history":
-            check = first(name, [it.item_id for it in kept if it.segment == BlockType.CONVERSATION])
-        elif name == "evidence":
-            check = first(name, [it.item_id for it in kept if it.evidence_ids and it.segment in
-                                 (BlockType.EVIDENCE, BlockType.MEMORY, BlockType.CONVERSATION)])
-        elif name == "env_state":
-            check = first(name, [i for i in ids if notes.get(i) == "env"])
-        else:  # tools
-            offered = tool_round.offered if tool_round is not None else []
-            check = RequiredCheck(name=name, met=bool(offered), by=", ".join(offered))
-        if not check.met:
-            check.by = f"missing: no {name.replace('_', ' ')} in the compiled context"
-        checks.append(check)
-    return checks

@@ -1,15 +1,15 @@
-"""Anchor routing's candidates for one build: branch frontiers and recent turns with their features.
+"""Anchor routing's candidates for one input: branch frontiers and recent turns with their features.
 
 ``anchor_candidates`` computes, for every candidate node, the features ``AnchorRouter`` fuses
 (``app.core.routing.anchor.Feature``): meaning, task entities, time recency, focus, the user's
 earlier overrides, addressing, and the conflict feature (the input addresses someone absent from
-the candidate, or names a task the candidate's branch does not belong to). Pure.
+the candidate, or names a task the candidate's branch does not belong to). Pure; it reads the
+input as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
 
@@ -25,29 +25,7 @@ from app.core.routing.anchor import (
     recency_by_time,
 )
 from app.core.session.state import SessionState
-from app.core.tasks.stack import TaskInputs
 from app.core.types import NodeKind
-
-
-class BuildInputs(Protocol):
-    """What routing reads of a build's inputs (``app.core.pipeline.builder.BuildInputs``)."""
-
-    @property
-    def text(self) -> str: ...
-    @property
-    def at(self) -> str: ...
-    @property
-    def query_vector(self) -> Sequence[float] | None: ...
-    @property
-    def focus_node(self) -> str | None: ...
-    @property
-    def focus_chosen(self) -> bool: ...
-    @property
-    def overrides(self) -> tuple[tuple[str, str], ...]: ...
-    @property
-    def tasks(self) -> TaskInputs: ...
-    @property
-    def exclude_ids(self) -> tuple[str, ...]: ...
 
 
 def _iso_seconds(at: str) -> float:
@@ -64,26 +42,21 @@ def _iso_seconds(at: str) -> float:
     return moment.timestamp()
 
 
-def _branch_features(state: SessionState, node_id: str, inp: BuildInputs,
+def _branch_features(state: SessionState, node_id: str, text: str, overrides: Sequence[tuple[str, str]],
                      task_of_turn: Mapping[str, str]) -> tuple[float, list[str]]:
     """The override feature of ``node_id`` (an earlier correction counts for inputs like the one
     corrected, on that branch) and the tasks on its chain (when the input targets a task)."""
-    if not inp.overrides and not task_of_turn:
+    if not overrides and not task_of_turn:
         return 0.0, []
     chain = list(state.graph.chain_back(node_id, limit=50))
-    override = max((keyword_overlap(inp.text, said) for said, target in inp.overrides if target in set(chain)),
+    override = max((keyword_overlap(text, said) for said, target in overrides if target in set(chain)),
                    default=0.0)
     refs = (state.graph.node(n).ref_id for n in chain)
     return override, [task_of_turn[ref] for ref in refs if ref is not None and ref in task_of_turn]
 
 
-def anchor_candidates(
-    state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
-    intent_entities: Sequence[str] = (), intent_target: str | None = None, candidate_turns: int = 12,
-) -> list[AnchorCandidate]:
-    """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
-    version the user put away, or what continues it), with their routing features (the
-    conflict feature: ``routing.anchor.conflict``, with the input's target task)."""
+def _candidate_nodes(state: SessionState, candidate_turns: int) -> list[str]:
+    """The latest branch frontiers, then the nodes of the latest turns (each once, in that order)."""
     nodes: dict[str, None] = {}
     for node_id in state.graph.frontiers()[-candidate_turns:]:
         nodes.setdefault(node_id, None)
@@ -91,18 +64,36 @@ def anchor_candidates(
         node = state.turns[turn_id].node_id
         if node is not None:
             nodes.setdefault(node, None)
-    now = _iso_seconds(inp.at)
+    return list(nodes)
+
+
+def anchor_candidates(
+    state: SessionState, vectors: Mapping[str, Sequence[float] | np.ndarray], *, text: str, at: str,
+    query_vector: Sequence[float] | None, focus_node: str | None = None, focus_chosen: bool = False,
+    overrides: Sequence[tuple[str, str]] = (), exclude_ids: Sequence[str] = (),
+    task_of_turn: Mapping[str, str] | None = None, intent_entities: Sequence[str] = (),
+    intent_target: str | None = None, candidate_turns: int = 12,
+) -> list[AnchorCandidate]:
+    """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
+    version the user put away, or what continues it), with their routing features (the
+    conflict feature: ``routing.anchor.conflict``, with the input's target task).
+
+    ``text``/``at``/``query_vector``: the input; ``focus_node`` the node the user works on and
+    ``focus_chosen`` whether they chose it; ``overrides`` (earlier input text, node chosen by the
+    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task."""
+    nodes = _candidate_nodes(state, candidate_turns)
+    now = _iso_seconds(at)
     frontier = set(state.graph.frontiers())
     out: list[AnchorCandidate] = []
-    q = inp.query_vector
+    q = query_vector
     speakers = {name.lower() for name in state.speakers()}
-    said = inp.text.lower()
-    addressed = [n for n, how in mentioned_names(inp.text, state.speakers()).items() if how == Mention.ADDRESS]
+    said = text.lower()
+    addressed = [n for n, how in mentioned_names(text, state.speakers()).items() if how == Mention.ADDRESS]
     target = intent_target
-    task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
+    task_of_turn = task_of_turn if target and task_of_turn else {}
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
     topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
-    excluded = set(inp.exclude_ids)  # e.g. versions the user put away, with what continues them
+    excluded = set(exclude_ids)  # e.g. versions the user put away, with what continues them
     for node_id in nodes:
         mids = state.turn_messages(node_id)
         if not mids or excluded.intersection(mids):
@@ -113,10 +104,10 @@ def anchor_candidates(
             sem = max(sims) if sims else 0.0
         last = state.messages[mids[-1]]
         age = max(0.0, now - _iso_seconds(last.at))
-        override, chain_tasks = _branch_features(state, node_id, inp, task_of_turn)
+        override, chain_tasks = _branch_features(state, node_id, text, overrides, task_of_turn)
         entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
         task = len(entity_hits) / len(topical) if topical else 0.0
-        address = max((1.0 if mention(inp.text, state.messages[m].speaker) else 0.0) for m in mids)
+        address = max((1.0 if mention(text, state.messages[m].speaker) else 0.0) for m in mids)
         clash = conflict(addressed, [state.messages[m].speaker for m in mids], target, chain_tasks)
         out.append(
             AnchorCandidate(
@@ -126,7 +117,7 @@ def anchor_candidates(
                     Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
                     Feature.TASK: round(task, 6),
                     Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
-                    Feature.FOCUS: 1.0 if inp.focus_chosen and node_id == inp.focus_node else (0.5 if node_id in frontier else 0.0),
+                    Feature.FOCUS: 1.0 if focus_chosen and node_id == focus_node else (0.5 if node_id in frontier else 0.0),
                     Feature.OVERRIDE: round(override, 6),
                     Feature.ADDRESS: address if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
                     Feature.CONFLICT: clash,
