@@ -2,14 +2,16 @@
 ``continues`` solid with an arrow, ``references`` dotted, ``derived_from`` dashed, ``spawned``
 dash-dot with an arrow, ``resolves`` solid green with an arrow, ``merges`` a coloured double line.
 
-An edge is a curve from one card's side to the other's; where that curve would run behind
-another card, ``detour`` takes it through the free space instead: out of the side, along the
-gutter next to the card, across in the channel above or below a row, and into the other side.
+An edge between laid out nodes follows the route the layout gives (``TidyLayout.route``: down
+into the channel below its row, along the free channels and gutters, into the other card's top)
+drawn with rounded corners (``route_path``). An edge with a dragged or waiting end is a curve
+from one card's side to the other's; where that curve would run behind another card, ``detour``
+takes it through the free space instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker
@@ -47,6 +49,30 @@ def edge_path(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool) -
     if arrow:
         _arrow_head(path, p1, ux, uy)
     return path
+
+
+def route_path(points: Sequence[tuple[float, float]], arrow: bool, radius: float = 10.0) -> QPainterPath:
+    """A polyline through ``points`` with rounded corners; ``arrow`` adds an open head at the end."""
+    pts = [QPointF(x, y) for x, y in points]
+    path = QPainterPath(pts[0])
+    for before, corner, after in zip(pts, pts[1:], pts[2:], strict=False):
+        r = min(radius, _length(corner - before) / 2, _length(after - corner) / 2)
+        path.lineTo(corner + _unit(before - corner) * r)
+        path.quadTo(corner, corner + _unit(after - corner) * r)
+    path.lineTo(pts[-1])
+    if arrow and len(pts) > 1:
+        direction = _unit(pts[-1] - pts[-2])
+        _arrow_head(path, pts[-1], direction.x(), direction.y())
+    return path
+
+
+def _length(v: QPointF) -> float:
+    return float((v.x() ** 2 + v.y() ** 2) ** 0.5)
+
+
+def _unit(v: QPointF) -> QPointF:
+    length = _length(v)
+    return v / length if length else QPointF(0.0, 0.0)
 
 
 def _arrow_head(path: QPainterPath, tip: QPointF, ux: float, uy: float) -> None:
@@ -112,10 +138,16 @@ class EdgeItem(QGraphicsPathItem):
         return self.src_id, self.dst_id
 
     def update_geometry(self, start: NodeItem, end: NodeItem,
-                        blocked: Callable[[QPainterPath], bool] | None = None) -> None:
-        """Redraw between ``start`` and ``end`` (the items of ``ends()``); where ``blocked`` says
-        the curve runs into a card, around it (``detour``) if a free way exists."""
-        a, b, arrow = start.scene_rect(), end.scene_rect(), self.kind in ARROW_KINDS
+                        blocked: Callable[[QPainterPath], bool] | None = None,
+                        route: Sequence[tuple[float, float]] | None = None) -> None:
+        """Redraw between ``start`` and ``end`` (the items of ``ends()``): along ``route`` (the
+        layout's corners) when given; else a curve, and where ``blocked`` says the curve runs
+        into a card, around it (``detour``) if a free way exists."""
+        arrow = self.kind in ARROW_KINDS
+        if route:
+            self.setPath(route_path(route, arrow))
+            return
+        a, b = start.scene_rect(), end.scene_rect()
         path = edge_path(a, start.port_y(), b, end.port_y(), arrow)
         if blocked is not None and room_between(a, b) and blocked(path):
             path = detour(a, start.port_y(), b, end.port_y(), arrow, blocked) or path
