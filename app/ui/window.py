@@ -32,6 +32,7 @@ from app.core.session import versions
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.branch_actions import CanvasActions
+from app.ui.canvas.cards import card_texts
 from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.toolbar import CanvasToolbar
 from app.ui.canvas.view import CanvasView
@@ -83,6 +84,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.resize(1360, 860)
 
         self.scene = CanvasScene(self)
+        self.scene.set_theme(settings.theme == "dark")  # the canvas keeps the theme across a restart
         self.view = CanvasView(self.scene, self)
         self.banner = RoutingBanner(self)
         self.composer = ComposerWidget(settings.default_budget, self)
@@ -278,6 +280,7 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
 
     def _on_session_opened(self, state: SessionState) -> None:
         self.scene.set_graph(state.graph)
+        self.scene.set_card_texts(card_texts(state))  # titles, inputs and answers, as before a restart
         self.inspector.show_record(None)
         self._selected_turn = None
         self.undo.clear()
@@ -339,6 +342,8 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         self.streams.rename_stream(key, turn_id)
         self.streams.update_stream(turn_id, 0, "waiting for the model")
         routing = record.build.routing
+        if self.controller.state is not None:
+            self.scene.set_card_texts(card_texts(self.controller.state, [node_id]))
         self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
         state = self.controller.state  # a regenerated turn says so, not "your choice"
         version = state is not None and bool(state.graph.node(node_id).attrs.get(versions.VERSION_OF))

@@ -143,14 +143,17 @@ class NodeItem(QGraphicsRectItem):
         return self.title or self.node.label or self.kind.value
 
     def _tooltip(self) -> str:
+        """The title, then what the card stands for in full: a collapsed node's summary, else
+        its whole input and its answer."""
         parts = [self.heading()]
-        if self.full_text and self.full_text != parts[0]:
-            parts.append(textwrap.fill(" ".join(self.full_text.split())[:1200], 90))
-        if self.body and not self.summary:
-            parts.append(textwrap.fill(" ".join(self.body.split())[:600], 90))
         paragraphs = [textwrap.fill(p, 90) for p in self.summary.split("\n") if p.strip()]
         if paragraphs:
             parts.append("\n".join(paragraphs))
+        else:
+            if self.full_text and self.full_text != parts[0]:
+                parts.append(textwrap.fill(" ".join(self.full_text.split())[:1200], 90))
+            if self.body:
+                parts.append(textwrap.fill(" ".join(self.body.split())[:600], 90))
         if self.pile_count:
             more = "1 more lies" if self.pile_count == 1 else f"{self.pile_count} more lie"
             parts.append(f"{more} under this one: click +{self.pile_count} to bring the next up, or drag "
@@ -158,12 +161,14 @@ class NodeItem(QGraphicsRectItem):
         return "\n\n".join(parts)
 
     def set_body(self, text: str, *, streaming: bool = False) -> None:
-        """Show ``text`` under the label (turn cards grow up to a maximum height); while a
+        """Show ``text`` (the answer) under the title, as many lines as the card holds; while a
         summary shows, it is kept for when the node is expanded."""
         if self.summary:
             self._own_body, self.streaming = text, streaming
             return
         self._show_body(text, streaming)
+        if not streaming:  # the answer is whole: the tooltip has it (not redone per token batch)
+            self.setToolTip(self._tooltip())
 
     def _show_body(self, text: str, streaming: bool) -> None:
         was_streaming, self.streaming = self.streaming, streaming
@@ -209,8 +214,8 @@ class NodeItem(QGraphicsRectItem):
         return list(self._body_lines)
 
     def text(self) -> str:
-        """Label and body, for filtering."""
-        return f"{self.node.label}\n{self.body}"
+        """Title, label, whole input and body, for filtering and search."""
+        return f"{self.title}\n{self.node.label}\n{self.full_text}\n{self.body}"
 
     def _read_attrs(self) -> None:
         attrs: dict[str, Any] = self.node.attrs

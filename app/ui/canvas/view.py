@@ -186,6 +186,13 @@ class CanvasView(QGraphicsView):
         elif self.scale_factor() < MIN_SCALE:
             self.set_zoom(MIN_SCALE, rect.center())
 
+    def reveal(self, node_id: str) -> None:
+        """Centre the node at a zoom where its title reads (zooming in when further out)."""
+        self.center_on_node(node_id)
+        item = self._canvas.item(node_id)
+        if item is not None and self.scale_factor() < READABLE_SCALE:
+            self.set_zoom(READABLE_SCALE, item.scene_rect().center())
+
     def center_on_node(self, node_id: str) -> None:
         """Centre the node; when it belongs to a conversation folded into its block, that
         conversation becomes the focus."""
