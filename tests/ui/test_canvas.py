@@ -475,10 +475,14 @@ def test_zoom_pan_fit_and_center(canvas, qtbot) -> None:
     qtbot.keyClick(view, Qt.Key.Key_Minus)
     assert view.scale_factor() == pytest.approx(1.6)
     view.set_zoom(3.0, QPointF(5000, 5000))
-    qtbot.keyClick(view, Qt.Key.Key_F)
-    rect = view.mapFromScene(scene.content_rect()).boundingRect()
-    assert view.viewport().rect().contains(rect)
+    qtbot.keyClick(view, Qt.Key.Key_F)  # Fit: the newest node's conversation, focused
+    assert scene.focus() == "a"
+    rect = view.mapFromScene(scene.conversation_rect("a")).boundingRect()
+    assert view.viewport().rect().contains(rect) and not rect.intersects(view.minimap.geometry())
     assert view.scale_factor() <= 1.0
+    qtbot.keyClick(view, Qt.Key.Key_E)  # Show everything
+    assert scene.focus() is None
+    assert view.viewport().rect().contains(view.mapFromScene(scene.content_rect()).boundingRect())
     view.center_on_node("x")
     middle = view.mapToScene(view.viewport().rect().center())
     assert scene.item("x").scene_rect().contains(middle)

@@ -37,7 +37,8 @@ GENERIC_WORDS: frozenset[str] = frozenset(
     many much few lot lots bit little sure right well yes okay thanks great nice around worth case
     am is are going able something anything everything via whether today tomorrow yesterday
     january february march april may june july august september october november december
-    monday tuesday wednesday thursday friday saturday sunday week weeks day days""".split()
+    monday tuesday wednesday thursday friday saturday sunday week weeks day days compare remind
+    decide decided said say says given handle draft note notes takes point points hour hours""".split()
 )
 TITLE_WORDS = 3
 TITLE_MAX_CHARS = 34
@@ -45,8 +46,7 @@ TITLE_MAX_CHARS = 34
 
 def _content_tokens(text: str) -> list[str]:
     """The words of ``text`` a title may use, in order (repeats kept)."""
-    return [t for t in tokenize(text) if t not in STOPWORDS and t not in GENERIC_WORDS
-            and (len(t) >= 3 or any(c.isdigit() for c in t))]
+    return [t for t in tokenize(text) if t not in STOPWORDS and t not in GENERIC_WORDS and len(t) >= (2 if t.isdigit() else 3)]
 
 
 def _surface(token: str, text: str) -> str:
@@ -72,12 +72,12 @@ def _ranked(text: str, tokens: list[str], df: Counter[str], docs: int) -> list[s
         if token in scores:
             scores[token] += 0.5
             continue
-        score = 1.0 + 0.5 * math.log((docs + 1) / df[stem(token)])
+        score = 0.3 + math.log((docs + 1) / df[stem(token)])
         surface = _surface(token, text)
         if _named(surface, text):
-            score *= 1.6
+            score *= 1.5
         elif any(c.isdigit() for c in token):
-            score *= 1.3
+            score *= 1.2
         scores[token] = score * (1.0 + 0.5 / (1.0 + position / 3))
     return sorted(scores, key=lambda t: -scores[t])
 

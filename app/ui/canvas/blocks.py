@@ -2,9 +2,10 @@
 
 Below ``BLOCK_SCALE`` every conversation is its block, and so is each conversation other than the
 focused one while the view focuses one (Fit): a plate over the conversation's cards, dimmed when
-it is not the focus, naming its title, its topics, how many turns it holds and what is running in
-it. The labels are drawn at a fixed size on screen, so they read at every zoom. Above that scale
-and in focus, the block paints nothing and lets clicks through to the cards.
+it is not the focus, naming its title, how many turns it holds, what is running in it and its
+topics. The labels are drawn at a fixed size on screen at the top of the part of the block in
+view, so they read at every zoom. Above that scale and in focus, the block paints nothing and lets
+clicks through to the cards.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 from app.core.types import NodeKind
 from app.ui.canvas.style import BLOCK_SCALE, CanvasStyle
 
-PAD = 18.0  # the block reaches this far beyond its conversation's cells
-FOLDED_OPACITY = 0.55
+PAD = 24.0  # the block reaches this far beyond its conversation's cells (over the channels' edges)
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,10 @@ class BlockText:
     turns: int
     running: str = ""
 
-    def lines(self) -> list[str]:
+    def status(self) -> str:
+        """How many turns, and what is running."""
         count = f"{self.turns} turn" + ("" if self.turns == 1 else "s")
-        return [self.title, self.topics, f"{count} · {self.running}" if self.running else count]
+        return f"{count} · {self.running}" if self.running else count
 
 
 class ConversationBlockItem(QGraphicsItem):
@@ -64,7 +65,6 @@ class ConversationBlockItem(QGraphicsItem):
     def set_folded(self, folded: bool) -> None:
         if folded != self.folded:
             self.folded = folded
-            self.setOpacity(FOLDED_OPACITY if folded else 1.0)
             self.update()
 
     def shows_at(self, scale: float) -> bool:
@@ -83,32 +83,33 @@ class ConversationBlockItem(QGraphicsItem):
             return
         s = self._style
         painter.setPen(s.border[NodeKind.TURN])
-        painter.setBrush(s.block_brush)
+        painter.setBrush(s.folded_brush if self.folded else s.block_brush)  # opaque: no card or line shows through
         painter.drawRoundedRect(self._rect, 14.0, 14.0)
         self._paint_labels(painter)
 
     def _paint_labels(self, painter: QPainter) -> None:
-        """The block's lines at a fixed size on screen, clipped to the block."""
+        """The title with the turn count, then the topics: a fixed size on screen, at the top
+        left of the part of the block in view."""
         s = self._style
         transform = painter.transform()
-        screen = transform.mapRect(self._rect).adjusted(8, 6, -8, -6)
-        if screen.width() < 24 or screen.height() < 14:
+        screen = transform.mapRect(self._rect).intersected(QRectF(painter.viewport())).adjusted(10, 6, -10, -4)
+        if screen.width() < 24 or screen.height() < s.metrics_label.height():
             return
         painter.save()
         painter.resetTransform()
         painter.setClipRect(screen)
-        y = screen.top()
-        for i, line in enumerate(self.text.lines()):
-            if not line:
-                continue
-            font, metrics = (s.font_label, s.metrics_label) if i == 0 else (s.font_body, s.metrics_body)
-            if y + metrics.height() > screen.bottom() + 2:
-                break
-            painter.setFont(font)
-            painter.setPen(s.text_pen if i == 0 else s.muted_pen)
-            text = metrics.elidedText(line, Qt.TextElideMode.ElideRight, screen.width())
-            painter.drawText(QPointF(screen.left(), y + metrics.ascent()), text)
-            y += metrics.height() + 2
+        title = s.metrics_label.elidedText(self.text.title, Qt.TextElideMode.ElideRight, screen.width() * 0.7)
+        at = QPointF(screen.left(), screen.top() + s.metrics_label.ascent())
+        painter.setFont(s.font_label)
+        painter.setPen(s.muted_pen if self.folded else s.text_pen)
+        painter.drawText(at, title)
+        painter.setFont(s.font_body)
+        painter.setPen(s.muted_pen)
+        painter.drawText(at + QPointF(s.metrics_label.horizontalAdvance(title) + 10, 0), self.text.status())
+        y = screen.top() + s.metrics_label.height() + 2
+        if self.text.topics and y + s.metrics_body.height() <= screen.bottom() + 2:
+            topics = s.metrics_body.elidedText(self.text.topics, Qt.TextElideMode.ElideRight, screen.width())
+            painter.drawText(QPointF(screen.left(), y + s.metrics_body.ascent()), topics)
         painter.restore()
 
     def apply_style(self, style: CanvasStyle) -> None:

@@ -47,7 +47,7 @@ NODE_SIZES: dict[NodeKind, tuple[float, float]] = {
 class TidyGeometry:
     """Sizes of the grid in scene units."""
 
-    rows: int = 8  # rows per band: deeper turns continue in the next band, to the right
+    rows: int = 10  # rows per band: deeper turns continue in the next band, to the right
     gutter: float = 40.0  # between columns (edges run in it)
     channel: float = 36.0  # between rows (edges run in it)
     conversation_gap: float = 100.0  # added to the gutter between two conversations

@@ -272,6 +272,7 @@ class CanvasStyle:
         self.chosen_pen.setDashPattern([4.0, 2.5])
         self.dim_brush = QBrush(QColor("#3a404c" if dark else "#d5d9e0"))
         self.block_brush = QBrush(QColor("#28303d" if dark else "#e8eef8"))  # a conversation shown as one block
+        self.folded_brush = QBrush(QColor("#22262e" if dark else "#eceef2"))  # ...and one folded away by a focus
         plate = QColor(p.background)
         plate.setAlpha(215)
         self.plate_brush = QBrush(plate)

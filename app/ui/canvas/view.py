@@ -26,6 +26,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QGraphicsView, QLabel, QWidget
 
+from app.ui.canvas.minimap import MARGIN as MINIMAP_MARGIN
 from app.ui.canvas.minimap import Minimap
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES, OVERVIEW_SCALE
 from app.ui.canvas.scene import CanvasScene
@@ -161,7 +162,7 @@ class CanvasView(QGraphicsView):
         rect = self._canvas.conversation_rect(root)
         if rect.isEmpty():
             return
-        self._fit(rect)
+        self._fit_beside_minimap(rect)
         if self.scale_factor() < READABLE_SCALE:
             item = self._canvas.item(node) if node else None
             self.set_zoom(READABLE_SCALE, item.scene_rect().center() if item is not None else rect.center())
@@ -174,6 +175,19 @@ class CanvasView(QGraphicsView):
         zooming in past 1:1)."""
         self._canvas.set_focus(None)
         self._fit(self._canvas.content_rect())
+
+    def _fit_beside_minimap(self, rect: QRectF, margin: float = 28.0) -> None:
+        """Fit ``rect`` (never past 1:1) in the part of the view the minimap leaves free: beside
+        it or above it, whichever shows ``rect`` larger."""
+        port = self.viewport().rect()
+        free_w = port.width() - self.minimap.width() - 2 * MINIMAP_MARGIN
+        free_h = port.height() - self.minimap.height() - 2 * MINIMAP_MARGIN
+        side = min((free_w - 2 * margin) / rect.width(), (port.height() - 2 * margin) / rect.height())
+        above = min((port.width() - 2 * margin) / rect.width(), (free_h - 2 * margin) / rect.height())
+        scale = min(1.0, max(MIN_SCALE, side, above))
+        dx = (port.width() - free_w) / 2 if side >= above else 0.0
+        dy = (port.height() - free_h) / 2 if side < above else 0.0
+        self.set_zoom(scale, rect.center() + QPointF(dx, dy) / scale)
 
     def _fit(self, rect: QRectF) -> None:
         if rect.isEmpty():
