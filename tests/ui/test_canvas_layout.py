@@ -57,12 +57,21 @@ def _segment_hits(p: tuple[float, float], q: tuple[float, float], box: Box) -> b
 def test_a_chain_reads_downwards_and_folds_into_the_next_band() -> None:
     layout = TidyLayout()
     _live(layout, "n0")
+    rows = G.rows_for(G.rows + 2)
     for i in range(1, G.rows + 2):
         _live(layout, f"n{i}", parent=f"n{i - 1}")
-    assert [layout.position(f"n{i}") for i in range(G.rows)] == [(0.0, i * G.row_pitch) for i in range(G.rows)]
-    assert layout.position(f"n{G.rows}") == (G.column_pitch, 0.0)  # the next band, at the top
-    assert layout.position(f"n{G.rows + 1}") == (G.column_pitch, G.row_pitch)
+    assert [layout.position(f"n{i}") for i in range(rows)] == [(0.0, i * G.row_pitch) for i in range(rows)]
+    assert layout.position(f"n{rows}") == (G.column_pitch, 0.0)  # the next band, at the top
+    assert layout.position(f"n{rows + 1}") == (G.column_pitch, G.row_pitch)
     assert len(layout.conversations()) == 1  # the provisional conversations were given back
+
+
+def test_long_conversations_fold_into_more_rows_in_steps() -> None:
+    assert [G.rows_for(n) for n in (1, 20, 40, 41, 70, 150, 300, 5000)] == [8, 8, 12, 12, 12, 16, 24, 32]
+    layout = lay_out([LayoutNode(f"n{i}", TURN) for i in range(70)],
+                     [_cont(f"n{i}", f"n{i - 1}") for i in range(1, 70)])
+    x, y, w, h = layout.conversation_box("n0")
+    assert h == 12 * G.row_pitch - G.channel and w == 6 * G.column_pitch - G.gutter  # 70 turns: 6 bands of 12
 
 
 def test_branches_stand_beside_their_siblings_as_close_as_the_tree_allows() -> None:

@@ -9,6 +9,8 @@
   allow (a left-aligned Reingold–Tilford: appending never moves what is above or left).
 - Long conversations **fold**: depth ``rows`` and deeper continues at the top of a band to the
   right (depth d is row ``d % rows`` of band ``d // rows``), as text runs on in the next column.
+  ``rows`` grows in steps with the conversation (``TidyGeometry.rows_for``: 8 up to ~40 nodes,
+  then 12, 16, ...), so a long one stays about as wide as it is tall; it reflows at a step only.
   Every conversation uses the same row grid, so the channels between rows and the gutters
   between columns are free of cards: ``route`` runs edges through them, never across a card.
 - **Satellites** (env, memory and artifact nodes linked to a lane node) stand in a strip beside
@@ -24,6 +26,7 @@ returns ``{node_id: (x, y)}`` for the nodes whose drawn position changed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -47,7 +50,8 @@ NODE_SIZES: dict[NodeKind, tuple[float, float]] = {
 class TidyGeometry:
     """Sizes of the grid in scene units."""
 
-    rows: int = 10  # rows per band: deeper turns continue in the next band, to the right
+    rows: int = 8  # rows per band at the least: deeper turns continue in the next band, to the right
+    max_rows: int = 32
     gutter: float = 40.0  # between columns (edges run in it)
     channel: float = 36.0  # between rows (edges run in it)
     conversation_gap: float = 100.0  # added to the gutter between two conversations
@@ -59,6 +63,12 @@ class TidyGeometry:
     env_pitch: float = 170.0
     loose_y: float = -170.0
     loose_pitch: float = 150.0
+
+    def rows_for(self, nodes: int) -> int:
+        """Rows per band of a conversation of ``nodes`` lane nodes: about 1.3 √n (a block about
+        1.6 times as wide as tall, branches counted), in steps of 4, between ``rows`` and
+        ``max_rows``."""
+        return min(self.max_rows, max(self.rows, 4 * math.ceil(1.3 * math.sqrt(nodes) / 4)))
 
     @property
     def row_pitch(self) -> float:
@@ -453,9 +463,10 @@ class TidyLayout:
         children = {n: list(s.children) for n, s in self._iter_tree(conv.root)}
         cells = tidy_cells(conv.root, children)
         conv.members = list(cells)
+        rows = g.rows_for(len(cells))
         bands: dict[int, dict[int, bool]] = {}  # band → column → holds satellites
         for node, (depth, col) in cells.items():
-            column = bands.setdefault(depth // g.rows, {})
+            column = bands.setdefault(depth // rows, {})
             column[col] = column.get(col, False) or self._has_strip(node)
         left: dict[tuple[int, int], tuple[float, float]] = {}
         x = 0.0
@@ -466,8 +477,8 @@ class TidyLayout:
                 x += width
         conv.width = x
         for node, (depth, col) in cells.items():
-            cx, width = left[(depth // g.rows, col)]
-            self._slots[node].cell = (depth % g.rows, cx, width)
+            cx, width = left[(depth // rows, col)]
+            self._slots[node].cell = (depth % rows, cx, width)
             self._conv_of[node] = conv.root
 
     def _iter_tree(self, root: str) -> Iterable[tuple[str, _Slot]]:
