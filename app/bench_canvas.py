@@ -108,7 +108,7 @@ def _engine(data_dir: Path, *, real: bool) -> Any:
                   executors=executors)
 
 
-async def _measured(engine: Any, session_id: str | None, turns: int) -> dict[str, Any]:
+async def _measured(engine: Any, session_id: str | None, turns: int, conversations: int | None = None) -> dict[str, Any]:
     from app.ui.canvas.cards import card_texts
     from app.ui.canvas.legibility import measure
 
@@ -116,7 +116,7 @@ async def _measured(engine: Any, session_id: str | None, turns: int) -> dict[str
     try:
         if session_id is None:
             state = await engine.open_session(None, title=f"{turns} generated turns")
-            messages, parents = generated_messages(turns)
+            messages, parents = generated_messages(turns, conversations=conversations)
             await engine.ingest(state.session_id, messages, parents=parents)
         else:
             state = await engine.session_state(session_id)
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for size in ([0] if args.import_file else args.turns):
         with tempfile.TemporaryDirectory(prefix="pcm-bench-canvas-") as tmp:
             session_id = _import(Path(tmp), Path(args.import_file)) if args.import_file else None
-            report = asyncio.run(_measured(_engine(Path(tmp), real=False), session_id, size))
+            report = asyncio.run(_measured(_engine(Path(tmp), real=False), session_id, size, args.conversations))
         label = {"import": Path(args.import_file).name} if args.import_file else {"generated": size}
         reports.append({**label, **report})
     return reports
@@ -181,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--import", dest="import_file", metavar="FILE", help="a session export to import and measure")
     parser.add_argument("--turns", default=",".join(str(n) for n in SIZES),
                         help="generated session sizes, comma-separated (default 20,60,200,1000)")
+    parser.add_argument("--conversations", type=int, help="conversations of each generated session "
+                        "(default: 3 up to 30 turns, 4 up to 100, 6 up to 400, else 8)")
     parser.add_argument("--data-dir", help="the data folder of --session (default: the configured one)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     return parser

@@ -163,9 +163,11 @@ class CanvasView(QGraphicsView):
         if rect.isEmpty():
             return
         self._fit_beside_minimap(rect)
-        if self.scale_factor() < READABLE_SCALE:
+        if self.scale_factor() < READABLE_SCALE:  # too wide: all of its rows, around the node
             item = self._canvas.item(node) if node else None
-            self.set_zoom(READABLE_SCALE, item.scene_rect().center() if item is not None else rect.center())
+            tall = (self.viewport().height() - 56.0) / max(1.0, rect.height())
+            x = item.scene_rect().center().x() if item is not None else rect.center().x()
+            self.set_zoom(min(1.0, max(READABLE_SCALE, tall)), QPointF(x, rect.center().y()))
 
     def _on_conversation_chosen(self, root: str) -> None:
         self.fit_conversation(root)
