@@ -10,6 +10,7 @@ clicks through to the cards.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -45,10 +46,11 @@ class ConversationBlockItem(QGraphicsItem):
         self.root = root
         self._style = style
         self._rect = QRectF()
-        self.text = BlockText("", "", 0)
+        self._text = BlockText("", "", 0)
+        self._source: Callable[[], BlockText] | None = None  # makes the text when it is next needed
         self.folded = False  # another conversation has the focus: shown as a block at every zoom
         self.setZValue(5.0)  # over the cards it stands for
-        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)  # the scene decides (``block_at``)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)  # the view decides (``ConversationBlocks.block_at``)
 
     def set_box(self, rect: QRectF) -> None:
         """The conversation's cells (the block adds its padding)."""
@@ -57,10 +59,16 @@ class ConversationBlockItem(QGraphicsItem):
             self.prepareGeometryChange()
             self._rect = padded
 
-    def set_text(self, text: BlockText) -> None:
-        if text != self.text:
-            self.text = text
-            self.update()
+    def set_text_source(self, source: Callable[[], BlockText]) -> None:
+        """What the block says is to be made again (by ``source``, when it is next drawn)."""
+        self._source = source
+        self.update()
+
+    @property
+    def text(self) -> BlockText:
+        if self._source is not None:
+            self._text, self._source = self._source(), None
+        return self._text
 
     def set_folded(self, folded: bool) -> None:
         if folded != self.folded:

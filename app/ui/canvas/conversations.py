@@ -3,9 +3,9 @@ focused conversation (Fit), and what a block says.
 
 ``ConversationBlocks.sync`` follows the layout (a block per conversation, over its cells);
 ``set_focus`` folds every other conversation into its dimmed block (its cards are ``covered``:
-they paint nothing). A block's text is made again when its conversation changes (``touch``): the
-title of the conversation's first turn, the words its turns share (``titles.topic_words``), how
-many turns it holds and how many are being answered.
+they paint nothing). A block's text is made again, when it is next drawn, after its conversation
+changed (``touch``): the title of the conversation's first turn, the words its turns share
+(``titles.topic_words``), how many turns it holds and how many are being answered.
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ class ConversationBlocks:
         for root in self._stale:
             block = self._blocks.get(root)
             if block is not None:
-                block.set_text(block_text([items[m] for m in self._members.get(root, []) if m in items]))
+                members = list(self._members.get(root, []))
+                block.set_text_source(lambda m=members: block_text([items[n] for n in m if n in items]))
         self._stale.clear()
 
     def set_focus(self, root: str | None, layout: TidyLayout, items: Mapping[str, NodeItem]) -> None:

@@ -11,6 +11,7 @@ takes it through the free space instead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -53,26 +54,21 @@ def edge_path(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool) -
 
 def route_path(points: Sequence[tuple[float, float]], arrow: bool, radius: float = 10.0) -> QPainterPath:
     """A polyline through ``points`` with rounded corners; ``arrow`` adds an open head at the end."""
-    pts = [QPointF(x, y) for x, y in points]
-    path = QPainterPath(pts[0])
-    for before, corner, after in zip(pts, pts[1:], pts[2:], strict=False):
-        r = min(radius, _length(corner - before) / 2, _length(after - corner) / 2)
-        path.lineTo(corner + _unit(before - corner) * r)
-        path.quadTo(corner, corner + _unit(after - corner) * r)
-    path.lineTo(pts[-1])
-    if arrow and len(pts) > 1:
-        direction = _unit(pts[-1] - pts[-2])
-        _arrow_head(path, pts[-1], direction.x(), direction.y())
+    path = QPainterPath(QPointF(*points[0]))
+    for (ax, ay), (bx, by), (cx, cy) in zip(points, points[1:], points[2:], strict=False):
+        d1, d2 = math.hypot(bx - ax, by - ay), math.hypot(cx - bx, cy - by)
+        r = min(radius, d1 / 2, d2 / 2)
+        if r <= 0:
+            path.lineTo(bx, by)
+            continue
+        path.lineTo(bx - (bx - ax) / d1 * r, by - (by - ay) / d1 * r)
+        path.quadTo(bx, by, bx + (cx - bx) / d2 * r, by + (cy - by) / d2 * r)
+    (px, py), (ex, ey) = points[-2] if len(points) > 1 else points[0], points[-1]
+    path.lineTo(ex, ey)
+    length = math.hypot(ex - px, ey - py)
+    if arrow and length:
+        _arrow_head(path, QPointF(ex, ey), (ex - px) / length, (ey - py) / length)
     return path
-
-
-def _length(v: QPointF) -> float:
-    return float((v.x() ** 2 + v.y() ** 2) ** 0.5)
-
-
-def _unit(v: QPointF) -> QPointF:
-    length = _length(v)
-    return v / length if length else QPointF(0.0, 0.0)
 
 
 def _arrow_head(path: QPainterPath, tip: QPointF, ux: float, uy: float) -> None:

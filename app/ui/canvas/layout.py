@@ -356,7 +356,7 @@ class TidyLayout:
         src.parent = None
         self._order.append(edge.src)
         self._convs[edge.src] = _Conversation(edge.src)
-        return self._relayout([r for r in (old, edge.src) if r is not None and r != edge.src] + [edge.src])
+        return self._relayout([r for r in (old, edge.src) if r is not None])
 
     def pin(self, node_id: str, position: Point | None) -> None:
         """Pin a node at ``position`` (None unpins: it is drawn at its cell again)."""
@@ -419,11 +419,7 @@ class TidyLayout:
         anchor.satellites.append(node_id)
         if self._batch:
             return {}
-        moved = self._relayout([self._root(anchor_id)])
-        self._place_satellite(node_id)
-        if slot.pinned_at is None:
-            moved[node_id] = slot.position
-        return moved
+        return self._relayout([self._root(anchor_id)])  # its column may widen; it is placed with it
 
     # ------------------------------------------------------------------ geometry
 

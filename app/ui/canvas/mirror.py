@@ -157,8 +157,8 @@ class GraphMirrorScene(QGraphicsScene):
             item.setPos(x, y)
             self.addItem(item)
         self._refresh_piles(self._items)
-        for edge in edges:  # routed around cards once all are in place (one index, not one per edge)
-            self._add_edge_item(edge, route=False)
+        for edge in edges:  # drawn once all are in place (a curve's detour asks one index, not one per edge)
+            self._add_edge_item(edge, draw=False)
         for item in self._edge_items.values():
             self._update_edge(item)
         for node in nodes:
@@ -178,19 +178,20 @@ class GraphMirrorScene(QGraphicsScene):
         self._order[node.node_id] = len(self._order)
         return item
 
-    def _add_edge_item(self, edge: GraphEdge, *, route: bool = True) -> EdgeItem | None:
+    def _add_edge_item(self, edge: GraphEdge, *, draw: bool = True) -> EdgeItem | None:
         if edge.src not in self._items or edge.dst not in self._items or edge.edge_id in self._edge_items:
             return None
         item = (MergeEdgeItem if edge.kind == EdgeKind.MERGES else EdgeItem)(edge, self.canvas_style)
         self._edge_items[edge.edge_id] = item
         for end in (edge.src, edge.dst):
             self._node_edges.setdefault(end, {})[edge.edge_id] = None
-        self._update_edge(item, route=route)
+        if draw:
+            self._update_edge(item)
         self._style_edge(item)
         self.addItem(item)
         return item
 
-    def _update_edge(self, edge: EdgeItem, *, route: bool = True) -> None:
+    def _update_edge(self, edge: EdgeItem) -> None:
         start, end = edge.ends()
         a, b = self._items[start], self._items[end]
         if self._at_cell(a) and self._at_cell(b):
@@ -198,7 +199,7 @@ class GraphMirrorScene(QGraphicsScene):
             if corners is not None:
                 edge.update_geometry(a, b, route=corners)
                 return
-        route = route and len(self._items) <= ROUTE_LIMIT
+        route = len(self._items) <= ROUTE_LIMIT
         blocked = functools.partial(self._crosses_cards, {start, end}) if route else None
         edge.update_geometry(a, b, blocked)
 

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QGraphicsSceneContextMenuEvent,
     QGraphicsSceneDragDropEvent,
     QGraphicsSceneMouseEvent,
-    QGraphicsView,
     QMenu,
     QWidget,
 )
@@ -41,7 +40,6 @@ class CanvasScene(GraphMirrorScene):
     node_moved = Signal(str, float, float)
     node_action = Signal(str, str)
     pending_dropped = Signal(str)
-    conversation_chosen = Signal(str)  # a click on a conversation's block: its root
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -216,14 +214,6 @@ class CanvasScene(GraphMirrorScene):
             self.node_selected.emit(primary)
 
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
-        widget = event.widget()
-        view = widget.parentWidget() if widget is not None else None
-        scale = view.transform().m11() if isinstance(view, QGraphicsView) else 1.0
-        root = self._conversations.block_at(event.scenePos(), scale)
-        if root is not None and event.button() == Qt.MouseButton.LeftButton:
-            event.accept()
-            self.conversation_chosen.emit(root)  # the view opens it (Fit on it)
-            return
         node = self.node_at(event.scenePos()) if event.button() == Qt.MouseButton.LeftButton else None
         self._pressed = node.node_id if node is not None else ""
         super().mousePressEvent(event)

@@ -80,7 +80,6 @@ class CanvasView(QGraphicsView):
         self.hint.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.hint.setStyleSheet("color: palette(mid); font-size: 14px;")
         scene.changed.connect(self._on_scene_changed)  # a method: Qt disconnects it with the view
-        scene.conversation_chosen.connect(self._on_conversation_chosen)
         self.minimap = Minimap(self, scene)
 
     @property
@@ -166,11 +165,9 @@ class CanvasView(QGraphicsView):
         if self.scale_factor() < READABLE_SCALE:  # too wide: all of its rows, around the node
             item = self._canvas.item(node) if node else None
             tall = (self.viewport().height() - 56.0) / max(1.0, rect.height())
-            x = item.scene_rect().center().x() if item is not None else rect.center().x()
-            self.set_zoom(min(1.0, max(READABLE_SCALE, tall)), QPointF(x, rect.center().y()))
-
-    def _on_conversation_chosen(self, root: str) -> None:
-        self.fit_conversation(root)
+            at = item.scene_rect().center() if item is not None else rect.center()
+            scale = min(1.0, max(READABLE_SCALE, tall))
+            self.set_zoom(scale, QPointF(at.x(), rect.center().y() if scale <= tall else at.y()))
 
     def fit_all(self) -> None:
         """Show everything: every conversation (the focus dropped), every visible node (never
@@ -250,7 +247,13 @@ class CanvasView(QGraphicsView):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         button = event.button()
-        on_node = self._canvas.node_at(self.mapToScene(event.position().toPoint())) is not None
+        point = self.mapToScene(event.position().toPoint())
+        root = self._canvas.conversation_blocks().block_at(point, self.scale_factor())
+        if button == Qt.MouseButton.LeftButton and root is not None:  # a conversation's block: open it
+            self.fit_conversation(root)
+            event.accept()
+            return
+        on_node = self._canvas.node_at(point) is not None
         modifiers = event.modifiers()
         select_mod = modifiers & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
         left = button == Qt.MouseButton.LeftButton
