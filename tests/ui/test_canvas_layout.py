@@ -14,8 +14,9 @@ from app.ui.canvas.layout import (
     TidyGeometry,
     TidyLayout,
     lay_out,
-    tidy_cells,
 )
+from app.ui.canvas.routes import route
+from app.ui.canvas.tidy import tidy_cells
 
 G = TidyGeometry()
 TURN, TASK, ENV, MEMORY, ARTIFACT = NodeKind.TURN, NodeKind.TASK, NodeKind.ENV, NodeKind.MEMORY, NodeKind.ARTIFACT
@@ -138,7 +139,7 @@ def test_satellites_stand_beside_their_card_and_widen_its_column() -> None:
     assert my == by and dy + NODE_SIZES[ARTIFACT][1] == by + CARD_HEIGHT  # two places, within the row
     assert moved["m"] == (mx, my) and layout.anchor_of("m") == "b" and layout.conversation_of("doc") == "a"
     assert layout.position("r")[0] == r_before[0] + G.satellite_gap + G.satellite_width  # room was made
-    assert layout.route("b", "m") == [(bx + CARD_WIDTH, my + NODE_SIZES[MEMORY][1] / 2), (mx, my + NODE_SIZES[MEMORY][1] / 2)]
+    assert route(layout, "b", "m") == [(bx + CARD_WIDTH, my + NODE_SIZES[MEMORY][1] / 2), (mx, my + NODE_SIZES[MEMORY][1] / 2)]
 
 
 def test_satellites_beyond_two_pile_up_on_the_second_place() -> None:
@@ -205,7 +206,7 @@ def test_no_two_cards_overlap_and_no_route_crosses_a_card() -> None:
             assert same_pile or not _overlap(boxes[a], boxes[b]), (a, b)
     routed = 0
     for edge in edges:
-        corners = layout.route(edge.dst, edge.src) if edge.kind == EdgeKind.CONTINUES else layout.route(edge.src, edge.dst)
+        corners = route(layout, edge.dst, edge.src) if edge.kind == EdgeKind.CONTINUES else route(layout, edge.src, edge.dst)
         if corners is None:
             continue
         routed += 1
@@ -258,7 +259,7 @@ def test_pinned_nodes_keep_their_place_and_their_cell() -> None:
     assert "b" not in moved and layout.position("b") == (999.0, -40.0)
     _live(layout, "c", parent="b")  # continues b's cell: two rows down
     assert layout.position("c") == (0.0, 2 * G.row_pitch)
-    assert layout.route("b", "c") is None  # a pinned end: the canvas draws a curve
+    assert route(layout, "b", "c") is None  # a pinned end: the canvas draws a curve
     layout.pin("b", None)
     assert layout.position("b") == (0.0, G.row_pitch)
 

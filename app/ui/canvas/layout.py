@@ -12,7 +12,7 @@
   ``rows`` grows in steps with the conversation (``TidyGeometry.rows_for``: 8 up to ~40 nodes,
   then 12, 16, ...), so a long one stays about as wide as it is tall; it reflows at a step only.
   Every conversation uses the same row grid, so the channels between rows and the gutters
-  between columns are free of cards: ``route`` runs edges through them, never across a card.
+  between columns are free of cards: ``routes.route`` runs edges through them, never across one.
 - **Satellites** (env, memory and artifact nodes linked to a lane node) stand in a strip beside
   their node (a column that holds any widens by the strip): two places, then a pile on the
   second whose top ``pile`` names for a "+N" badge. Until linked, env nodes wait in a strip above
@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.core.types import EdgeKind, NodeKind
+from app.ui.canvas.tidy import tidy_cells
 
 Point = tuple[float, float]
 
@@ -117,75 +118,6 @@ class _Conversation:
     x: float = 0.0  # left edge
     width: float = 0.0
     members: list[str] = field(default_factory=list)  # lane nodes, preorder
-
-
-class _Contour:
-    """The leftmost and rightmost column of a subtree per depth, deepest first (so a parent is
-    appended in O(1)), every entry read plus ``off``."""
-
-    __slots__ = ("hi", "lo", "off")
-
-    def __init__(self) -> None:
-        self.lo: list[int] = [0]
-        self.hi: list[int] = [0]
-        self.off = 0
-
-    def separation(self, right: _Contour) -> int:
-        """The smallest shift that puts ``right`` one column clear of this contour at every depth."""
-        shift = 1
-        for j in range(1, min(len(self.hi), len(right.lo)) + 1):
-            shift = max(shift, self.hi[-j] + self.off - right.lo[-j] - right.off + 1)
-        return shift
-
-    def merge(self, right: _Contour, shift: int) -> _Contour:
-        """This contour and ``right`` shifted by ``shift``, in this one's frame (small into large)."""
-        right.off += shift
-        if len(self.hi) >= len(right.hi):
-            for j in range(1, len(right.hi) + 1):
-                self.hi[-j] = right.hi[-j] + right.off - self.off
-            return self
-        for j in range(1, len(self.lo) + 1):
-            right.lo[-j] = self.lo[-j] + self.off - right.off
-        return right
-
-    def push_parent(self) -> None:
-        """Add the parent's depth above, at column 0 of the parent's frame."""
-        self.lo.append(-self.off)
-        self.hi.append(-self.off)
-
-
-def tidy_cells(root: str, children: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
-    """node id → (depth, column) of a left-aligned tidy tree under ``root`` (iterative: a
-    conversation may be thousands deep)."""
-    order: list[str] = []
-    depth = {root: 0}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        for child in reversed(children.get(node, ())):
-            depth[child] = depth[node] + 1
-            stack.append(child)
-    contour: dict[str, _Contour] = {}
-    offset: dict[str, int] = {}
-    for node in reversed(order):  # every node after all of its descendants
-        kids = children.get(node, ())
-        if not kids:
-            contour[node] = _Contour()
-            continue
-        acc = contour.pop(kids[0])
-        offset[kids[0]] = 0
-        for kid in kids[1:]:
-            other = contour.pop(kid)
-            offset[kid] = acc.separation(other)
-            acc = acc.merge(other, offset[kid])
-        acc.push_parent()
-        contour[node] = acc
-    cols = {root: 0}
-    for node in order:
-        for kid in children.get(node, ()):
-            cols[kid] = cols[node] + offset[kid]
-    return {node: (depth[node], cols[node]) for node in order}
 
 
 class TidyLayout:
@@ -513,58 +445,21 @@ class TidyLayout:
         y = ay if place == 0 else ay + CARD_HEIGHT - NODE_SIZES[slot.kind][1]
         self._put(node_id, slot, (ax + CARD_WIDTH + g.satellite_gap + step, y))
 
-    # ------------------------------------------------------------------ edges
+    # ------------------------------------------------------------------ for the edge router
 
-    def route(self, start: str, end: str) -> list[Point] | None:
-        """The corners of an edge from ``start`` to ``end`` through the free channels between
-        rows and gutters between columns (a satellite and its own node: straight across); None
-        when an end is pinned or waits on top (the caller draws a curve)."""
-        a, b = self._slots.get(start), self._slots.get(end)
-        if a is None or b is None or not self._routable(a) or not self._routable(b):
+    def kind(self, node_id: str) -> NodeKind:
+        return self._slots[node_id].kind
+
+    def cell(self, node_id: str) -> tuple[int, float, float] | None:
+        """(row, column left, column width) in the scene of a node laid out in a conversation (a
+        satellite: of its node), not pinned, nor standing beside a pinned node; else None."""
+        slot = self._slots.get(node_id)
+        if slot is None or slot.pinned_at is not None or self.conversation_of(node_id) is None:
             return None
-        if a.anchor == end or b.anchor == start:
-            sat, card = (a, b) if a.anchor == end else (b, a)
-            y = sat.position[1] + NODE_SIZES[sat.kind][1] / 2
-            pts = [(card.position[0] + NODE_SIZES[card.kind][0], y), (sat.position[0], y)]
-            return pts if a is card else pts[::-1]
-        g = self.geometry
-        row_a, row_b = self._cell(a)[0], self._cell(b)[0]
-        below_a = row_a * g.row_pitch + CARD_HEIGHT + g.channel / 2
-        above_b = row_b * g.row_pitch - g.channel / 2
-        head = self._exit(a, below_a)
-        tail = self._entry(b, above_b)
-        if below_a == above_b:
-            return [*head, *tail]
-        gutter = self._cell(b)[1] - g.gutter / 2
-        return [*head, (gutter, below_a), (gutter, above_b), *tail]
-
-    def _routable(self, slot: _Slot) -> bool:
-        return slot.pinned_at is None and (slot.role == "lane" or (slot.role == "satellite" and slot.anchor is not None
-                                                                   and self._slots[slot.anchor].pinned_at is None))
-
-    def _cell(self, slot: _Slot) -> tuple[int, float, float]:
-        """(row, column left, column width) in the scene, of a lane node or a satellite's node."""
         lane = self._slots[slot.anchor] if slot.role == "satellite" and slot.anchor else slot
+        if lane.pinned_at is not None:
+            return None
         return lane.cell[0], lane.position[0], lane.cell[2]
-
-    def _exit(self, slot: _Slot, channel_y: float) -> list[Point]:
-        """From a node down (a satellite: out of its right side to its column's gutter) to the
-        channel below its row."""
-        (x, y), (w, h) = slot.position, NODE_SIZES[slot.kind]
-        if slot.role == "lane":
-            return [(x + w / 2, y + h), (x + w / 2, channel_y)]
-        _, cx, width = self._cell(slot)
-        gutter = cx + width - self.geometry.gutter / 2
-        return [(x + w, y + h / 2), (gutter, y + h / 2), (gutter, channel_y)]
-
-    def _entry(self, slot: _Slot, channel_y: float) -> list[Point]:
-        """From the channel above a node's row into its top (a satellite: its right side)."""
-        (x, y), (w, h) = slot.position, NODE_SIZES[slot.kind]
-        if slot.role == "lane":
-            return [(x + w / 2, channel_y), (x + w / 2, y)]
-        _, cx, width = self._cell(slot)
-        gutter = cx + width - self.geometry.gutter / 2
-        return [(gutter, channel_y), (gutter, y + h / 2), (x + w, y + h / 2)]
 
 
 def lay_out(nodes: Sequence[LayoutNode], edges: Iterable[LayoutEdge],

@@ -2,7 +2,8 @@
 
 The scene owns one ``node_id -> NodeItem`` map (and one ``edge_id -> EdgeItem`` map) and changes
 them only in its ``_on_<graph signal>`` handlers. It places nodes with the incremental
-``TidyLayout`` (edges along its routes), and holds the per-node view states that
+``TidyLayout`` (edges along ``routes.route``), keeps a block per conversation
+(``conversations.ConversationBlocks``), and holds the per-node view states that
 change what is drawn: collapsed subtrees and put-away answer versions (hidden), filtered-out
 nodes (dimmed: by text, by kind, and to a set of node ids such as a topic's). A new version of a
 turn takes its first version's place.
@@ -28,6 +29,7 @@ from app.ui.canvas.edges import EdgeItem, MergeEdgeItem, stroke
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.layout import LayoutEdge, LayoutNode, Point, TidyLayout, lay_out
 from app.ui.canvas.overview import OverviewPainter
+from app.ui.canvas.routes import route
 from app.ui.canvas.style import CanvasStyle, edge_kind, node_kind
 
 DIM_OPACITY = 0.22
@@ -195,12 +197,12 @@ class GraphMirrorScene(QGraphicsScene):
         start, end = edge.ends()
         a, b = self._items[start], self._items[end]
         if self._at_cell(a) and self._at_cell(b):
-            corners = self._layout.route(start, end)
+            corners = route(self._layout, start, end)
             if corners is not None:
                 edge.update_geometry(a, b, route=corners)
                 return
-        route = len(self._items) <= ROUTE_LIMIT
-        blocked = functools.partial(self._crosses_cards, {start, end}) if route else None
+        detour = len(self._items) <= ROUTE_LIMIT  # a curve with a dragged end goes round the cards
+        blocked = functools.partial(self._crosses_cards, {start, end}) if detour else None
         edge.update_geometry(a, b, blocked)
 
     def _at_cell(self, item: NodeItem) -> bool:
@@ -364,33 +366,6 @@ class GraphMirrorScene(QGraphicsScene):
         self._apply_moves(moved)
         self._refresh_piles(self._items)
         self._conversations.sync(self._layout, self._items)
-
-    # ------------------------------------------------------------------ conversations
-
-    def conversation_of(self, node_id: str) -> str | None:
-        """The root of the conversation the node belongs to (None for a node waiting on top)."""
-        return self._layout.conversation_of(node_id) if node_id in self._layout else None
-
-    def conversation_rect(self, root: str) -> QRectF:
-        """The box around the shown cards of a conversation and their satellites."""
-        rect = QRectF()
-        for member in dict(self._layout.conversations()).get(root, []):
-            for node_id in (member, *self._layout.satellites_of(member)):
-                item = self._items.get(node_id)
-                if item is not None and item.isVisible():
-                    rect = rect.united(item.scene_rect())
-        return rect
-
-    def conversation_blocks(self) -> ConversationBlocks:
-        return self._conversations
-
-    def focus(self) -> str | None:
-        """The conversation the view focuses (the others show as blocks), or None."""
-        return self._conversations.focus
-
-    def set_focus(self, root: str | None) -> None:
-        """Focus a conversation (its root; None: none): the others fold into dimmed blocks."""
-        self._conversations.set_focus(root, self._layout, self._items)
 
     def newest_node(self) -> str | None:
         """The node added last that is shown (None without one)."""

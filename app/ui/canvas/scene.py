@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.core.types import NodeKind
 from app.ui.canvas.cards import CardText
+from app.ui.canvas.conversations import ConversationBlocks
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.mirror import GraphMirrorScene
 from app.ui.canvas.overlay import CandidateItem, action_text, node_actions
@@ -176,6 +177,33 @@ class CanvasScene(GraphMirrorScene):
     def legend(self) -> list[tuple[str, str, str]]:
         """(group, name, colour) rows for a legend of shapes and edge styles."""
         return legend_items(self.canvas_style)
+
+    # ------------------------------------------------------------------ conversations
+
+    def conversation_of(self, node_id: str) -> str | None:
+        """The root of the conversation the node belongs to (None for a node waiting on top)."""
+        return self._layout.conversation_of(node_id) if node_id in self._layout else None
+
+    def conversation_rect(self, root: str) -> QRectF:
+        """The box around the shown cards of a conversation and their satellites."""
+        rect = QRectF()
+        for member in dict(self._layout.conversations()).get(root, []):
+            for node_id in (member, *self._layout.satellites_of(member)):
+                item = self._items.get(node_id)
+                if item is not None and item.isVisible():
+                    rect = rect.united(item.scene_rect())
+        return rect
+
+    def conversation_blocks(self) -> ConversationBlocks:
+        return self._conversations
+
+    def focus(self) -> str | None:
+        """The conversation the view focuses (the others show as blocks), or None."""
+        return self._conversations.focus
+
+    def set_focus(self, root: str | None) -> None:
+        """Focus a conversation (its root; None: none): the others fold into dimmed blocks."""
+        self._conversations.set_focus(root, self._layout, self._items)
 
     # ------------------------------------------------------------------ selection and pointer
 
