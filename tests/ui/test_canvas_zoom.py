@@ -61,6 +61,10 @@ def test_fit_shows_the_selected_conversation_and_folds_the_others_into_dimmed_bl
     target = blocks.block("c2t0").box().intersected(view.mapToScene(view.viewport().rect()).boundingRect()).center()
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.mapFromScene(target))
     assert scene.focus() == "c2t0" and not scene.item("c2t2").covered and scene.item("c1t2").covered
+    graph = scene.graph
+    graph.add_node(GraphNode(node_id="late", kind=NodeKind.TURN, label="late"))  # joins a folded conversation
+    graph.add_edge(GraphEdge(src="late", dst="c1t5", kind=EdgeKind.CONTINUES))
+    assert scene.item("late").covered and blocks.block("c1t0").text.turns == 7
     # centring a turn of a folded conversation (a new answer there, a search hit) focuses it
     view.center_on_node("c0t4")
     assert scene.focus() == "c0t0"

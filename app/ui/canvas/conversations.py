@@ -74,10 +74,22 @@ class ConversationBlocks:
             if self._members.get(root) != members:
                 self._members[root] = members
                 self._stale.add(root)
-        if self.focus not in conversations:
+        if self.focus is not None and self.focus not in conversations:
             self.focus = None
-        self._apply_focus(layout, items)
+            self._apply_focus(layout, items)
         self._refresh_texts(items)
+
+    def place(self, node_ids: Iterable[str], layout: TidyLayout, items: Mapping[str, NodeItem]) -> None:
+        """Cover (or uncover) nodes that have just arrived or joined a conversation, as the focus
+        says (only they: a burst of events costs one look each)."""
+        if self.focus is None:
+            return
+        for node_id in node_ids:
+            item = items.get(node_id)
+            root = layout.conversation_of(node_id) if node_id in layout else None
+            if item is not None and item.covered != (root is not None and root != self.focus):
+                item.covered = not item.covered
+                item.update()
 
     def touch(self, roots: Iterable[str | None], items: Mapping[str, NodeItem]) -> None:
         """Make the texts of these conversations' blocks again (a status or a title changed)."""

@@ -247,7 +247,8 @@ class GraphMirrorScene(QGraphicsScene):
         self._overview.add_node(item, node.node_id in self._dimmed)
         moved.pop(node.node_id, None)
         self._apply_moves(moved)
-        self._conversations.sync(self._layout, self._items)
+        if moved or item.kind in (NodeKind.TURN, NodeKind.TASK):  # a conversation began or moved
+            self._conversations.sync(self._layout, self._items)
 
     def _on_edge_added(self, edge: GraphEdge) -> None:
         if not _is_live(edge) or edge.edge_id in self._edge_items:
@@ -265,6 +266,7 @@ class GraphMirrorScene(QGraphicsScene):
             self._overview.add_edge(item, self._items[start], self._items[end])
         if moved:
             self._conversations.sync(self._layout, self._items)
+            self._conversations.place(moved, self._layout, self._items)
 
     def _on_edge_removed(self, edge: GraphEdge) -> None:
         item = self._edge_items.pop(edge.edge_id, None)
