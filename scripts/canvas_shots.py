@@ -11,10 +11,8 @@ light theme and, after another restart, the dark one. Run by ``bash scripts/scre
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -144,18 +142,9 @@ async def shoot(out: Path, root: Path) -> list[Path]:
 
 
 def main() -> int:
-    from app.ui.app import application, run_on_qt_loop
+    from scripts.screenshots import run_shots
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="screenshots", help="folder for the PNG files")
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    application()
-    with tempfile.TemporaryDirectory(prefix="pcm-canvas-shots-") as tmp:
-        files = run_on_qt_loop(shoot(out, Path(tmp)))
-    print(f"{len(files)} screenshots in {out}/")
-    return 0
+    return run_shots(shoot, __doc__.split("\n\n")[0], "pcm-canvas-shots-")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF
-from PySide6.QtWidgets import QApplication
 
 from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+from app.ui.canvas.bench import close_canvas, shown_canvas
 from app.ui.canvas.cards import CardText
 from app.ui.canvas.edges import EdgeItem, stroke
 from app.ui.canvas.items import NodeItem
@@ -143,12 +143,7 @@ def layout_time(graph: SessionGraph, runs: int = 3) -> float:
 def measure(graph: SessionGraph, texts: Mapping[str, CardText], *, adds: int = 8) -> dict[str, Any]:
     """Show ``graph`` (with its cards' ``texts``) in a view and measure it (module docstring).
     ``graph`` gets ``adds`` turns more (a throw-away copy of a session's graph is meant)."""
-    app = QApplication.instance() or QApplication([])
-    scene = CanvasScene()
-    view = CanvasView(scene)
-    view.resize(*VIEW_SIZE)
-    view.show()
-    app.processEvents()
+    app, scene, view = shown_canvas(VIEW_SIZE)
     started = time.perf_counter()
     scene.set_graph(graph)
     scene.set_card_texts(texts)
@@ -171,9 +166,5 @@ def measure(graph: SessionGraph, texts: Mapping[str, CardText], *, adds: int = 8
         "card_height": CARD_HEIGHT,
     })
     result.update(moved_on_add(scene, graph, adds))
-    scene.set_graph(None)
-    view.close()
-    view.deleteLater()
-    scene.deleteLater()
-    app.processEvents()
+    close_canvas(app, scene, view)
     return result
