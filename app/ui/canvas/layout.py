@@ -35,7 +35,6 @@ from app.ui.canvas.tidy import tidy_cells
 
 Point = tuple[float, float]
 
-LANE_KINDS = frozenset({NodeKind.TURN, NodeKind.TASK})
 SATELLITE_KINDS = frozenset({NodeKind.MEMORY, NodeKind.ARTIFACT})
 
 # Node sizes in scene units (the canvas's items draw at these sizes).
