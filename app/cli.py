@@ -21,6 +21,7 @@
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
     pcm bench sensors [--files 10000]
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
+    pcm bench canvas [--session ID | --import FILE] [--turns 20,60,200,1000] [--json]
     pcm bench providers [--runs N]
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
@@ -231,20 +232,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), args.prompt)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.target == "ui":
-        # Its own process: the headless CLI never imports Qt (import contracts, pyproject.toml).
-        import subprocess
+TURNS_DEFAULT = "1000,10000"
 
+
+def _qt_bench_command(args: argparse.Namespace) -> list[str]:
+    """The command line of ``pcm bench ui`` or ``canvas``: each runs in a process of its own, so
+    the headless CLI never imports Qt (import contracts, pyproject.toml)."""
+    if args.target == "ui":
         cmd = [sys.executable, "-m", "app.bench_ui", "--nodes", str(args.nodes), "--frames", str(args.frames),
                "--runs", str(args.runs)]
-        if args.data_dir:
-            cmd += ["--data-dir", args.data_dir]
         if args.burst:
             cmd += ["--burst", str(args.burst)]
-        if args.json:
-            cmd.append("--json")
-        return subprocess.run(cmd, check=False).returncode
+    else:
+        cmd = [sys.executable, "-m", "app.bench_canvas"]
+        turns = args.turns if args.turns != TURNS_DEFAULT else None
+        for flag, value in (("--session", args.session), ("--import", args.import_file), ("--turns", turns)):
+            if value:
+                cmd += [flag, value]
+    if args.data_dir:
+        cmd += ["--data-dir", args.data_dir]
+    if args.json:
+        cmd.append("--json")
+    return cmd
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target in ("ui", "canvas"):
+        import subprocess
+
+        return subprocess.run(_qt_bench_command(args), check=False).returncode
     if args.target == "mcp":
         from app.mcp.bench import bench_mcp
         from app.mcp.bench import format_report as mcp_report
@@ -337,9 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup", "mcp"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "canvas", "providers", "startup", "mcp"])
     p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
-    p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated; mcp: the last one")
+    p.add_argument("--turns", default=TURNS_DEFAULT, help="build: history sizes, comma-separated; mcp: the last one; "
+                   "canvas: generated session sizes (default there 20,60,200,1000)")
+    p.add_argument("--session", metavar="ID", help="canvas: measure this stored session instead (read only)")
+    p.add_argument("--import", dest="import_file", metavar="FILE", help="canvas: measure this session export instead")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
     p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")

@@ -254,19 +254,24 @@ async def _add_to_profile(window: Any, text: str) -> None:
     await asyncio.sleep(0.2)
 
 
-def main() -> int:
+def run_shots(shoot: Callable[[Path, Path], Any], description: str, prefix: str) -> int:
+    """Parse ``--out``, then run ``shoot(out, a throw-away folder)`` on the Qt loop."""
     from app.ui.app import application, run_on_qt_loop
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", default="screenshots", help="folder for the PNG files")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     application()
-    with tempfile.TemporaryDirectory(prefix="pcm-shots-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         files = run_on_qt_loop(shoot(out, Path(tmp)))
     print(f"{len(files)} screenshots in {out}/")
     return 0
+
+
+def main() -> int:
+    return run_shots(shoot, __doc__.split("\n\n")[0], "pcm-shots-")
 
 
 if __name__ == "__main__":

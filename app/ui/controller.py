@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 #: Streamed text reaches the widgets at most this often (ms): one repaint per frame, not per token.
 FLUSH_MS = 33
-#: Stored turn statuses badged on the canvas when a session opens: the turns that did not answer.
-SHOWN_STATUSES = frozenset({"interrupted", "failed"})
+#: Stored turn statuses badged on the canvas when a session opens (the badges it showed before).
+SHOWN_STATUSES = frozenset({"answered", "interrupted", "failed"})
 
 
 @dataclass

@@ -36,6 +36,7 @@ from app.core.session import versions
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.attach_actions import AttachActions
+from app.ui.canvas.cards import card_texts
 from app.ui.canvas.scene import CanvasScene
 from app.ui.canvas.toolbar import CanvasToolbar
 from app.ui.canvas.view import CanvasView
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
         self.resize(1360, 860)
 
         self.scene = CanvasScene(self)
+        self.scene.set_theme(settings.theme == "dark")  # the canvas keeps the theme across a restart
         self.view = CanvasView(self.scene, self)
         self.banner = RoutingBanner(self)
         self.composer = ComposerWidget(settings.default_budget, self)
@@ -284,6 +286,7 @@ class MainWindow(QMainWindow):
 
     def _on_session_opened(self, state: SessionState) -> None:
         self.scene.set_graph(state.graph)
+        self.scene.set_card_texts(card_texts(state))  # titles, inputs and answers, as before a restart
         self.inspector.show_record(None)
         self._selected_turn = None
         self.undo.clear()
@@ -337,6 +340,8 @@ class MainWindow(QMainWindow):
         self.streams.rename_stream(key, turn_id)
         self.streams.update_stream(turn_id, 0, "waiting for the model")
         routing = record.build.routing
+        if self.controller.state is not None:
+            self.scene.set_card_texts(card_texts(self.controller.state, [node_id]))
         self.scene.set_node_status(node_id, "ambiguous" if routing.get("ambiguous") else "streaming")
         state = self.controller.state  # a regenerated turn says so, not "your choice"
         version = state is not None and bool(state.graph.node(node_id).attrs.get(versions.VERSION_OF))

@@ -12,14 +12,15 @@ from PySide6.QtWidgets import QApplication
 from app.core.session.graph import SessionGraph
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
 from app.ui.canvas import PENDING_MIME, CanvasScene, CanvasView
+from app.ui.canvas.cards import CardText
 from app.ui.canvas.edges import EdgeItem, MergeEdgeItem
 from app.ui.canvas.items import NodeItem
-from app.ui.canvas.layout import LaneGeometry
+from app.ui.canvas.layout import TidyGeometry
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES
 from app.ui.canvas.style import TURN_MAX_HEIGHT, TURN_MIN_HEIGHT
 from tests.ui.conftest import shown_canvas
 
-G = LaneGeometry()
+G = TidyGeometry()
 
 
 def _node(node_id: str, node_kind: NodeKind = NodeKind.TURN, label: str = "", **attrs: object) -> GraphNode:
@@ -87,28 +88,33 @@ def _drag(view: CanvasView, start: QPoint, end: QPoint) -> None:
 # ---------------------------------------------------------------------- mirroring the graph
 
 
-def test_set_graph_lays_out_lanes_and_draws_every_edge(canvas) -> None:
+def test_set_graph_lays_out_conversations_and_draws_every_edge(canvas) -> None:
     scene, _ = canvas
     assert set(scene.node_ids()) == {"a", "b", "c", "x", "e", "m"}
     pos = {n: scene.item(n).pos() for n in scene.node_ids()}
-    assert pos["a"].y() == pos["b"].y() == pos["c"].y()  # the main chain is one lane
-    assert pos["a"].x() < pos["b"].x() < pos["c"].x()  # time flows left to right
-    assert pos["x"].y() > pos["a"].y() and pos["x"].x() == pos["b"].x()  # the branch, below
-    assert pos["e"].y() < pos["a"].y()  # env lane on top
-    assert pos["m"].y() > pos["b"].y() and pos["m"].x() == pos["b"].x()  # memory under its turn
+    assert pos["a"].x() == pos["b"].x() == pos["c"].x()  # the conversation reads downwards
+    assert pos["a"].y() < pos["b"].y() < pos["c"].y()
+    assert pos["x"].y() == pos["b"].y() and pos["x"].x() > pos["b"].x()  # the branch, beside its sibling
+    assert pos["e"].y() < pos["a"].y()  # an unlinked env event waits on top
+    b = scene.item("b").scene_rect()
+    assert pos["m"].y() == b.top() and pos["m"].x() > b.right()  # memory beside its turn
+    assert pos["m"].x() + scene.item("m").width < pos["x"].x()  # ...in a strip that widened the column
     edges = [i for i in scene.items() if isinstance(i, EdgeItem)]
     assert len(edges) == 4
     cont = scene.edge_item("b>a")
     assert cont is not None and cont.ends() == ("a", "b")
-    start, end = cont.path().pointAtPercent(0), cont.path().elementAt(3)  # curve ends at b's left side
-    assert start.x() == pytest.approx(scene.item("a").scene_rect().right())
-    assert QPointF(end.x, end.y).x() == pytest.approx(scene.item("b").scene_rect().left())
+    start = cont.path().pointAtPercent(0)
+    a = scene.item("a").scene_rect()
+    assert (start.x(), start.y()) == pytest.approx((a.center().x(), a.bottom()))  # out of a's bottom...
+    assert any(cont.path().elementAt(i).y == pytest.approx(b.top())  # ...into b's top
+               for i in range(cont.path().elementCount()))
 
 
 def test_scene_follows_graph_signals(canvas, graph: SessionGraph) -> None:
     scene, _ = canvas
     _turn(graph, "d", "c")
-    assert scene.item("d").pos() == QPointF(3 * G.column_width, 0)
+    c = scene.item("c").pos()
+    assert scene.item("d").pos() == QPointF(c.x(), c.y() + G.row_pitch)
     assert scene.edge_item("d>c") is not None
     graph.update_node("d", label="pick a seat", attrs={"checkpoint": True, "ambiguous": True})
     assert scene.item("d").node.label == "pick a seat"
@@ -117,8 +123,8 @@ def test_scene_follows_graph_signals(canvas, graph: SessionGraph) -> None:
     assert scene.item("d").pos() == QPointF(1234.0, 567.0)
     end = scene.edge_item("d>c").path().elementAt(3)  # where the curve meets d (before the arrow)
     assert (end.x, end.y) == pytest.approx((1234.0, 567.0 + scene.item("d").port_y()))  # it followed
-    _turn(graph, "f", "d")  # continues the pinned d's logical slot, not its dragged place
-    assert scene.item("f").pos() == QPointF(4 * G.column_width, 0)
+    _turn(graph, "f", "d")  # continues the pinned d's cell, not its dragged place
+    assert scene.item("f").pos() == QPointF(c.x(), c.y() + 2 * G.row_pitch)
 
 
 def test_reanchoring_moves_the_turn_and_its_subtree(qtbot, graph: SessionGraph) -> None:
@@ -133,8 +139,8 @@ def test_reanchoring_moves_the_turn_and_its_subtree(qtbot, graph: SessionGraph) 
     assert scene.edge_item("c>b") is None
     _continue(graph, "c", "x")
     x, c, d = (scene.item(n).pos() for n in "xcd")
-    assert c.y() == x.y() and c.x() == x.x() + G.column_width  # c now continues x's lane
-    assert d.y() == c.y() and d.x() == c.x() + G.column_width  # and d came along
+    assert c.x() == x.x() and c.y() == x.y() + G.row_pitch  # c now continues x, one row down
+    assert d.x() == c.x() and d.y() == c.y() + G.row_pitch  # and d came along
     for other in "abe":
         assert scene.item(other).pos() == before[other]
     assert scene.edge_item("c>x") is not None
@@ -157,10 +163,11 @@ def test_stored_positions_are_kept_and_layout_all_respects_pins(qtbot) -> None:
     g.add_edge_silently(GraphEdge(src="b", dst="a", kind=EdgeKind.CONTINUES))
     scene = CanvasScene()
     scene.set_graph(g)
-    assert scene.item("a").pos() == QPointF(500, 900) and scene.item("b").pos() == QPointF(-77, 12)
+    assert scene.item("a").pos() == QPointF(500, 900)  # pinned: where the user put it
+    assert scene.item("b").pos() == QPointF(0, G.row_pitch)  # not pinned: laid out, below a's cell
     scene.layout_all()
-    assert scene.item("a").pos() == QPointF(500, 900)  # pinned
-    assert scene.item("b").pos() == QPointF(G.column_width, 0)  # laid out again
+    assert scene.item("a").pos() == QPointF(500, 900)
+    assert scene.item("b").pos() == QPointF(0, G.row_pitch)
     scene.set_graph(None)
 
 
@@ -227,8 +234,9 @@ def test_far_zoom_draws_the_batched_overview(qtbot) -> None:
     background = scene.backgroundBrush().color().rgb()
     inked = _non_background(_render(view), background)
     assert inked > 50
-    for i in range(40):  # a live branch arrives: drawn at once, without rebuilding the overview
-        _turn(g, f"live{i}", f"live{i - 1}" if i else "t0")
+    last = f"t{OVERVIEW_MIN_NODES + 19}"
+    for i in range(40):  # the newest conversation goes on: drawn at once, nothing else moves
+        _turn(g, f"live{i}", f"live{i - 1}" if i else last)
     assert not scene._overview.dirty and scene._overview.is_recent("live39")
     view.fit_all()
     assert _non_background(_render(view), background) > inked * 0.5
@@ -237,18 +245,20 @@ def test_far_zoom_draws_the_batched_overview(qtbot) -> None:
     scene.set_graph(None)
 
 
-def test_set_node_body_grows_the_card_up_to_a_maximum(canvas) -> None:
+def test_a_card_shows_its_title_and_a_preview_of_fixed_size(canvas) -> None:
     scene, _ = canvas
     card = scene.item("c")
-    assert card.height == TURN_MIN_HEIGHT
+    assert card.height == TURN_MIN_HEIGHT == TURN_MAX_HEIGHT  # every card the same size: a tidy grid
     scene.set_node_body("c", "Fly on Tuesday.", streaming=True)
-    one_line = card.height
-    assert one_line > TURN_MIN_HEIGHT and card.body_lines() == ["Fly on Tuesday."]
-    scene.set_node_body("c", "Fly on Tuesday. " * 6, streaming=True)
-    assert card.height > one_line
+    assert card.height == TURN_MIN_HEIGHT and card.body_lines() == ["Fly on Tuesday."]
     scene.set_node_body("c", "Fly on Tuesday, then rent a car. " * 60)
-    assert card.height == TURN_MAX_HEIGHT
+    assert card.height == TURN_MAX_HEIGHT and len(card.body_lines()) == 4
     assert card.body_lines()[-1].endswith("\u2026")
+    scene.set_card_texts({"c": CardText("Flight Tuesday", "Which flight should I pick for Tuesday?",
+                                        "Fly on Tuesday, then rent a car. " * 60)})
+    assert card.heading() == "Flight Tuesday" and card.node.label == "pick a flight"
+    assert card.body_lines()[0].startswith("Which flight")  # the input first, then the answer
+    assert "Which flight should I pick for Tuesday?" in card.toolTip()  # the whole input on hover
     scene.set_node_status("c", "answered")
     assert card.status == "answered"
 
@@ -465,10 +475,14 @@ def test_zoom_pan_fit_and_center(canvas, qtbot) -> None:
     qtbot.keyClick(view, Qt.Key.Key_Minus)
     assert view.scale_factor() == pytest.approx(1.6)
     view.set_zoom(3.0, QPointF(5000, 5000))
-    qtbot.keyClick(view, Qt.Key.Key_F)
-    rect = view.mapFromScene(scene.content_rect()).boundingRect()
-    assert view.viewport().rect().contains(rect)
+    qtbot.keyClick(view, Qt.Key.Key_F)  # Fit: the newest node's conversation, focused
+    assert scene.focus() == "a"
+    rect = view.mapFromScene(scene.conversation_rect("a")).boundingRect()
+    assert view.viewport().rect().contains(rect) and not rect.intersects(view.minimap.geometry())
     assert view.scale_factor() <= 1.0
+    qtbot.keyClick(view, Qt.Key.Key_E)  # Show everything
+    assert scene.focus() is None
+    assert view.viewport().rect().contains(view.mapFromScene(scene.content_rect()).boundingRect())
     view.center_on_node("x")
     middle = view.mapToScene(view.viewport().rect().center())
     assert scene.item("x").scene_rect().contains(middle)

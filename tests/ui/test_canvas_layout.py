@@ -1,207 +1,283 @@
-"""The canvas lane layout: pure functions over node/edge records, no Qt involved."""
+"""The canvas's tidy layout: pure functions over node/edge records, no Qt involved."""
 
 from __future__ import annotations
 
 import random
 
 from app.core.types import EdgeKind, NodeKind
-from app.ui.canvas.layout import LaneGeometry, LaneLayout, LayoutEdge, LayoutNode, lay_out
+from app.ui.canvas.layout import (
+    CARD_HEIGHT,
+    CARD_WIDTH,
+    NODE_SIZES,
+    LayoutEdge,
+    LayoutNode,
+    TidyGeometry,
+    TidyLayout,
+    lay_out,
+)
+from app.ui.canvas.routes import route
+from app.ui.canvas.tidy import tidy_cells
 
-G = LaneGeometry()
+G = TidyGeometry()
 TURN, TASK, ENV, MEMORY, ARTIFACT = NodeKind.TURN, NodeKind.TASK, NodeKind.ENV, NodeKind.MEMORY, NodeKind.ARTIFACT
+Box = tuple[float, float, float, float]
 
 
 def _cont(src: str, dst: str) -> LayoutEdge:
     return LayoutEdge(src, dst, EdgeKind.CONTINUES)
 
 
-def _live(layout: LaneLayout, node_id: str, kind: NodeKind = TURN, parent: str | None = None) -> None:
+def _live(layout: TidyLayout, node_id: str, kind: NodeKind = TURN, parent: str | None = None) -> dict:
     """Add a node then its continues edge, as the engine does (node_added, then edge_added)."""
-    layout.add_node(LayoutNode(node_id, kind))
+    moved = layout.add_node(LayoutNode(node_id, kind))
     if parent is not None:
-        layout.add_edge(_cont(node_id, parent))
+        moved.update(layout.add_edge(_cont(node_id, parent)))
+    return moved
 
 
-def test_a_chain_stays_in_its_lane_one_column_per_turn() -> None:
-    layout = LaneLayout()
-    _live(layout, "a")
-    for prev, node in zip("abc", "bcd", strict=True):
-        _live(layout, node, parent=prev)
-    assert [layout.lane_of(n) for n in "abcd"] == [0, 0, 0, 0]
-    assert [layout.position(n) for n in "abcd"] == [(i * G.column_width, 0.0) for i in range(4)]
-    assert layout.lane_count == 1  # the provisional lanes of b, c, d were given back
+def _box(layout: TidyLayout, node_id: str, kind: NodeKind) -> Box:
+    x, y = layout.position(node_id)
+    w, h = NODE_SIZES[kind]
+    return x, y, x + w, y + h
 
 
-def test_a_second_continuation_branches_into_a_lane_below() -> None:
-    layout = LaneLayout()
+def _overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _segment_hits(p: tuple[float, float], q: tuple[float, float], box: Box) -> bool:
+    """Whether an axis-parallel segment runs through the inside of the box."""
+    (x1, y1), (x2, y2) = p, q
+    left, top, right, bottom = box
+    if y1 == y2:  # horizontal
+        return top < y1 < bottom and min(x1, x2) < right and left < max(x1, x2)
+    assert x1 == x2, "routes are made of horizontal and vertical runs"
+    return left < x1 < right and min(y1, y2) < bottom and top < max(y1, y2)
+
+
+def test_a_chain_reads_downwards_and_folds_into_the_next_band() -> None:
+    layout = TidyLayout()
+    _live(layout, "n0")
+    rows = G.rows_for(G.rows + 2)
+    for i in range(1, G.rows + 2):
+        _live(layout, f"n{i}", parent=f"n{i - 1}")
+    assert [layout.position(f"n{i}") for i in range(rows)] == [(0.0, i * G.row_pitch) for i in range(rows)]
+    assert layout.position(f"n{rows}") == (G.column_pitch, 0.0)  # the next band, at the top
+    assert layout.position(f"n{rows + 1}") == (G.column_pitch, G.row_pitch)
+    assert len(layout.conversations()) == 1  # the provisional conversations were given back
+
+
+def test_long_conversations_fold_into_more_rows_in_steps() -> None:
+    assert [G.rows_for(n) for n in (1, 20, 40, 41, 70, 150, 300, 5000)] == [8, 8, 12, 12, 12, 16, 24, 32]
+    layout = lay_out([LayoutNode(f"n{i}", TURN) for i in range(70)],
+                     [_cont(f"n{i}", f"n{i - 1}") for i in range(1, 70)])
+    x, y, w, h = layout.conversation_box("n0")
+    assert h == 12 * G.row_pitch - G.channel and w == 6 * G.column_pitch - G.gutter  # 70 turns: 6 bands of 12
+
+
+def test_branches_stand_beside_their_siblings_as_close_as_the_tree_allows() -> None:
+    layout = TidyLayout()
     _live(layout, "a")
     _live(layout, "b", parent="a")
     _live(layout, "c", parent="b")
-    _live(layout, "x", parent="a")  # a already has b: a branch
-    _live(layout, "y", parent="x")  # the tip of the branch lane: stays in it
-    assert layout.lane_of("x") == 1 and layout.column_of("x") == 1
-    assert layout.lane_of("y") == 1 and layout.column_of("y") == 2
-    ax, ay = layout.position("a")
-    xx, xy = layout.position("x")
-    assert xx > ax and xy > ay  # right of its parent (time flows right) and below (a new lane)
-    assert layout.children("a") == ["b", "x"]
-    assert layout.descendants("a") == ["b", "c", "x", "y"]
+    _live(layout, "x", parent="a")  # a second continuation of a: the next column, b's row
+    _live(layout, "y", parent="x")
+    assert layout.position("x") == (G.column_pitch, G.row_pitch)
+    assert layout.position("y") == (G.column_pitch, 2 * G.row_pitch)
+    moved = _live(layout, "z", parent="b")  # b's second continuation: right of c, clear of x's subtree
+    assert layout.position("z")[0] >= G.column_pitch and layout.position("z")[1] == 2 * G.row_pitch
+    assert layout.position("z") != layout.position("y")
+    assert set(moved) <= {"z", "x", "y"}  # only the subtree right of it made room
+    assert layout.children("a") == ["b", "x"] and layout.descendants("a") == ["b", "c", "z", "x", "y"]
+    assert not layout.is_branch_start("b") and layout.is_branch_start("x") and layout.is_branch_start("a")
 
 
-def test_a_branch_takes_the_nearest_row_that_is_free_from_its_column() -> None:
-    layout = LaneLayout()
-    _live(layout, "a")
-    for prev, node in zip(["a", "b", "c", "d"], ["b", "c", "d", "e"], strict=True):
-        _live(layout, node, parent=prev)  # lane 0: a b c d e
-    _live(layout, "r")  # a new root: lane 1, column 0
-    _live(layout, "x", parent="d")  # branch from column 3: lane 1 is free from column 3 on
-    assert layout.lane_of("r") == 1
-    assert layout.lane_of("x") == 1 and layout.column_of("x") == 4
-    _live(layout, "s", parent="r")  # r's next cell is free: r's lane goes on
-    assert layout.lane_of("s") == 1 and layout.column_of("s") == 1
-    _live(layout, "z", parent="b")  # lane 1 is taken at column 1: the next free row
-    assert layout.lane_of("z") == 2 and layout.column_of("z") == 2
+def test_tidy_cells_put_a_parent_above_its_first_child_and_never_two_nodes_in_a_cell() -> None:
+    rng = random.Random(3)
+    children: dict[str, list[str]] = {"r": []}
+    nodes = ["r"]
+    for i in range(300):
+        parent = rng.choice(nodes[-20:]) if rng.random() < 0.3 else nodes[-1]
+        children.setdefault(parent, []).append(f"n{i}")
+        children[f"n{i}"] = []
+        nodes.append(f"n{i}")
+    cells = tidy_cells("r", children)
+    assert len(set(cells.values())) == len(cells) == 301
+    for parent, kids in children.items():
+        if kids:
+            assert cells[kids[0]] == (cells[parent][0] + 1, cells[parent][1])
+            cols = [cells[k][1] for k in kids]
+            assert cols == sorted(cols)  # siblings left to right in arrival order
 
 
-def test_roots_open_new_lanes_and_env_nodes_sit_in_a_lane_on_top() -> None:
-    layout = LaneLayout()
+def test_conversations_stand_side_by_side_in_the_order_they_started() -> None:
+    layout = TidyLayout()
     _live(layout, "a")
     _live(layout, "e1", ENV)
     _live(layout, "b")
-    _live(layout, "e2", ENV)
-    assert layout.lane_of("a") == 0 and layout.lane_of("b") == 1
-    (e1x, e1y), (e2x, e2y) = layout.position("e1"), layout.position("e2")
-    assert e1y == e2y < 0 <= layout.position("a")[1]
-    assert e2x > e1x
+    _live(layout, "b2", parent="b")
+    assert [root for root, _ in layout.conversations()] == ["a", "b"]
+    assert layout.position("b")[0] == G.column_pitch + G.conversation_gap and layout.position("b")[1] == 0.0
+    assert layout.position("e1")[1] < 0 <= layout.position("a")[1]  # waiting on top
+    assert layout.conversation_of("b2") == "b" and layout.conversation_of("e1") is None
+    x, y, w, h = layout.conversation_box("b")
+    assert (x, y) == layout.position("b") and h == 2 * G.row_pitch - G.channel and w == CARD_WIDTH
 
 
-def test_an_env_event_moves_next_to_the_card_it_is_linked_to() -> None:
-    layout = LaneLayout()
-    for n in range(6):  # a task far below the env lane, on its own row
-        _live(layout, f"r{n}")
-    _live(layout, "task", TASK)
-    _live(layout, "e1", ENV)
-    _live(layout, "e2", ENV)
-    waiting = layout.position("e2")
-    moved = layout.add_edge(LayoutEdge("e2", "task", EdgeKind.REFERENCES))  # the edit the task watches
-    (tx, ty), (ex, ey) = layout.position("task"), layout.position("e2")
-    assert moved == {"e2": (ex, ey)} and (ex, ey) == (tx, ty + G.satellite_dy)
-    assert layout.position("e1")[1] == G.env_y  # an unlinked event stays in the env lane
-    _live(layout, "e3", ENV)  # the env lane's last place was given back
-    assert layout.position("e3") == waiting
-
-
-def test_tasks_spawned_from_a_turn_branch_off_it() -> None:
-    layout = LaneLayout()
+def test_satellites_stand_beside_their_card_and_widen_its_column() -> None:
+    layout = TidyLayout()
     _live(layout, "a")
-    _live(layout, "t", TASK)
-    layout.add_edge(LayoutEdge("a", "t", EdgeKind.SPAWNED))
-    assert layout.column_of("t") == 1 and layout.lane_of("t") == 1
-    _live(layout, "b", parent="a")  # the turn lane itself goes on
-    assert layout.lane_of("b") == 0
-
-
-def test_memory_and_artifacts_hang_under_the_node_they_come_from() -> None:
-    layout = LaneLayout()
-    _live(layout, "a")
-    _live(layout, "m", MEMORY)
-    loose = layout.position("m")
-    assert loose[1] < 0  # waiting on top until linked
-    moved = layout.add_edge(LayoutEdge("m", "a", EdgeKind.DERIVED_FROM))
-    _live(layout, "doc", ARTIFACT)
-    layout.add_edge(LayoutEdge("doc", "a", EdgeKind.DERIVED_FROM))
-    (ax, ay), (mx, my), (dx, dy) = layout.position("a"), layout.position("m"), layout.position("doc")
-    assert moved == {"m": (mx, my)}
-    assert my == dy == ay + G.satellite_dy and mx == ax and dx > mx
     _live(layout, "b", parent="a")
-    assert layout.position("b")[1] == ay  # satellites do not push the lane
+    _live(layout, "r")  # another conversation, to the right
+    r_before = layout.position("r")
+    _live(layout, "m", MEMORY)
+    moved = layout.add_edge(LayoutEdge("m", "b", EdgeKind.DERIVED_FROM))
+    _live(layout, "doc", ARTIFACT)
+    layout.add_edge(LayoutEdge("doc", "b", EdgeKind.DERIVED_FROM))
+    (bx, by), (mx, my), (dx, dy) = layout.position("b"), layout.position("m"), layout.position("doc")
+    assert mx == dx == bx + CARD_WIDTH + G.satellite_gap
+    assert my == by and dy + NODE_SIZES[ARTIFACT][1] == by + CARD_HEIGHT  # two places, within the row
+    assert moved["m"] == (mx, my) and layout.anchor_of("m") == "b" and layout.conversation_of("doc") == "a"
+    assert layout.position("r")[0] == r_before[0] + G.satellite_gap + G.satellite_width  # room was made
+    assert route(layout, "b", "m") == [(bx + CARD_WIDTH, my + NODE_SIZES[MEMORY][1] / 2), (mx, my + NODE_SIZES[MEMORY][1] / 2)]
 
 
-def test_satellites_beyond_the_row_pile_up_on_its_last_place() -> None:
-    layout = LaneLayout()
+def test_satellites_beyond_two_pile_up_on_the_second_place() -> None:
+    layout = TidyLayout()
     _live(layout, "a")
     for n in range(6):
         _live(layout, f"m{n}", MEMORY)
         layout.add_edge(LayoutEdge(f"m{n}", "a", EdgeKind.DERIVED_FROM))
-    ax, ay = layout.position("a")
-    assert layout.position("m0") == (ax, ay + G.satellite_dy)
-    last = (ax + G.satellite_width, ay + G.satellite_dy)
-    assert layout.position("m1") == last  # the row is full: the rest pile on its last place
-    steps = [layout.position(f"m{n}")[0] - last[0] for n in range(1, 6)]
+    second = layout.position("m1")
+    steps = [layout.position(f"m{n}")[0] - second[0] for n in range(1, 6)]
     assert steps == [0, G.pile_step, 2 * G.pile_step, 3 * G.pile_step, 3 * G.pile_step]  # bounded
     assert layout.pile("a") == ["m1", "m2", "m3", "m4", "m5"] and layout.anchor_of("m3") == "a"
     layout.pin("m5", (900.0, 900.0))  # dragged off the pile
     assert layout.pile("a") == ["m1", "m2", "m3", "m4"]
-    assert layout.anchor_of("a") is None
+    moved = layout.cycle_pile("a")
+    assert layout.pile("a")[-1] == "m3" and set(moved) == {"m1", "m2", "m3", "m4"}
 
 
-def test_adding_nodes_never_moves_placed_nodes() -> None:
-    rng = random.Random(11)
-    layout = LaneLayout()
-    ids: list[str] = []
-    seen: dict[str, tuple[float, float]] = {}
-    for i in range(400):
-        node_id = f"n{i}"
+def test_a_spawned_task_branches_off_its_turn() -> None:
+    layout = TidyLayout()
+    _live(layout, "a")
+    _live(layout, "t", TASK)
+    layout.add_edge(LayoutEdge("a", "t", EdgeKind.SPAWNED))
+    assert layout.parent("t") == "a" and layout.conversation_of("t") == "a"
+    assert layout.position("t") == (0.0, G.row_pitch)
+
+
+def _random_session(seed: int, n: int) -> tuple[list[LayoutNode], list[LayoutEdge]]:
+    rng = random.Random(seed)
+    nodes: list[LayoutNode] = []
+    edges: list[LayoutEdge] = []
+    tips: list[str] = []
+    for i in range(n):
         kind = rng.choice([TURN] * 8 + [ENV, MEMORY, TASK])
-        layout.add_node(LayoutNode(node_id, kind))
-        if ids and kind == TURN and rng.random() < 0.9:
-            layout.add_edge(_cont(node_id, rng.choice(ids[-15:])))
-        elif ids and kind == MEMORY:
-            layout.add_edge(LayoutEdge(node_id, rng.choice(ids[-5:]), EdgeKind.DERIVED_FROM))
-        for other, pos in seen.items():
-            assert layout.position(other) == pos, f"{other} moved when {node_id} arrived"
-        seen[node_id] = layout.position(node_id)
-        ids.append(node_id)
-    positions = [p for n, p in seen.items()]
-    lane_nodes = [seen[n] for n in ids if layout.lane_of(n) is not None]
-    assert len(set(lane_nodes)) == len(lane_nodes)  # no two lane nodes share a slot
-    assert len(positions) == 400
+        node_id = f"n{i}"
+        nodes.append(LayoutNode(node_id, kind))
+        turns = [x.node_id for x in nodes[:-1] if x.kind == TURN]
+        if kind == TURN:
+            if not tips or rng.random() < 0.08:
+                tips.append(node_id)
+            else:
+                k = rng.randrange(len(tips))
+                parent = rng.choice(turns[-30:]) if rng.random() < 0.1 else tips[k]
+                edges.append(_cont(node_id, parent))
+                tips[k] = node_id
+        elif turns and kind in (ENV, MEMORY):
+            edges.append(LayoutEdge(node_id, rng.choice(turns[-10:]), EdgeKind.DERIVED_FROM))
+        elif turns:
+            edges.append(LayoutEdge(rng.choice(turns[-10:]), node_id, EdgeKind.SPAWNED))
+        if len(turns) > 5 and rng.random() < 0.05:
+            edges.append(LayoutEdge(rng.choice(turns), rng.choice(turns), EdgeKind.REFERENCES))
+    return nodes, edges
+
+
+def test_no_two_cards_overlap_and_no_route_crosses_a_card() -> None:
+    nodes, edges = _random_session(11, 400)
+    layout = lay_out(nodes, edges)
+    boxes = {n.node_id: _box(layout, n.node_id, n.kind) for n in nodes}
+    placed = [n.node_id for n in nodes if layout.conversation_of(n.node_id) is not None]
+    stack = {n: layout.anchor_of(n) for n in placed if n in layout.pile(layout.anchor_of(n) or "")}
+    for i, a in enumerate(placed):
+        for b in placed[i + 1:]:
+            same_pile = a in stack and stack.get(b) == stack[a]  # a pile is one stack of cards, by design
+            assert same_pile or not _overlap(boxes[a], boxes[b]), (a, b)
+    routed = 0
+    for edge in edges:
+        corners = route(layout, edge.dst, edge.src) if edge.kind == EdgeKind.CONTINUES else route(layout, edge.src, edge.dst)
+        if corners is None:
+            continue
+        routed += 1
+        for p, q in zip(corners, corners[1:], strict=False):
+            ends = {edge.src, edge.dst}
+            piles = {stack[e] for e in ends if e in stack}
+            for other in placed:
+                if other not in ends and stack.get(other, "-") not in piles:  # into a pile: through its stack
+                    assert not _segment_hits(p, q, boxes[other]), (edge, other, p, q)
+    assert routed > len(edges) * 0.8
+
+
+def test_a_new_turn_moves_nothing_in_its_own_conversation_above_or_left_of_it() -> None:
+    nodes, edges = _random_session(5, 300)
+    layout = lay_out(nodes, edges)
+    last_root = layout.conversations()[-1][0]
+    tip = layout.conversations()[-1][1][-1]
+    moved = _live(layout, "new", parent=tip)
+    assert set(moved) == {"new"}, "a turn at the end of the newest conversation moved another card"
+    before = layout.positions()
+    older = layout.conversations()[0][1][-1]
+    moved = _live(layout, "new2", parent=older)
+    first = {m for m in layout.conversations()[0][1]} | {s for m in layout.conversations()[0][1] for s in layout.satellites_of(m)}
+    for node_id in moved:
+        if node_id != "new2" and node_id not in first:
+            assert layout.position(node_id)[1] == before[node_id][1]  # other conversations only slide sideways
+    assert layout.conversation_of("new") == last_root
 
 
 def test_batch_layout_equals_the_live_sequence() -> None:
-    nodes = [LayoutNode(n, TURN) for n in "abcdef"] + [LayoutNode("v", ENV)]
-    edges = [_cont("b", "a"), _cont("c", "b"), _cont("d", "a"), _cont("e", "d"), _cont("f", "b")]
+    nodes, edges = _random_session(7, 200)
     batch = lay_out(nodes, edges)
-    live = LaneLayout()
-    _live(live, "a")
-    _live(live, "b", parent="a")
-    _live(live, "c", parent="b")
-    _live(live, "d", parent="a")
-    _live(live, "e", parent="d")
-    _live(live, "f", parent="b")
-    assert {n: batch.position(n) for n in "abcdef"} == {n: live.position(n) for n in "abcdef"}
+    live = TidyLayout()
+    order = {n.node_id: i for i, n in enumerate(nodes)}
+    buckets: dict[int, list[LayoutEdge]] = {}
+    for e in edges:
+        buckets.setdefault(max(order[e.src], order[e.dst]), []).append(e)
+    for i, node in enumerate(nodes):
+        live.add_node(node)
+        for e in buckets.get(i, ()):
+            live.add_edge(e)
+    assert batch.positions() == live.positions()
 
 
-def test_pinned_nodes_keep_their_place_and_their_slot() -> None:
-    layout = LaneLayout()
+def test_pinned_nodes_keep_their_place_and_their_cell() -> None:
+    layout = TidyLayout()
     _live(layout, "a")
     layout.add_node(LayoutNode("b", TURN, pinned_at=(999.0, -40.0)))
     moved = layout.add_edge(_cont("b", "a"))
-    assert "b" not in moved
-    assert layout.position("b") == (999.0, -40.0)
-    _live(layout, "c", parent="b")  # continues b's logical slot: lane 0, column 2
-    assert layout.lane_of("c") == 0 and layout.column_of("c") == 2
+    assert "b" not in moved and layout.position("b") == (999.0, -40.0)
+    _live(layout, "c", parent="b")  # continues b's cell: two rows down
+    assert layout.position("c") == (0.0, 2 * G.row_pitch)
+    assert route(layout, "b", "c") is None  # a pinned end: the canvas draws a curve
     layout.pin("b", None)
-    assert layout.position("b") == (G.column_width, 0.0)
+    assert layout.position("b") == (0.0, G.row_pitch)
 
 
-def test_reanchoring_moves_the_node_and_its_subtree_only() -> None:
-    layout = LaneLayout()
-    _live(layout, "a")
-    _live(layout, "b", parent="a")
-    _live(layout, "c", parent="b")
-    _live(layout, "d", parent="c")
-    _live(layout, "r")  # another root, lane 1
-    _live(layout, "s", parent="r")
+def test_reanchoring_moves_the_node_and_its_subtree() -> None:
+    layout = TidyLayout()
+    for node, parent in (("a", None), ("b", "a"), ("c", "b"), ("d", "c"), ("r", None), ("s", "r")):
+        _live(layout, node, parent=parent)
     before = layout.positions()
-    assert layout.remove_edge(_cont("c", "b")) == {}  # detached: nothing moves yet
+    layout.remove_edge(_cont("c", "b"))  # detached: a conversation of its own for now
+    assert layout.conversation_of("d") == "c"
     moved = layout.add_edge(_cont("c", "s"))
-    assert set(moved) == {"c", "d"}
-    assert layout.lane_of("c") == layout.lane_of("s") and layout.column_of("c") == layout.column_of("s") + 1
-    assert layout.column_of("d") == layout.column_of("c") + 1
+    assert {"c", "d"} <= set(moved) and layout.conversation_of("d") == "r"
+    assert layout.position("c") == (layout.position("s")[0], layout.position("s")[1] + G.row_pitch)
     for other in "abrs":
         assert layout.position(other) == before[other]
     assert layout.children("b") == [] and layout.children("s") == ["c"]
+    assert [root for root, _ in layout.conversations()] == ["a", "r"]
 
 
 def test_lay_out_handles_five_thousand_nodes() -> None:
@@ -210,5 +286,4 @@ def test_lay_out_handles_five_thousand_nodes() -> None:
     edges = [_cont(f"n{i}", f"n{rng.randrange(max(0, i - 50), i)}") for i in range(1, 5000) if rng.random() < 0.97]
     layout = lay_out(nodes, edges)
     assert len(layout) == 5000
-    slots = {layout.position(n.node_id) for n in nodes}
-    assert len(slots) == 5000
+    assert len({layout.position(n.node_id) for n in nodes}) == 5000

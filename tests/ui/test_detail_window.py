@@ -13,7 +13,7 @@ from app.config import Settings
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import DetailAction
 from app.core.types import BlockType
-from app.ui.canvas.style import BODY_LINE, BODY_MAX_LINES, TURN_HEADER
+from app.ui.canvas.style import BODY_MAX_LINES, TURN_MAX_HEIGHT
 from app.ui.window import MainWindow
 from tests.ui.conftest import drive, fake_services, until
 from tests.ui.test_detail_ui import QUESTION, history
@@ -104,12 +104,12 @@ def test_more_detail_brings_the_raw_turns_and_a_collapsed_node_shows_its_summary
     hidden = 49 + 1  # the history turns after it and the question's turn
     assert item.summary.startswith(f"Summary of {hidden} hidden turns:\n")
     assert "src/step_" in item.summary and item.body == item.summary
-    lines = item.body_lines()  # the card grew for the summary and keeps a line for its "+N" badge
-    assert 0 < len(lines) < BODY_MAX_LINES and item.height == TURN_HEADER + (len(lines) + 1) * BODY_LINE + 8
-    assert item.toolTip().startswith(item.node.label + "\n\n" + f"Summary of {hidden} hidden turns:")
+    lines = item.body_lines()  # the summary, keeping a line for the "+N" badge
+    assert 0 < len(lines) < BODY_MAX_LINES and item.height == TURN_MAX_HEIGHT
+    assert item.toolTip().startswith(item.heading() + "\n\n" + f"Summary of {hidden} hidden turns:")
     assert not scene.item(state.node_of(asked)).isVisible()
     scene.node_action.emit("expand", node)
-    assert item.summary == "" and item.body == own and item.toolTip() == item.node.label
+    assert item.summary == "" and item.body == own and "Summary of" not in item.toolTip()
     scene.node_action.emit("collapse", node)
     drive(aloop, until(lambda: item.summary and state.graph.node(node).attrs.get("collapsed"), 30,
                        "collapsed again and saved"))

@@ -1,7 +1,7 @@
 """Fit keeps cards readable; the minimap shows the whole of a large session and moves the view.
 
-A small session fits at a readable zoom and needs no minimap; a large one is kept at
-``READABLE_SCALE`` around the selection with the minimap in the corner, drawn from the scene's
+A small session fits at a readable zoom and needs no minimap; a conversation too large for that is
+kept at ``READABLE_SCALE`` around the selection with the minimap in the corner, drawn from the scene's
 overview, its frame where the view is; a click on the minimap centres the view there; E (or
 "Show everything") still shows everything however small.
 """
@@ -41,13 +41,13 @@ def test_a_small_session_fits_readably_without_a_minimap(qtbot) -> None:
 
 
 def test_a_large_session_stays_readable_and_the_minimap_moves_the_view(qtbot) -> None:
-    scene, view = _view(qtbot, _chain(40, branches=3))
-    scene.select(["b2t30"])
+    scene, view = _view(qtbot, _chain(60, branches=4))
+    scene.select(["b3t50"])
     view.fit_readable()
     view.minimap.refresh()
     assert abs(view.scale_factor() - READABLE_SCALE) < 1e-6
     assert view.minimap.isVisible()
-    selected = scene.item("b2t30").scene_rect().center()
+    selected = scene.item("b3t50").scene_rect().center()
     assert view.minimap.visible_rect().contains(selected)  # around the selection
     # The map is drawn (the overview's ink, not just its frame).
     image = view.minimap.grab().toImage()

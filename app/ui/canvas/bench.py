@@ -148,13 +148,8 @@ def measure_pan_zoom(n_nodes: int = 5000, frames: int = 300) -> dict[str, float]
     a 5 ms QTimer while the same pan/zoom runs through the event loop), layout_ms (set_graph
     time), body_ms (giving every turn an answer), n_nodes, n_edges, and the frame p95 in the
     overview (far) and item (near) regimes."""
-    app = QApplication.instance() or QApplication([])
     graph = synthetic_graph(n_nodes)
-    scene = CanvasScene()
-    view = CanvasView(scene)
-    view.resize(1280, 800)
-    view.show()
-    app.processEvents()
+    app, scene, view = shown_canvas()
     t0 = time.perf_counter()
     scene.set_graph(graph)
     layout_ms = (time.perf_counter() - t0) * 1000
@@ -194,12 +189,29 @@ def measure_pan_zoom(n_nodes: int = 5000, frames: int = 300) -> dict[str, float]
         "frame_ms_p95_overview": _percentiles(regimes[True])[1],
         "frame_ms_p95_items": _percentiles(regimes[False])[1],
     }
+    close_canvas(app, scene, view)
+    return result
+
+
+def shown_canvas(size: tuple[int, int] = (1280, 800)) -> tuple[QApplication, CanvasScene, CanvasView]:
+    """A shown ``CanvasView`` of ``size`` (a desktop window's canvas) on a new scene."""
+    app = QApplication.instance() or QApplication([])
+    assert isinstance(app, QApplication)
+    scene = CanvasScene()
+    view = CanvasView(scene)
+    view.resize(*size)
+    view.show()
+    app.processEvents()
+    return app, scene, view
+
+
+def close_canvas(app: QApplication, scene: CanvasScene, view: CanvasView) -> None:
+    """Empty the scene and let the view and scene go."""
     scene.set_graph(None)
     view.close()
     view.deleteLater()
     scene.deleteLater()
     app.processEvents()
-    return result
 
 
 def _loop_lag(view: CanvasView, steps: list[Callable[[], None]]) -> list[float]:

@@ -2,14 +2,17 @@
 ``continues`` solid with an arrow, ``references`` dotted, ``derived_from`` dashed, ``spawned``
 dash-dot with an arrow, ``resolves`` solid green with an arrow, ``merges`` a coloured double line.
 
-An edge is a curve from one card's side to the other's; where that curve would run behind
-another card, ``detour`` takes it through the free space instead: out of the side, along the
-gutter next to the card, across in the channel above or below a row, and into the other side.
+An edge between laid out nodes follows the route the layout gives (``TidyLayout.route``: down
+into the channel below its row, along the free channels and gutters, into the other card's top)
+drawn with rounded corners (``route_path``). An edge with a dragged or waiting end is a curve
+from one card's side to the other's; where that curve would run behind another card, ``detour``
+takes it through the free space instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker
@@ -46,6 +49,25 @@ def edge_path(a: QRectF, a_port: float, b: QRectF, b_port: float, arrow: bool) -
         ux, uy = 0.0, (1.0 if d >= 0 else -1.0)
     if arrow:
         _arrow_head(path, p1, ux, uy)
+    return path
+
+
+def route_path(points: Sequence[tuple[float, float]], arrow: bool, radius: float = 10.0) -> QPainterPath:
+    """A polyline through ``points`` with rounded corners; ``arrow`` adds an open head at the end."""
+    path = QPainterPath(QPointF(*points[0]))
+    for (ax, ay), (bx, by), (cx, cy) in zip(points, points[1:], points[2:], strict=False):
+        d1, d2 = math.hypot(bx - ax, by - ay), math.hypot(cx - bx, cy - by)
+        r = min(radius, d1 / 2, d2 / 2)
+        if r <= 0:
+            path.lineTo(bx, by)
+            continue
+        path.lineTo(bx - (bx - ax) / d1 * r, by - (by - ay) / d1 * r)
+        path.quadTo(bx, by, bx + (cx - bx) / d2 * r, by + (cy - by) / d2 * r)
+    (px, py), (ex, ey) = points[-2] if len(points) > 1 else points[0], points[-1]
+    path.lineTo(ex, ey)
+    length = math.hypot(ex - px, ey - py)
+    if arrow and length:
+        _arrow_head(path, QPointF(ex, ey), (ex - px) / length, (ey - py) / length)
     return path
 
 
@@ -112,10 +134,16 @@ class EdgeItem(QGraphicsPathItem):
         return self.src_id, self.dst_id
 
     def update_geometry(self, start: NodeItem, end: NodeItem,
-                        blocked: Callable[[QPainterPath], bool] | None = None) -> None:
-        """Redraw between ``start`` and ``end`` (the items of ``ends()``); where ``blocked`` says
-        the curve runs into a card, around it (``detour``) if a free way exists."""
-        a, b, arrow = start.scene_rect(), end.scene_rect(), self.kind in ARROW_KINDS
+                        blocked: Callable[[QPainterPath], bool] | None = None,
+                        route: Sequence[tuple[float, float]] | None = None) -> None:
+        """Redraw between ``start`` and ``end`` (the items of ``ends()``): along ``route`` (the
+        layout's corners) when given; else a curve, and where ``blocked`` says the curve runs
+        into a card, around it (``detour``) if a free way exists."""
+        arrow = self.kind in ARROW_KINDS
+        if route:
+            self.setPath(route_path(route, arrow))
+            return
+        a, b = start.scene_rect(), end.scene_rect()
         path = edge_path(a, start.port_y(), b, end.port_y(), arrow)
         if blocked is not None and room_between(a, b) and blocked(path):
             path = detour(a, start.port_y(), b, end.port_y(), arrow, blocked) or path

@@ -1,16 +1,17 @@
 """``NodeItem``: one graphics item per graph node (edges are in ``edges``).
 
 Node kinds differ by shape, colour and glyph (turn = rounded card, task = double-bordered
-hexagon, env = pill, memory = ellipse, artifact = document). ``NodeItem.paint`` chooses a level of
-detail from the painter's scale: the full card near, a coloured shape with a large short label
-further away, a plain coloured shape further still, a dot at the farthest. Text is wrapped and
-elided once, when it changes, never while painting.
+hexagon, env = pill, memory = ellipse, artifact = document). A turn card shows its title (the
+input's key words, ``set_card_text``), a preview (its input and the start of its answer) and
+badges; the whole input and answer are in its tooltip. ``NodeItem.paint`` chooses the detail from
+the painter's scale (semantic zoom, ``style``): the full card at reading zoom, the shape with its
+title alone at middle zoom (a font large enough to read at that zoom), nothing below, where the
+conversation's block stands. Text is wrapped and elided once per size, never per paint.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -20,21 +21,18 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGrap
 from app.core.types import GraphNode, NodeKind
 from app.ui.canvas.shapes import geometry, node_size
 from app.ui.canvas.style import (
+    BLOCK_SCALE,
     BODY_LINE,
     BODY_MAX_LINES,
-    LOD_DOT,
     LOD_FULL,
-    LOD_LABEL,
-    LOD_LABEL_MID,
     PORT_Y,
     SHAPE_NAMES,
     TURN_HEADER,
-    TURN_MAX_HEIGHT,
-    TURN_MIN_HEIGHT,
     CanvasStyle,
     node_kind,
+    title_size,
 )
-from app.ui.canvas.text import WordWrapper, sample_length
+from app.ui.canvas.text import sample_length
 
 _ELIDE = Qt.TextElideMode.ElideRight
 _CENTER = Qt.AlignmentFlag.AlignCenter
@@ -69,13 +67,15 @@ class NodeItem(QGraphicsRectItem):
         self.pile_count = 0  # satellites lying under this one on its card's strip
         self.summary = ""  # collapsed: what the hidden subtree says, shown instead of the body
         self._own_body = ""  # the node's own body meanwhile
+        self.title = ""  # the card's title (key words of its input); "" shows the node's label
+        self.full_text = ""  # the whole input, for the tooltip
+        self.question = ""  # the input, shown muted above the answer in the preview
+        self.covered = False  # under its conversation's block: nothing to paint
         self._body_lines: list[str] = []
         self._body_truncated = False
-        self._label_lines: list[str] | None = None  # elided lazily, per level of detail
-        self._label_mid: list[tuple[QPointF, str]] | None = None
-        self._label_far: list[tuple[QPointF, str]] | None = None
+        self._label_lines: list[str] | None = None  # elided lazily
+        self._titles: dict[int, list[tuple[QPointF, str]]] = {}  # title lines per font size
         self._text_at: dict[tuple[str, str], tuple[QPointF, str]] = {}
-        self.resized_callback: Callable[[NodeItem], None] | None = None
         w, h = node_size(self.kind)
         self._set_size(w, h)
         self.setFlags(_NODE_FLAGS)
@@ -104,7 +104,7 @@ class NodeItem(QGraphicsRectItem):
     def set_node(self, node: GraphNode) -> None:
         """Take a changed graph record (label, attrs)."""
         if node.label != self.node.label:
-            self._label_lines = self._label_mid = self._label_far = None
+            self._label_lines, self._titles = None, {}
         self.node = node
         self.setToolTip(self._tooltip())
         self._read_attrs()
@@ -128,11 +128,32 @@ class NodeItem(QGraphicsRectItem):
             self.setToolTip(self._tooltip())
             self.update()
 
+    def set_card_text(self, title: str, full_text: str = "", question: str = "") -> None:
+        """The card's title, the whole input (tooltip) and the input shown in the preview."""
+        if (title, full_text, question) == (self.title, self.full_text, self.question):
+            return
+        self.title, self.full_text, self.question = title, full_text, question
+        self._label_lines, self._titles = None, {}
+        self._body_truncated = False
+        self._show_body(self.summary or self.body, self.streaming)
+        self.setToolTip(self._tooltip())
+
+    def heading(self) -> str:
+        """What the card's title line says."""
+        return self.title or self.node.label or self.kind.value
+
     def _tooltip(self) -> str:
-        parts = [self.node.label]
+        """The title, then what the card stands for in full: a collapsed node's summary, else
+        its whole input and its answer."""
+        parts = [self.heading()]
         paragraphs = [textwrap.fill(p, 90) for p in self.summary.split("\n") if p.strip()]
         if paragraphs:
             parts.append("\n".join(paragraphs))
+        else:
+            if self.full_text and self.full_text != parts[0]:
+                parts.append(textwrap.fill(" ".join(self.full_text.split())[:1200], 90))
+            if self.body:
+                parts.append(textwrap.fill(" ".join(self.body.split())[:600], 90))
         if self.pile_count:
             more = "1 more lies" if self.pile_count == 1 else f"{self.pile_count} more lie"
             parts.append(f"{more} under this one: click +{self.pile_count} to bring the next up, or drag "
@@ -140,12 +161,14 @@ class NodeItem(QGraphicsRectItem):
         return "\n\n".join(parts)
 
     def set_body(self, text: str, *, streaming: bool = False) -> None:
-        """Show ``text`` under the label (turn cards grow up to a maximum height); while a
+        """Show ``text`` (the answer) under the title, as many lines as the card holds; while a
         summary shows, it is kept for when the node is expanded."""
         if self.summary:
             self._own_body, self.streaming = text, streaming
             return
         self._show_body(text, streaming)
+        if not streaming:  # the answer is whole: the tooltip has it (not redone per token batch)
+            self.setToolTip(self._tooltip())
 
     def _show_body(self, text: str, streaming: bool) -> None:
         was_streaming, self.streaming = self.streaming, streaming
@@ -157,16 +180,13 @@ class NodeItem(QGraphicsRectItem):
             return
         self.body = text
         width = self._rect.width() - 20
-        badge_row = 1 if self.summary else 0  # the "+N" badge of a collapsed node gets a line of its own
-        self._body_lines, self._body_truncated = wrap_text(text, self._style, width, BODY_MAX_LINES - badge_row)
-        if self.kind == NodeKind.TURN:
-            lines = len(self._body_lines) + badge_row if self._body_lines else 0
-            height = TURN_HEADER + lines * BODY_LINE + 8 if lines else TURN_MIN_HEIGHT
-            height = min(TURN_MAX_HEIGHT, max(TURN_MIN_HEIGHT, height))
-            if height != self._rect.height():
-                self._set_size(self._rect.width(), height)
-                if self.resized_callback is not None:
-                    self.resized_callback(self)
+        rows = BODY_MAX_LINES - (1 if self.summary else 0)  # the "+N" badge of a collapsed node gets a line
+        question: list[str] = []
+        if self.question and not self.summary and text:  # the input, one muted line, above the answer
+            question, _ = wrap_text(self.question, self._style, width, 1)
+        answer, self._body_truncated = wrap_text(text or self.question, self._style, width, rows - len(question))
+        self._question_lines = len(question)
+        self._body_lines = question + answer
         self.update()
 
     def set_status(self, status: str) -> None:
@@ -194,8 +214,8 @@ class NodeItem(QGraphicsRectItem):
         return list(self._body_lines)
 
     def text(self) -> str:
-        """Label and body, for filtering."""
-        return f"{self.node.label}\n{self.body}"
+        """Title, label, whole input and body, for filtering and search."""
+        return f"{self.title}\n{self.node.label}\n{self.full_text}\n{self.body}"
 
     def _read_attrs(self) -> None:
         attrs: dict[str, Any] = self.node.attrs
@@ -220,9 +240,10 @@ class NodeItem(QGraphicsRectItem):
         self._label_rect, self._dot_rect, self._badge_rect = g.label_rect, g.dot_rect, g.badge_rect
         self._progress_rect = g.progress_rect
         self.setRect(g.bounds)  # the bounding box (the pen is none)
-        self._label_mid = self._label_far = None
+        self._titles = {}
         self._text_at = {}
         self._pills: dict[str, tuple[QRectF, QPointF, str]] = {}
+        self._question_lines = 0
 
     # ------------------------------------------------------------------ QGraphicsItem
 
@@ -234,21 +255,10 @@ class NodeItem(QGraphicsRectItem):
         return self._outline
 
     def paint(self, painter: QPainter, _option: QStyleOptionGraphicsItem, _widget: QWidget | None = None) -> None:
-        s = self._style
-        kind = self.kind
         lod = QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
-        if lod < LOD_LABEL:  # far: a coloured shape; very far: a dot-sized block
-            painter.setPen(s.selected_pen if self.isSelected() else s.no_pen)
-            painter.setBrush(s.solid[kind])
-            if lod < LOD_DOT:
-                painter.drawRect(self._rect)
-            else:
-                painter.drawPath(self._outline)
-            if self.highlighted:
-                painter.setPen(s.highlight_pen)
-                painter.setBrush(Qt.BrushStyle.NoBrush)
-                painter.drawRect(self._bounds)
+        if lod < BLOCK_SCALE or self.covered:  # its conversation's block stands here
             return
+        s, kind = self._style, self.kind
         painter.setPen(s.selected_pen if self.isSelected() else s.border[kind])
         painter.setBrush(s.fill[kind])
         painter.drawPath(self._outline)
@@ -261,26 +271,29 @@ class NodeItem(QGraphicsRectItem):
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(self._bounds, 12, 12)
         if lod < LOD_FULL:
-            self._paint_label_only(painter, lod)
+            self._paint_title_only(painter, title_size(lod))
         else:
             self._paint_full(painter)
         if self.pile_count:
             self._paint_pile_badge(painter)
 
+    def title_pixels(self, scale: float) -> float:
+        """How tall (screen px) the title is drawn at ``scale``; 0 where it is not drawn."""
+        if scale < BLOCK_SCALE or self.covered:
+            return 0.0
+        return (self._style.font_label.pixelSize() if scale >= LOD_FULL else title_size(scale)) * scale
+
     # ------------------------------------------------------------------ painting helpers
 
-    def _paint_label_only(self, painter: QPainter, lod: float) -> None:
+    def _paint_title_only(self, painter: QPainter, size: int) -> None:
         s = self._style
-        far = lod < LOD_LABEL_MID
-        if far:
-            if self._label_far is None:
-                self._label_far = self._centred_label(s.wrap_far, 1)
-            lines = self._label_far
-        else:
-            if self._label_mid is None:
-                self._label_mid = self._centred_label(s.wrap_mid, 2 if self._rect.height() >= 56 else 1)
-            lines = self._label_mid
-        painter.setFont(s.font_far if far else s.font_mid)
+        lines = self._titles.get(size)
+        if lines is None:
+            r = self._label_rect
+            max_lines = max(1, int(r.height() // s.wrap_title[size].metrics.height()))
+            placed = s.wrap_title[size].centred(self.heading(), r.left(), r.top(), r.width(), r.height(), min(3, max_lines))
+            lines = self._titles[size] = [(QPointF(x, y), line) for x, y, line in placed]
+        painter.setFont(s.title_fonts[size])
         painter.setPen(s.text_pen)
         for at, text in lines:
             painter.drawText(at, text)
@@ -289,12 +302,6 @@ class NodeItem(QGraphicsRectItem):
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(dot)
             painter.drawEllipse(self._dot_rect)
-
-    def _centred_label(self, wrapper: WordWrapper, max_lines: int) -> list[tuple[QPointF, str]]:
-        """The label in at most ``max_lines`` centred lines of the wrapper's font."""
-        r = self._label_rect
-        lines = wrapper.centred(self.node.label or self.kind.value, r.left(), r.top(), r.width(), r.height(), max_lines)
-        return [(QPointF(x, y), line) for x, y, line in lines]
 
     def _status_dot(self) -> Any:
         s = self._style
@@ -315,19 +322,20 @@ class NodeItem(QGraphicsRectItem):
             self._label_lines = self._elide_label()
         painter.setFont(s.font_label)
         painter.setPen(s.text_pen)
-        top = 22.0 if kind == NodeKind.TURN else (self._rect.height() / 2 - 8 * (len(self._label_lines) - 1) + 5)
+        top = 22.0 if kind == NodeKind.TURN else (self._rect.height() / 2 - 9 * (len(self._label_lines) - 1) + 5)
         if kind == NodeKind.TASK:
             top -= 6
         elif kind == NodeKind.ARTIFACT:
             top += 6  # under the page glyph in the top-left corner, not through it
         for i, line in enumerate(self._label_lines):
-            painter.drawText(QPointF(self._label_x, top + 16 * i), line)
+            painter.drawText(QPointF(self._label_x, top + 18 * i), line)
         if kind == NodeKind.TURN and self._body_lines:
             painter.setPen(s.border[kind])
             painter.drawLine(QPointF(10, TURN_HEADER - 4), QPointF(self._rect.width() - 10, TURN_HEADER - 4))
             painter.setFont(s.font_body)
-            painter.setPen(s.muted_pen if self.streaming or self.summary else s.text_pen)
+            answer_pen = s.muted_pen if self.streaming or self.summary else s.text_pen
             for i, line in enumerate(self._body_lines):
+                painter.setPen(s.muted_pen if i < self._question_lines else answer_pen)
                 painter.drawText(QPointF(10, TURN_HEADER + 10 + BODY_LINE * i), line)
         if kind == NodeKind.TASK:
             painter.setPen(Qt.PenStyle.NoPen)
@@ -341,7 +349,7 @@ class NodeItem(QGraphicsRectItem):
         self._paint_badges(painter)
 
     def _elide_label(self) -> list[str]:
-        label = self.node.label or self.kind.value
+        label = self.heading()
         max_lines = 1 if self.kind == NodeKind.ENV else 2
         lines, _ = self._style.wrap_label.wrap(label, self._label_width, max_lines)
         return lines or [label]
@@ -409,11 +417,13 @@ class NodeItem(QGraphicsRectItem):
         painter.drawText(*self._small_text("pile", f"+{self.pile_count}", rect))
 
     def _status_pill(self, status: str) -> tuple[QRectF, QPointF, str]:
-        """The badge box sized to ``status``, right-aligned in the header, and its text position."""
+        """The badge box sized to ``status``, on the top border at the right (clear of the
+        title), and its text position."""
         found = self._pills.get(status)
         if found is None:
             width = self._style.metrics_small.horizontalAdvance(status) + 14
-            pill = QRectF(self._rect.width() - 8 - width, 7, width, 16)
+            right = self._rect.width() - (34 if self.pile_count else 8)
+            pill = QRectF(right - width, -8, width, 16)
             found = self._pills[status] = (pill, *_centered(self._style.metrics_small, status, pill))
         return found
 

@@ -2,7 +2,8 @@
 
 The scene owns one ``node_id -> NodeItem`` map (and one ``edge_id -> EdgeItem`` map) and changes
 them only in its ``_on_<graph signal>`` handlers. It places nodes with the incremental
-``LaneLayout``, keeps edges attached to their nodes, and holds the per-node view states that
+``TidyLayout`` (edges along ``routes.route``), keeps a block per conversation
+(``conversations.ConversationBlocks``), and holds the per-node view states that
 change what is drawn: collapsed subtrees and put-away answer versions (hidden), filtered-out
 nodes (dimmed: by text, by kind, and to a set of node ids such as a topic's). A new version of a
 turn takes its first version's place.
@@ -23,10 +24,12 @@ from app.core.session import versions
 from app.core.session.graph import SessionGraph
 from app.core.signals import Signal as CoreSignal
 from app.core.types import EdgeKind, GraphEdge, GraphNode, NodeKind
+from app.ui.canvas.conversations import ConversationBlocks
 from app.ui.canvas.edges import EdgeItem, MergeEdgeItem, stroke
 from app.ui.canvas.items import NodeItem
-from app.ui.canvas.layout import LaneLayout, LayoutEdge, LayoutNode, Point, lay_out
+from app.ui.canvas.layout import LayoutEdge, LayoutNode, Point, TidyLayout, lay_out
 from app.ui.canvas.overview import OverviewPainter
+from app.ui.canvas.routes import route
 from app.ui.canvas.style import CanvasStyle, edge_kind, node_kind
 
 DIM_OPACITY = 0.22
@@ -71,8 +74,9 @@ class GraphMirrorScene(QGraphicsScene):
         self._edge_items: dict[str, EdgeItem] = {}
         self._node_edges: dict[str, dict[str, None]] = {}
         self._order: dict[str, int] = {}
-        self._layout = LaneLayout()
+        self._layout = TidyLayout()
         self._overview = OverviewPainter(self.canvas_style)
+        self._conversations = ConversationBlocks(self, self.canvas_style)
         self._collapsed: set[str] = set()
         self._hidden: set[str] = set()
         self._dimmed: set[str] = set()
@@ -124,7 +128,7 @@ class GraphMirrorScene(QGraphicsScene):
         return list(self._items)
 
     @property
-    def layout(self) -> LaneLayout:
+    def layout(self) -> TidyLayout:
         return self._layout
 
     def node_count(self) -> int:
@@ -136,8 +140,9 @@ class GraphMirrorScene(QGraphicsScene):
     def _reset(self) -> None:
         """Drop every item and view state (the graph connections are handled by set_graph)."""
         self.clear()
+        self._conversations.clear()
         self._items, self._edge_items, self._node_edges, self._order = {}, {}, {}, {}
-        self._layout = LaneLayout()
+        self._layout = TidyLayout()
         self._collapsed, self._hidden, self._dimmed = set(), set(), set()
         self._drag_start = {}
         self._overview.dirty = True
@@ -149,14 +154,13 @@ class GraphMirrorScene(QGraphicsScene):
                                [LayoutEdge(e.src, e.dst, edge_kind(e.kind)) for e in edges])
         for node in nodes:
             item = self._new_item(node)
-            stored = node.x is not None and node.y is not None
             group = str(node.attrs.get(versions.VERSION_OF) or "")  # versions share their first one's place
-            x, y = (node.x, node.y) if stored else self._layout.position(group if group in self._layout else node.node_id)
+            x, y = _pinned_at(node) or self._layout.position(group if group in self._layout else node.node_id)
             item.setPos(x, y)
             self.addItem(item)
         self._refresh_piles(self._items)
-        for edge in edges:  # routed around cards once all are in place (one index, not one per edge)
-            self._add_edge_item(edge, route=False)
+        for edge in edges:  # drawn once all are in place (a curve's detour asks one index, not one per edge)
+            self._add_edge_item(edge, draw=False)
         for edge_item in self._edge_items.values():
             self._update_edge(edge_item)
         for node in nodes:
@@ -168,31 +172,45 @@ class GraphMirrorScene(QGraphicsScene):
             text, kinds, _ = self._filter
             self.set_filter(text, set(kinds) if kinds is not None else None)
         self._overview.dirty = True
+        self._conversations.sync(self._layout, self._items)
 
     def _new_item(self, node: GraphNode) -> NodeItem:
         item = NodeItem(node, self.canvas_style)
-        item.resized_callback = self._on_item_resized
         self._items[node.node_id] = item
         self._order[node.node_id] = len(self._order)
         return item
 
-    def _add_edge_item(self, edge: GraphEdge, *, route: bool = True) -> EdgeItem | None:
+    def _add_edge_item(self, edge: GraphEdge, *, draw: bool = True) -> EdgeItem | None:
         if edge.src not in self._items or edge.dst not in self._items or edge.edge_id in self._edge_items:
             return None
         item = (MergeEdgeItem if edge.kind == EdgeKind.MERGES else EdgeItem)(edge, self.canvas_style)
         self._edge_items[edge.edge_id] = item
         for end in (edge.src, edge.dst):
             self._node_edges.setdefault(end, {})[edge.edge_id] = None
-        self._update_edge(item, route=route)
+        if draw:
+            self._update_edge(item)
         self._style_edge(item)
         self.addItem(item)
         return item
 
-    def _update_edge(self, edge: EdgeItem, *, route: bool = True) -> None:
+    def _update_edge(self, edge: EdgeItem) -> None:
         start, end = edge.ends()
-        route = route and len(self._items) <= ROUTE_LIMIT
-        blocked = functools.partial(self._crosses_cards, {start, end}) if route else None
-        edge.update_geometry(self._items[start], self._items[end], blocked)
+        a, b = self._items[start], self._items[end]
+        if self._at_cell(a) and self._at_cell(b):
+            corners = route(self._layout, start, end)
+            if corners is not None:
+                edge.update_geometry(a, b, route=corners)
+                return
+        detour = len(self._items) <= ROUTE_LIMIT  # a curve with a dragged end goes round the cards
+        blocked = functools.partial(self._crosses_cards, {start, end}) if detour else None
+        edge.update_geometry(a, b, blocked)
+
+    def _at_cell(self, item: NodeItem) -> bool:
+        """Whether the item stands where the layout put it (not dragged, not a version's spot)."""
+        if item.node_id not in self._layout:
+            return False
+        x, y = self._layout.position(item.node_id)
+        return item.x() == x and item.y() == y
 
     def _crosses_cards(self, ends: set[str], path: QPainterPath) -> bool:
         """Whether ``path`` runs into a shown card other than its ends."""
@@ -219,7 +237,7 @@ class GraphMirrorScene(QGraphicsScene):
         item = self._new_item(node)
         spot = _pinned_at(node) or self._version_spot(node)
         moved = self._layout.add_node(LayoutNode(node.node_id, node_kind(node.kind), spot))
-        x, y = (node.x, node.y) if node.x is not None and node.y is not None else self._layout.position(node.node_id)
+        x, y = spot or self._layout.position(node.node_id)
         item.setPos(x, y)
         self.addItem(item)
         if item.kind == NodeKind.TASK:
@@ -229,6 +247,8 @@ class GraphMirrorScene(QGraphicsScene):
         self._overview.add_node(item, node.node_id in self._dimmed)
         moved.pop(node.node_id, None)
         self._apply_moves(moved)
+        if moved or item.kind in (NodeKind.TURN, NodeKind.TASK):  # a conversation began or moved
+            self._conversations.sync(self._layout, self._items)
 
     def _on_edge_added(self, edge: GraphEdge) -> None:
         if not _is_live(edge) or edge.edge_id in self._edge_items:
@@ -244,6 +264,9 @@ class GraphMirrorScene(QGraphicsScene):
         if item is not None:
             start, end = item.ends()
             self._overview.add_edge(item, self._items[start], self._items[end])
+        if moved:
+            self._conversations.sync(self._layout, self._items)
+            self._conversations.place(moved, self._layout, self._items)
 
     def _on_edge_removed(self, edge: GraphEdge) -> None:
         item = self._edge_items.pop(edge.edge_id, None)
@@ -251,12 +274,14 @@ class GraphMirrorScene(QGraphicsScene):
             for end in (item.src_id, item.dst_id):
                 self._node_edges.get(end, {}).pop(edge.edge_id, None)
             self.removeItem(item)
-        self._layout.remove_edge(LayoutEdge(edge.src, edge.dst, edge_kind(edge.kind)))
+        moved = self._layout.remove_edge(LayoutEdge(edge.src, edge.dst, edge_kind(edge.kind)))
         if edge.kind == EdgeKind.CONTINUES and edge.src in self._items:
             self._refresh_visibility(edge.src)
             if edge.dst in self._items and self._collapsed:
                 self._refresh_counts(edge.dst)
+        self._apply_moves(moved)
         self._overview.dirty = True
+        self._conversations.sync(self._layout, self._items)
 
     def _on_node_moved(self, node: GraphNode) -> None:
         item = self._items.get(node.node_id)
@@ -302,6 +327,7 @@ class GraphMirrorScene(QGraphicsScene):
         if item is None:
             return
         item.set_node(node)
+        self._conversations.touch([self._layout.conversation_of(node.node_id)], self._items)
         if versions.HIDDEN in node.attrs:  # a version shown or put away, with what continues it
             self._refresh_visibility(node.node_id)
         if self._filter != NO_FILTER:
@@ -315,10 +341,6 @@ class GraphMirrorScene(QGraphicsScene):
         for node_id in node_ids:
             edges.update(self._node_edges.get(node_id, {}))
         for edge_id in edges:
-            self._update_edge(self._edge_items[edge_id])
-
-    def _on_item_resized(self, item: NodeItem) -> None:
-        for edge_id in self._node_edges.get(item.node_id, ()):
             self._update_edge(self._edge_items[edge_id])
 
     def _apply_moves(self, moved: dict[str, Point]) -> None:
@@ -345,6 +367,7 @@ class GraphMirrorScene(QGraphicsScene):
                  if n in self._layout and not self._layout.is_pinned(n)}
         self._apply_moves(moved)
         self._refresh_piles(self._items)
+        self._conversations.sync(self._layout, self._items)
 
     def newest_node(self) -> str | None:
         """The node added last that is shown (None without one)."""

@@ -97,7 +97,7 @@ class CandidateItem(QGraphicsPathItem):
         self.setZValue(0.6 if chosen else 0.5)  # above edges, below cards
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.label = ScoreLabelItem(self.label_text, chosen, style)  # added next to the line, on top
-        self.label.setZValue(4.0)
+        self.label.setZValue(0.7)  # over the lines, under every card: a pill never covers one
         self.label.setPos(path.pointAtPercent(0.5))
 
     def apply_style(self, style: CanvasStyle) -> None:

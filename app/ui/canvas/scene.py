@@ -9,9 +9,9 @@ graph's signals move the edge), onto empty canvas it becomes ``node_moved`` (pin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from PySide6.QtCore import QObject, QPointF, Qt, Signal
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import (
     QGraphicsSceneContextMenuEvent,
@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.types import NodeKind
+from app.ui.canvas.cards import CardText
+from app.ui.canvas.conversations import ConversationBlocks
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.mirror import GraphMirrorScene
 from app.ui.canvas.overlay import CandidateItem, action_text, node_actions
@@ -76,8 +78,24 @@ class CanvasScene(GraphMirrorScene):
     def set_node_status(self, node_id: str, status: str) -> None:
         """Badge: building | streaming | answered | stopped | failed | interrupted | ambiguous."""
         item = self._items.get(node_id)
-        if item is not None:
+        if item is not None and item.status != status:
             item.set_status(status)
+            self._conversations.touch([self.conversation_of(node_id)], self._items)
+
+    def set_card_texts(self, texts: Mapping[str, CardText]) -> None:
+        """Give turn cards their title, whole input and answer (``cards.card_texts``): what a card
+        shows after a restart is what it showed before."""
+        for node_id, card in texts.items():
+            item = self._items.get(node_id)
+            if item is None:
+                continue
+            item.set_card_text(card.title, card.question, card.question)
+            if card.answer and not item.streaming:
+                item.set_body(card.answer)
+        self._conversations.touch({self.conversation_of(n) for n in texts}, self._items)
+        if self._filter[0]:
+            self.set_filter(self._filter[0], set(self._filter[1]) if self._filter[1] is not None else None,
+                            self._filter[2])
 
     def mark_off_machine(self, node_ids: list[str]) -> None:
         """Mark turn cards whose answer came from a provider off this machine."""
@@ -108,16 +126,20 @@ class CanvasScene(GraphMirrorScene):
             self._candidate_items.append(line)
 
     def _place_label(self, line: CandidateItem) -> None:
-        """Put the score pill on its line where it covers no card; where the whole line runs over
-        cards, under them (it shows where the line leaves a card, never over a card's text)."""
+        """Put the score pill on its line where it covers no card (its size on screen measured at
+        the view's zoom); it stays under the cards, so a card that arrives later, or a line that
+        runs over cards all along, never has a pill over it."""
         label, path = line.label, line.path()
+        views = self.views()
+        scale = views[0].transform().m11() if views else 1.0
+        box = label.boundingRect()
+        box = QRectF(box.left() / scale, box.top() / scale, box.width() / scale, box.height() / scale)
         for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.1, 0.9):
             point = path.pointAtPercent(t)
-            area = label.boundingRect().translated(point)
-            if not any(isinstance(it, NodeItem) for it in self.items(area)):
+            if not any(isinstance(it, NodeItem) and it.isVisible() for it in self.items(box.translated(point))):
                 label.setPos(point)
                 return
-        label.setZValue(0.7)  # above the lines, below the cards
+        label.setPos(path.pointAtPercent(0.5))
 
     def clear_candidates(self) -> None:
         for line in self._candidate_items:
@@ -149,11 +171,39 @@ class CanvasScene(GraphMirrorScene):
         for line in self._candidate_items:
             line.apply_style(self.canvas_style)
         self._overview.apply_style(self.canvas_style)
+        self._conversations.apply_style(self.canvas_style)
         self.update()
 
     def legend(self) -> list[tuple[str, str, str]]:
         """(group, name, colour) rows for a legend of shapes and edge styles."""
         return legend_items(self.canvas_style)
+
+    # ------------------------------------------------------------------ conversations
+
+    def conversation_of(self, node_id: str) -> str | None:
+        """The root of the conversation the node belongs to (None for a node waiting on top)."""
+        return self._layout.conversation_of(node_id) if node_id in self._layout else None
+
+    def conversation_rect(self, root: str) -> QRectF:
+        """The box around the shown cards of a conversation and their satellites."""
+        rect = QRectF()
+        for member in dict(self._layout.conversations()).get(root, []):
+            for node_id in (member, *self._layout.satellites_of(member)):
+                item = self._items.get(node_id)
+                if item is not None and item.isVisible():
+                    rect = rect.united(item.scene_rect())
+        return rect
+
+    def conversation_blocks(self) -> ConversationBlocks:
+        return self._conversations
+
+    def focus(self) -> str | None:
+        """The conversation the view focuses (the others show as blocks), or None."""
+        return self._conversations.focus
+
+    def set_focus(self, root: str | None) -> None:
+        """Focus a conversation (its root; None: none): the others fold into dimmed blocks."""
+        self._conversations.set_focus(root, self._layout, self._items)
 
     # ------------------------------------------------------------------ selection and pointer
 
@@ -290,13 +340,12 @@ class CanvasScene(GraphMirrorScene):
     # ------------------------------------------------------------------ far zoom
 
     def _is_landmark(self, item: NodeItem) -> bool:
-        """Labelled in the overview: tasks, checkpoints and the first turn of each branch."""
+        """Labelled in the overview: tasks, checkpoints and the first turn of each conversation and branch."""
         if item.kind == NodeKind.TASK or item.checkpoint:
             return True
         if item.kind != NodeKind.TURN or item.node_id not in self._layout:
             return False
-        parent = self._layout.parent(item.node_id)
-        return parent is None or self._layout.lane_of(parent) != self._layout.lane_of(item.node_id)
+        return self._layout.is_branch_start(item.node_id)
 
     def paint_overview(self, painter: QPainter, scale: float, *, labels: bool = True) -> None:
         """Draw the whole scene in batches (``painter`` in scene coordinates); used by views
@@ -311,3 +360,6 @@ class CanvasScene(GraphMirrorScene):
                       for c in self._candidate_items]
         self._overview.paint(painter, scale, selected=selected, highlighted=highlighted, candidates=candidates,
                              labels=labels)
+        if labels:  # the view's far zoom: each conversation as its block (the minimap keeps the cards)
+            for block in self._conversations.blocks():
+                block.paint(painter, None)

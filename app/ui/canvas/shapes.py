@@ -9,7 +9,8 @@ from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QPainterPath
 
 from app.core.types import NodeKind
-from app.ui.canvas.style import ARTIFACT_SIZE, CARD_WIDTH, ENV_SIZE, MEMORY_SIZE, TASK_SIZE, TURN_MIN_HEIGHT
+from app.ui.canvas.layout import CARD_WIDTH
+from app.ui.canvas.style import ARTIFACT_SIZE, ENV_SIZE, MEMORY_SIZE, TASK_SIZE, TURN_MIN_HEIGHT
 
 _LABEL_LEFT = {NodeKind.TURN: 34.0, NodeKind.TASK: 40.0, NodeKind.ENV: 32.0, NodeKind.MEMORY: 34.0,
                NodeKind.ARTIFACT: 8.0}
@@ -47,7 +48,7 @@ def geometry(kind: NodeKind, w: float, h: float) -> Geometry:
             rect=rect, bounds=rect.adjusted(-5, -10, 5, 5), outline=outline_path(kind, w, h),
             inner=outline_path(kind, w, h, inset=4) if kind == NodeKind.TASK else None,
             glyph_at=QPointF(*_GLYPH_AT[kind]), label_x=left,
-            label_width=w - left - (80 if kind in (NodeKind.TURN, NodeKind.TASK) else 14),
+            label_width=w - left - (12 if kind == NodeKind.TURN else 30 if kind == NodeKind.TASK else 14),
             label_rect=QRectF(8, 0, w - 16, h), dot_rect=QRectF(w - 22, 6, 16, 16),
             badge_rect=QRectF(w - 44, h - 20, 38, 15), progress_rect=QRectF(22, h - 16, w - 44, 6),
         )

@@ -12,26 +12,37 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
 
 from app.core.types import EdgeKind, NodeKind
+from app.ui.canvas.layout import CARD_HEIGHT, NODE_SIZES
 from app.ui.canvas.text import WordWrapper
 
-# Level of detail thresholds (the painter's scale): full card, label only, shape only, dot.
-LOD_FULL = 0.6
-LOD_LABEL_MID = 0.34
-LOD_LABEL = 0.2
-LOD_DOT = 0.06
+# Semantic zoom (the painter's scale): from LOD_FULL a card shows its title, a preview and its
+# badges (reading zoom); from BLOCK_SCALE its title alone, large enough to read (middle zoom);
+# below, each conversation is one labelled block (``blocks.ConversationBlockItem``).
+LOD_FULL = 0.66
+BLOCK_SCALE = 0.22
+LOD_LABEL = BLOCK_SCALE  # views paint the batched overview below this (``overview.OVERVIEW_SCALE``)
+MIN_TITLE_PIXELS = 10.0  # a title is drawn at least this tall on screen, at every zoom it shows
+TITLE_SIZES = (15, 17, 20, 23, 27, 32, 38, 46)  # title font sizes (scene px): the smallest readable one is used
 
-# Node sizes in scene units.
-CARD_WIDTH = 240.0
-TURN_MIN_HEIGHT = 58.0
-TURN_HEADER = 50.0  # label area; the answer starts below it
-BODY_LINE = 15.0  # answer line height
-BODY_MAX_LINES = 6
-TURN_MAX_HEIGHT = TURN_HEADER + BODY_MAX_LINES * BODY_LINE + 8  # 148
-TASK_SIZE = (240.0, 92.0)
-ENV_SIZE = (150.0, 40.0)
-MEMORY_SIZE = (132.0, 54.0)
-ARTIFACT_SIZE = (112.0, 62.0)
-PORT_Y = 22.0  # edges meet a turn card at this height (stays put while the card grows)
+# Node sizes in scene units (``layout`` holds them: it lays out at these sizes).
+TURN_MIN_HEIGHT = TURN_MAX_HEIGHT = CARD_HEIGHT  # every turn card has the same size
+TURN_HEADER = 50.0  # title area; the preview starts below it
+BODY_LINE = 15.0  # preview line height
+BODY_MAX_LINES = 4
+TASK_SIZE = NODE_SIZES[NodeKind.TASK]
+ENV_SIZE = NODE_SIZES[NodeKind.ENV]
+MEMORY_SIZE = NODE_SIZES[NodeKind.MEMORY]
+ARTIFACT_SIZE = NODE_SIZES[NodeKind.ARTIFACT]
+PORT_Y = 22.0  # curved edges (a dragged end) meet a turn card at this height
+
+
+def title_size(scale: float) -> int:
+    """The title font size (scene px) at ``scale``: the smallest of ``TITLE_SIZES`` drawn at
+    least ``MIN_TITLE_PIXELS`` tall on screen (the largest when none is)."""
+    for size in TITLE_SIZES:
+        if size * scale >= MIN_TITLE_PIXELS:
+            return size
+    return TITLE_SIZES[-1]
 
 SHAPE_NAMES: dict[NodeKind, str] = {
     NodeKind.TURN: "card",
@@ -200,20 +211,16 @@ class CanvasStyle:
     """Every pen, brush, font and glyph the canvas paints with, for the current theme."""
 
     def __init__(self, dark: bool = False) -> None:
-        self.font_label = _font(13, bold=True)
+        self.font_label = _font(15, bold=True)  # = TITLE_SIZES[0]
         self.font_body = _font(12)
         self.font_small = _font(10, bold=True)
-        self.font_mid = _font(22, bold=True)
-        self.font_far = _font(34, bold=True)
         self.metrics_label = QFontMetricsF(self.font_label)
         self.metrics_body = QFontMetricsF(self.font_body)
         self.metrics_small = QFontMetricsF(self.font_small)
-        self.metrics_mid = QFontMetricsF(self.font_mid)
-        self.metrics_far = QFontMetricsF(self.font_far)
         self.wrap_body = WordWrapper(self.metrics_body)
         self.wrap_label = WordWrapper(self.metrics_label)
-        self.wrap_mid = WordWrapper(self.metrics_mid)
-        self.wrap_far = WordWrapper(self.metrics_far)
+        self.title_fonts = {size: _font(size, bold=True) for size in TITLE_SIZES}
+        self.wrap_title = {size: WordWrapper(QFontMetricsF(font)) for size, font in self.title_fonts.items()}
         self.glyphs: dict[str, QPainterPath] = {
             k: _glyph(k) for k in (*NodeKind, "file", "feed", "api", "other")
         }
@@ -264,6 +271,8 @@ class CanvasStyle:
         self.chosen_pen = _cosmetic(self.accent, 3.0)
         self.chosen_pen.setDashPattern([4.0, 2.5])
         self.dim_brush = QBrush(QColor("#3a404c" if dark else "#d5d9e0"))
+        self.block_brush = QBrush(QColor("#28303d" if dark else "#e8eef8"))  # a conversation shown as one block
+        self.folded_brush = QBrush(QColor("#22262e" if dark else "#eceef2"))  # ...and one folded away by a focus
         plate = QColor(p.background)
         plate.setAlpha(215)
         self.plate_brush = QBrush(plate)

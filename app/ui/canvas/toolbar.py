@@ -1,7 +1,9 @@
 """The canvas toolbar: the text filter, the topic chooser, the node-kind toggles, Fit and zoom.
 
 The three filters combine (``GraphMirrorScene.set_filter``): a node stays undimmed when its text
-matches, its kind is shown, and, with a topic chosen, the topic keeps it
+matches, its kind is shown, and, with a topic chosen, the topic keeps it. Typing in the search
+box (Ctrl+F) also jumps to the newest matching card and outlines it; Enter goes on to the next
+older match
 (``canvas.topic_filter.topic_nodes``: the turns that mention it, the tasks holding them, what
 they left in memory). The chooser lists the topics the open session mentions, most mentioned
 first; it is read again when a session opens and after each answered turn (once the memory
@@ -35,8 +37,11 @@ class CanvasToolbar(QToolBar):
         self.search.setPlaceholderText("Filter nodes by text (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.setMaximumWidth(280)
-        self.search.textChanged.connect(self.apply)
+        self.search.textChanged.connect(self._on_search_changed)
+        self.search.returnPressed.connect(self.next_match)
         self.addWidget(self.search)
+        self._matches: list[str] = []  # the search's matches, newest first
+        self._match = 0
         self.topic = QComboBox(self)
         self.topic.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.topic.setMaximumWidth(240)
@@ -55,7 +60,8 @@ class CanvasToolbar(QToolBar):
             self.addAction(action)
             self.kind_actions[kind] = action
         self.addSeparator()
-        for text, slot, tip in (("Fit", view.fit_readable, "Fit everything that stays readable (F); E shows everything"),
+        for text, slot, tip in (("Fit", view.fit_readable, "Fit the selected conversation, the others as blocks (F)"),
+                                ("All", view.fit_all, "Show everything: every conversation (E)"),
                                 ("\u2212", lambda: view.zoom_by(1 / 1.25), "Zoom out (-)"),
                                 ("+", lambda: view.zoom_by(1.25), "Zoom in (+)")):
             action = QAction(text, self)
@@ -67,10 +73,26 @@ class CanvasToolbar(QToolBar):
 
     # ------------------------------------------------------------------ filtering
 
-    def apply(self) -> None:
-        """Dim what the text, the kinds and the topic leave out."""
+    def apply(self) -> list[str]:
+        """Dim what the text, the kinds and the topic leave out; returns the ids left undimmed."""
         kinds = {k for k, a in self.kind_actions.items() if a.isChecked()}
-        self.scene.set_filter(self.search.text(), None if len(kinds) == len(NodeKind) else kinds, self._nodes)
+        return self.scene.set_filter(self.search.text(), None if len(kinds) == len(NodeKind) else kinds, self._nodes)
+
+    def _on_search_changed(self, text: str) -> None:
+        matching = self.apply()
+        self._matches = list(reversed(matching)) if text.strip() else []
+        self._match = -1
+        self.next_match()
+
+    def next_match(self) -> None:
+        """Jump to the next card the search matches (newest first) and outline it."""
+        if not self._matches:
+            self.scene.highlight(())
+            return
+        self._match = (self._match + 1) % len(self._matches)
+        node_id = self._matches[self._match]
+        self.view.reveal(node_id)
+        self.scene.highlight({node_id})
 
     def _on_topic_chosen(self, _row: int = 0) -> None:
         topic_id = self.topic.currentData()

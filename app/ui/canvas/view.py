@@ -1,12 +1,13 @@
 """CanvasView: pan, zoom, fit and select on a ``CanvasScene``.
 
 Pan: drag the background with the left button (or anywhere with the middle button), or the arrow
-keys. Zoom: the wheel (around the cursor) or +/-; 0 or F fits everything while the cards stay
-readable (a large session: a readable zoom around the selection, the minimap shows the rest),
-E shows everything however small. Shift- or Ctrl-drag on
-the background draws a selection rubber band; Ctrl+click adds to the selection; double-click
-centres. Far out (below ``OVERVIEW_SCALE`` with many nodes) the view paints the scene's batched
-overview instead of asking thousands of items to paint themselves.
+keys. Zoom: the wheel (around the cursor) or +/-. 0 or F (Fit) shows the selected card's
+conversation (else the newest's) as large as it fits, its titles readable, and the other
+conversations as dimmed blocks; a click on a block fits that one; Escape or E (Show everything)
+shows every conversation again and fits them all. Shift- or Ctrl-drag on the background draws a
+selection rubber band; Ctrl+click adds to the selection; double-click centres. Far out (below
+``OVERVIEW_SCALE`` with many nodes) the view paints the scene's batched overview and the
+conversations' blocks instead of asking thousands of items to paint themselves.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QGraphicsView, QLabel, QWidget
 
+from app.ui.canvas.minimap import MARGIN as MINIMAP_MARGIN
 from app.ui.canvas.minimap import Minimap
 from app.ui.canvas.overview import OVERVIEW_MIN_NODES, OVERVIEW_SCALE
 from app.ui.canvas.scene import CanvasScene
+from app.ui.canvas.style import BLOCK_SCALE
 
 MIN_SCALE = 0.004
-READABLE_SCALE = 0.55  # the smallest zoom at which a card's title and text can still be read
+READABLE_SCALE = BLOCK_SCALE * 1.05  # Fit's smallest zoom: the cards' titles still show, readable
 MAX_SCALE = 4.0
 PAN_STEP = 80
 _WORLD = QRectF(-4.0e6, -4.0e6, 8.0e6, 8.0e6)  # free panning: the canvas has no edge
@@ -142,20 +145,50 @@ class CanvasView(QGraphicsView):
         self.minimap.schedule()
 
     def fit_readable(self, focus: str | None = None) -> None:
-        """Fit everything when the cards stay readable; otherwise keep a readable zoom around
-        ``focus`` (a node; default the selected one, else the newest) and let the minimap show
-        the whole."""
-        rect = self._canvas.content_rect()
-        self.fit_all()
-        if rect.isEmpty() or self.scale_factor() >= READABLE_SCALE:
-            return
+        """Fit: the conversation of ``focus`` (a node; default the selected one, else the newest)
+        as large as it fits, never below ``READABLE_SCALE`` (there: around the node), the other
+        conversations folded into blocks. Without a conversation, everything (``fit_all``)."""
         node = focus or (self._canvas.selected_node_ids() or [None])[-1] or self._canvas.newest_node()
-        item = self._canvas.item(node) if node else None
-        self.set_zoom(READABLE_SCALE, item.scene_rect().center() if item is not None else rect.center())
+        root = self._canvas.conversation_of(node) if node else None
+        if root is None:
+            self.fit_all()
+            return
+        self.fit_conversation(root, node)
+
+    def fit_conversation(self, root: str, node: str | None = None) -> None:
+        """Focus the conversation of ``root`` and fit it (see ``fit_readable``)."""
+        self._canvas.set_focus(root)
+        rect = self._canvas.conversation_rect(root)
+        if rect.isEmpty():
+            return
+        self._fit_beside_minimap(rect)
+        if self.scale_factor() < READABLE_SCALE:  # too wide: all of its rows, around the node
+            item = self._canvas.item(node) if node else None
+            tall = (self.viewport().height() - 56.0) / max(1.0, rect.height())
+            at = item.scene_rect().center() if item is not None else rect.center()
+            scale = min(1.0, max(READABLE_SCALE, tall))
+            self.set_zoom(scale, QPointF(at.x(), rect.center().y() if scale <= tall else at.y()))
 
     def fit_all(self) -> None:
-        """Show every visible node (never zooming in past 1:1)."""
-        rect = self._canvas.content_rect()
+        """Show everything: every conversation (the focus dropped), every visible node (never
+        zooming in past 1:1)."""
+        self._canvas.set_focus(None)
+        self._fit(self._canvas.content_rect())
+
+    def _fit_beside_minimap(self, rect: QRectF, margin: float = 28.0) -> None:
+        """Fit ``rect`` (never past 1:1) in the part of the view the minimap leaves free: beside
+        it or above it, whichever shows ``rect`` larger."""
+        port = self.viewport().rect()
+        free_w = port.width() - self.minimap.width() - 2 * MINIMAP_MARGIN
+        free_h = port.height() - self.minimap.height() - 2 * MINIMAP_MARGIN
+        side = min((free_w - 2 * margin) / rect.width(), (port.height() - 2 * margin) / rect.height())
+        above = min((port.width() - 2 * margin) / rect.width(), (free_h - 2 * margin) / rect.height())
+        scale = min(1.0, max(MIN_SCALE, side, above))
+        dx = (port.width() - free_w) / 2 if side >= above else 0.0
+        dy = (port.height() - free_h) / 2 if side < above else 0.0
+        self.set_zoom(scale, rect.center() + QPointF(dx, dy) / scale)
+
+    def _fit(self, rect: QRectF) -> None:
         if rect.isEmpty():
             self.set_zoom(1.0, QPointF(0, 0))
             return
@@ -166,10 +199,23 @@ class CanvasView(QGraphicsView):
         elif self.scale_factor() < MIN_SCALE:
             self.set_zoom(MIN_SCALE, rect.center())
 
-    def center_on_node(self, node_id: str) -> None:
+    def reveal(self, node_id: str) -> None:
+        """Centre the node at a zoom where its title reads (zooming in when further out)."""
+        self.center_on_node(node_id)
         item = self._canvas.item(node_id)
-        if item is not None:
-            self.centerOn(item.scene_rect().center())
+        if item is not None and self.scale_factor() < READABLE_SCALE:
+            self.set_zoom(READABLE_SCALE, item.scene_rect().center())
+
+    def center_on_node(self, node_id: str) -> None:
+        """Centre the node; when it belongs to a conversation folded into its block, that
+        conversation becomes the focus."""
+        item = self._canvas.item(node_id)
+        if item is None:
+            return
+        root = self._canvas.conversation_of(node_id)
+        if self._canvas.focus() is not None and root is not None and root != self._canvas.focus():
+            self._canvas.set_focus(root)
+        self.centerOn(item.scene_rect().center())
 
     # ------------------------------------------------------------------ input
 
@@ -192,7 +238,7 @@ class CanvasView(QGraphicsView):
             self.zoom_by(0.8)
         elif key in (Qt.Key.Key_0, Qt.Key.Key_F):
             self.fit_readable()
-        elif key == Qt.Key.Key_E:
+        elif key in (Qt.Key.Key_E, Qt.Key.Key_Escape):
             self.fit_all()
         else:
             super().keyPressEvent(event)
@@ -201,7 +247,13 @@ class CanvasView(QGraphicsView):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         button = event.button()
-        on_node = self._canvas.node_at(self.mapToScene(event.position().toPoint())) is not None
+        point = self.mapToScene(event.position().toPoint())
+        root = self._canvas.conversation_blocks().block_at(point, self.scale_factor())
+        if button == Qt.MouseButton.LeftButton and root is not None:  # a conversation's block: open it
+            self.fit_conversation(root)
+            event.accept()
+            return
+        on_node = self._canvas.node_at(point) is not None
         modifiers = event.modifiers()
         select_mod = modifiers & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
         left = button == Qt.MouseButton.LeftButton
