@@ -293,13 +293,54 @@ def cmd_eval_summaries(args: argparse.Namespace, data_dir: Path) -> int:
                         prompt_cache=False)
 
 
+def cmd_eval_answers(args: argparse.Namespace, data_dir: Path) -> int:
+    """``pcm eval answers``: each question answered by each chat model from PCM's context; F1, exact, latency."""
+    import tempfile
+
+    from app import main as wiring
+    from app.eval import answers as ev
+
+    base = Settings.load(args.data_dir)
+    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-eval-"))
+    names = [m.strip() for m in (args.models or base.chat_model).split(",") if m.strip()]
+    cache = ev.AnswerCache(Path(args.cache) if args.cache else ev.default_cache_path())
+    original = Path(args.answers) if args.answers else None
+
+    async def work(engine: Engine) -> int:
+        asked = await ev.compile_questions(engine, data_dir, args.budget, limit=args.limit, original=original,
+                                           progress=_err)
+        if not any(a.gold is not None for a in asked):
+            _err("pcm: error: no question has a gold answer: give LoCoMo's locomo10.json with --answers FILE")
+            return 2
+        runs = []
+        for name in names:
+            chosen = base.model_copy(update={"chat_model": name, "context_size": args.context_size})
+            model, load_s = await asyncio.to_thread(ev.timed_load, lambda: wiring.load_chat_model(
+                chosen, prompt_cache=False))
+            try:
+                run = await asyncio.to_thread(ev.run_model, name, model, asked, cache, progress=_err)
+            finally:
+                close = getattr(model, "close", None)
+                if callable(close):
+                    close()
+            run.load_s = load_s
+            runs.append(run)
+        rep = ev.report(runs, asked, args.budget, cache)
+        print(ev.format_answer_report(rep))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rep, indent=2, ensure_ascii=False), encoding="utf-8")
+        return 0
+
+    return _with_engine(args, work, settings=settings, chat=False, counter="words")
+
+
 def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
     if not (data_dir / "messages.jsonl").is_file():
         return f"{data_dir}/messages.jsonl not found"
-    if args.kind != "summaries" and not args.out:
+    if args.kind not in ("summaries", "answers") and not args.out:
         return f"eval {args.kind} needs --out PRED.jsonl"
-    if args.kind == "recall" and not (data_dir / "questions.jsonl").is_file():
+    if args.kind in ("recall", "answers") and not (data_dir / "questions.jsonl").is_file():
         return f"{data_dir}/questions.jsonl not found"
     return None
 
@@ -312,6 +353,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     if args.kind == "summaries":
         return cmd_eval_summaries(args, data_dir)
+    if args.kind == "answers":
+        return cmd_eval_answers(args, data_dir)
     out = Path(args.out)
     if args.kind == "route":
         from app import main as wiring
@@ -441,7 +484,7 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers"])
     p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
     p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
     p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
@@ -457,8 +500,18 @@ def add_parsers(sub: Any) -> None:
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
-                                                  "cache_hit_rate} to FILE")
+                                                  "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
+                                                  "by_category, latency, runs, paired, answers}")
+    p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
+    p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
+                                                   "names, files in models/ or paths; default: the configured one)")
+    p.add_argument("--answers", metavar="locomo10.json", help="answers: LoCoMo's original file, for the gold "
+                                                              "answers questions.jsonl leaves out")
+    p.add_argument("--cache", metavar="FILE", help="answers: the answer cache (default: eval-answers.jsonl in the "
+                                                   "user cache folder, e.g. ~/.cache/pcm-canvas)")
+    p.add_argument("--context-size", type=int, default=4096, help="answers: the models' context (default 4096)")
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
-    p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation")
+    p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
+                                                          "answers: N questions spread evenly over the file")
     p.set_defaults(func=cmd_eval)

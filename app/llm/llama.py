@@ -10,8 +10,9 @@ worker process bounded in time and memory (``app.llm.template``: the same Jinja 
 llama-cpp-python's ``Jinja2ChatFormatter``, but a template that loops, recurses, allocates without
 end or is refused by the sandbox is a one-line ``ModelError`` naming the file, never a hang). Every
 template of the file is checked there before llama.cpp loads it. A model without a template is
-prompted with ChatML. ``count_chat_tokens`` renders the same prompt and tokenizes it the same way
-as generation, so the count is exact, not an estimate.
+prompted with ChatML, a Gemma file with Gemma's turns (its system text folded into the first user
+turn, as Gemma's own template does). ``count_chat_tokens`` renders the same prompt and tokenizes
+it the same way as generation, so the count is exact, not an estimate.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from app.core.errors import ModelError
 from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
-from app.llm.template import DEFAULT_TEMPLATE, ChatTemplates, TemplateFormatter, template_sources
+from app.llm.template import (
+    DEFAULT_TEMPLATE,
+    GEMMA_ARCHITECTURES,
+    ChatTemplates,
+    TemplateFormatter,
+    template_sources,
+)
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +130,31 @@ def grammar_schema(schema: Any) -> Any:
                     out.pop(key, None)
                 out["enum"] = list(range(lo, hi + 1))
     return out
+
+
+# --------------------------------------------------------------------------- prompt formats
+
+def fold_system(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The messages with every system message put in front of the first user message (Gemma has
+    no system role: its own template does the same)."""
+    system = "\n\n".join(m.get("content", "") for m in messages if m.get("role") == "system")
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if system:
+        first = next((m for m in rest if m.get("role") == "user"), None)
+        if first is None:
+            rest.insert(0, {"role": "user", "content": system})
+        else:
+            first["content"] = f"{system}\n\n{first.get('content', '')}"
+    return rest
+
+
+def format_gemma_turns(fmt: Any) -> Any:
+    """llama-cpp-python's Gemma formatter, which drops system messages, over ``fold_system``."""
+
+    def format_gemma(*, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        return fmt.format_gemma(messages=fold_system(messages), **kwargs)
+
+    return format_gemma
 
 
 # --------------------------------------------------------------------------- the chat model
@@ -290,6 +322,10 @@ class LlamaChatModel:
         has_template = DEFAULT_TEMPLATE in self._templates
         self.chat_template_source = "gguf" if has_template else "chatml (no template in the file)"
         if not has_template:
+            architecture = str(self.gguf_info.metadata.get("general.architecture", ""))
+            if architecture in GEMMA_ARCHITECTURES:  # Gemma's turns, as llama.cpp's built-in template writes them
+                self.chat_template_source = f"gemma (no template in the file; by its architecture {architecture})"
+                return format_gemma_turns(fmt)
             return fmt.format_chatml
         eos_id, bos_id = self._vocab.token_eos(), self._vocab.token_bos()
         self._templates.eos_token = self._vocab._model.token_get_text(eos_id) if eos_id != -1 else ""
