@@ -15,7 +15,7 @@ from typing import Any
 from app import main as wiring
 from app import model_library
 from app.config import Settings
-from app.ui.services import Progress, ProviderAccess, Services
+from app.ui.services import ModelAccess, Progress, ProviderAccess, Services
 
 
 def limit_malloc_arenas(arenas: int = 2) -> bool:
@@ -134,6 +134,19 @@ def provider_access() -> ProviderAccess:
     )
 
 
+def model_access() -> ModelAccess:
+    """Settings → Models over ``app.model_library`` (files, servers, downloads)."""
+    from app.llm.hub import hub_reachable
+
+    return ModelAccess(
+        listing=lambda settings, servers: model_library.listing(settings, servers=servers),
+        download=lambda settings, name, progress, cancel: model_library.download(settings, name, on_progress=progress,
+                                                                                  cancel=cancel),
+        use_server=model_library.use_server, reachable=hub_reachable, note=model_library.note,
+        apply=provider_access().apply,
+    )
+
+
 def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
     from app.mcp.run import serve_engine
 
@@ -143,6 +156,7 @@ def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
 def services() -> Services:
     return Services(
         providers=provider_access(),
+        models=model_access(),
         serve_mcp=serve_mcp,
         build_engine=build_engine,
         verify_chat_model=model_library.verify_chat_model,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,7 +116,9 @@ class FileActions(AttachActions):
 
     # ------------------------------------------------------------------ settings and theme
 
-    def open_settings(self) -> SettingsDialog:
+    def open_settings(self, tab: str = "") -> SettingsDialog:
+        """The Settings dialog, on the tab named ``tab`` when given ("Models")."""
+        holder: list[SettingsDialog] = []
         dialog = SettingsDialog(
             self.settings,
             chat_models=self.services.chat_models(self.settings),
@@ -123,10 +126,28 @@ class FileActions(AttachActions):
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
             parent=self._window(),
             providers=self._providers_tab(),
+            models=self._models_tab(lambda value: holder[0].set_chat_model(value)),
         )
+        holder.append(dialog)
+        for i in range(dialog.tabs.count()):
+            if tab and dialog.tabs.tabText(i) == tab:
+                dialog.tabs.setCurrentIndex(i)
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
         return dialog
+
+    def open_models(self) -> SettingsDialog:
+        """Settings → Models: the models on this machine, running servers, downloads."""
+        return self.open_settings("Models")
+
+    def _models_tab(self, use: Callable[[str], None]) -> QWidget | None:
+        access = self.services.models
+        if access is None:
+            return None
+        from app.ui.models_settings import ModelsSettingsWidget
+
+        c = self.controller
+        return ModelsSettingsWidget(access, self.settings, lambda: c.engine, use)
 
     def open_session_settings(self) -> None:
         """The open session's temperature, answer length and standing instruction."""

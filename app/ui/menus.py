@@ -29,7 +29,8 @@ def build_menus(w: Any) -> None:
     attach = action(w, file, "&Attach file…", w._ask_attach, "Ctrl+Shift+A")
     w.composer.attach_requested.connect(attach.trigger)  # the composer's paperclip: the same action
     file.addSeparator()
-    action(w, file, "&Settings…", w.open_settings, "Ctrl+,")
+    action(w, file, "&Settings…", lambda: w.open_settings(), "Ctrl+,")
+    action(w, file, "&Models…", lambda: w.open_models(), "Ctrl+Shift+M")
     action(w, file, "Session se&ttings…", w.open_session_settings, "Ctrl+Shift+,")
     file.addSeparator()
     action(w, file, "&Quit", w.close, QKeySequence.StandardKey.Quit)

@@ -260,6 +260,10 @@ class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):
         model = (engine.model_name if engine is not None else None) or self.settings.chat_model
         state = "ready" if self.controller.ready else "loading"
         self.model_label.setText(f"Model: {model} ({state})")
+        models = self.services.models
+        note = models.note(self.settings) if models is not None else ""
+        self.model_label.setToolTip(note)
+        self.model_label.setText(self.model_label.text() + (f" · {note}" if note else ""))
         turns = len(self.controller.state.turn_order) if self.controller.state else 0
         self.budget_label.setText(f"Budget {self.composer.budget.value()} tok · ctx {self.settings.context_size} · {turns} turns")
         self._on_memory_tick()  # "N streaming" changes with each turn, not only every tick
