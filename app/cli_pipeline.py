@@ -16,6 +16,7 @@ from typing import Any
 
 from app.config import Settings
 from app.core.engine.facade import Engine
+from app.core.engine.turns import CONTINUE_TEXT
 from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.record import TurnRecord
 
@@ -237,6 +238,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
             for line in provider_lines(record):
                 _err(line)
             _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+            if record.finish_reason == "length":
+                _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
+                     f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
         return 0
 
     return _with_engine(args, work)

@@ -160,7 +160,8 @@ class FileActions(AttachActions):
             current = await engine.generation(session_id)
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
-            dialog = GenerationDialog(current, engine.config.generation, title, self._window())
+            defaults = engine.config.generation.model_copy(update={"max_tokens": engine.config.answer_reserve})
+            dialog = GenerationDialog(current, defaults, title, self._window())
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings
+from app.core.engine.turns import CONTINUE_TEXT
 from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
 from app.core.session.state import SessionState
@@ -61,7 +62,6 @@ def resident_memory_mb() -> float | None:
         return None
 
 
-CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
 
 
 class MainWindow(CanvasActions, DetailActions, FileActions, QMainWindow):

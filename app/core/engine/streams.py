@@ -16,7 +16,7 @@ from typing import Any
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
-from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
+from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again, answer_params
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.background import spawn
@@ -144,7 +144,7 @@ class EngineStreams:
         decision = StackDecision.model_validate(build.task) if build.task else StackDecision()
         turn_node = record.node_id
         writes: list[Write] = []
-        params = state.generation.params(self.ctx.config.generation)
+        params = answer_params(state, build, self.ctx.config.generation)
         urgent = False
         cut_in = self.runtime.config.cut_in
         handle.kind = decision.path

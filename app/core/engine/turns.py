@@ -99,6 +99,20 @@ class TurnHooks:
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
 
 
+#: The input of a turn that continues an answer cut at its length limit (the desktop's "Continue
+#: the answer", the line ``pcm ask`` prints): answered on the cut turn, whose answer it then sees.
+CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
+
+
+def answer_params(state: SessionState, build: BuildRecord, base: GenerationParams) -> GenerationParams:
+    """The answer's sampling parameters: the session's, with its length limit the answer reserve
+    the plan left in the model's context (the session's own answer length, when set, is what the
+    plan reserved)."""
+    params = state.generation.params(base)
+    reserve = int(build.plan.get("budget", {}).get("answer_reserve") or 0)
+    return params.model_copy(update={"max_tokens": reserve}) if reserve > 0 else params
+
+
 def write_cited(store: Any, state: SessionState, build: BuildRecord) -> None:
     """Make the messages and memories ``build``'s context cites evidences, the first time a
     context cites them (inside the caller's transaction, on the store thread)."""
@@ -338,7 +352,7 @@ class TurnService:
         if ctx.chat is not None:
             stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
                                 params=attached.params if attached and attached.params
-                                else state.generation.params(ctx.config.generation),
+                                else answer_params(state, build, ctx.config.generation),
                                 urgent=bool(attached and attached.urgent))
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
