@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
+from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.engine.facade import Engine
-from app.core.engine.turns import CONTINUE_TEXT
 from app.core.errors import CoreError, NoRecordError
 from app.core.pipeline.record import TurnRecord
 
@@ -297,47 +297,6 @@ def cmd_eval_summaries(args: argparse.Namespace, data_dir: Path) -> int:
                         prompt_cache=False)
 
 
-def cmd_eval_answers(args: argparse.Namespace, data_dir: Path) -> int:
-    """``pcm eval answers``: each question answered by each chat model from PCM's context; F1, exact, latency."""
-    import tempfile
-
-    from app import main as wiring
-    from app.eval import answers as ev
-
-    base = Settings.load(args.data_dir)
-    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-eval-"))
-    names = [m.strip() for m in (args.models or base.chat_model).split(",") if m.strip()]
-    cache = ev.AnswerCache(Path(args.cache) if args.cache else ev.default_cache_path())
-    original = Path(args.answers) if args.answers else None
-
-    async def work(engine: Engine) -> int:
-        asked = await ev.compile_questions(engine, data_dir, args.budget, limit=args.limit, original=original,
-                                           progress=_err)
-        if not any(a.gold is not None for a in asked):
-            _err("pcm: error: no question has a gold answer: give LoCoMo's locomo10.json with --answers FILE")
-            return 2
-        runs = []
-        for name in names:
-            chosen = base.model_copy(update={"chat_model": name, "context_size": args.context_size})
-            model, load_s = await asyncio.to_thread(ev.timed_load, lambda: wiring.load_chat_model(
-                chosen, prompt_cache=False))
-            try:
-                run = await asyncio.to_thread(ev.run_model, name, model, asked, cache, progress=_err)
-            finally:
-                close = getattr(model, "close", None)
-                if callable(close):
-                    close()
-            run.load_s = load_s
-            runs.append(run)
-        rep = ev.report(runs, asked, args.budget, cache)
-        print(ev.format_answer_report(rep))
-        if args.json:
-            Path(args.json).write_text(json.dumps(rep, indent=2, ensure_ascii=False), encoding="utf-8")
-        return 0
-
-    return _with_engine(args, work, settings=settings, chat=False, counter="words")
-
-
 def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
     if not (data_dir / "messages.jsonl").is_file():
@@ -349,35 +308,51 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     return None
 
 
+def _budgets(args: argparse.Namespace) -> list[int] | None:
+    """``--budgets`` as numbers (the kind's default when not given); None, said, when malformed."""
+    default = "256,512,1024" if args.kind == "purity" else "512,1024,2048,4096"
+    try:
+        return [int(b) for b in (args.budgets or default).split(",") if b.strip()]
+    except ValueError:
+        _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
+        return None
+
+
+def _eval_answers(args: argparse.Namespace, data_dir: Path) -> int:
+    from app.cli_answers import cmd_eval_answers
+
+    return cmd_eval_answers(args, data_dir, with_engine=_with_engine, say=_err)
+
+
+def _eval_route(args: argparse.Namespace, data_dir: Path, out: Path) -> int:
+    from app import main as wiring
+    from app.eval.route import format_route_report, route_stream_eval
+
+    settings = Settings.load(args.data_dir)
+    embedder = wiring.load_embedder(settings)
+    report = route_stream_eval(data_dir, embedder, out, progress=lambda d, t, s: _err(f"{s}: {d}/{t}") if d == t else None)
+    print(format_route_report(report))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     data_dir = Path(args.dir)
     problem = _eval_problem(args, data_dir)
     if problem is not None:
         _err(f"pcm: error: {problem}")
         return 2
-    if args.kind == "summaries":
-        return cmd_eval_summaries(args, data_dir)
-    if args.kind == "answers":
-        return cmd_eval_answers(args, data_dir)
+    whole = {"answers": _eval_answers, "summaries": cmd_eval_summaries}.get(args.kind)  # their own commands
+    if whole is not None:
+        return whole(args, data_dir)
     out = Path(args.out)
     if args.kind == "route":
-        from app import main as wiring
-        from app.eval.route import format_route_report, route_stream_eval
-
-        settings = Settings.load(args.data_dir)
-        embedder = wiring.load_embedder(settings)
-        report = route_stream_eval(data_dir, embedder, out, progress=lambda d, t, s: _err(f"{s}: {d}/{t}") if d == t else None)
-        print(format_route_report(report))
-        return 0
+        return _eval_route(args, data_dir, out)
 
     from app.eval.purity import format_purity_report, run_purity_eval
     from app.eval.recall import format_recall_report, run_recall_eval
 
-    default = "256,512,1024" if args.kind == "purity" else "512,1024,2048,4096"
-    try:
-        budgets = [int(b) for b in (args.budgets or default).split(",") if b.strip()]
-    except ValueError:
-        _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
+    budgets = _budgets(args)
+    if budgets is None:
         return 2
     settings = Settings.load(args.data_dir)
     if args.data_dir is None:  # evaluation sessions never go into the user's own data folder

@@ -73,9 +73,7 @@ def note(settings: Settings) -> str:
     """One plain line on the chat model in use when the manifest says what it can and cannot do
     (the bundled default), with how to get a better one; "" for any other model."""
     entry = next((e for e in wiring.manifest(settings) if e.name == settings.chat_model and e.note), None)
-    if entry is None:
-        return ""
-    return f"{entry.name} is {entry.note}. For better answers: Settings → Models → download a 1–3 B model."
+    return f"{entry.note} — File → Models gets a better one" if entry is not None else ""
 
 
 def verify_chat_model(settings: Settings, value: str) -> str | None:

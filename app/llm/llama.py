@@ -34,14 +34,9 @@ from typing import Any
 from app.core.errors import ModelError
 from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
+from app.llm.formats import format_gemma_turns
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
-from app.llm.template import (
-    DEFAULT_TEMPLATE,
-    GEMMA_ARCHITECTURES,
-    ChatTemplates,
-    TemplateFormatter,
-    template_sources,
-)
+from app.llm.template import DEFAULT_TEMPLATE, GEMMA_ARCHITECTURES, ChatTemplates, TemplateFormatter, template_sources
 
 log = logging.getLogger(__name__)
 
@@ -130,31 +125,6 @@ def grammar_schema(schema: Any) -> Any:
                     out.pop(key, None)
                 out["enum"] = list(range(lo, hi + 1))
     return out
-
-
-# --------------------------------------------------------------------------- prompt formats
-
-def fold_system(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The messages with every system message put in front of the first user message (Gemma has
-    no system role: its own template does the same)."""
-    system = "\n\n".join(m.get("content", "") for m in messages if m.get("role") == "system")
-    rest = [dict(m) for m in messages if m.get("role") != "system"]
-    if system:
-        first = next((m for m in rest if m.get("role") == "user"), None)
-        if first is None:
-            rest.insert(0, {"role": "user", "content": system})
-        else:
-            first["content"] = f"{system}\n\n{first.get('content', '')}"
-    return rest
-
-
-def format_gemma_turns(fmt: Any) -> Any:
-    """llama-cpp-python's Gemma formatter, which drops system messages, over ``fold_system``."""
-
-    def format_gemma(*, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
-        return fmt.format_gemma(messages=fold_system(messages), **kwargs)
-
-    return format_gemma
 
 
 # --------------------------------------------------------------------------- the chat model

@@ -43,7 +43,7 @@ from app.ui.services import ModelAccess
 
 FILE_COLUMNS = ["", "Model", "Where", "Size", "Quant", "Context", "Params", "Licence", "Chat template", "Speed"]
 SERVER_COLUMNS = ["Server", "Endpoint", "Model"]
-CATALOG_COLUMNS = ["Model", "Params", "Size", "Memory", "Licence", "Good at", ""]
+CATALOG_COLUMNS = ["Model", "", "Params", "Size", "Memory", "Licence", "Good at"]
 
 
 def human_size(n: float) -> str:
@@ -80,7 +80,8 @@ class ModelsSettingsWidget(QWidget):
         self._progress_value: tuple[int, int] = (0, 0)  # written by the download thread, read by the timer
         self._select_name = ""  # a file to select once the listing is back (one just downloaded)
         self._then_say = ""  # the line to show once the listing is back instead of the count
-        self.note = set_role(QLabel(access.note(settings)), "muted")
+        said = access.note(settings)
+        self.note = set_role(QLabel(f"In use: {settings.chat_model}" + (f" — {said}" if said else "")), "muted")
         self.note.setWordWrap(True)
         self.offline = set_role(QLabel(""), "error")
         self.offline.setVisible(False)
@@ -96,12 +97,13 @@ class ModelsSettingsWidget(QWidget):
         self.message = set_role(QLabel(""), "muted")
         self.message.setWordWrap(True)
         layout = QVBoxLayout(self)
+        self.servers.setMaximumHeight(110)
         layout.addWidget(self.note)
-        layout.addWidget(self._group("On this machine", self.files, self.use_button, self.refresh_button))
-        layout.addWidget(self._group("Running servers (Ollama, LM Studio, llama.cpp server)", self.servers,
-                                     self.server_button))
+        layout.addWidget(self._group("On this machine", self.files, self.use_button, self.refresh_button), 2)
+        layout.addWidget(self._group("Running servers (Ollama :11434, LM Studio :1234, llama.cpp server :8080)",
+                                     self.servers, self.server_button), 1)
         layout.addWidget(self._group("Download a better model", self.catalog, self.download_button,
-                                     self.cancel_button, self.progress, top=self.offline))
+                                     self.cancel_button, self.progress, top=self.offline), 3)
         layout.addWidget(self.message)
         self._poll = QTimer(self)
         self._poll.setInterval(100)
@@ -172,8 +174,11 @@ class ModelsSettingsWidget(QWidget):
         self._server_rows = [(s, m) for s in self._listing["servers"] for m in (s["models"] or [""])]
         fill_table(self.servers, [[s["name"], s["base_url"], m or "(lists no model)"] for s, m in self._server_rows])
         fill_table(self.catalog, [[
-            c["name"], c["parameters"], human_size(c["size_bytes"]), f"~{c['memory_gb']:g} GB", c["licence"],
-            c["good_at"], "downloaded" if c["present"] else ""] for c in self._listing["catalog"]])
+            c["name"], "downloaded" if c["present"] else "", c["parameters"], human_size(c["size_bytes"]),
+            f"~{c['memory_gb']:g} GB", c["licence"].split(" (")[0], c["good_at"]] for c in self._listing["catalog"]])
+        for r, c in enumerate(self._listing["catalog"]):  # the whole licence and description on hover
+            for col in (5, 6):
+                self.catalog.item(r, col).setToolTip(f"{c['licence']}\n{c['good_at']}")
         names = [Path(f["path"]).name for f in self._listing["files"]]
         if self._select_name in names:
             self.files.setCurrentCell(names.index(self._select_name), 1)

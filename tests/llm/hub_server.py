@@ -50,70 +50,9 @@ class LocalHub:
         return hub_file
 
     def start(self) -> "LocalHub":
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args: object) -> None:
-                pass
-
-            def _lookup(self) -> HubFile | None:
-                parts = self.path.split("?")[0].strip("/").split("/")
-                # owner/repo/resolve/revision/file...
-                if len(parts) < 5 or parts[2] != "resolve":
-                    return None
-                return hub.files.get("/".join(parts[:2] + parts[4:]))
-
-            def _headers(self, f: HubFile, status: int, start: int) -> None:
-                size = len(f.data)
-                self.send_response(status)
-                self.send_header("X-Repo-Commit", COMMIT)
-                self.send_header("ETag", f'"{f.etag or f.sha256}"')
-                self.send_header("X-Linked-Etag", f'"{f.etag or f.sha256}"')
-                self.send_header("X-Linked-Size", str(f.claimed_size if f.claimed_size is not None else size))
-                self.send_header("Accept-Ranges", "bytes")
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(size - start))
-                if status == 206:
-                    self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-                self.end_headers()
-
-            def _serve(self, body: bool) -> None:
-                hub.requests.append((self.command, self.path, self.headers.get("Range", "")))
-                f = self._lookup()
-                if f is None:
-                    self.send_response(404)
-                    self.send_header("X-Error-Code", "EntryNotFound")
-                    self.send_header("X-Repo-Commit", COMMIT)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                start = 0
-                rng = self.headers.get("Range", "")
-                if rng.startswith("bytes=") and rng[6:].split("-")[0].isdigit():
-                    start = int(rng[6:].split("-")[0])
-                self._headers(f, 206 if start else 200, start)
-                if body:
-                    self._send_body(f, start)
-
-            def _send_body(self, f: HubFile, start: int) -> None:
-                step = max(1, f.rate // 20) if f.rate else 1 << 16
-                try:
-                    for pos in range(start, len(f.data), step):
-                        self.wfile.write(f.data[pos:pos + step])
-                        self.wfile.flush()
-                        if f.rate:
-                            time.sleep(0.05)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
-                self._serve(body=False)
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._serve(body=True)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
+        self.server.hub = self  # type: ignore[attr-defined]
         threading.Thread(target=self.server.serve_forever, name="local-hub", daemon=True).start()
         return self
 
@@ -121,3 +60,66 @@ class LocalHub:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Serves the files of the server's ``hub`` (a ``LocalHub``)."""
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+    def _lookup(self) -> HubFile | None:
+        parts = self.path.split("?")[0].strip("/").split("/")
+        # owner/repo/resolve/revision/file...
+        if len(parts) < 5 or parts[2] != "resolve":
+            return None
+        return self.server.hub.files.get("/".join(parts[:2] + parts[4:]))
+
+    def _headers(self, f: HubFile, status: int, start: int) -> None:
+        size = len(f.data)
+        self.send_response(status)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", f'"{f.etag or f.sha256}"')
+        self.send_header("X-Linked-Etag", f'"{f.etag or f.sha256}"')
+        self.send_header("X-Linked-Size", str(f.claimed_size if f.claimed_size is not None else size))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(size - start))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+
+    def _serve(self, body: bool) -> None:
+        self.server.hub.requests.append((self.command, self.path, self.headers.get("Range", "")))
+        f = self._lookup()
+        if f is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("X-Repo-Commit", COMMIT)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        start = 0
+        rng = self.headers.get("Range", "")
+        if rng.startswith("bytes=") and rng[6:].split("-")[0].isdigit():
+            start = int(rng[6:].split("-")[0])
+        self._headers(f, 206 if start else 200, start)
+        if body:
+            self._send_body(f, start)
+
+    def _send_body(self, f: HubFile, start: int) -> None:
+        step = max(1, f.rate // 20) if f.rate else 1 << 16
+        try:
+            for pos in range(start, len(f.data), step):
+                self.wfile.write(f.data[pos:pos + step])
+                self.wfile.flush()
+                if f.rate:
+                    time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        self._serve(body=False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve(body=True)

@@ -72,20 +72,20 @@ def test_the_models_tab_lists_downloads_and_hands_a_model_to_the_chat_field(qtbo
     widget = ModelsSettingsWidget(access(listing=listing), settings, use_file=chosen.append)
     qtbot.addWidget(widget)
     qtbot.waitUntil(lambda: not widget.busy, timeout=30000)
-    assert "SmolLM2-135M-Instruct" in widget.note.text() and "Settings → Models" in widget.note.text()
+    assert "SmolLM2-135M-Instruct" in widget.note.text() and "File → Models gets a better one" in widget.note.text()
     assert not widget.offline.isVisibleTo(widget)
     names = _column(widget.files, 1)
     assert any(n.endswith("lmstudio-model-Q4_K_M.gguf") for n in names)
     assert "LM Studio" in _column(widget.files, 2)
     assert _column(widget.servers, 2) == ["m"]
-    assert _column(widget.catalog, 0) == ["Better-1.5B"] and _column(widget.catalog, 6) == [""]
+    assert _column(widget.catalog, 0) == ["Better-1.5B"] and _column(widget.catalog, 1) == [""]
     widget.catalog.setCurrentCell(0, 0)
     widget.download_button.click()
     assert widget.progress.isVisibleTo(widget) and widget.cancel_button.isEnabled()
     qtbot.waitUntil(lambda: "downloaded and verified" in widget.message.text(), timeout=60000)
     qtbot.waitUntil(lambda: not widget.busy, timeout=30000)
     assert (settings.models_dir / "better-1.5b-q4_k_m.gguf").read_bytes() == DATA
-    assert _column(widget.catalog, 6) == ["downloaded"]
+    assert _column(widget.catalog, 1) == ["downloaded"]
     row = widget.files.currentRow()
     assert widget.files.item(row, 1).text() == "better-1.5b-q4_k_m.gguf", "the new file is selected"
     assert widget.files.item(row, 4).text() == "Q4_K_M" and widget.files.item(row, 5).text() == "32768"

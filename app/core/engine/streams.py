@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
-from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again, answer_params
+from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.pipeline.record import TurnRecord
 from app.core.runtime.background import spawn

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.recorded import Recorded
 from app.core.engine.recovery import AnswerCheckpointer
@@ -97,20 +98,6 @@ class TurnHooks:
 
     inputs: Callable[[SessionState], TaskInputs]
     attached: Callable[[SessionState, TurnRecord, Message], Attachment]
-
-
-#: The input of a turn that continues an answer cut at its length limit (the desktop's "Continue
-#: the answer", the line ``pcm ask`` prints): answered on the cut turn, whose answer it then sees.
-CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
-
-
-def answer_params(state: SessionState, build: BuildRecord, base: GenerationParams) -> GenerationParams:
-    """The answer's sampling parameters: the session's, with its length limit the answer reserve
-    the plan left in the model's context (the session's own answer length, when set, is what the
-    plan reserved)."""
-    params = state.generation.params(base)
-    reserve = int(build.plan.get("budget", {}).get("answer_reserve") or 0)
-    return params.model_copy(update={"max_tokens": reserve}) if reserve > 0 else params
 
 
 def write_cited(store: Any, state: SessionState, build: BuildRecord) -> None:
