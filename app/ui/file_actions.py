@@ -161,7 +161,9 @@ class FileActions(AttachActions):
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
             defaults = engine.config.generation.model_copy(update={"max_tokens": engine.config.answer_reserve})
-            dialog = GenerationDialog(current, defaults, title, self._window())
+            access = self.services.providers
+            providers = [str(r["id"]) for r in access.listing(self.settings.data_dir)["providers"]] if access else []
+            dialog = GenerationDialog(current, defaults, title, self._window(), providers)
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()
