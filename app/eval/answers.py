@@ -5,7 +5,7 @@ context at one budget (``Engine.build``, no generation; token counts by ceil(1.3
 contexts do not depend on the model that answers them). Every model then answers the same
 prompts, and each answer is scored against the gold answer:
 
-- token F1 (SQuAD-style: lower case, punctuation and articles dropped, bag of words);
+- token F1 (after SQuAD: lower case, punctuation, articles and "and" dropped, bag of words);
 - exact match, for the questions whose gold answer is a date or a number: the normalised gold
   answer appears whole in the normalised answer ("7 May 2023" in "She went on 7 May 2023.");
 - adversarial questions (about things that never happened) have no gold answer: an answer counts
@@ -59,7 +59,7 @@ _ABSTAIN = ("not mentioned", "no information", "not say", "doesn't say", "does n
 
 
 def normalize(text: str) -> str:
-    """Lower case, punctuation and articles removed, whitespace collapsed (SQuAD's normalisation)."""
+    """Lower case, punctuation, articles and "and" removed, whitespace collapsed (after SQuAD's)."""
     text = str(text).lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
