@@ -93,6 +93,7 @@ class ModelsSettingsWidget(QWidget):
         self.download_button, self.cancel_button = QPushButton("Download"), QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
         self.progress = QProgressBar()
+        self.progress.setMinimumWidth(320)
         self.progress.setVisible(False)
         self.message = set_role(QLabel(""), "muted")
         self.message.setWordWrap(True)
@@ -168,9 +169,12 @@ class ModelsSettingsWidget(QWidget):
         self._listing = future.result()
         in_use = self._settings.chat_model
         fill_table(self.files, [[
-            "★" if in_use in (f["name"], f["path"]) else "", f["name"], f["source"], human_size(f["size_bytes"]),
+            "★" if in_use in (f["name"], f["path"]) else "", Path(f["name"]).name, f["source"],
+            human_size(f["size_bytes"]),
             f["quantisation"], str(f["context_length"] or ""), f["parameters"], f["licence"],
             f["problem"] or f["template"], speed_text(f)] for f in self._listing["files"]])
+        for r, f in enumerate(self._listing["files"]):  # where it is: a file of another app is used where it lies
+            self.files.item(r, 1).setToolTip(f["path"])
         self._server_rows = [(s, m) for s in self._listing["servers"] for m in (s["models"] or [""])]
         fill_table(self.servers, [[s["name"], s["base_url"], m or "(lists no model)"] for s, m in self._server_rows])
         fill_table(self.catalog, [[
