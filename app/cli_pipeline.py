@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
+from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.engine.facade import Engine
 from app.core.engine.ids import resolve_id
 from app.core.errors import NoRecordError
@@ -216,6 +217,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
             for line in provider_lines(record):
                 _err(line)
             _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+            if record.finish_reason == "length":
+                _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
+                     f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
         return 0
 
     return _with_engine(args, work)
@@ -276,11 +280,38 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
     if not (data_dir / "messages.jsonl").is_file():
         return f"{data_dir}/messages.jsonl not found"
-    if args.kind != "summaries" and not args.out:
+    if args.kind not in ("summaries", "answers") and not args.out:
         return f"eval {args.kind} needs --out PRED.jsonl"
-    if args.kind == "recall" and not (data_dir / "questions.jsonl").is_file():
+    if args.kind in ("recall", "answers") and not (data_dir / "questions.jsonl").is_file():
         return f"{data_dir}/questions.jsonl not found"
     return None
+
+
+def _budgets(args: argparse.Namespace) -> list[int] | None:
+    """``--budgets`` as numbers (the kind's default when not given); None, said, when malformed."""
+    default = "256,512,1024" if args.kind == "purity" else "512,1024,2048,4096"
+    try:
+        return [int(b) for b in (args.budgets or default).split(",") if b.strip()]
+    except ValueError:
+        _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
+        return None
+
+
+def _eval_answers(args: argparse.Namespace, data_dir: Path) -> int:
+    from app.cli_answers import cmd_eval_answers
+
+    return cmd_eval_answers(args, data_dir, with_engine=_with_engine, say=_err)
+
+
+def _eval_route(args: argparse.Namespace, data_dir: Path, out: Path) -> int:
+    from app import main as wiring
+    from app.eval.route import format_route_report, route_stream_eval
+
+    settings = Settings.load(args.data_dir)
+    embedder = wiring.load_embedder(settings)
+    report = route_stream_eval(data_dir, embedder, out, progress=lambda d, t, s: _err(f"{s}: {d}/{t}") if d == t else None)
+    print(format_route_report(report))
+    return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -289,27 +320,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if problem is not None:
         _err(f"pcm: error: {problem}")
         return 2
-    if args.kind == "summaries":
-        return cmd_eval_summaries(args, data_dir)
+    whole = {"answers": _eval_answers, "summaries": cmd_eval_summaries}.get(args.kind)  # their own commands
+    if whole is not None:
+        return whole(args, data_dir)
     out = Path(args.out)
     if args.kind == "route":
-        from app import main as wiring
-        from app.eval.route import format_route_report, route_stream_eval
-
-        settings = Settings.load(args.data_dir)
-        embedder = wiring.load_embedder(settings)
-        report = route_stream_eval(data_dir, embedder, out, progress=lambda d, t, s: _err(f"{s}: {d}/{t}") if d == t else None)
-        print(format_route_report(report))
-        return 0
+        return _eval_route(args, data_dir, out)
 
     from app.eval.purity import format_purity_report, run_purity_eval
     from app.eval.recall import format_recall_report, run_recall_eval
 
-    default = "256,512,1024" if args.kind == "purity" else "512,1024,2048,4096"
-    try:
-        budgets = [int(b) for b in (args.budgets or default).split(",") if b.strip()]
-    except ValueError:
-        _err(f"pcm: error: --budgets must be comma-separated whole numbers, not {args.budgets!r}")
+    budgets = _budgets(args)
+    if budgets is None:
         return 2
     settings = Settings.load(args.data_dir)
     if args.data_dir is None:  # evaluation sessions never go into the user's own data folder
@@ -420,7 +442,7 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers"])
     p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
     p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
     p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
@@ -436,8 +458,18 @@ def add_parsers(sub: Any) -> None:
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
-                                                  "cache_hit_rate} to FILE")
+                                                  "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
+                                                  "by_category, latency, runs, paired, answers}")
+    p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
+    p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
+                                                   "names, files in models/ or paths; default: the configured one)")
+    p.add_argument("--answers", metavar="locomo10.json", help="answers: LoCoMo's original file, for the gold "
+                                                              "answers questions.jsonl leaves out")
+    p.add_argument("--cache", metavar="FILE", help="answers: the answer cache (default: eval-answers.jsonl in the "
+                                                   "user cache folder, e.g. ~/.cache/pcm-canvas)")
+    p.add_argument("--context-size", type=int, default=4096, help="answers: the models' context (default 4096)")
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
-    p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation")
+    p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
+                                                          "answers: N questions spread evenly over the file")
     p.set_defaults(func=cmd_eval)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from app import main as wiring
+from app import model_library
 from app.config import Settings
-from app.ui.services import Progress, ProviderAccess, Services
+from app.ui.services import ModelAccess, Progress, ProviderAccess, Services
 
 
 def limit_malloc_arenas(arenas: int = 2) -> bool:
@@ -37,29 +38,6 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 
 def build_engine(settings: Settings, progress: Progress) -> Any:
     return wiring.build_engine(settings, progress=progress)
-
-
-def verify_chat_model(settings: Settings, value: str) -> str | None:
-    """None when ``value`` names a usable GGUF chat model, else a one-line reason.
-
-    Files in the manifest are checked by header (their hash was verified on fetch); any other
-    file is also loaded and decoded in a child process, because llama.cpp aborts the whole
-    process on some broken files.
-    """
-    from app.core.errors import ModelError
-    from app.llm.gguf import probe_gguf, validate_gguf
-    from app.llm.models import resolve_chat_model
-
-    entries = wiring.manifest(settings)
-    try:
-        path = resolve_chat_model(value, settings.models_dir, entries)
-        if any(e.target(settings.models_dir) == path for e in entries):
-            validate_gguf(path)
-        else:
-            probe_gguf(path)
-    except (ModelError, OSError, ValueError) as err:
-        return str(err).splitlines()[0] if str(err) else type(err).__name__
-    return None
 
 
 def chat_models(settings: Settings) -> list[str]:
@@ -144,6 +122,19 @@ def provider_access() -> ProviderAccess:
     )
 
 
+def model_access() -> ModelAccess:
+    """Settings → Models over ``app.model_library`` (files, servers, downloads)."""
+    from app.llm.hub import hub_reachable
+
+    return ModelAccess(
+        listing=lambda settings, servers: model_library.listing(settings, servers=servers),
+        download=lambda settings, name, progress, cancel: model_library.download(settings, name, on_progress=progress,
+                                                                                  cancel=cancel),
+        use_server=model_library.use_server, reachable=hub_reachable, note=model_library.note,
+        apply=provider_access().apply,
+    )
+
+
 def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
     from app.mcp.run import serve_engine
 
@@ -153,9 +144,10 @@ def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
 def services() -> Services:
     return Services(
         providers=provider_access(),
+        models=model_access(),
         serve_mcp=serve_mcp,
         build_engine=build_engine,
-        verify_chat_model=verify_chat_model,
+        verify_chat_model=model_library.verify_chat_model,
         chat_models=chat_models,
         embed_models=embed_models,
         read_document=read_document,

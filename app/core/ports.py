@@ -58,6 +58,9 @@ class GenerationParams(BaseModel):
     repeat_penalty: float = 1.1
     seed: int = 0
     stop: list[str] = Field(default_factory=list)
+    # The provider asked first (a session's own choice; "" keeps the providers' order). A chat
+    # model that is no provider registry ignores it; the registry falls back as usual.
+    provider: str = ""
 
 
 class SessionGeneration(BaseModel):
@@ -67,14 +70,17 @@ class SessionGeneration(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=64, le=8192)
     system_prompt: str = Field(default="", max_length=4000)
+    provider: str = Field(default="", max_length=40)  # the provider that answers this session first
 
     def params(self, base: GenerationParams) -> GenerationParams:
-        """``base`` with this session's temperature and answer length where set."""
+        """``base`` with this session's temperature, answer length and provider where set."""
         update: dict[str, Any] = {}
         if self.temperature is not None:
             update["temperature"] = self.temperature
         if self.max_tokens is not None:
             update["max_tokens"] = self.max_tokens
+        if self.provider:
+            update["provider"] = self.provider
         return base.model_copy(update=update) if update else base
 
 

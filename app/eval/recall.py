@@ -123,19 +123,10 @@ async def baseline_orders(engine: Engine, state: SessionState, question: str, k:
     return {"vector": vector, "bm25": bm25, "hybrid_rrf": hybrid, "last_n": list(reversed(state.order[-LAST_N:]))}
 
 
-async def run_recall_eval(
-    engine: Engine,
-    data_dir: Path,
-    budgets: Sequence[int],
-    out_path: Path,
-    *,
-    baselines: bool = True,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Ingest, build at every budget, write PRED lines, score product and baselines."""
-    messages, questions, turns, by_conv = load_dataset(data_dir)
+async def ingest_conversations(engine: Engine, by_conv: dict[str, list[dict[str, Any]]],
+                               progress: Callable[[str], None] | None = None) -> dict[str, SessionState]:
+    """Each conversation ingested as the history of its own fresh session; conversation → session."""
     sessions: dict[str, SessionState] = {}
-    started = time.perf_counter()
     for conv, rows in by_conv.items():
         state = await engine.open_session(None, title=f"eval {conv}")
         await engine.ingest(
@@ -149,6 +140,22 @@ async def run_recall_eval(
         await engine.memory_idle()  # the memory writer and the topic index read the history first
         if progress:
             progress(f"ingested {conv}: {len(rows)} turns")
+    return sessions
+
+
+async def run_recall_eval(
+    engine: Engine,
+    data_dir: Path,
+    budgets: Sequence[int],
+    out_path: Path,
+    *,
+    baselines: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Ingest, build at every budget, write PRED lines, score product and baselines."""
+    messages, questions, turns, by_conv = load_dataset(data_dir)
+    started = time.perf_counter()
+    sessions = await ingest_conversations(engine, by_conv, progress)
     ingest_s = time.perf_counter() - started
     scores: dict[str, dict[int, list[tuple[str, float]]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     precise: dict[str, dict[int, list[tuple[str, float]]]] = collections.defaultdict(lambda: collections.defaultdict(list))

@@ -19,6 +19,7 @@ import os
 import signal
 import struct
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -399,11 +400,11 @@ out("OK " + str(llm.n_vocab())); sys.exit(0)
 """
 
 
-def check_templates(info: GgufInfo, shown: str) -> None:
-    """Compile and render every chat template ``info`` declares in the bounded worker process
-    (``app.llm.template``); ``ModelError`` naming the file when one loops, recurses, runs out of
-    memory, does not compile or is refused by the Jinja sandbox."""
-    sources = template_sources(info.metadata)
+def check_templates(metadata: Mapping[str, object], shown: str) -> None:
+    """Compile and render every chat template a header's ``metadata`` declares in the bounded
+    worker process (``app.llm.template``); ``ModelError`` naming the file when one loops, recurses,
+    runs out of memory, does not compile or is refused by the Jinja sandbox."""
+    sources = template_sources(metadata)
     if not sources:
         return
     checker = ChatTemplates(sources, shown)
@@ -432,7 +433,7 @@ def probe_gguf(path: str | os.PathLike[str], timeout_s: float = 60.0, *, decode:
     info = validate_gguf(p)
     shown = display_path(p)
     if templates:
-        check_templates(info, shown)
+        check_templates(info.metadata, shown)
     try:
         proc = subprocess.run(
             python_command("-c", _PROBE_SCRIPT, os.path.abspath(p), "1" if decode else "0"),

@@ -10,8 +10,9 @@ worker process bounded in time and memory (``app.llm.template``: the same Jinja 
 llama-cpp-python's ``Jinja2ChatFormatter``, but a template that loops, recurses, allocates without
 end or is refused by the sandbox is a one-line ``ModelError`` naming the file, never a hang). Every
 template of the file is checked there before llama.cpp loads it. A model without a template is
-prompted with ChatML. ``count_chat_tokens`` renders the same prompt and tokenizes it the same way
-as generation, so the count is exact, not an estimate.
+prompted with ChatML, a Gemma file with Gemma's turns (its system text folded into the first user
+turn, as Gemma's own template does). ``count_chat_tokens`` renders the same prompt and tokenizes
+it the same way as generation, so the count is exact, not an estimate.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from typing import Any
 from app.core.errors import ModelError
 from app.core.ports import CancelToken, ChatMessage, ChatResult, GenerationParams, TokenCallback
 from app.core.types import ModelUsage
+from app.llm.formats import format_gemma_turns
 from app.llm.gguf import FIX_HINT, display_path, probe_gguf, validate_gguf
-from app.llm.template import DEFAULT_TEMPLATE, ChatTemplates, TemplateFormatter, template_sources
+from app.llm.template import DEFAULT_TEMPLATE, GEMMA_ARCHITECTURES, ChatTemplates, TemplateFormatter, template_sources
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +292,10 @@ class LlamaChatModel:
         has_template = DEFAULT_TEMPLATE in self._templates
         self.chat_template_source = "gguf" if has_template else "chatml (no template in the file)"
         if not has_template:
+            architecture = str(self.gguf_info.metadata.get("general.architecture", ""))
+            if architecture in GEMMA_ARCHITECTURES:  # Gemma's turns, as llama.cpp's built-in template writes them
+                self.chat_template_source = f"gemma (no template in the file; by its architecture {architecture})"
+                return format_gemma_turns(fmt)
             return fmt.format_chatml
         eos_id, bos_id = self._vocab.token_eos(), self._vocab.token_bos()
         self._templates.eos_token = self._vocab._model.token_get_text(eos_id) if eos_id != -1 else ""

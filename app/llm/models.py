@@ -73,6 +73,7 @@ class ModelEntry(BaseModel):
     hash_kind: Literal["file", "tree"] = "file"
     licence: str = ""
     default: bool = False
+    note: str = ""  # one plain line: what the model can and cannot do (the status bar shows it)
 
     @field_validator("path")
     @classmethod

@@ -38,6 +38,8 @@ TEMPLATE_MEMORY_BYTES = 512 << 20
 START_TIMEOUT_S = 30.0  # starting Python and importing jinja2, on a busy machine
 MAX_PROMPT_CHARS = 8_000_000
 DEFAULT_TEMPLATE = "tokenizer.chat_template"
+# Files of these architectures without a template are prompted with Gemma's turns, not ChatML.
+GEMMA_ARCHITECTURES = frozenset({"gemma", "gemma2", "gemma3"})
 _WORKER = Path(__file__).with_name("template_worker.py")
 _PICK_ANOTHER = "pick another .gguf model"
 

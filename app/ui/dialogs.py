@@ -78,6 +78,7 @@ class SettingsDialog(QDialog):
         parent: QWidget | None = None,
         poll_ms: int = 50,
         providers: QWidget | None = None,
+        models: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
@@ -146,6 +147,9 @@ class SettingsDialog(QDialog):
         self.tabs = QTabWidget(self)
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self.environment, "Environment")
+        self.models = models  # Settings → Models: "Use" fills the chat model field above
+        if models is not None:
+            self.tabs.addTab(models, "Models")
         self.providers = providers  # Settings → Providers: its changes are saved as they are made
         if providers is not None:
             self.tabs.addTab(providers, "Providers")

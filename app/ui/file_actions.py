@@ -117,8 +117,9 @@ class FileActions:
 
     # ------------------------------------------------------------------ settings and theme
 
-    def open_settings(self) -> SettingsDialog:
-        """Show the Settings dialog (non-modal); accepting it applies the new settings."""
+    def open_settings(self, tab: str = "") -> SettingsDialog:
+        """The Settings dialog, on the tab named ``tab`` when given ("Models")."""
+        holder: list[SettingsDialog] = []
         dialog = SettingsDialog(
             self.settings,
             chat_models=self.services.chat_models(self.settings),
@@ -126,10 +127,28 @@ class FileActions:
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
             parent=self.parent,
             providers=self._providers_tab(),
+            models=self._models_tab(lambda value: holder[0].set_chat_model(value)),
         )
+        holder.append(dialog)
+        for i in range(dialog.tabs.count()):
+            if tab and dialog.tabs.tabText(i) == tab:
+                dialog.tabs.setCurrentIndex(i)
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
         return dialog
+
+    def open_models(self) -> SettingsDialog:
+        """Settings → Models: the models on this machine, running servers, downloads."""
+        return self.open_settings("Models")
+
+    def _models_tab(self, use: Callable[[str], None]) -> QWidget | None:
+        access = self.services.models
+        if access is None:
+            return None
+        from app.ui.models_settings import ModelsSettingsWidget
+
+        c = self.controller
+        return ModelsSettingsWidget(access, self.settings, lambda: c.engine, use)
 
     def open_session_settings(self) -> None:
         """The open session's temperature, answer length and standing instruction."""
@@ -142,7 +161,9 @@ class FileActions:
             current = await engine.generation(session_id)
             rows = [r for r in await engine.list_sessions(archived=True) if r["session_id"] == session_id]
             title = (rows[0].get("title") if rows else "") or "this session"
-            dialog = GenerationDialog(current, engine.default_generation(), title, self.parent)
+            access = self.services.providers
+            providers = [str(r["id"]) for r in access.listing(self.settings.data_dir)["providers"]] if access else []
+            dialog = GenerationDialog(current, engine.default_generation(), title, self.parent, providers)
             dialog.saved.connect(lambda new: self.controller.spawn(self._save_generation(session_id, new),
                                                                    "Saving the session settings"))
             dialog.open()

@@ -2,13 +2,17 @@
 
 A window-modal dialog opened with ``open()`` (never ``exec()``: the app runs on an asyncio loop);
 Save hands a ``SessionGeneration`` to ``saved``. "Default" (the spin boxes' lowest value) leaves
-a value to the app's default.
+a value to the app's default; "Answered by" picks the provider asked first in this session (a
+server added from Settings → Models, say), the others staying its fallback.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -30,7 +34,7 @@ class GenerationDialog(QDialog):
     saved = Signal(object)
 
     def __init__(self, current: SessionGeneration, defaults: GenerationParams, title: str,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, providers: Sequence[str] = ()) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Session settings — {title}")
         self.temperature = QDoubleSpinBox(self)
@@ -44,6 +48,11 @@ class GenerationDialog(QDialog):
         self.max_tokens.setSingleStep(64)
         self.max_tokens.setSpecialValueText(f"Default ({defaults.max_tokens})")
         self.max_tokens.setValue(63 if current.max_tokens is None else current.max_tokens)
+        self.provider = QComboBox(self)  # who answers this session first (Settings → Providers lists them)
+        self.provider.addItem("Default (the order of Settings → Providers)", "")
+        for provider_id in dict.fromkeys([*providers, *([current.provider] if current.provider else [])]):
+            self.provider.addItem(provider_id, provider_id)
+        self.provider.setCurrentIndex(max(0, self.provider.findData(current.provider)))
         self.prompt = QPlainTextEdit(self)
         self.prompt.setPlaceholderText("For example: answer in French; keep answers short; I use Python 3.11.")
         self.prompt.setPlainText(current.system_prompt)
@@ -56,6 +65,7 @@ class GenerationDialog(QDialog):
         form = QFormLayout(self)
         form.addRow("Temperature (higher: more varied)", self.temperature)
         form.addRow("Longest answer (tokens)", self.max_tokens)
+        form.addRow("Answered by", self.provider)
         form.addRow(QLabel("Standing instruction — in every context of this session:", self))
         form.addRow(self.prompt)
         form.addRow(self.count)
@@ -68,6 +78,7 @@ class GenerationDialog(QDialog):
             temperature=None if self.temperature.value() < 0 else round(self.temperature.value(), 2),
             max_tokens=None if self.max_tokens.value() < 64 else self.max_tokens.value(),
             system_prompt=self.prompt.toPlainText().strip(),
+            provider=str(self.provider.currentData() or ""),
         )
 
     def _counted(self) -> None:

@@ -33,7 +33,8 @@ def build_menus(w: Any) -> None:
     attach = action(w, file, "&Attach file…", w.attach_actions.ask, "Ctrl+Shift+A")
     w.composer.attach_requested.connect(attach.trigger)  # the composer's paperclip: the same action
     file.addSeparator()
-    action(w, file, "&Settings…", w.file_actions.open_settings, "Ctrl+,")
+    action(w, file, "&Settings…", lambda: w.file_actions.open_settings(), "Ctrl+,")
+    action(w, file, "&Models…", w.file_actions.open_models, "Ctrl+Shift+M")
     action(w, file, "Session se&ttings…", w.file_actions.open_session_settings, "Ctrl+Shift+,")
     file.addSeparator()
     action(w, file, "&Quit", w.close, QKeySequence.StandardKey.Quit)

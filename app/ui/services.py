@@ -44,6 +44,24 @@ class ProviderAccess:
 
 
 @dataclass(frozen=True)
+class ModelAccess:
+    """What the Models tab may do (blocking callables; run them off the UI thread)."""
+
+    #: (settings, probe servers) → {"files", "servers", "catalog"} as ``pcm models list --json``
+    listing: Callable[[Settings, bool], dict[str, Any]]
+    #: (settings, catalog name, on_progress(done, total), cancel token) → the verified file's path
+    download: Callable[[Settings, str, Callable[[int, int], None], Any], Path]
+    #: (settings, a listed server row, model) → the id of the provider made the default
+    use_server: Callable[[Settings, dict[str, Any], str], str]
+    #: None when the hub can be reached, else the one line saying the machine is offline
+    reachable: Callable[[], str | None]
+    #: (settings) → one plain line: what the chat model in use can and cannot do, how to get a better one
+    note: Callable[[Settings], str]
+    #: (the running engine or None, data_dir): its provider registry follows the file
+    apply: Callable[[Any, Path], Any]
+
+
+@dataclass(frozen=True)
 class Services:
     """Adapter entry points for the window (all blocking; run them on an executor)."""
 
@@ -70,6 +88,8 @@ class Services:
     file_preparer: Callable[[Settings], Callable[[Any], Any]] | None = None
     #: Settings → Providers (``app.llm.providers``); None hides the tab.
     providers: ProviderAccess | None = None
+    #: Settings → Models (``app.model_library``); None hides the tab.
+    models: ModelAccess | None = None
     #: Serve the engine's sessions to MCP clients over HTTP on 127.0.0.1 at a port until
     #: cancelled (``app.mcp.run.serve_engine``: engine, data folder, port); a ``CoreError`` when
     #: it cannot. None: the app cannot serve MCP.

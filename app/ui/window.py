@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings
+from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
 from app.core.session.state import SessionState
@@ -68,7 +69,6 @@ def resident_memory_mb() -> float | None:
         return None
 
 
-CONTINUE_TEXT = "Continue your last answer exactly where it stopped."
 
 
 class MainWindow(QMainWindow):
@@ -271,6 +271,10 @@ class MainWindow(QMainWindow):
         model = (engine.model_name if engine is not None else None) or self.settings.chat_model
         state = "ready" if self.controller.ready else "loading"
         self.model_label.setText(f"Model: {model} ({state})")
+        models = self.services.models  # what the bundled model can and cannot do, while it answers
+        note = models.note(self.settings) if models is not None and model == self.settings.chat_model else ""
+        self.model_label.setToolTip(note)
+        self.model_label.setText(self.model_label.text() + (f" · {note}" if note else ""))
         turns = len(self.controller.state.turn_order) if self.controller.state else 0
         self.budget_label.setText(f"Budget {self.composer.budget.value()} tok · ctx {self.settings.context_size} · {turns} turns")
         self._on_memory_tick()  # "N streaming" changes with each turn, not only every tick

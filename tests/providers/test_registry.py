@@ -172,3 +172,19 @@ def test_the_engine_reloads_providers_changed_while_it_runs(tmp_path: Path, make
 
     assert make_engine.run(body, chat=registry) == ["box", LOCAL_ID]
     assert make_engine.run(lambda engine: engine.reload_providers()) is False  # a bare chat model
+
+
+def test_a_sessions_own_provider_is_asked_first_and_the_others_stay_its_fallback() -> None:
+    from app.core.ports import SessionGeneration
+
+    lab, box = ScriptedProvider("lab", ["from lab"]), ScriptedProvider("box", ["from box"])
+    registry, _ = _registry(lab, box)
+    assert registry.chat(MESSAGES).usage.provider == "lab"
+    chosen = SessionGeneration(provider="box").params(GenerationParams())
+    result = registry.chat(MESSAGES, params=chosen)
+    assert (result.usage.provider, result.text) == ("box", "from box")
+    assert result.usage.params["provider"] == "box"  # recorded with the turn's usage
+    local = registry.chat(MESSAGES, params=GenerationParams(provider=LOCAL_ID))
+    assert local.usage.provider == LOCAL_ID
+    gone = registry.chat(MESSAGES, params=GenerationParams(provider="removed-since"))
+    assert gone.usage.provider == "lab", "a provider no longer configured: the usual order"

@@ -105,6 +105,7 @@ def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbo
     dialog = drive(aloop, until(lambda: window.file_actions.generation_dialog, 10, "the dialog"))
     assert dialog.isVisible() and dialog.values() == SessionGeneration()  # defaults to start with
     assert dialog.max_tokens.specialValueText().startswith("Default (")
+    assert dialog.provider.currentData() == "" and dialog.provider.count() >= 1  # who answers: the default order
     dialog.temperature.setValue(0.9)
     dialog.max_tokens.setValue(128)
     dialog.prompt.setPlainText("x" * 4001)

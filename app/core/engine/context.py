@@ -41,7 +41,10 @@ class EngineConfig:
     """The engine's settings (strategy as data; ``app.main`` fills it from ``Settings``)."""
 
     default_budget: int = 1024
-    answer_reserve: int = 256
+    # The tokens each prompt leaves for its answer, which is also the answer's length limit (the
+    # plan records it). 0: a quarter of the context size, at least 256 and at most 2048 tokens
+    # (512 for the default 2048-token context). A session's own answer length replaces it.
+    answer_reserve: int = 0
     context_size: int = 2048
     # The local model's JSON is one more intent signal, asked for only when the fast path is
     # unsure about the mode ("auto") and only within the time limit; "off" never asks.
@@ -76,6 +79,15 @@ class EngineConfig:
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing;
     # "summaries": builds are offered no branch summary.
     ablate: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.answer_reserve <= 0:
+            self.answer_reserve = default_answer_reserve(self.context_size)
+
+
+def default_answer_reserve(context_size: int) -> int:
+    """The answer reserve of a context of ``context_size`` tokens: a quarter, within 256…2048."""
+    return max(256, min(2048, context_size // 4))
 
 
 @dataclass

@@ -160,8 +160,10 @@ class Engine:
         return self._ctx.counter.count(text)
 
     def default_generation(self) -> GenerationParams:
-        """The app's generation settings (a session's own override them: ``generation``)."""
-        return self._ctx.config.generation
+        """The app's generation settings (a session's own override them: ``generation``), with
+        the answer length every answer gets by default: the plan's answer reserve."""
+        config = self._ctx.config
+        return config.generation.model_copy(update={"max_tokens": config.answer_reserve})
 
     def recovery_report(self) -> RecoveryReport:
         """What ``start`` repaired after a crash (empty before it, or when nothing needed it)."""

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskService
@@ -154,7 +155,7 @@ class EngineStreams:
         decision = StackDecision.model_validate(build.task) if build.task else StackDecision()
         turn_node = record.node_id
         writes: list[Write] = []
-        params = state.generation.params(self.ctx.config.generation)
+        params = answer_params(state, build, self.ctx.config.generation)
         urgent = False
         cut_in = self.runtime.config.cut_in
         handle.kind = decision.path

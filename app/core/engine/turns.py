@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.core.context.retrieval import TopicSearch
+from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.recovery import AnswerCheckpointer
 from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
@@ -243,7 +244,7 @@ class TurnService:
         if ctx.chat is not None:
             stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
                                 params=attached.params if attached and attached.params
-                                else state.generation.params(ctx.config.generation),
+                                else answer_params(state, build, ctx.config.generation),
                                 urgent=bool(attached and attached.urgent))
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)

@@ -2,8 +2,8 @@
 
 The engine is handed the registry as its chat model and does not know it is there. Each call:
 
-1. goes through the providers in order (the default first, then by priority; the in-process
-   model last), skipping one that is disabled for sending prompts off the machine without
+1. goes through the providers in order (the call's ``params.provider`` first — a session's own
+   choice —, then the default, then by priority; the in-process model last), skipping one that is disabled for sending prompts off the machine without
    consent, one that failed less than ``down_for_s`` ago, one whose endpoint does not answer an
    availability check (made when it was not used for ``check_every_s``), and a priced one when
    the call's estimated cost would pass a daily or monthly spending limit;
@@ -208,6 +208,8 @@ class ProviderRegistry:
         started = time.perf_counter()
         notes: list[str] = []
         entries = self._entries  # a replace() meanwhile applies from the next call
+        if params.provider:  # the session's own choice is asked first; the others stay the fallback
+            entries = sorted(entries, key=lambda e: e.config.id != params.provider)
         for index, entry in enumerate(entries):
             if cancel is not None and cancel.cancelled:
                 break
