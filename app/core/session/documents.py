@@ -101,14 +101,21 @@ def part_evidence(session_id: str, event: EnvEvent, part: DocPart, added_at: str
 def part_note(evidence: Evidence) -> NoteView:
     """The recall note of a part's evidence (removed from the moment it was superseded)."""
     return NoteView(evidence.evidence_id, "env", evidence.content, evidence.valid_from, evidence.valid_from,
-                    removed_at=evidence.valid_to or "", selector=str(evidence.metadata.get("selector", "")))
+                    removed_at=evidence.valid_to or "", selector=str(evidence.metadata.get("selector", "")),
+                    uri=str(evidence.metadata.get("uri", "")))
+
+
+def unfenced(text: str) -> tuple[str, str]:
+    """(label, body) of a part's fenced text (its ``<<<`` line's label and the lines inside)."""
+    lines = text.split("\n")
+    if len(lines) >= 4 and lines[1].startswith("<<<") and lines[-1].strip() == ">>>":
+        return lines[1].removeprefix("<<<").strip(), "\n".join(lines[2:-1])
+    return "", text
 
 
 def part_index_text(evidence: Evidence) -> str:
     """What the search index holds for a part: its label, then its text (without the fence)."""
-    lines = evidence.content.split("\n")
-    body = "\n".join(lines[2:-1]) if len(lines) >= 4 else evidence.content
-    return f"{evidence.metadata.get('label', '')}\n{body}".strip()
+    return f"{evidence.metadata.get('label', '')}\n{unfenced(evidence.content)[1]}".strip()
 
 
 def is_part(evidence: Evidence) -> bool:
