@@ -81,15 +81,18 @@ def nested_pdf(depth: int = 200_000) -> bytes:
 
 
 def huge_object_pdf(size: int = 40 << 20) -> bytes:
-    """A one-page PDF whose content stream claims and holds ``size`` bytes of drawing operators
-    (compressible: the file is small, the stream is inflated to ``size`` when read)."""
+    """A one-page PDF whose content stream inflates to ``size`` bytes of text-showing operators
+    (the file is small; reading it means parsing all of them)."""
     import zlib
 
-    body = (b"0 0 m 1 1 l S\n" * (size // 14 + 1))[:size]
+    op = b"BT /F1 9 Tf 10 10 Td (huge object text) Tj ET\n"
+    body = (op * (size // len(op) + 1))[:size]
     packed = zlib.compress(body, 9)
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
-               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"]
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
+               b"/Contents 4 0 R >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     return build_pdf(objects)
 
 
