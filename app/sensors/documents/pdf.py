@@ -57,6 +57,24 @@ def _headings(outline: list[tuple[int, int, str]], pages: int) -> list[list[str]
     return paths
 
 
+def _page_lines(reader: Any, n: int, name: str, broken: list[str]) -> list[str]:
+    """The text lines of page ``n`` (0-based); a page pypdf cannot read is noted in ``broken``
+    and gives none, except one whose objects pass pypdf's size limits, which refuses the file."""
+    from pypdf.errors import LimitReachedError
+
+    try:
+        text = reader.pages[n].extract_text() or ""
+    except RecursionError:
+        raise DocumentRefused(f"{name}: page {n + 1} is nested too deeply to be read") from None
+    except LimitReachedError:
+        raise DocumentRefused(f"{name}: page {n + 1} holds an object too large to read") from None
+    except Exception as exc:  # noqa: BLE001 - a broken page is skipped, the rest is read
+        broken.append(f"page {n + 1}: {type(exc).__name__}")
+        text = ""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return [line for line in lines if line]
+
+
 def _open(data: bytes, name: str) -> Any:
     import pypdf
 
@@ -87,17 +105,13 @@ def read_pdf(data: bytes, name: str, progress: Callable[..., None]) -> tuple[lis
     outline = _outline(reader)
     headings = _headings(outline, count)
     units: list[Unit] = []
+    broken: list[str] = []
     for n in range(count):
-        try:
-            text = reader.pages[n].extract_text() or ""
-        except RecursionError:
-            raise DocumentRefused(f"{name}: page {n + 1} is nested too deeply to be read") from None
-        except Exception:  # noqa: BLE001 - a broken page is skipped, the rest is read
-            text = ""
-        lines = [" ".join(line.split()) for line in text.splitlines()]
-        units.append(Unit(f"page:{n + 1}", headings[n], [line for line in lines if line], page=n + 1))
+        units.append(Unit(f"page:{n + 1}", headings[n], _page_lines(reader, n, name, broken), page=n + 1))
         progress(done=n + 1, total=count, unit="pages")
     if not any(u.lines for u in units):
+        if broken:
+            raise DocumentRefused(f"{name} could not be read: {broken[0]}")
         raise DocumentRefused(f"{name} has no text layer (a scan?); OCR is not supported")
     facts = {"pages": count, "outline": [{"page": p + 1, "level": lv, "title": t} for p, lv, t in outline[:200]]}
     return merge_thin_pages(units), facts
