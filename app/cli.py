@@ -16,6 +16,7 @@
     pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
+    pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
@@ -25,6 +26,7 @@
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
     pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
+    pcm bench documents [--pages 300] [--runs 3]   (attach a PDF: pages/s, memory, one-page re-ingest)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -253,6 +255,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = bench_mcp(turns, budget=args.budget, say=lambda line: print(line, file=sys.stderr))
         print(json.dumps(report, indent=2) if args.json else mcp_report(report))
         return 0
+    if args.target == "documents":
+        from app.cli_documents import cmd_bench_documents
+
+        return cmd_bench_documents(args)
     if args.target == "startup":
         from app.bench_startup import bench_startup
         from app.bench_startup import format_report as startup_report
@@ -337,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup", "mcp"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "providers", "startup", "mcp",
+                                      "documents"])
+    p.add_argument("--pages", type=int, default=300, help="documents: pages of the PDF attached")
     p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
     p.add_argument("--turns", default="1000,10000", help="build: history sizes, comma-separated; mcp: the last one")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")

@@ -304,6 +304,15 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     return None
 
 
+def cmd_eval_any(args: argparse.Namespace) -> int:
+    """``pcm eval KIND DIR``: documents (``app/cli_documents.py``) or the replay evaluations."""
+    if args.kind == "documents":
+        from app.cli_documents import cmd_eval_documents
+
+        return cmd_eval_documents(args, Path(args.dir))
+    return cmd_eval(args)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     data_dir = Path(args.dir)
     problem = _eval_problem(args, data_dir)
@@ -441,11 +450,13 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries"])
-    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
-    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
-    p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
-                                     "(default 512,1024,2048,4096 / 256,512,1024)")
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "documents"])
+    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md (documents: the "
+                   "documents and their questions.jsonl, e.g. tests/data/documents)")
+    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity / documents: where the predictions go "
+                   "(required)")
+    p.add_argument("--budgets", help="recall / purity / documents: comma-separated token budgets "
+                                     "(default 512,1024,2048,4096 / 256,512,1024 / 512,1024)")
     p.add_argument("--counter", choices=["model", "words"],
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
@@ -461,4 +472,4 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation")
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=cmd_eval_any)

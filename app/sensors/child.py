@@ -156,12 +156,13 @@ def _alarm(seconds: int) -> None:
         signal.alarm(seconds)
 
 
-def peak_mb() -> int:
-    """This process's peak address space in MB (what the memory cap limits); 0 where unknown."""
+def peak_mb(field: str = "VmPeak") -> int:
+    """This process's peak address space in MB (``VmPeak``: what the memory cap limits; ``VmHWM``:
+    its peak resident memory); 0 where unknown."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmPeak:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) >> 10
     except (OSError, ValueError):
         pass
@@ -190,5 +191,6 @@ def child_main(handler: Handler, failed: Callable[[dict[str, Any], BaseException
     except Exception as exc:  # noqa: BLE001 - reported as the input's error
         outcome = failed(request, exc)
     outcome["peak_mb"] = peak_mb()
+    outcome["peak_rss_mb"] = peak_mb("VmHWM")
     _send(outcome)
     return 0

@@ -59,13 +59,15 @@ def is_binary_format(fmt: str) -> bool:
 class DocumentText:
     """A read document: its text (the parts' texts joined by blank lines), its parts as spans of
     that text (``selector``, ``heading``, ``start``, ``end``, ``sha``: a hash of the part's text),
-    its format and facts (``pages``, ``outline``, ``sheets``, ``sections``), the child's peak MB."""
+    its format and facts (``pages``, ``outline``, ``sheets``, ``sections``), the child's peak
+    address space and peak resident memory in MB."""
 
     text: str
     parts: list[dict[str, Any]]
     format: str
     facts: dict[str, Any] = field(default_factory=dict)
     peak_mb: int = 0
+    peak_rss_mb: int = 0
 
     def payload(self) -> dict[str, Any]:
         """What an env event's payload keeps of it (``payload["document"]``)."""
@@ -98,4 +100,4 @@ def read_document(data: bytes, name: str, fmt: str, *, on_progress: Callable[[di
         raise DocumentRefused(str(outcome.get("message") or f"{name} could not be read"))
     text, spans = _spans(list(outcome.get("parts") or []))
     return DocumentText(text=text, parts=spans, format=fmt, facts=dict(outcome.get("facts") or {}),
-                        peak_mb=int(outcome.get("peak_mb") or 0))
+                        peak_mb=int(outcome.get("peak_mb") or 0), peak_rss_mb=int(outcome.get("peak_rss_mb") or 0))
