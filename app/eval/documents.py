@@ -10,10 +10,10 @@ context (no generation) and the baseline packs the best fixed-size chunks into t
 * **pcm** — the compiled context; a gold hit when it cites a part of the document whose selector
   meets a gold one (the same page or a page range holding it, the section or a part under that
   heading, a sheet range holding the row, overlapping lines);
-* **fixed_chunks** — the document's text cut into windows of ``CHUNK_WORDS`` words (no regard for
-  pages or headings), embedded by the same embedder, the closest to the question packed as
-  ``[n] text`` lines while they fit the budget by the same token counter; a gold hit when a packed
-  window overlaps a gold part.
+* **fixed_100**, **fixed_200** — plain RAG: the document's text cut into windows of 100 or 200
+  words (``CHUNK_SIZES``; no regard for pages or headings), embedded by the same embedder, the
+  closest to the question packed as ``[n] text`` lines while they fit the budget by the same token
+  counter; a gold hit when a packed window overlaps a gold part.
 
 Both also report **answer in context**: the share of questions whose context holds the answer
 phrase (spaces, dashes and case normalised), which credits a hit only when the words are there.
@@ -38,8 +38,8 @@ from app.core.session.documents import DocPart, document_parts, part_id
 from app.core.session.selectors import Part, parse, sheet_parts
 from app.core.types import EnvEvent
 
-CHUNK_WORDS = 200
-METHODS = ("pcm", "fixed_chunks")
+CHUNK_SIZES = (100, 200)  # words of a baseline window
+METHODS = ("pcm", *(f"fixed_{n}" for n in CHUNK_SIZES))
 _DASHES = re.compile(r"[\u2010-\u2015\u2212]")
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
@@ -79,15 +79,20 @@ def meets_gold(golds: Sequence[str], selector: str, heading: Sequence[str]) -> b
 
 
 @dataclass
+class _Windows:
+    chunks: list[tuple[str, list[DocPart]]]  # text and the parts each overlaps
+    vectors: np.ndarray | None
+
+
+@dataclass
 class _Document:
     session_id: str
     event: EnvEvent
     parts: dict[str, DocPart]  # by part evidence id
-    chunks: list[tuple[str, list[DocPart]]]  # fixed-size windows: text and the parts they overlap
-    vectors: np.ndarray | None
+    windows: dict[int, _Windows]  # the baseline's fixed-size windows, by words a window
 
 
-def fixed_chunks(event: EnvEvent, parts: Sequence[DocPart], words: int = CHUNK_WORDS) -> list[tuple[str, list[DocPart]]]:
+def fixed_chunks(event: EnvEvent, parts: Sequence[DocPart], words: int) -> list[tuple[str, list[DocPart]]]:
     """The document's text cut into windows of ``words`` words, each with the parts it overlaps."""
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", event.content)]
     out = []
@@ -102,21 +107,22 @@ async def _attach(engine: Engine, path: Path) -> _Document:
     await engine.attach_file(state.session_id, path)
     [event] = [e for e in await engine.env_events(state.session_id) if e.payload.get("document")]
     parts = document_parts(event)
-    chunks = fixed_chunks(event, parts)
-    vectors = await engine.embed([text for text, _ in chunks])
-    return _Document(state.session_id, event, {part_id(state.session_id, event, p): p for p in parts}, chunks,
-                     vectors)
+    windows = {}
+    for words in CHUNK_SIZES:
+        chunks = fixed_chunks(event, parts, words)
+        windows[words] = _Windows(chunks, await engine.embed([text for text, _ in chunks]))
+    return _Document(state.session_id, event, {part_id(state.session_id, event, p): p for p in parts}, windows)
 
 
-def _pack(doc: _Document, query: np.ndarray | None, count: Callable[[str], int], budget: int) -> list[int]:
+def _pack(win: _Windows, query: np.ndarray | None, count: Callable[[str], int], budget: int) -> list[int]:
     """Indexes of the fixed chunks closest to the query that fit ``budget`` as ``[n] text`` lines."""
-    if doc.vectors is None or query is None:
+    if win.vectors is None or query is None:
         return []
-    order = np.argsort(-(doc.vectors @ query))
+    order = np.argsort(-(win.vectors @ query))
     kept: list[int] = []
     used = 0
     for i in order:
-        cost = count(f"[{len(kept) + 1}] {doc.chunks[int(i)][0]}")
+        cost = count(f"[{len(kept) + 1}] {win.chunks[int(i)][0]}")
         if used + cost <= budget:
             kept.append(int(i))
             used += cost
@@ -131,8 +137,8 @@ def _pcm_row(doc: _Document, q: dict[str, Any], record: Any) -> dict[str, Any]:
             "cited": [sel for _, sel in cited]}
 
 
-def _baseline_row(doc: _Document, q: dict[str, Any], kept: list[int], count: Callable[[str], int]) -> dict[str, Any]:
-    chunks = [doc.chunks[i] for i in kept]
+def _baseline_row(win: _Windows, q: dict[str, Any], kept: list[int], count: Callable[[str], int]) -> dict[str, Any]:
+    chunks = [win.chunks[i] for i in kept]
     hit = any(meets_gold(q["gold"], p.selector, p.heading) for _, parts in chunks for p in parts)
     text = "\n".join(f"[{n}] {t}" for n, (t, _) in enumerate(chunks, 1))
     return {"hit": hit, "answer_in": normalised(q["answer"]) in normalised(text), "tokens": count(text) if text else 0,
@@ -149,7 +155,7 @@ async def run_documents_eval(engine: Engine, data_dir: Path, budgets: Sequence[i
     for name in sorted({q["file"] for q in questions}):
         docs[name] = await _attach(engine, data_dir / name)
         if progress:
-            progress(f"attached {name}: {len(docs[name].parts)} parts, {len(docs[name].chunks)} fixed chunks")
+            progress(f"attached {name}: {len(docs[name].parts)} parts")
     attach_s = time.perf_counter() - started
     scores: dict[str, dict[int, list[tuple[str, bool, bool]]]] = defaultdict(lambda: defaultdict(list))
     count = engine.counter.count
@@ -161,14 +167,16 @@ async def run_documents_eval(engine: Engine, data_dir: Path, budgets: Sequence[i
             kind = Path(q["file"]).suffix.lstrip(".")
             for budget in budgets:
                 record, _ = await engine.build(doc.session_id, q["question"], budget=budget)
-                rows = {"pcm": _pcm_row(doc, q, record),
-                        "fixed_chunks": _baseline_row(doc, q, _pack(doc, query, count, budget), count)}
+                rows = {"pcm": _pcm_row(doc, q, record)}
+                for words, win in doc.windows.items():
+                    rows[f"fixed_{words}"] = _baseline_row(win, q, _pack(win, query, count, budget), count)
                 for method, row in rows.items():
                     scores[method][budget].append((kind, row["hit"], row["answer_in"]))
                     out.write(json.dumps({"qid": q["qid"], "budget": budget, "method": method, **row},
                                          ensure_ascii=False) + "\n")
     return {"budgets": list(budgets), "counter": engine.counter.name, "questions": len(questions),
-            "documents": {n: {"parts": len(d.parts), "fixed_chunks": len(d.chunks)} for n, d in docs.items()},
+            "documents": {n: {"parts": len(d.parts), **{f"fixed_{w}": len(v.chunks) for w, v in d.windows.items()}}
+                          for n, d in docs.items()},
             "attach_s": round(attach_s, 2), "methods": {m: {str(b): _summary(rows) for b, rows in per.items()}
                                                        for m, per in scores.items()}}
 
