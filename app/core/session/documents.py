@@ -30,6 +30,7 @@ from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, Sou
 
 HEADING_JOIN = " \u203a "  # between the levels of a heading path
 SUMMARY_CHARS = 600  # of a document's outline in its event's note
+BOOK_FORMATS = frozenset({"pdf", "docx", "odt", "xlsx"})  # documents read from binary files: no facts taken
 
 
 @dataclass(frozen=True, slots=True)
