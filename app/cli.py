@@ -334,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli_providers import add_parsers as add_provider_parsers
 
     add_parsers(sub)
+    from app.cli_documents import cmd_eval_any
+
+    sub.choices["eval"].set_defaults(func=cmd_eval_any)  # eval documents is app.cli_documents'
     add_provider_parsers(sub)
     add_memory_parsers(sub)
     from app.cli_attach import add_parser as add_attach_parser

@@ -24,6 +24,15 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-eval-"))
 
 
+def cmd_eval_any(args: argparse.Namespace) -> int:
+    """``pcm eval KIND DIR``: documents here, the replay evaluations in ``app.cli_pipeline``."""
+    if args.kind == "documents":
+        return cmd_eval_documents(args, Path(args.dir))
+    from app.cli_pipeline import cmd_eval
+
+    return cmd_eval(args)
+
+
 def cmd_eval_documents(args: argparse.Namespace, data_dir: Path) -> int:
     from app.cli_pipeline import _err, _with_engine
     from app.eval.documents import format_documents_report, run_documents_eval

@@ -304,15 +304,6 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     return None
 
 
-def cmd_eval_any(args: argparse.Namespace) -> int:
-    """``pcm eval KIND DIR``: documents (``app/cli_documents.py``) or the replay evaluations."""
-    if args.kind == "documents":
-        from app.cli_documents import cmd_eval_documents
-
-        return cmd_eval_documents(args, Path(args.dir))
-    return cmd_eval(args)
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     data_dir = Path(args.dir)
     problem = _eval_problem(args, data_dir)
@@ -472,4 +463,4 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation")
-    p.set_defaults(func=cmd_eval_any)
+    p.set_defaults(func=cmd_eval)  # app.cli hands "documents" to app.cli_documents

@@ -9,12 +9,9 @@ the confined opener (:mod:`app.sensors.confined`): a symlink out of the watched 
 an event that says "refused: link out of the watched folder" and carries none of the target's
 text; a file with hard links is read and flagged (``payload["hard_links"]``).
 
-A PDF, Word, OpenDocument or Excel file is read by the document readers in their capped child
-process (:mod:`app.sensors.documents`; up to their own size cap, not ``max_bytes``): the event's
-text is its parts' texts and ``payload["document"]`` lists the parts with their selectors; a
-refusal (encrypted, no text layer, a zip bomb, too slow) is ``skipped`` "refused" with the line in
-``message``. Text formats (Markdown, code, HTML) stay plain text here: a burst of saves to code
-files must not start a process each (File › Attach reads them into parts).
+A PDF, Word, OpenDocument or Excel file is read into parts by the document readers instead
+(:mod:`app.sensors.documents.watched`, ``payload["document"]``); Markdown, code and HTML stay plain
+text here: a burst of saves to code files must not start a reading process each.
 
 Names that are not valid UTF-8 reach the sensor as ``os.fsdecode`` strings (surrogateescape) and
 are kept that way until the intake turns the change into an event (``to_event``), which writes
@@ -57,13 +54,8 @@ from watchdog.observers.api import BaseObserver
 from app.core.runtime.intake import RawChange
 from app.sensors.base import Sink, SourceStatus, StatusBoard
 from app.sensors.confined import REASONS, Missing, Refused, as_text, decode, open_in_folder, read_fd
-from app.sensors.documents import (
-    MAX_DOCUMENT_BYTES,
-    DocumentRefused,
-    document_format,
-    is_binary_format,
-    read_document,
-)
+from app.sensors.documents import document_format, is_binary_format
+from app.sensors.documents.watched import WatchedDocument, read_watched_document
 from app.sensors.scan import Snapshot, diff_snapshots, ignore_matcher, relative, scan_folder
 
 log = logging.getLogger(__name__)
@@ -143,35 +135,6 @@ def read_text_preview(path: str | os.PathLike[str], max_bytes: int, *,
     return FilePreview(p, len(data), mtime, text, encoding=encoding, links=opened.links, hidden_removed=hidden or 0)
 
 
-def read_document_preview(path: str, fmt: str, *, root: str | None = None) -> tuple[FilePreview, dict | None]:
-    """A PDF, Word, OpenDocument or Excel file inside ``root`` read into parts (module doc):
-    its preview (text = the parts' texts) and its document payload, or a preview saying why not."""
-    p = os.path.abspath(path)
-    base = os.path.abspath(root) if root is not None else os.path.dirname(p)
-    try:
-        opened = open_in_folder(base, relative(p, base))
-    except Missing:
-        return FilePreview(p, None, None, None, "missing"), None
-    except Refused as exc:
-        return _refused(p, exc), None
-    except OSError:
-        return FilePreview(p, None, None, None, "unreadable"), None
-    try:
-        size, mtime = opened.st.st_size, _iso(opened.st.st_mtime_ns)
-        if size > MAX_DOCUMENT_BYTES:
-            return FilePreview(p, size, mtime, None, "too_large", links=opened.links), None
-        data = read_fd(opened.fd, MAX_DOCUMENT_BYTES + 1)
-    except OSError:
-        return FilePreview(p, None, None, None, "unreadable"), None
-    finally:
-        os.close(opened.fd)
-    try:
-        doc = read_document(data, os.path.basename(p), fmt)
-    except DocumentRefused as refused:
-        return FilePreview(p, len(data), mtime, None, "refused", message=str(refused), links=opened.links), None
-    return FilePreview(p, len(data), mtime, doc.text, encoding=fmt, links=opened.links), doc.payload()
-
-
 def prepare_file_change(change: RawChange, max_bytes: int) -> RawChange:
     """The change with the file's text as ``content`` (or, when not read, ``payload["skipped"]``
     saying why, and ``payload["message"]`` for a refusal) and ``size``/``mtime`` in the payload;
@@ -182,14 +145,13 @@ def prepare_file_change(change: RawChange, max_bytes: int) -> RawChange:
     folder = change.payload.get("folder")
     root = folder if isinstance(folder, str) and folder else None
     fmt = document_format(change.uri)
-    document = None
     if fmt is not None and is_binary_format(fmt):
-        preview, document = read_document_preview(change.uri, fmt, root=root)
+        preview: FilePreview | WatchedDocument = read_watched_document(change.uri, fmt, root=root)
     else:
         preview = read_text_preview(change.uri, max_bytes, root=root)
     payload = {**change.payload, "size": preview.size, "mtime": preview.mtime}
-    if document is not None:
-        payload["document"] = document
+    if isinstance(preview, WatchedDocument) and preview.document is not None:
+        payload["document"] = preview.document
     if preview.links > 1:
         payload["hard_links"] = preview.links
     if preview.skipped is not None:

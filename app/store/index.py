@@ -412,8 +412,7 @@ class SearchIndex:
 
     def index_parts(self, session_id: str, parts: Sequence[Evidence],
                     vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int:
-        """Index the parts of a document (evidences of type rag_doc; ``vectors``, one per part in
-        order, are their ``part_row`` embeddings when the caller has them); return how many."""
+        """Index a document's parts (``vectors``: their ``part_row`` embeddings, in order); how many."""
         known = None if vectors is None else {p.evidence_id: v for p, v in zip(parts, vectors)}
         return self.add((part_row(session_id, p) for p in parts), vectors=known)
 

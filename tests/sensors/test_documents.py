@@ -17,7 +17,7 @@ import pytest
 from app.core.errors import AttachError
 from app.sensors.attach import read_attachment
 from app.sensors.documents import DocumentRefused, document_format, read_document
-from app.sensors.files import read_document_preview
+from app.sensors.documents.watched import read_watched_document
 from tests.sensors.pdfs import (
     encrypted_pdf,
     huge_object_pdf,
@@ -172,7 +172,11 @@ def test_attach_reads_documents_and_refuses_in_one_line(tmp_path: Path) -> None:
 def test_a_watched_folder_reads_a_pdf_inside_it_and_refuses_a_scan(tmp_path: Path) -> None:
     (tmp_path / "plan.pdf").write_bytes(text_pdf(["Intro words " * 20]))
     (tmp_path / "scan.pdf").write_bytes(scanned_pdf())
-    preview, document = read_document_preview(str(tmp_path / "plan.pdf"), "pdf", root=str(tmp_path))
-    assert document is not None and preview.text and document["parts"][0]["selector"] == "page:1"
-    preview, document = read_document_preview(str(tmp_path / "scan.pdf"), "pdf", root=str(tmp_path))
-    assert document is None and preview.skipped == "refused" and "no text layer" in preview.message
+    read = read_watched_document(str(tmp_path / "plan.pdf"), "pdf", root=str(tmp_path))
+    assert read.document is not None and read.text and read.document["parts"][0]["selector"] == "page:1"
+    read = read_watched_document(str(tmp_path / "scan.pdf"), "pdf", root=str(tmp_path))
+    assert read.document is None and read.skipped == "refused" and "no text layer" in read.message
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "link.pdf").symlink_to(tmp_path / "plan.pdf")
+    read = read_watched_document(str(tmp_path / "inner" / "link.pdf"), "pdf", root=str(tmp_path / "inner"))
+    assert read.document is None and read.skipped == "link_out" and read.text is None

@@ -20,7 +20,7 @@ import numpy as np
 from app.core.engine.context import EngineContext
 from app.core.errors import AttachCancelled
 from app.core.ports import CancelToken
-from app.core.session.documents import PartPlan, is_part, part_index_text, part_note, plans_for
+from app.core.session.documents import PartPlan, document, is_part, part_index_text, part_note, plans_for
 from app.core.session.state import SessionState
 from app.core.types import EnvEvent, Evidence, utc_now
 
@@ -53,7 +53,8 @@ class DocumentParts:
 
     async def prepare(self, state: SessionState, events: Sequence[EnvEvent], on_progress: Progress | None = None,
                       cancel: CancelToken | None = None) -> PreparedParts:
-        if not any(e.kind == "file" for e in events):
+        if not any(document(e) is not None or (e.kind == "file" and e.payload.get("change") == "deleted")
+                   for e in events):  # nothing to plan: no store read for a burst of plain files
             return PreparedParts()
         current = [e for e in await self.ctx.on_store(self.ctx.store.list_evidences, state.session_id) if is_part(e)]
         plans = plans_for(state.session_id, events, current, utc_now())
@@ -74,18 +75,22 @@ class DocumentParts:
         return prepared
 
     async def index(self, session_id: str, added: list[Evidence], retired: list[str],
-                    prepared: PreparedParts) -> None:
+                    prepared: PreparedParts) -> str | None:
         """Index the stored new parts (with their embeddings) and drop the superseded ones from
-        the index; raises what the index raises (the caller reports it)."""
+        the index; None, or why it failed (one line: the parts are stored, the caller reports it)."""
         index = self.ctx.index
         if index is None:
-            return
-        if added:
-            vectors = [prepared.vectors.get(e.evidence_id) for e in added]
-            known = None if any(v is None for v in vectors) else vectors
-            await self.ctx.ex.run("embed", index.index_parts, session_id, added, known)
-        if retired:
-            await self.ctx.on_index(index.remove, retired)
+            return None
+        try:
+            if added:
+                vectors = [prepared.vectors.get(e.evidence_id) for e in added]
+                known = None if any(v is None for v in vectors) else vectors
+                await self.ctx.ex.run("embed", index.index_parts, session_id, added, known)
+            if retired:
+                await self.ctx.on_index(index.remove, retired)
+        except Exception as exc:  # noqa: BLE001 - stored already: reported, never raised
+            return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        return None
 
     @staticmethod
     def apply(state: SessionState, added: list[Evidence], retired: list[str], at: str) -> None:

@@ -169,10 +169,8 @@ class EnvironmentService:
                          cancel: CancelToken | None = None) -> list[EnvRouted]:
         """Store, index, draw and route a batch of env events; push those touching an active task.
 
-        A document's parts (``payload["document"]``) are stored and indexed with its event, in the
-        same transaction; only the parts that changed since the file's last version are embedded
-        (``engine/documents.py``), reported to ``on_progress``, and ``cancel`` stops that with
-        ``AttachCancelled`` before anything is stored.
+        A document's parts are stored with its event, in one transaction; only the parts that
+        changed are embedded (``engine/documents.py``: ``on_progress``, ``cancel``).
 
         Returns one ``EnvRouted`` per new event that was stored, in order (an event id the session
         has already is skipped). Every string is made storable first (``storable``: a name that
@@ -287,7 +285,9 @@ class EnvironmentService:
         await ctx.on_store(self._write_batch, sid, plans, nodes, edges, by_id, pushes, added_at, (added, retired))
         # Committed: from here on nothing may raise, or a retry would store the events twice.
         unindexed = await self._index(sid, events, vectors)
-        unindexed += await self._index_parts(sid, events, added, retired, parts)
+        failed = await self.documents.index(sid, added, retired, parts)  # a reason, when it failed
+        unindexed += [EnvFailure(e, f"parts not indexed: {failed}", stored=True) for e in events
+                      if failed and e.event_id in parts.plans]
         self.documents.apply(state, added, retired, added_at)
         for event, node, _, _ in plans:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added_at))
@@ -374,18 +374,6 @@ class EnvironmentService:
         edge = GraphEdge(src=node.node_id, dst=target, kind=EdgeKind.REFERENCES, created_at=added_at,
                          attrs={"valid_from_seq": len(state.turn_order), "route": route.how, "score": route.score})
         return event, node, route, edge
-
-    async def _index_parts(self, sid: str, events: list[EnvEvent], added: list[Evidence], retired: list[str],
-                           parts: PreparedParts) -> list[EnvFailure]:
-        """Index a batch's stored document parts; a failure is reported against the document's
-        event (stored, not fully indexed), never raised."""
-        try:
-            await self.documents.index(sid, added, retired, parts)
-        except Exception as exc:  # noqa: BLE001 - stored already: report, never raise
-            owners = {str(e.metadata.get("event_id")) for e in added} | set(parts.plans)
-            return [EnvFailure(e, f"parts not indexed: {_reason(exc)}", stored=True) for e in events
-                    if e.event_id in owners]
-        return []
 
     def _write_batch(self, sid: str, plans: list[Plan], nodes: list[GraphNode], edges: list[GraphEdge],
                      by_id: dict[str, Task], pushes: set[int], added_at: str,
