@@ -54,7 +54,7 @@ def memory_row(session_id: str, fragment: MemoryFragment) -> SearchRow:
 
 
 def env_row(session_id: str, event: EnvEvent) -> SearchRow:
-    """Return the index row of an environment event (title, uri, content)."""
+    """Return the index row of an environment event (title, uri, content; a document's outline)."""
     text = "\n".join(part for part in (event.title, event.uri, event_text(event)) if part)
     return SearchRow(event.event_id, session_id, "env", text, event.at)
 
