@@ -147,12 +147,20 @@ def context_lines(record: TurnRecord) -> list[ContextLine]:
     return out
 
 
+_FENCE_HEAD = re.compile(r"^\[[^\]\n]+\]$")  # "[file modified]", "[document part]": the app's words over a quote
+
+
 def evidence_texts(record: TurnRecord) -> dict[str, str]:
-    """Evidence id → the line that shows it in the context (``[n]`` tag removed), when sent."""
+    """Evidence id → the line that shows it in the context (``[n]`` tag removed), when sent; for
+    quoted outside text, its header and the quote's label ("[document part] report.pdf, page 5")."""
     out: dict[str, str] = {}
     for line in context_lines(record):
         if len(line.evidence_ids) == 1 and not line.header and line.block_type != BlockType.STATE.value:
-            out.setdefault(line.evidence_ids[0], _TAG_RE.sub("", line.text, count=1))
+            eid, text = line.evidence_ids[0], _TAG_RE.sub("", line.text, count=1)
+            if eid not in out:
+                out[eid] = text
+            elif _FENCE_HEAD.match(out[eid]) and text.startswith("<<< "):
+                out[eid] = f"{out[eid]} {text[4:]}"
     return out
 
 
