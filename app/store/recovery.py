@@ -32,7 +32,9 @@ _SEARCHABLE: tuple[tuple[str, str, str, Any, Any], ...] = (  # table, key, condi
     ("messages", "message_id", "1", R.MESSAGES, message_row),
     ("memory_fragments", "fragment_id", "valid_to IS NULL", R.MEMORY, memory_row),
     ("env_events", "event_id", "1", R.ENV_EVENTS, env_row),
-    ("evidences", "evidence_id", "type = 'rag_doc' AND valid_to IS NULL", R.EVIDENCES, part_row),  # document parts
+    # a document's parts: rag_doc evidences with a selector (app.core.session.documents.is_part)
+    ("evidences", "evidence_id", "type = 'rag_doc' AND valid_to IS NULL AND json_extract(metadata, '$.selector') "
+     "IS NOT NULL", R.EVIDENCES, part_row),
 )
 _CHUNK = 500  # ids per IN (...) list
 
