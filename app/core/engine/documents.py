@@ -11,22 +11,21 @@ then stores the parts with its events in one transaction and indexes them with t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from app.core.engine.context import EngineContext
 from app.core.errors import AttachCancelled
-from app.core.ports import CancelToken
+from app.core.ports import CancelToken, ReadProgress
 from app.core.session.documents import PartPlan, document, is_part, part_index_text, part_note, plans_for
 from app.core.session.state import SessionState
 from app.core.types import EnvEvent, Evidence, utc_now
 
 EMBED_BATCH = 32  # parts embedded per step: the step between two progress reports and cancel checks
 
-Progress = Callable[[dict[str, Any]], None]
+Progress = ReadProgress  # {"stage", "done", "total", "unit"}
 
 
 @dataclass

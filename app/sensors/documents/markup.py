@@ -57,9 +57,9 @@ def read_markdown(text: str, _name: str, progress: Callable[..., None]) -> tuple
     return units, {"sections": [u.heading[-1] for u in units if u.heading][:200]}
 
 
-def read_html(text: str, _name: str, progress: Callable[..., None]) -> tuple[list[Unit], dict[str, Any]]:
+def read_html(text: str, name: str, progress: Callable[..., None]) -> tuple[list[Unit], dict[str, Any]]:
     visible, hidden = html_text(text, max_chars=max(20_000, len(text)), headings=True)
-    units = [Unit(section(_name), [], [])]
+    units = [Unit(section(name), [], [])]
     path: list[str] = []
     for line in visible.split("\n"):
         m = _ATX.match(line)
