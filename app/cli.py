@@ -17,6 +17,7 @@
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
     pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
+    pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
@@ -27,6 +28,7 @@
     pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
     pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
+    pcm bench documents [--pages 300] [--runs 3]   (attach a PDF: pages/s, memory, one-page re-ingest)
 
 Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
 ``--debug`` for the traceback.
@@ -363,6 +365,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = bench_mcp(turns, budget=args.budget, say=lambda line: print(line, file=sys.stderr))
         print(json.dumps(report, indent=2) if args.json else mcp_report(report))
         return 0
+    if args.target == "documents":
+        from app.cli_documents import cmd_bench_documents
+
+        return cmd_bench_documents(args)
     if args.target == "startup":
         from app.bench_startup import bench_startup
         from app.bench_startup import format_report as startup_report
@@ -444,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli_providers import add_parsers as add_provider_parsers
 
     add_parsers(sub)
+    from app.cli_documents import cmd_eval_any
+
+    sub.choices["eval"].set_defaults(func=cmd_eval_any)  # eval documents is app.cli_documents'
     add_provider_parsers(sub)
     add_memory_parsers(sub)
     from app.cli_attach import add_parser as add_attach_parser
@@ -453,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "canvas", "providers", "startup", "mcp"])
+    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "canvas", "providers", "startup", "mcp",
+                                      "documents"])
+    p.add_argument("--pages", type=int, default=300, help="documents: pages of the PDF attached")
     p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
     p.add_argument("--turns", default=TURNS_DEFAULT, help="build: history sizes, comma-separated; mcp: the last one; "
                    "canvas: generated session sizes (default there 20,60,200,1000)")

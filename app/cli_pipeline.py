@@ -442,11 +442,13 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers"])
-    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
-    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
-    p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
-                                     "(default 512,1024,2048,4096 / 256,512,1024)")
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents"])
+    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md (documents: the "
+                   "documents and their questions.jsonl, e.g. tests/data/documents)")
+    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity / documents: where the predictions go "
+                   "(required)")
+    p.add_argument("--budgets", help="recall / purity / documents: comma-separated token budgets "
+                                     "(default 512,1024,2048,4096 / 256,512,1024 / 512,1024)")
     p.add_argument("--counter", choices=["model", "words"],
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
@@ -472,4 +474,4 @@ def add_parsers(sub: Any) -> None:
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
                                                           "answers: N questions spread evenly over the file")
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=cmd_eval)  # app.cli hands "documents" to app.cli_documents

@@ -42,3 +42,21 @@ def test_attach_a_file_to_the_last_used_session_and_version_it(tmp_path: Path,
     assert "nope.txt: no such file" in capsys.readouterr().err
     assert main([*data, "attach", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_attach_a_pdf_with_progress_and_refuse_a_scan_in_one_line(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.sensors.pdfs import scanned_pdf, text_pdf
+
+    data = ["--data-dir", str(tmp_path / "data")]
+    report = tmp_path / "report.pdf"
+    report.write_bytes(text_pdf([f"Page {n}: the budget line {n} is {n * 100} euros. " * 6 for n in range(1, 21)]))
+    assert main([*data, "attach", str(report), "--new"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("attached report.pdf v1 (20 parts of 20 pages,")
+    assert "reading report.pdf: 20/20 pages" in captured.err and "indexing: 20/20 parts" in captured.err
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(scanned_pdf())
+    assert main([*data, "attach", str(scan)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "pcm: error: scan.pdf has no text layer (a scan?); OCR is not supported"

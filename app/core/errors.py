@@ -28,6 +28,10 @@ class AttachError(CoreError):
     ``str(err)`` says which, in one line meant for the user (a size limit names the limit)."""
 
 
+class AttachCancelled(AttachError):
+    """The user stopped attaching a file (its reading or indexing) before anything was recorded."""
+
+
 class ProviderError(ModelError):
     """A chat provider could not answer: raised by ``ChatProvider.chat`` before any token was
     streamed (a failure after that is returned as ``finish_reason == "error"``).

@@ -220,14 +220,24 @@ class LocalFile(BaseModel):
     modified: str = ""
     encoding: str = "utf-8"
     hidden_removed: int = 0
+    # A document read into parts (PDF, Word, a spreadsheet, Markdown, code...): ``format``,
+    # ``label``, ``parts`` (spans of ``text`` with their selector, heading path and hash) and
+    # facts such as ``pages``; what an env event keeps as ``payload["document"]``.
+    document: dict[str, Any] | None = None
+
+
+#: Progress of a long read: ``{"done", "total", "unit"}`` (pages, paragraphs, sheets).
+ReadProgress = Callable[[dict[str, Any]], None]
 
 
 class FileReader(Protocol):
     """Reads a file the user chose (``app.sensors.attach.read_attachment``): blocking, run it in a
     worker thread. Raises ``AttachError`` with a plain reason when the file is missing, a
-    folder, not a regular file, binary, or larger than ``max_bytes`` (never read then)."""
+    folder, not a regular file, binary, or larger than ``max_bytes`` (never read then).
+    ``on_progress`` hears how a long document's reading goes; ``cancelled()`` true stops it."""
 
-    def __call__(self, path: str, max_bytes: int) -> LocalFile: ...
+    def __call__(self, path: str, max_bytes: int, *, on_progress: ReadProgress | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> LocalFile: ...
 
 
 class WordTokenCounter:
@@ -305,6 +315,7 @@ class SessionStore(Protocol):
     # evidence, tools, environment, memory
     def add_evidence(self, session_id: str, evidence: Evidence) -> Evidence: ...
     def get_evidence(self, evidence_id: str) -> Evidence | None: ...
+    def supersede_evidence(self, evidence_id: str, at: str | None = None) -> Evidence: ...
     def list_evidences(self, session_id: str, include_superseded: bool = False) -> list[Evidence]: ...
     def add_tool_call(self, session_id: str, call: ToolCall) -> ToolCall: ...
     def add_env_event(self, session_id: str, event: EnvEvent) -> EnvEvent: ...
@@ -377,6 +388,8 @@ class SearchIndex(Protocol):
                      vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int: ...
     def index_env_events(self, session_id: str, events: Sequence[EnvEvent],
                          vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int: ...
+    def index_parts(self, session_id: str, parts: Sequence[Evidence],
+                    vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int: ...
     # keeping up with the store: after a crash, an interrupted rebuild, another process's writes
     @property
     def needs_rebuild(self) -> bool: ...

@@ -8,6 +8,13 @@ UTF-8 (a BOM allowed; an undecodable byte becomes U+FFFD) or UTF-16 with a BOM. 
 gives its visible text, hidden elements left out, as a watched HTML file does
 (:func:`app.sensors.confined.as_text`). Every refusal is an ``AttachError`` whose message says
 why in plain words. Blocking: the engine runs it in a worker thread.
+
+A document — PDF, Word, OpenDocument text, Excel, CSV, Markdown, HTML, source code
+(:func:`app.sensors.documents.document_format`) — is read by the document readers in their capped
+child process instead (up to ``MAX_DOCUMENT_BYTES`` for the binary formats): its text is the parts'
+texts and ``LocalFile.document`` carries the parts with their selectors; progress goes to
+``on_progress``, ``cancelled()`` stops the reading. What the readers refuse (encrypted, no text
+layer, too many pages, a zip bomb, past the time or memory cap) is an ``AttachError`` too.
 """
 
 from __future__ import annotations
@@ -15,12 +22,21 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from app.core.errors import AttachError
 from app.core.ports import LocalFile
 from app.core.text.names import safe_text
 from app.sensors.confined import as_text
+from app.sensors.documents import (
+    MAX_DOCUMENT_BYTES,
+    DocumentRefused,
+    document_format,
+    is_binary_format,
+    read_document,
+)
 
 BINARY_SHARE = 0.3  # characters that are not text, above which a file counts as binary (random bytes: ~60%)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -73,33 +89,57 @@ def _open(path: str, name: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-def read_attachment(path: str, max_bytes: int) -> LocalFile:
-    """The text of the file at ``path`` (``~`` expanded, made absolute, links resolved), or an
-    ``AttachError`` saying why not. Never reads more than ``max_bytes + 1`` bytes."""
-    full = os.path.realpath(os.path.expanduser(path))
-    name = safe_text(os.path.basename(full) or full)
-    fd, st = _open(full, name)
+def _read(fd: int, name: str, size: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of the open file (``AttachError`` when it is or grew larger)."""
+    if size > limit:
+        raise AttachError(f"{name} is {size_text(size)}; files up to {size_text(limit)} can be attached")
+    chunks, got = [], 0
     try:
-        if st.st_size > max_bytes:
-            raise AttachError(f"{name} is {size_text(st.st_size)}; files up to {size_text(max_bytes)} can be attached")
-        chunks, got = [], 0
-        while got <= max_bytes:
-            chunk = os.read(fd, min(1 << 16, max_bytes + 1 - got))
+        while got <= limit:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - got))
             if not chunk:
                 break
             chunks.append(chunk)
             got += len(chunk)
     except OSError as exc:
         raise AttachError(f"{name} could not be read: {exc.strerror or exc}") from None
+    data = b"".join(chunks)
+    if len(data) > limit:  # it grew after the stat
+        raise AttachError(f"{name} is larger than {size_text(limit)}, the most that can be attached")
+    return data
+
+
+def _modified(st: os.stat_result) -> str:
+    return datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def read_attachment(path: str, max_bytes: int, *, on_progress: Callable[[dict[str, Any]], None] | None = None,
+                    cancelled: Callable[[], bool] | None = None) -> LocalFile:
+    """The text of the file at ``path`` (``~`` expanded, made absolute, links resolved), or an
+    ``AttachError`` saying why not; a document's parts in ``document`` (module doc). Never
+    reads more than its limit + 1 bytes."""
+    full = os.path.realpath(os.path.expanduser(path))
+    name = safe_text(os.path.basename(full) or full)
+    fd, st = _open(full, name)
+    try:
+        head = os.pread(fd, 8, 0) if hasattr(os, "pread") else b""
+        fmt = document_format(full, head)
+        binary = fmt is not None and is_binary_format(fmt)
+        data = _read(fd, name, st.st_size, MAX_DOCUMENT_BYTES if binary else max_bytes)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:  # it grew after the stat
-        raise AttachError(f"{name} is larger than {size_text(max_bytes)}, the most that can be attached")
+    if fmt is not None:
+        if not binary and _decode(data)[0] is None:
+            raise AttachError(f"{name} is a binary file; only text files can be attached")
+        try:
+            doc = read_document(data, name, fmt, on_progress=on_progress, cancelled=cancelled)
+        except DocumentRefused as refused:
+            raise AttachError(str(refused)) from None
+        return LocalFile(path=full, size=len(data), text=doc.text, modified=_modified(st), encoding=fmt,
+                         hidden_removed=int(doc.facts.get("hidden_removed") or 0), document=doc.payload())
     text, encoding = _decode(data)
     if text is None:
         raise AttachError(f"{name} is a binary file; only text files can be attached")
     text, hidden = as_text(full, text)
-    modified = datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return LocalFile(path=full, size=len(data), text=text, modified=modified, encoding=encoding,
+    return LocalFile(path=full, size=len(data), text=text, modified=_modified(st), encoding=encoding,
                      hidden_removed=hidden or 0)

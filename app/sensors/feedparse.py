@@ -22,16 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from app.frozen import child_options, python_command
+from app.sensors.child import child_main, run_capped
 from app.sensors.text import html_to_text
 
 PARSE_TIMEOUT_S = 10.0
@@ -41,7 +36,6 @@ MAX_ENTRY_CHARS = 20_000
 FIELD_LIMITS = {"id": 2_000, "title": 2_000, "link": 8_000, "author": 1_000, "published": 200}
 _MARKER = "\U0010fffd"  # stands for a character reference to an invalid code point
 _CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,16})|([0-9]{1,24}));")
-_APP_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the ``app`` package
 
 
 # --------------------------------------------------------------------------- entries
@@ -240,82 +234,26 @@ def parse_feed(body: bytes, *, url: str, content_type: str = "", seen: Sequence[
 def parse_in_child(body: bytes, *, url: str, content_type: str = "", seen: Sequence[str] = (), emit: bool = True,
                    max_entries: int = 100, timeout_s: float = PARSE_TIMEOUT_S,
                    memory_bytes: int = PARSE_MEMORY_BYTES) -> dict[str, Any]:
-    """:func:`parse_feed` in a child process that is killed after ``timeout_s`` seconds, with its
-    address space capped at ``memory_bytes``. Adds ``{"kind": "timeout" | "memory" | "crashed",
-    "message"}`` to the outcomes; never raises."""
-    request = {"url": url, "content_type": content_type, "seen": list(seen), "emit": emit,
-               "max_entries": max_entries, "memory_bytes": memory_bytes, "alarm_s": int(timeout_s) + 2}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_APP_ROOT), os.environ.get("PYTHONPATH")]))}
-    try:
-        proc = subprocess.run(
-            python_command("-P", "-c", "import sys; from app.sensors.feedparse import main; sys.exit(main())"),
-            input=json.dumps(request).encode("ascii") + b"\n" + body,
-            capture_output=True, timeout=timeout_s, env=env, **child_options(),
-        )
-    except subprocess.TimeoutExpired:
-        return {"kind": "timeout", "message": f"parsing {url} took longer than {timeout_s:g} s; stopped "
-                                              "(a pathological document?)"}
-    except OSError as exc:
-        return {"kind": "crashed", "message": f"could not start a process to parse {url} ({exc})"}
-    try:
-        outcome: dict[str, Any] = json.loads(proc.stdout.decode("utf-8").strip().splitlines()[-1])
-        return outcome
-    except (ValueError, IndexError):
-        pass
-    tail = " ".join(proc.stderr.decode("utf-8", "replace").split())[-200:]
-    return {"kind": "crashed", "message": f"the process parsing {url} ended with status {proc.returncode}"
-                                          + (f" ({tail})" if tail else "")}
+    """:func:`parse_feed` in a capped child process (:func:`app.sensors.child.run_capped`), killed
+    after ``timeout_s`` seconds, its address space capped at ``memory_bytes``. Adds ``{"kind":
+    "timeout" | "memory" | "crashed", "message"}`` to the outcomes; never raises."""
+    request = {"url": url, "content_type": content_type, "seen": list(seen), "emit": emit, "max_entries": max_entries}
+    outcome = run_capped(__name__, request, body, what=f"parsing {url}", timeout_s=timeout_s,
+                         memory_bytes=memory_bytes)
+    if outcome.get("kind") == "timeout":
+        outcome["message"] += " (a pathological document?)"
+    return outcome
 
 
-def _limit_memory(limit: int) -> None:
-    try:
-        import resource
-    except ImportError:  # Windows: the time cap still applies
-        return
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ValueError, OSError):
-        pass
+def _handle(request: dict[str, Any], body: bytes, _progress: Any) -> dict[str, Any]:
+    return parse_feed(body, url=request["url"], content_type=request["content_type"], seen=request["seen"],
+                      emit=request["emit"], max_entries=request["max_entries"])
 
 
-def _alarm(seconds: int) -> None:
-    """SIGALRM at its default action: the kernel ends this process a little after the parent's
-    cap even inside C code, should the parent be gone before it could kill it. POSIX only."""
-    import signal
-
-    if seconds > 0 and hasattr(signal, "alarm"):
-        signal.alarm(seconds)
+def _failed(_request: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    return {"kind": "malformed", "message": f"malformed feed: {type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def main() -> int:
     """The child: a JSON request line then the body on stdin; one JSON line on stdout."""
-    data = sys.stdin.buffer.read()
-    head, _, body = data.partition(b"\n")
-    request = json.loads(head)
-    _limit_memory(int(request["memory_bytes"]))
-    _alarm(int(request.get("alarm_s", 0)))
-    try:
-        outcome = parse_feed(body, url=request["url"], content_type=request["content_type"], seen=request["seen"],
-                             emit=request["emit"], max_entries=request["max_entries"])
-    except MemoryError:
-        outcome = {"kind": "memory", "message": f"parsing {request['url']} needed more than "
-                                                f"{int(request['memory_bytes']) >> 20} MB; stopped"}
-    except Exception as exc:  # noqa: BLE001 - reported as the feed's error
-        outcome = {"kind": "malformed", "message": f"malformed feed: {type(exc).__name__}: {str(exc)[:200]}"}
-    outcome["peak_mb"] = _peak_mb()
-    sys.stdout.write(json.dumps(outcome) + "\n")
-    return 0
-
-
-def _peak_mb() -> int:
-    """This process's peak address space in MB (what the memory cap limits); 0 where unknown."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmPeak:"):
-                    return int(line.split()[1]) >> 10
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
+    return child_main(_handle, _failed)

@@ -9,6 +9,10 @@ the confined opener (:mod:`app.sensors.confined`): a symlink out of the watched 
 an event that says "refused: link out of the watched folder" and carries none of the target's
 text; a file with hard links is read and flagged (``payload["hard_links"]``).
 
+A PDF, Word, OpenDocument or Excel file is read into parts by the document readers instead
+(:mod:`app.sensors.documents.watched`, ``payload["document"]``); Markdown, code and HTML stay plain
+text here: a burst of saves to code files must not start a reading process each.
+
 Names that are not valid UTF-8 reach the sensor as ``os.fsdecode`` strings (surrogateescape) and
 are kept that way until the intake turns the change into an event (``to_event``), which writes
 them out display-safe and keeps the exact name in the payload (``raw_uri``).
@@ -50,6 +54,8 @@ from watchdog.observers.api import BaseObserver
 from app.core.runtime.intake import RawChange
 from app.sensors.base import Sink, SourceStatus, StatusBoard
 from app.sensors.confined import REASONS, Missing, Refused, as_text, decode, open_in_folder, read_fd
+from app.sensors.documents import document_format, is_binary_format
+from app.sensors.documents.watched import WatchedDocument, read_watched_document
 from app.sensors.scan import Snapshot, diff_snapshots, ignore_matcher, relative, scan_folder
 
 log = logging.getLogger(__name__)
@@ -137,8 +143,15 @@ def prepare_file_change(change: RawChange, max_bytes: int) -> RawChange:
     if change.kind != "file" or change.change in ("deleted", "rescan"):
         return change
     folder = change.payload.get("folder")
-    preview = read_text_preview(change.uri, max_bytes, root=folder if isinstance(folder, str) and folder else None)
+    root = folder if isinstance(folder, str) and folder else None
+    fmt = document_format(change.uri)
+    if fmt is not None and is_binary_format(fmt):
+        preview: FilePreview | WatchedDocument = read_watched_document(change.uri, fmt, root=root)
+    else:
+        preview = read_text_preview(change.uri, max_bytes, root=root)
     payload = {**change.payload, "size": preview.size, "mtime": preview.mtime}
+    if isinstance(preview, WatchedDocument) and preview.document is not None:
+        payload["document"] = preview.document
     if preview.links > 1:
         payload["hard_links"] = preview.links
     if preview.skipped is not None:

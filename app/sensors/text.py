@@ -33,6 +33,7 @@ _BLOCK = frozenset({
     "article", "header", "footer", "aside", "nav", "blockquote", "pre", "hr", "figure", "figcaption",
     "h1", "h2", "h3", "h4", "h5", "h6", "address", "main", "form", "fieldset", "details", "summary",
 })
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "wbr",
                    "param", "track", "keygen"})
 HIDDEN_CLASSES = frozenset({"hidden", "d-none", "sr-only", "visually-hidden", "visuallyhidden", "screen-reader-text",
@@ -140,10 +141,11 @@ def is_hidden(tag: str, attrs: list[tuple[str, str | None]], rules: HiddenRules)
 class _TextExtractor(HTMLParser):
     """Visible text of a page: a stack of open elements knows which of them hide their content."""
 
-    def __init__(self, rules: HiddenRules) -> None:
+    def __init__(self, rules: HiddenRules, headings: bool = False) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self.rules = rules
+        self.headings = headings  # h1-h6 start with "# " … "###### " (the document readers' sections)
         self._stack: list[tuple[str, bool]] = []  # open elements: (tag, hides its content)
         self._hiding = 0  # open elements that hide
         self.hidden = 0  # hidden elements left out (outermost ones)
@@ -164,6 +166,8 @@ class _TextExtractor(HTMLParser):
             return
         if tag in _BLOCK:
             self.parts.append("\n")
+        if self.headings and tag in _HEADINGS:
+            self.parts.append("\n" + "#" * int(tag[1]) + " ")
         if tag == "li":
             self.parts.append("- ")
         elif tag in ("td", "th"):
@@ -194,15 +198,16 @@ _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 _BLANKS = re.compile(r"\n{3,}")
 
 
-def html_text(html: str, *, max_chars: int = 20_000) -> tuple[str, int]:
+def html_text(html: str, *, max_chars: int = 20_000, headings: bool = False) -> tuple[str, int]:
     """(plain text, hidden elements left out) of an HTML fragment or page: non-content and
     hidden elements removed, entities unescaped, whitespace collapsed (paragraphs kept as
-    blank-line separated), cut to ``max_chars``."""
+    blank-line separated), cut to ``max_chars``. With ``headings`` a heading's line starts
+    with ``#`` per level, as in Markdown."""
     hidden = 0
     if "<" not in html and "&" not in html:
         text = html
     else:
-        parser = _TextExtractor(HiddenRules.from_html(html) if "<style" in html.lower() else HiddenRules())
+        parser = _TextExtractor(HiddenRules.from_html(html) if "<style" in html.lower() else HiddenRules(), headings)
         parser.feed(html)
         parser.close()
         text, hidden = "".join(parser.parts), parser.hidden

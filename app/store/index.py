@@ -51,10 +51,19 @@ import pyarrow as pa
 from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
-from app.core.types import EnvEvent, MemoryFragment, Message, utc_now
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
 from app.store.kind_vectors import KindVectors
 from app.store.locks import FileLock
-from app.store.search_rows import SEARCH_KINDS, SearchRow, env_row, memory_row, message_row, quote, where_clause
+from app.store.search_rows import (
+    SEARCH_KINDS,
+    SearchRow,
+    env_row,
+    memory_row,
+    message_row,
+    part_row,
+    quote,
+    where_clause,
+)
 
 if TYPE_CHECKING:
     from app.store.sqlite import SqliteStore
@@ -400,6 +409,12 @@ class SearchIndex:
         embeddings of their ``env_row`` text the caller already has); return how many."""
         known = {} if vectors is None else {e.event_id: v for e, v in zip(events, vectors, strict=True)}
         return self.add((env_row(session_id, e) for e in events), vectors=known)
+
+    def index_parts(self, session_id: str, parts: Sequence[Evidence],
+                    vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int:
+        """Index a document's parts (``vectors``: their ``part_row`` embeddings, in order); how many."""
+        known = None if vectors is None else {p.evidence_id: v for p, v in zip(parts, vectors)}
+        return self.add((part_row(session_id, p) for p in parts), vectors=known)
 
     def index_memory(self, session_id: str, fragments: Iterable[MemoryFragment],
                      vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 from app.core.types import Message, utc_now
 from app.store import records as R
 from app.store.connection import Database, NotFoundError
-from app.store.search_rows import SearchRow, env_row, memory_row, message_row
+from app.store.search_rows import SearchRow, env_row, memory_row, message_row, part_row
 
 UNFINISHED = ("recorded", "building", "streaming")
 INTERRUPTED = "interrupted"
@@ -32,6 +32,9 @@ _SEARCHABLE: tuple[tuple[str, str, str, Any, Any], ...] = (  # table, key, condi
     ("messages", "message_id", "1", R.MESSAGES, message_row),
     ("memory_fragments", "fragment_id", "valid_to IS NULL", R.MEMORY, memory_row),
     ("env_events", "event_id", "1", R.ENV_EVENTS, env_row),
+    # a document's parts: rag_doc evidences with a selector (app.core.session.documents.is_part)
+    ("evidences", "evidence_id", "type = 'rag_doc' AND valid_to IS NULL AND json_extract(metadata, '$.selector') "
+     "IS NOT NULL", R.EVIDENCES, part_row),
 )
 _CHUNK = 500  # ids per IN (...) list
 

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.core.types import EnvEvent, MemoryFragment, Message
+from app.core.routing.environment import event_text
+from app.core.session.documents import part_index_text
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message
 
 SearchKind = Literal["message", "memory", "env"]
 SEARCH_KINDS: tuple[SearchKind, ...] = ("message", "memory", "env")
@@ -52,9 +54,14 @@ def memory_row(session_id: str, fragment: MemoryFragment) -> SearchRow:
 
 
 def env_row(session_id: str, event: EnvEvent) -> SearchRow:
-    """Return the index row of an environment event (title, uri, content)."""
-    text = "\n".join(part for part in (event.title, event.uri, event.content) if part)
+    """Return the index row of an environment event (title, uri, content; a document's outline)."""
+    text = "\n".join(part for part in (event.title, event.uri, event_text(event)) if part)
     return SearchRow(event.event_id, session_id, "env", text, event.at)
+
+
+def part_row(session_id: str, evidence: Evidence) -> SearchRow:
+    """Return the index row of a document's part (its label and text), searched as an env row."""
+    return SearchRow(evidence.evidence_id, session_id, "env", part_index_text(evidence), evidence.valid_from)
 
 
 def quote(value: str) -> str:

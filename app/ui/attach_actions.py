@@ -9,6 +9,8 @@ coroutine fails. The dialog's ``fileSelected`` calls ``attach_path`` (tests call
 instead of a dialog), which spawns the engine call through the controller. The
 status bar says what is happening and what came of it ("Attached notes.txt (v2)"); a file that
 cannot be attached is said in one plain line, in the status bar and above the input box.
+While a document is read and indexed, the status bar shows its progress with a Cancel button
+(``AttachProgressWidget``); cancelled, nothing is recorded and the status bar says so.
 """
 
 from __future__ import annotations
@@ -20,19 +22,24 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.core.engine.attachments import Attached
-from app.core.errors import user_line
+from app.core.errors import AttachCancelled, user_line
+from app.ui.attach_progress import AttachProgressWidget
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
 from app.ui.status_line import StatusLine
 
-FILTERS = "Text files (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.yaml *.yml *.toml *.ini *.log *.py *.html *.htm);;All files (*)"
+FILTERS = ("Documents and text (*.pdf *.docx *.odt *.xlsx *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.yaml *.yml "
+           "*.toml *.ini *.log *.py *.js *.ts *.java *.c *.cpp *.go *.rs *.html *.htm);;All files (*)")
 
 
 def attached_line(attached: Attached) -> str:
     """The status line for what ``attach_file`` did."""
     if not attached.changed:
         return f"{attached.name} is unchanged since v{attached.version}: nothing new was attached"
+    if attached.parts:
+        pages = f", {attached.pages} pages" if attached.pages else ""
+        return f"Attached {attached.name} (v{attached.version}{pages}, {attached.parts} parts)"
     return f"Attached {attached.name} (v{attached.version})"
 
 
@@ -44,7 +51,15 @@ class AttachActions:
         self.controller, self.composer, self.scene = controller, composer, scene
         self.status, self.parent = status, parent
         self.dialog: QFileDialog | None = None  # the dialog last opened (tests reach it)
+        self.progress: AttachProgressWidget | None = None  # in the status bar while a document is attached
         self._folder = ""  # where the last attached file was: the next dialog starts there
+
+    def _progress_widget(self) -> AttachProgressWidget:
+        """The status bar's attach progress (made on first use)."""
+        if self.progress is None:
+            self.progress = AttachProgressWidget(self.parent)
+            self.status.bar.addPermanentWidget(self.progress)
+        return self.progress
 
     def ask(self) -> None:
         """Choose a file to attach (a non-modal dialog; nothing happens until one is chosen)."""
@@ -73,14 +88,21 @@ class AttachActions:
         inspector shows it. None when it could not be attached (the reason is shown)."""
         engine, session_id = self.controller.engine, self.controller.session_id
         assert engine is not None and session_id is not None
+        progress = self._progress_widget()
+        cancel = progress.begin(Path(path).name or path)
         try:
-            attached = await engine.attach_file(session_id, path)
+            attached = await engine.attach_file(session_id, path, on_progress=progress.update_progress, cancel=cancel)
+        except AttachCancelled as exc:
+            self.status.say(str(exc), 10000)
+            return None
         except Exception as exc:  # noqa: BLE001 - shown to the user; a bug is also logged
             report(exc, f"attaching {path}")
             line = user_line(exc)
             self.status.error(f"Could not attach: {line}")
             self.composer.show_notice(f"Not attached: {line}")
             return None
+        finally:
+            progress.end()
         self.status.say(attached_line(attached), 10000)
         if self.controller.session_id == attached.session_id:
             self.scene.select([attached.node_id])

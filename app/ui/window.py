@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
 
         self.inspector = InspectorPanel(self)
         self.inspector.evidence.text_lookup = self._evidence_text
+        self.inspector.evidence.note_lookup = lambda i: self.controller.state.notes.get(i) if self.controller.state else None
         self.inspector.turn.label_of = self.controller.label_of
         self.inspector.turn.continue_requested.connect(  # an answer cut at its limit: the rest, on that turn
             lambda node: self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value()))

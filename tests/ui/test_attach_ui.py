@@ -54,3 +54,57 @@ def test_attaching_a_file_shows_its_artifact_and_says_so(qtbot, aloop, tmp_path:
 
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))
+
+
+def test_a_document_attaches_with_progress_cancel_and_its_part_opens_at_its_page(qtbot, aloop, tmp_path: Path) -> None:
+    from PySide6.QtCore import QUrl
+
+    from app.core.session.state import NoteView
+    from app.ui.attach_progress import progress_text
+    from tests.sensors.pdfs import text_pdf
+
+    ledger = tmp_path / "ledger.pdf"
+    ledger.write_bytes(text_pdf([f"Page {n}: shelf {n} holds {n * 7} crates of apples. " * 6 for n in range(1, 31)]))
+    window = MainWindow(Settings.load(tmp_path / "data"), fake_services())
+    qtbot.addWidget(window)
+    window.show()
+    status = window.statusBar()
+    assert drive(aloop, window.controller.load())
+
+    seen: list[str] = []
+    task = window.attach_actions.attach_path(str(ledger))
+    drive(aloop, until(lambda: window.attach_actions.progress is not None and window.attach_actions.progress.isVisible(), 30, "shown"))
+    progress = window.attach_actions.progress
+    assert progress is not None  # shown at once, busy until the first report
+    drive(aloop, until(lambda: seen.append(progress.label.text()) or "Indexing" in progress.label.text()
+                       or not progress.isVisible(), 90, "progress"))
+    drive(aloop, task)
+    assert any(text.startswith("Reading ledger.pdf: ") for text in seen), seen
+    assert not progress.isVisible() and status.currentMessage() == "Attached ledger.pdf (v1, 30 pages, 30 parts)"
+    assert progress_text("a.pdf", {"stage": "indexing", "done": 3, "total": 9, "unit": "parts"}) == \
+        "Indexing a.pdf: 3 of 9 parts"
+
+    ledger.write_bytes(text_pdf([f"Page {n}: shelf {n} now holds plums. " * 8 for n in range(1, 31)]))
+    task = window.attach_actions.attach_path(str(ledger))
+    drive(aloop, until(lambda: progress.token is not None, 30, "begun"))
+    progress.cancel_button.click()  # Cancel at once: the reading child is stopped, nothing recorded
+    drive(aloop, task)
+    assert "attaching ledger.pdf was cancelled; nothing was recorded" in status.currentMessage()
+    state = window.controller.state
+    assert len([n for n in state.graph.nodes(NodeKind.ARTIFACT) if n.attrs.get("attached")]) == 1
+
+    part = next(n for n in state.notes.values() if n.selector == "page:12")
+    assert isinstance(part, NoteView) and part.uri == str(ledger.resolve())
+    opened: list[QUrl] = []
+    view = window.inspector.evidence.part
+    view.open_url = opened.append
+    view.show_part(part)
+    assert view.title.text() == "ledger.pdf, page 12" and "shelf 12 holds 84 crates" in view.snippet.toPlainText()
+    assert view.open_button.text() == "Open ledger.pdf at page 12"
+    view.open_button.click()
+    assert opened[0].toLocalFile() == str(ledger.resolve()) and opened[0].fragment() == "page=12"
+    view.show_part(None)
+    assert not view.isVisible()
+
+    window.close()
+    drive(aloop, until(lambda: window._shut, 30, "shutdown"))

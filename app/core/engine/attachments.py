@@ -33,6 +33,13 @@
 
 The event and the artifact are two steps (the event is ingested under the session lock first):
 a turn built between them saw the event but not the node, live and in replay alike.
+
+A document (PDF, Word, a spreadsheet, Markdown, code: the reader's ``LocalFile.document``) is
+read in the background with progress — ``on_progress`` hears ``{"stage": "reading" | "indexing",
+"done", "total", "unit"}`` on the event loop — and ``cancel`` stops it (``AttachCancelled``)
+while it is read or its parts embedded, before anything is recorded. Its parts become evidences of
+their own with their selectors (``app.core.session.documents``); a new version stores and embeds
+only the parts that changed.
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ from typing import Any
 from app.core.engine.context import EngineContext
 from app.core.engine.environment import EnvironmentService, EnvRouted
 from app.core.engine.sessions import SessionService
-from app.core.errors import AttachError
-from app.core.ports import FileReader, LocalFile
+from app.core.errors import AttachCancelled, AttachError
+from app.core.ports import CancelToken, FileReader, LocalFile, ReadProgress
 from app.core.session.state import SessionState
 from app.core.text.names import safe_text
 from app.core.text.quoting import quote_label
@@ -73,6 +80,8 @@ class Attached:
     lines: int
     changed: bool = True
     routed: EnvRouted | None = None
+    parts: int = 0  # a document's parts (0: a plain text file)
+    pages: int = 0  # a PDF's pages
 
 
 def digest(text: str) -> str:
@@ -92,6 +101,8 @@ def attach_event(file: LocalFile) -> EnvEvent:
                                "mtime": file.modified, "encoding": file.encoding}
     if file.hidden_removed:
         payload["hidden_removed"] = file.hidden_removed
+    if file.document is not None:
+        payload["document"] = file.document
     return EnvEvent(kind="file", source=os.path.dirname(file.path), uri=file.path, title=name, content=file.text,
                     payload=payload)
 
@@ -128,18 +139,30 @@ class AttachmentService:
         self.reader = reader
         self._lock = asyncio.Lock()
 
-    async def read(self, path: str, reader: FileReader | None = None) -> LocalFile:
+    async def read(self, path: str, reader: FileReader | None = None, on_progress: ReadProgress | None = None,
+                   cancel: CancelToken | None = None) -> LocalFile:
         """The file's text through ``reader`` (default: the reader port); ``AttachError`` for
-        anything it refuses, and for an empty file."""
+        anything it refuses, and for an empty file; ``AttachCancelled`` once ``cancel`` is set.
+        The reader's progress reaches ``on_progress`` on the event loop, as stage "reading"."""
         reader = reader or self.reader
         if reader is None:
             raise AttachError("files cannot be attached here: this engine was set up without a file reader")
         if not path.strip():
             raise AttachError("no file was chosen")
         name = safe_text(os.path.basename(path.rstrip("/\\")) or path)
+        loop = asyncio.get_running_loop()
+
+        def heard(value: dict[str, Any]) -> None:  # on the reader's thread
+            if on_progress is not None:
+                loop.call_soon_threadsafe(on_progress, {"stage": "reading", **value})
+
+        cancelled = (lambda: cancel.cancelled) if cancel is not None else None
         try:
-            file = await asyncio.to_thread(reader, path, self.ctx.config.attach_max_bytes)
+            file = await asyncio.to_thread(reader, path, self.ctx.config.attach_max_bytes, on_progress=heard,
+                                           cancelled=cancelled)
         except AttachError:
+            if cancel is not None and cancel.cancelled:
+                raise AttachCancelled(f"attaching {name} was cancelled; nothing was recorded") from None
             raise
         except OSError as exc:  # a reader that let one through: still one plain line
             raise AttachError(f"{name} could not be read: {exc.strerror or exc}") from None
@@ -147,11 +170,12 @@ class AttachmentService:
             raise AttachError(f"{name} is empty: there is nothing to attach")
         return file
 
-    async def attach(self, session_id: str, path: str, reader: FileReader | None = None) -> Attached:
+    async def attach(self, session_id: str, path: str, reader: FileReader | None = None, *,
+                     on_progress: ReadProgress | None = None, cancel: CancelToken | None = None) -> Attached:
         """Attach the file at ``path`` to the session, read by ``reader`` (default: the reader
-        port); return what was done (``Attached``)."""
+        port); return what was done (``Attached``). ``on_progress``/``cancel``: module doc."""
         async with self._lock:
-            file = await self.read(path, reader)
+            file = await self.read(path, reader, on_progress, cancel)
             state = await self.sessions.open(session_id)
             event = attach_event(file)
             sha = digest(file.text)
@@ -163,14 +187,17 @@ class AttachmentService:
                                 version=int(latest.attrs["version"]), node_id=latest.node_id,
                                 evidence_id=latest.ref_id or "", env_node_id=_env_node(state, latest),
                                 size=file.size, lines=lines, changed=False)
-            routed = await self.environment.ingest_env(state.session_id, [event])
+            routed = await self.environment.ingest_env(state.session_id, [event], on_progress=on_progress,
+                                                       cancel=cancel)
             mine = next((r for r in routed if r.event.event_id == event.event_id), None)
             if mine is None:
                 raise AttachError(await self._not_stored(state.session_id, event))
             node = await self._add_artifact(state, mine, latest, sha, lines)
+            doc = file.document or {}
             return Attached(session_id=state.session_id, name=mine.event.title, path=mine.event.uri,
                             version=int(node.attrs["version"]), node_id=node.node_id, evidence_id=mine.event.event_id,
-                            env_node_id=mine.node_id, size=file.size, lines=lines, routed=mine)
+                            env_node_id=mine.node_id, size=file.size, lines=lines, routed=mine,
+                            parts=len(doc.get("parts") or []), pages=int(doc.get("pages") or 0))
 
     async def _not_stored(self, session_id: str, event: EnvEvent) -> str:
         """Why the event of an attached file was not stored, as one line."""

@@ -34,12 +34,15 @@ import numpy as np
 from app.core.context.compiler import Item
 from app.core.context.sections.tools import clip
 from app.core.engine.context import EngineContext
+from app.core.engine.documents import DocumentParts, PreparedParts, Progress
 from app.core.engine.sessions import SessionService
 from app.core.engine.sources import PushSources
 from app.core.engine.tools import ToolService
+from app.core.errors import AttachCancelled
 from app.core.intent.model import EnvEventRef
 from app.core.pipeline.record import BuildRecord
 from app.core.pipeline.sources import BuildRequest
+from app.core.ports import CancelToken
 from app.core.routing.environment import (
     LANE,
     Route,
@@ -61,6 +64,7 @@ from app.core.types import (
     BlockType,
     EdgeKind,
     EnvEvent,
+    Evidence,
     GraphEdge,
     GraphNode,
     NodeKind,
@@ -159,11 +163,16 @@ class EnvironmentService:
         self.env_pushed: Signal[[PushNotice]] = Signal("env_pushed")
         self.env_failed: Signal[[str, list[EnvFailure]]] = Signal("env_failed")
         self._text_vectors: dict[str, np.ndarray] = {}  # task texts' embeddings, by text
+        self.documents = DocumentParts(ctx)
 
     # ------------------------------------------------------------------ ingest
 
-    async def ingest_env(self, session_id: str, events: Sequence[EnvEvent]) -> list[EnvRouted]:
+    async def ingest_env(self, session_id: str, events: Sequence[EnvEvent], *, on_progress: Progress | None = None,
+                         cancel: CancelToken | None = None) -> list[EnvRouted]:
         """Store, index, draw and route a batch of env events; push those touching an active task.
+
+        A document's parts are stored with its event, in one transaction; only the parts that
+        changed are embedded (``engine/documents.py``: ``on_progress``, ``cancel``).
 
         Returns one ``EnvRouted`` per new event that was stored, in order (an event id the session
         has already is skipped). Every string is made storable first (``storable``: a name that
@@ -181,7 +190,7 @@ class EnvironmentService:
                 unique.setdefault(event.event_id, storable(event))
         if not unique:
             return []
-        routed, failures = await self._isolated(state, list(unique.values()))
+        routed, failures = await self._isolated(state, list(unique.values()), on_progress, cancel)
         if failures:
             await self._record_failures(session_id, failures)
         self.env_ingested.emit(session_id, routed)
@@ -190,18 +199,19 @@ class EnvironmentService:
                 self.env_pushed.emit(item.notice)
         return routed
 
-    async def _isolated(self, state: SessionState, events: list[EnvEvent]) -> tuple[list[EnvRouted], list[EnvFailure]]:
+    async def _isolated(self, state: SessionState, events: list[EnvEvent], on_progress: Progress | None = None,
+                        cancel: CancelToken | None = None) -> tuple[list[EnvRouted], list[EnvFailure]]:
         """Ingest ``events``; when that fails, each half on its own, down to single events."""
         try:
-            return await self._ingest_batch(state, events)
-        except asyncio.CancelledError:
+            return await self._ingest_batch(state, events, on_progress, cancel)
+        except (asyncio.CancelledError, AttachCancelled):
             raise
         except Exception as exc:  # noqa: BLE001 - isolate the failing event, keep the rest
             if len(events) == 1:
                 return await self._retry_alone(state, events[0], exc)
             mid = len(events) // 2
-            left = await self._isolated(state, events[:mid])
-            right = await self._isolated(state, events[mid:])
+            left = await self._isolated(state, events[:mid], on_progress, cancel)
+            right = await self._isolated(state, events[mid:], on_progress, cancel)
             return left[0] + right[0], left[1] + right[1]
 
     async def _retry_alone(self, state: SessionState, event: EnvEvent,
@@ -234,20 +244,23 @@ class EnvironmentService:
                 out.append(None)
         return out
 
-    async def _ingest_batch(self, state: SessionState, events: list[EnvEvent]) -> tuple[list[EnvRouted], list[EnvFailure]]:
-        """One attempt: embed, then under the session lock route, store (one transaction: all or
-        nothing), index, add to the state and push. Raises only before the store committed."""
+    async def _ingest_batch(self, state: SessionState, events: list[EnvEvent], on_progress: Progress | None = None,
+                            cancel: CancelToken | None = None) -> tuple[list[EnvRouted], list[EnvFailure]]:
+        """One attempt: embed (a document's new parts too), then under the session lock route,
+        store (one transaction: all or nothing), index, add to the state and push. Raises only
+        before the store committed."""
         vectors = await self._vectors(events)
+        parts = await self.documents.prepare(state, events, on_progress, cancel)
         async with self.ctx.lock(state.session_id):
             keep = [n for n, e in enumerate(events) if e.event_id not in state.notes]  # raced in meanwhile
             if not keep:
                 return [], []
             events = [events[n] for n in keep]
             vectors = None if vectors is None else [vectors[n] for n in keep]
-            return await self._ingest_env_locked(state, events, vectors)
+            return await self._ingest_env_locked(state, events, vectors, parts)
 
-    async def _ingest_env_locked(self, state: SessionState, events: list[EnvEvent],
-                                 vectors: Vectors) -> tuple[list[EnvRouted], list[EnvFailure]]:
+    async def _ingest_env_locked(self, state: SessionState, events: list[EnvEvent], vectors: Vectors,
+                                 parts: PreparedParts) -> tuple[list[EnvRouted], list[EnvFailure]]:
         sid = state.session_id
         ctx = self.ctx
         tasks = await self.tools.task_writer.list_tasks(sid)
@@ -269,9 +282,15 @@ class EnvironmentService:
         # (or to several files of one task) is one notice, not one context build each.
         latest = {route.ref: n for n, (_, _, route, _) in enumerate(plans) if route.kind == "task"}
         pushes = {n for ref, n in latest.items() if ref in by_id and by_id[ref].status == TaskStatus.ACTIVE}
-        await ctx.on_store(self._write_batch, sid, plans, nodes, edges, by_id, pushes, added_at)
+        ids = [e.event_id for e in events]
+        added, retired = parts.added(ids, added_at), parts.retired(ids)
+        await ctx.on_store(self._write_batch, sid, plans, nodes, edges, by_id, pushes, added_at, (added, retired))
         # Committed: from here on nothing may raise, or a retry would store the events twice.
         unindexed = await self._index(sid, events, vectors)
+        failed = await self.documents.index(sid, added, retired, parts)  # a reason, when it failed
+        unindexed += [EnvFailure(e, f"parts not indexed: {failed}", stored=True) for e in events
+                      if failed and e.event_id in parts.plans]
+        self.documents.apply(state, added, retired, added_at)
         for event, node, _, _ in plans:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added_at))
         for node in nodes:
@@ -359,14 +378,20 @@ class EnvironmentService:
         return event, node, route, edge
 
     def _write_batch(self, sid: str, plans: list[Plan], nodes: list[GraphNode], edges: list[GraphEdge],
-                     by_id: dict[str, Task], pushes: set[int], added_at: str) -> None:
+                     by_id: dict[str, Task], pushes: set[int], added_at: str,
+                     parts: tuple[list[Evidence], list[str]] = ([], [])) -> None:
         """Store a routed batch in one transaction (on the store thread): events, their evidence,
-        nodes, edges and one ``env.routed`` log entry per event."""
+        their documents' parts (new ones added, vanished ones superseded), nodes, edges and one
+        ``env.routed`` log entry per event."""
         store = self.ctx.store
         with store.transaction():
             for event, _, _, _ in plans:
                 store.add_env_event(sid, event)
                 store.add_evidence(sid, env_evidence(event, added_at))
+            for part in parts[0]:
+                store.add_evidence(sid, part)
+            for part_id in parts[1]:
+                store.supersede_evidence(part_id, added_at)
             for node in nodes:
                 store.save_node(sid, node)
             for new_edge in edges:

@@ -65,10 +65,12 @@ from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.pipeline.sources import BuildRequest
 from app.core.plan.builder import PlanBuilder
 from app.core.ports import (
+    CancelToken,
     ChatModel,
     Embedder,
     FileReader,
     GenerationParams,
+    ReadProgress,
     SearchIndex,
     SessionExchange,
     SessionGeneration,
@@ -465,16 +467,20 @@ class Engine:
         """Store, index, draw and route a batch of env events; push those touching an active task."""
         return await self._environment.ingest_env(session_id, events)
 
-    async def attach_file(self, session_id: str, path: str | Path, *, watched_only: bool = False) -> Attached:
+    async def attach_file(self, session_id: str, path: str | Path, *, watched_only: bool = False,
+                          on_progress: ReadProgress | None = None, cancel: CancelToken | None = None) -> Attached:
         """Attach a local text file to the session: its text becomes evidence recalled like a
         watched file's (an env event), and an artifact node "Attached: name v1" bound to it.
         The same path attached again with changed text is the next version; with the same text
         nothing is recorded (``Attached.changed`` False). ``AttachError`` when the file is
         missing, a folder, binary, empty or over ``EngineConfig.attach_max_bytes``. With
         ``watched_only`` (an agent attaching, not the user) it is read as ``read_file`` reads:
-        through the confined opener, inside the watched folders only."""
+        through the confined opener, inside the watched folders only. A document (PDF, Word, a
+        spreadsheet, Markdown, code) is read into parts with selectors in the background:
+        ``on_progress`` hears ``{"stage", "done", "total", "unit"}`` on the loop, ``cancel`` stops
+        it before anything is recorded (``AttachCancelled``)."""
         reader = self._tools.confined_reader() if watched_only else None
-        return await self._attachments.attach(session_id, str(path), reader)
+        return await self._attachments.attach(session_id, str(path), reader, on_progress=on_progress, cancel=cancel)
 
     async def env_failures(self, session_id: str) -> list[dict[str, Any]]:
         """Env events the session could not store or index, with why (oldest first)."""

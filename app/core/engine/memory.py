@@ -40,6 +40,7 @@ from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex, name
 from app.core.memory.vectors import VectorRows
 from app.core.memory.writer import Write, plan_write
 from app.core.runtime.background import spawn
+from app.core.session.documents import BOOK_FORMATS, document
 from app.core.session.state import SessionState
 from app.core.text.quoting import quote_label
 from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragment, Message, NodeKind, utc_now
@@ -115,8 +116,11 @@ class MemoryService:
                                     for m in messages])
 
     def on_env_ingested(self, session_id: str, routed: Sequence[Any]) -> None:
-        """``EnvironmentService.env_ingested``: the stored events' ``key: value`` lines become facts."""
-        self.env_events(session_id, [r.event for r in routed])
+        """``EnvironmentService.env_ingested``: the stored events' ``key: value`` lines become facts
+        — not a PDF's, Word file's or workbook's: hundreds of pages of form fields and table rows
+        would flood the memory with "facts"; their parts are recalled as evidence instead."""
+        self.env_events(session_id, [r.event for r in routed
+                                     if str((document(r.event) or {}).get("format", "")) not in BOOK_FORMATS])
 
     def env_events(self, session_id: str, events: Sequence[EnvEvent]) -> None:
         """Cue the writer with stored environment events."""

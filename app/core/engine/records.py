@@ -1,8 +1,8 @@
 """Stored records as programs outside the app read them (``Engine.records()``; the MCP server).
 
 Read-only: a search over every session (the vector and the full-text index fused by reciprocal
-rank), a message of any session, a session's messages, a turn as stored, the rows the search
-index holds and how many. Nothing here opens a session or changes what the user sees.
+rank), a message of any session, a session's messages and evidences, a turn as stored, the rows
+the search index holds and how many. Nothing here opens a session or changes what the user sees.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from app.core.context.ranking import rrf
 from app.core.engine.context import EngineContext
-from app.core.types import Message
+from app.core.types import Evidence, Message
 
 
 class StoredRecords:
@@ -43,6 +43,10 @@ class StoredRecords:
     async def messages(self, session_id: str) -> list[Message]:
         """The session's stored messages in order."""
         return await self._ctx.on_store(self._ctx.store.list_messages, session_id)
+
+    async def evidences(self, session_id: str, *, superseded: bool = False) -> list[Evidence]:
+        """The session's stored evidences (``superseded``: the versions a newer one replaced too)."""
+        return await self._ctx.on_store(lambda: self._ctx.store.list_evidences(session_id, include_superseded=superseded))
 
     async def turn(self, turn_id: str) -> dict[str, Any] | None:
         """A turn as stored (session, status, input and answer message ids, record), or None."""

@@ -17,12 +17,14 @@ from app.core.intent.profile import ProfileStatement, UserProfile
 from app.core.memory.notes import notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
+from app.core.session.documents import is_part, part_note
 from app.core.session.membership import ROUTED
 from app.core.session.state import NoteView, SessionState, override_spans, speaker_of
 from app.core.text.quoting import history_text
 from app.core.types import (
     EdgeKind,
     EnvEvent,
+    Evidence,
     EvidenceType,
     GraphEdge,
     GraphNode,
@@ -88,17 +90,20 @@ class SessionService:
         store = self.ctx.store
         sid = state.session_id
 
-        def read() -> tuple[list[EnvEvent], dict[str, str], list[tuple[str, MemoryFragment]], dict[str, str]]:
-            added = {e.evidence_id: e.valid_from for e in store.list_evidences(sid)
-                     if e.type == EvidenceType.ENV_EVENT}
+        def read() -> tuple[list[EnvEvent], list[Evidence], list[tuple[str, MemoryFragment]], dict[str, str]]:
+            evidences = store.list_evidences(sid, include_superseded=True)  # a document's superseded parts too
             titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
             titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
-            return store.list_env_events(sid), added, store.list_memories(), titles
+            return store.list_env_events(sid), evidences, store.list_memories(), titles
 
-        events, added, memories, titles = await self.ctx.on_store(read)
+        events, evidences, memories, titles = await self.ctx.on_store(read)
         self.titles.update(titles)
+        added = {e.evidence_id: e.valid_from for e in evidences if e.type == EvidenceType.ENV_EVENT}
         for event in events:
             state.add_note(NoteView(event.event_id, "env", note_text(event), event.at, added.get(event.event_id, "")))
+        for evidence in evidences:
+            if is_part(evidence):  # a document's part: recalled with its selector (page:12)
+                state.add_note(part_note(evidence))
         for note in notes_for(sid, memories, titles):
             state.add_note(note)
 

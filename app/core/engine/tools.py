@@ -93,7 +93,7 @@ class ToolService:
         refusal is an ``AttachError`` in plain words."""
         files = self.files
 
-        def read(path: str, max_bytes: int) -> LocalFile:
+        def read(path: str, max_bytes: int, **_progress: Any) -> LocalFile:
             if files is None:
                 raise AttachError("no folder is watched, so no file may be attached this way (the user "
                                   "chooses watched folders in Settings → Environment)")

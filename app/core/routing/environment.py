@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from app.core.session.documents import document, document_summary
 from app.core.text.quoting import fence, quote_label
 from app.core.text.words import MENTIONS
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind, Task, TaskStatus
@@ -59,16 +60,22 @@ def env_title(event: EnvEvent) -> str:
     return f"{env_header(event)}: {quote_label(env_label(event))}"
 
 
+def event_text(event: EnvEvent) -> str:
+    """What an event says: its content, or for a document read into parts its outline (the
+    parts are evidences of their own, ``app.core.session.documents``)."""
+    return document_summary(event) if document(event) is not None else event.content
+
+
 def index_text(event: EnvEvent) -> str:
     """The text embedded for similarity routing (the same parts ``env_row`` indexes)."""
-    return "\n".join(part for part in (event.title, event.uri, event.content) if part)
+    return "\n".join(part for part in (event.title, event.uri, event_text(event)) if part)
 
 
 def note_text(event: EnvEvent, max_chars: int = NOTE_CHARS) -> str:
     """The event as recall and the compiler see it: labelled, fenced, its content shortened to
     ``max_chars`` — except a file the user attached (``payload["attached"]``), kept whole: they
     asked for all of it to be remembered, and the compiler keeps the lines a question needs."""
-    content = event.content.strip()
+    content = event_text(event).strip()
     if len(content) > max_chars and not event.payload.get("attached"):
         content = content[:max_chars].rstrip() + " …"
     if not content:
@@ -83,7 +90,7 @@ def env_evidence(event: EnvEvent, added_at: str) -> Evidence:
         evidence_id=event.event_id,
         type=EvidenceType.ENV_EVENT,
         source=EvidenceSource(kind=SourceKind.ENV, name=event.kind, uri=event.uri or event.source),
-        content=fence(env_header(event), event.content, env_label(event)),
+        content=fence(env_header(event), event_text(event), env_label(event)),
         valid_from=added_at,
         metadata={"kind": event.kind, "source": event.source, "title": event.title,
                   "change": event.payload.get("change", ""), "at": event.at},

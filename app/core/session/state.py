@@ -67,6 +67,8 @@ class NoteView:
     key: str = ""  # a fact's subject ("city"): its earlier, closed values share it
     neighbours: tuple[str, ...] = ()  # another session's message: the notes of the messages next to it
     speaker: str = ""  # another session's message: who said it (the structured channel matches it)
+    selector: str = ""  # a document part: where in its file it is (``page:12``; app.core.session.documents)
+    uri: str = ""  # a document part: its file (the Evidence tab opens it there)
 
     def render(self) -> str:
         text = self.text

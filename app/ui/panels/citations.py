@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from app.core.context.compiler import HEADERS, SOURCE
 from app.core.pipeline.record import TurnRecord
+from app.core.session.selectors import describe
 from app.core.types import BlockType
 
 CITE_RE = re.compile(r"\[(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\]")
@@ -35,6 +36,12 @@ class Citation:
     evidence_id: str
     in_prompt: bool
     note: str = ""
+    selector: str = ""  # which part of the evidence the context carried (a document's "page:12")
+
+    @property
+    def where(self) -> str:
+        """The selector for people when it names a place in a document ("page 12"), else ""."""
+        return describe(self.selector) if self.selector.split(":")[0] in ("page", "section", "sheet") else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +73,14 @@ def _conversation_ids(record: TurnRecord) -> set[str]:
     return ids
 
 
-def _tagged_refs(record: TurnRecord) -> dict[int, str]:
-    """``[n]`` → evidence id as read from the evidence/memory blocks actually sent."""
-    out: dict[int, str] = {}
+def _tagged_refs(record: TurnRecord) -> dict[int, tuple[str, str]]:
+    """``[n]`` → (evidence id, selector) as read from the evidence/memory blocks actually sent."""
+    out: dict[int, tuple[str, str]] = {}
     for block in record.build.context.blocks:
         if block.block_type.value not in _NUMBERED:
             continue
         tags = [int(m.group(1)) for line in block.content.split("\n") if (m := _TAG_RE.match(line))]
-        shown = [r.evidence_id for r in block.refs if r.selector != SOURCE]  # not what a line came from
+        shown = [(r.evidence_id, r.selector) for r in block.refs if r.selector != SOURCE]  # not what a line came from
         if len(tags) == len(shown):  # one tag per line per ref, in the same order
             out.update(zip(tags, shown, strict=True))
     return out
@@ -86,13 +93,13 @@ def citation_map(record: TurnRecord) -> dict[int, Citation]:
     numbered = [c.id for c in build.recall.candidates if c.kept and c.id not in conversation]
     by_number = dict(enumerate(numbered, start=1))
     sent = _tagged_refs(record)
-    by_number.update(sent)  # what the prompt says wins over the reconstruction
+    by_number.update({n: eid for n, (eid, _) in sent.items()})  # what the prompt says wins over the reconstruction
     dropped = {d.item_id: d.reason for d in build.context.dropped}
     out: dict[int, Citation] = {}
     for number in sorted(by_number):
         eid = by_number[number]
         if number in sent:
-            out[number] = Citation(number, eid, True)
+            out[number] = Citation(number, eid, True, selector=sent[number][1])
         else:
             why = dropped.get(eid, "not in the compiled context")
             out[number] = Citation(number, eid, False, f"not in the prompt: {why}")
@@ -140,12 +147,20 @@ def context_lines(record: TurnRecord) -> list[ContextLine]:
     return out
 
 
+_FENCE_HEAD = re.compile(r"^\[[^\]\n]+\]$")  # "[file modified]", "[document part]": the app's words over a quote
+
+
 def evidence_texts(record: TurnRecord) -> dict[str, str]:
-    """Evidence id → the line that shows it in the context (``[n]`` tag removed), when sent."""
+    """Evidence id → the line that shows it in the context (``[n]`` tag removed), when sent; for
+    quoted outside text, its header and the quote's label ("[document part] report.pdf, page 5")."""
     out: dict[str, str] = {}
     for line in context_lines(record):
         if len(line.evidence_ids) == 1 and not line.header and line.block_type != BlockType.STATE.value:
-            out.setdefault(line.evidence_ids[0], _TAG_RE.sub("", line.text, count=1))
+            eid, text = line.evidence_ids[0], _TAG_RE.sub("", line.text, count=1)
+            if eid not in out:
+                out[eid] = text
+            elif _FENCE_HEAD.match(out[eid]) and text.startswith("<<< "):
+                out[eid] = f"{out[eid]} {text[4:]}"
     return out
 
 

@@ -2,7 +2,10 @@
 
 Built from ``BuildRecord.recall`` (``RecallResult``), ``BuildRecord.context.conflicts`` and
 ``BuildRecord.routing`` (a ``RoutingDecision`` dumped to a dict, plus ``override``). Candidate
-texts come from the context lines that showed them (the record keeps no other text).
+texts come from the context lines that showed them (the record keeps no other text). A candidate
+that is a document's part says where it is ("Where": page 12, section “Budget”, sheet Q3, A1:F20,
+as the context cited it); selecting it shows its text under the table with a button that opens
+the file there (``DocumentPartView``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from PySide6.QtWidgets import QLabel, QWidget
 from app.core.context.retrieval import CHANNELS
 from app.core.pipeline.record import TurnRecord
 from app.core.session.membership import SOFT
+from app.core.session.selectors import describe
+from app.core.session.state import NoteView
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
+from app.ui.panels.document_part import DocumentPartView
 from app.ui.panels.plain import evidence_sentence
 from app.ui.panels.widgets import (
     IDS_ROLE,
@@ -34,7 +40,8 @@ from app.ui.panels.widgets import (
     short_id,
 )
 
-CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Kind", *CHANNELS, "Fused", "Grade", "Relation", "Kept", "Reason")
+CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Where", "Kind", *CHANNELS, "Fused", "Grade", "Relation", "Kept",
+                     "Reason")
 MISSING = 10**9  # sort key of "not found by this channel": after every real rank
 
 
@@ -45,6 +52,9 @@ class EvidenceTabWidget(ScrollTab):
         super().__init__(parent)
         #: Text of an evidence id the context did not show (the window looks it up in the session).
         self.text_lookup: Callable[[str], str | None] | None = None
+        #: The session's recall note of an id (a document's part carries its file and selector).
+        self.note_lookup: Callable[[str], NoteView | None] | None = None
+        self.part = DocumentPartView(self)
         layout = self.column
         self.candidates = make_table(CANDIDATE_COLUMNS, sortable=True)
         self.candidates.setMinimumHeight(320)
@@ -56,10 +66,11 @@ class EvidenceTabWidget(ScrollTab):
         self.routes = make_table(["", "Node", "Score", "Group"], sortable=True)
         self.raw = RawJsonWidget("Raw recall and routing JSON")
         self.candidate_hover = HoverTracker(self.candidates)
+        self.candidates.currentCellChanged.connect(self._on_candidate_changed)
         self.conflict_hover = HoverTracker(self.conflicts)
         self.summary.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the user's words
         for widget in (
-            self.summary, section_label("Recall candidates (click a header to sort)"), self.candidates,
+            self.summary, section_label("Recall candidates (click a header to sort)"), self.candidates, self.part,
             section_label("Channels"), self.channels, section_label("Conflicts"), self.no_conflicts, self.conflicts,
             section_label("Routing: which node this turn continues"), self.routing, self.routes, self.raw,
         ):
@@ -89,7 +100,9 @@ class EvidenceTabWidget(ScrollTab):
     def _fill_candidates(self, record: TurnRecord) -> None:
         colors = theme.colors_for()
         texts = evidence_texts(record)
-        numbers = {c.evidence_id: c.number for c in citation_map(record).values()}
+        citations = citation_map(record).values()
+        numbers = {c.evidence_id: c.number for c in citations}
+        where = {c.evidence_id: describe(c.selector) for c in citations if c.selector}
         dropped = {d.item_id: d.reason for d in record.build.context.dropped}
         rows = []
         for cand in record.build.recall.candidates:
@@ -111,7 +124,7 @@ class EvidenceTabWidget(ScrollTab):
             row: list[SortableItem | str] = [
                 SortableItem(str(cand.rank) if cand.kept else "—", cand.rank if cand.kept else MISSING),
                 SortableItem(f"[{numbers[cand.id]}]" if cand.id in numbers else "", numbers.get(cand.id, MISSING)),
-                ident, text_item, cand.kind,
+                ident, text_item, where.get(cand.id, ""), cand.kind,
             ]
             for channel in CHANNELS:
                 hit = cand.channels.get(channel)
@@ -133,6 +146,13 @@ class EvidenceTabWidget(ScrollTab):
             rows.append(row)
         fill_table(self.candidates, rows)
         self.candidates.setColumnWidth(3, 260)
+
+    def _on_candidate_changed(self, row: int, *_: int) -> None:
+        """Show the selected candidate's text and place in its file when it is a document's part."""
+        item = self.candidates.item(row, 2) if row >= 0 else None
+        ids = item.data(IDS_ROLE) if item is not None else None
+        note = self.note_lookup(ids[0]) if ids and self.note_lookup is not None else None
+        self.part.show_part(note)
 
     def _fill_channels(self, record: TurnRecord) -> None:
         colors = theme.colors_for()

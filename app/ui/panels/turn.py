@@ -264,8 +264,11 @@ class TurnPanel(QWidget):
         href = f"cite:{number}"
         self._links[href] = [citation.evidence_id]
         title = citation.evidence_id + ("" if citation.in_prompt else f" ({citation.note})")
+        if citation.where:  # a document's part: the citation names the page or section
+            shown = f"{shown[:-1]} · {citation.where}]" if shown.endswith("]") else f"{shown} · {citation.where}"
+            title = f"{citation.where} — {title}"
         style = "" if citation.in_prompt else f' style="color:{warn}"'
-        return f'<a href="{href}" title="{html.escape(title)}"{style}>{shown}</a>'
+        return f'<a href="{href}" title="{html.escape(title)}"{style}>{html.escape(shown)}</a>'
 
     def _fill_cited(self) -> None:
         self.cited.clear()
@@ -286,7 +289,8 @@ class TurnPanel(QWidget):
                 else:
                     text = texts.get(citation.evidence_id, "")
                     tail = "" if citation.in_prompt else f" — {citation.note}"
-                    item = QListWidgetItem(f"[{n}] {short_id(citation.evidence_id)}  {text}{tail}")
+                    where = f"{citation.where} · " if citation.where else ""
+                    item = QListWidgetItem(f"[{n}] {where}{short_id(citation.evidence_id)}  {text}{tail}")
                     item.setData(IDS_ROLE, [citation.evidence_id])
                     item.setToolTip(citation.evidence_id)
                     if not citation.in_prompt:

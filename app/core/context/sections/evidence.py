@@ -15,6 +15,7 @@ from app.core.context.compiler import Item
 from app.core.context.compress import Compressed, Compression, compress
 from app.core.context.recall_model import RecallResult
 from app.core.ports import TokenCounter
+from app.core.session.selectors import body_lines, within
 from app.core.session.state import NoteView, SessionState
 from app.core.types import BlockType, Priority, Role
 
@@ -81,10 +82,20 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
             items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused, group=group,
                               order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
-                              selector=cut.selector if cut else "", sources=note.source_ids))
+                              selector=note_selector(note, whole, cut), sources=note.source_ids))
         if cut is not None:
             compressions.append(Compression.of(cand.id, cut))
     return items + earlier_values(state, items, number)
+
+
+def note_selector(note: NoteView, whole: str, cut: Compressed | None) -> str:
+    """The selector of a note's line: what compression kept, and for a document's part its own
+    selector (``page:12``) narrowed by the kept lines of its text (``page:12/lines:3-9``)."""
+    if not note.selector:
+        return cut.selector if cut else ""
+    if cut is None:
+        return note.selector
+    return within(note.selector, body_lines(cut.selector, whole.count("\n") + 1)) or note.selector
 
 
 def outside_group(note: NoteView) -> str:
