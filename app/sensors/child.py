@@ -126,8 +126,11 @@ def run_capped(module: str, request: Mapping[str, Any], body: bytes = b"", *, wh
         elif isinstance(message, dict):
             outcome = message
     run.finish()
-    if outcome is not None:
-        return outcome
+    return outcome if outcome is not None else _ended(run, what, memory_bytes)
+
+
+def _ended(run: _Run, what: str, memory_bytes: int) -> dict[str, Any]:
+    """The outcome of a child that ended without sending one."""
     tail = " ".join(run.err.decode("utf-8", "replace").split())[-200:]
     if tail.endswith("MemoryError"):  # out of memory even while reporting it: the cap was the cause
         return {"kind": "memory", "message": f"{what} needed more than {memory_bytes >> 20} MB; stopped"}
