@@ -224,6 +224,81 @@ class FileReader(Protocol):
     def __call__(self, path: str, max_bytes: int) -> LocalFile: ...
 
 
+class ServerTool(BaseModel):
+    """A tool as a tool server lists it: its name there, title, description, input JSON schema and
+    the server's hints (annotations): ``read_only`` (it changes nothing), ``destructive``,
+    ``open_world`` (it reaches outside: the web, other people)."""
+
+    server: str
+    name: str
+    title: str = ""
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    read_only: bool = False
+    destructive: bool = True
+    open_world: bool = True
+
+
+ServerStatus = Literal["starting", "ready", "failed", "stopped"]
+
+
+class ServerState(BaseModel):
+    """A configured tool server as it is now: how it is reached (``transport``, ``where``: the
+    command line or the URL), its status and last error (one line), the tools it lists, how often
+    it was restarted, and the limits its calls run under."""
+
+    name: str
+    transport: Literal["stdio", "http"] = "stdio"
+    where: str = ""
+    status: ServerStatus = "starting"
+    error: str = ""
+    tools: int = 0
+    restarts: int = 0
+    since: str = ""
+    timeout_s: float = 30.0
+    result_chars: int = 20_000
+
+
+class ServerResultPart(BaseModel):
+    """One block of a tool server's result, as text: the text itself, a resource's text, or a
+    line that stands for what cannot be shown as text (an image, audio, a binary resource)."""
+
+    kind: Literal["text", "image", "audio", "resource", "link", "structured"] = "text"
+    text: str
+    uri: str = ""
+    mime: str = ""
+
+
+class ServerCallResult(BaseModel):
+    """What a tool server answered to one call (``is_error``: the tool itself reported failure)."""
+
+    parts: list[ServerResultPart] = Field(default_factory=list)
+    is_error: bool = False
+
+
+@runtime_checkable
+class ToolServers(Protocol):
+    """The tool servers the user configured (MCP servers: ``app.toolservers``), started with the
+    app and kept connected. The servers run off the engine's loop; these methods may be called
+    from it. ``call_tool`` raises ``ToolServerError`` (one line naming the server) when the server
+    is down, crashes or hangs past ``timeout_s``; it never blocks the caller's loop."""
+
+    def states(self) -> list[ServerState]: ...
+
+    def tools(self) -> list[ServerTool]:
+        """The tools of the servers that are ready, in server order."""
+        ...
+
+    def watch(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from any thread) whenever a server's state or tools change."""
+        ...
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any],
+                        timeout_s: float) -> ServerCallResult: ...
+
+    async def close(self) -> None: ...
+
+
 class WordTokenCounter:
     """The evaluation yardstick: ceil(1.3 × words), as in ../shared/data/README.md."""
 
@@ -298,6 +373,7 @@ class SessionStore(Protocol):
     def get_evidence(self, evidence_id: str) -> Evidence | None: ...
     def list_evidences(self, session_id: str, include_superseded: bool = False) -> list[Evidence]: ...
     def add_tool_call(self, session_id: str, call: ToolCall) -> ToolCall: ...
+    def list_tool_calls(self, session_id: str, turn_id: str | None = None) -> list[ToolCall]: ...
     def add_env_event(self, session_id: str, event: EnvEvent) -> EnvEvent: ...
     def list_env_events(self, session_id: str) -> list[EnvEvent]: ...
     def list_memory(self, session_id: str, include_superseded: bool = False) -> list[MemoryFragment]: ...

@@ -10,6 +10,7 @@ branches        re-anchor, focus, inject, checkpoints, collapse, versions shown,
 tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
+tool servers    the MCP servers' tools in the registry, kept in step (``tool_servers.py``)
 environment     env events: store, index, route, push (``environment.py``)
 attachments     a file the user attaches: an env event and a versioned artifact node (``attachments.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
@@ -46,6 +47,7 @@ from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
 from app.core.engine.summaries import SummaryService
 from app.core.engine.tasks import TaskChange, TaskService
+from app.core.engine.tool_servers import ServersSynced, ServerToolService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
 from app.core.errors import NoRecordError
@@ -61,9 +63,11 @@ from app.core.ports import (
     Embedder,
     FileReader,
     SearchIndex,
+    ServerState,
     SessionGeneration,
     SessionStore,
     TokenCounter,
+    ToolServers,
 )
 from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
@@ -71,6 +75,7 @@ from app.core.runtime.scheduler import SessionScheduler, StreamHandle
 from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
+from app.core.tools.governance import ToolApprover
 from app.core.tools.registry import ToolRegistry
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task
 
@@ -99,6 +104,7 @@ class Engine:
         config: EngineConfig | None = None,
         folder_files: FolderFilesFactory | None = None,
         file_reader: FileReader | None = None,
+        tool_servers: ToolServers | None = None,
     ) -> None:
         config = config or EngineConfig()
         builder = ContextBuilder(intents=IntentEngine(None), planner=PlanBuilder(), router=AnchorRouter(config.routing),
@@ -108,6 +114,7 @@ class Engine:
         self.sessions = SessionService(ctx)
         self.tasks = TaskService(ctx, self.sessions)
         self.tools = ToolService(ctx, self.tasks.writer(), folder_files=folder_files)
+        self.server_tools = ServerToolService(ctx, self.tools, tool_servers)
         self.turns = TurnService(ctx, self.sessions, self.tasks, self.tools)
         self.branches = BranchService(ctx, self.sessions, self.turns)
         self.streams = EngineStreams(ctx, self.sessions, self.turns, self.tasks)
@@ -186,12 +193,14 @@ class Engine:
         if embedder is not None:
             bank = await self.ctx.ex.run("embed", PrototypeBank.from_embed, lambda texts: embedder.embed(texts))
             self.ctx.builder.intents = IntentEngine(bank)
+        await self.server_tools.start()  # the tools of the servers ready now; the others join when ready
         return report
 
     async def close(self) -> None:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
         await self.streams.close()
+        await self.server_tools.close()
         await self.memory.idle()
         await self.summaries.idle()
         await self.recovery.close()
@@ -472,3 +481,25 @@ class Engine:
         """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
         return self.tools.set_watched_folders(paths)
 
+    # ------------------------------------------------------------------ tool servers (MCP) and confirmation
+
+    def tool_server_states(self) -> list[ServerState]:
+        """Each configured tool server's state: status, last error, tools listed, restarts."""
+        return self.server_tools.states()
+
+    async def sync_tool_servers(self) -> ServersSynced:
+        """Bring the tool registry in step with the servers now (it also follows them by itself)."""
+        return await self.server_tools.sync()
+
+    def set_tool_approver(self, approver: ToolApprover | None) -> None:
+        """Who confirms a tool that changes things before it runs (the desktop's non-modal
+        question, the CLI's prompt); None: nobody, such calls are refused with a line."""
+        self.tools.gate.approver = approver
+
+    def allow_tools(self, session_id: str, names: Sequence[str]) -> None:
+        """Let these tools (``server.tool``) run in the session without asking."""
+        self.tools.gate.allow(session_id, names)
+
+    def set_tool_confirmation(self, *, per_call: bool) -> None:
+        """Ask before every call of an action tool (``per_call``), or once per tool and session."""
+        self.tools.gate.per_call = per_call

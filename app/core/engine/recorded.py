@@ -11,6 +11,7 @@ from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord
 from app.core.pipeline.summary_items import Offered, offer_from_record
+from app.core.plan.tool_filter import ToolSignals
 from app.core.plan.tools import ToolSpec
 from app.core.tasks.stack import TaskInputs
 from app.core.tools.model import ToolRound
@@ -19,7 +20,8 @@ from app.core.tools.model import ToolRound
 @dataclass(frozen=True)
 class Recorded:
     """Observations of the outside a rebuild feeds back instead of asking again (replay,
-    re-anchor): index channel hits, the LLM's intent JSON, tool results, the task stack, the
+    re-anchor): index channel hits, the LLM's intent JSON, tool results and the tool filter's
+    signals, the task stack, the
     branch summaries the build was offered; and the progressive detail the user set."""
 
     channels: Sequence[ChannelRun]
@@ -33,6 +35,7 @@ class Recorded:
     other_sessions: int = 0
     summaries: Offered = field(default_factory=dict)
     detail: Detail = field(default_factory=Detail)  # the user's choice, not an observation, but recorded the same way
+    tool_signals: ToolSignals = field(default_factory=ToolSignals)
 
     @classmethod
     def of(cls, b: BuildRecord) -> Recorded:
@@ -41,4 +44,5 @@ class Recorded:
                    llm=b.llm_intent, tool_specs=b.tool_specs, tools=b.tools,
                    tasks=TaskInputs.model_validate(b.tasks), system_prompt=b.system_prompt,
                    other_sessions=int(b.plan.get("retrieval", {}).get("scope") == "workspace"),
-                   summaries=offer_from_record(b.summaries), detail=Detail.model_validate(b.detail))
+                   summaries=offer_from_record(b.summaries), detail=Detail.model_validate(b.detail),
+                   tool_signals=b.tool_signals)

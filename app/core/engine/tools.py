@@ -1,11 +1,14 @@
 """The engine's tools: the registry with the built-ins, watched folders, and one turn's tool round.
 
 ``ToolService.setup`` gives ``TurnService.build`` the tool specs the planner sees and the step the pipeline runs once intent and
-plan are known: the plan's offered subset (``ToolRegistry.offer``), calls chosen by the rules or,
-when they are unsure, by the local model under a grammar that can only name offered tools, each
-call made through ``ToolRegistry.call`` (refusals, validation, time limit, records). Replay gets
-the recorded round back instead: the offered subset is recomputed (it is a pure function of the
-recorded specs, intent and plan), the calls and their evidence come from the record and the store.
+plan are known: the subset the plan's tool filter offered (``ToolRegistry.offer``), calls chosen by
+the rules or, when they are unsure, by the local model under a grammar that can only name offered
+tools (and, for a tool of several arguments, a second grammar made from its input schema), each
+call made through ``ToolRegistry.call`` (refusals, validation, confirmation by the ``ToolGate``,
+time limit, records). ``signals`` is what the filter reads besides the intent: the similarity of
+the request to each tool's description (embedded once, when the tool is registered) and the
+session's tool history. Replay gets the recorded round back instead: the offer is the recorded
+plan's, the calls and their evidence come from the record and the store; nothing is called.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from app.core.engine.context import EngineContext
 from app.core.errors import AttachError
 from app.core.intent.model import Intent
 from app.core.plan.model import ContextPlan
-from app.core.plan.tools import ToolSpec, filter_tools
+from app.core.plan.tool_filter import ToolSignals, description_text, similarities
+from app.core.plan.tools import ToolSpec
 from app.core.ports import FileReader, GenerationParams, LocalFile
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import SessionState
@@ -32,6 +38,7 @@ from app.core.tools.builtin import (
     builtin_tools,
     newest_feed_items,
 )
+from app.core.tools.governance import ToolGate
 from app.core.tools.model import ToolChoice, ToolNotFound, ToolOutcome, ToolRefused, ToolRound
 from app.core.tools.registry import ToolRegistry, choice_names
 from app.core.tools.selection import (
@@ -57,6 +64,7 @@ class ToolConfig:
     llm_choice: Literal["inherit", "auto", "off"] = "inherit"
     llm_timeout_s: float = 2.0
     read_max_bytes: int = 64_000
+    confirm_each_call: bool = False  # ask before every call of an action tool, not once per tool and session
 
 
 class ToolService:
@@ -72,9 +80,43 @@ class ToolService:
         self._folder_files = folder_files
         self.files: FolderFiles | None = None
         self.registry = ToolRegistry(recorder=self._record_tool_call)
+        self.gate = ToolGate(per_call=self.config.confirm_each_call)
+        self._vectors: dict[str, np.ndarray] = {}  # tool name → its description's embedding
         for tool in builtin_tools(files=lambda: self.files, search=self._search_memory,
                                   feed=self._feed_items, tasks=tasks, max_bytes=self.config.read_max_bytes):
             self.registry.register(tool)
+
+    # ------------------------------------------------------------------ what the filter reads
+
+    async def embed_tools(self) -> int:
+        """Embed the descriptions of the registered tools that have no vector yet (once per tool,
+        when it is registered: never per turn); drop the vectors of tools gone. Returns how many."""
+        specs = {t.name: t.spec for t in self.registry.all()}
+        for name in [n for n in self._vectors if n not in specs]:
+            del self._vectors[name]
+        missing = [s for n, s in specs.items() if n not in self._vectors]
+        if not missing:
+            return 0
+        vecs = await self.ctx.embed([description_text(s) for s in missing])
+        if vecs is not None:
+            self._vectors.update({s.name: np.asarray(v, dtype=np.float32) for s, v in zip(missing, vecs)})
+        return len(missing)
+
+    def forget_vector(self, name: str) -> None:
+        """Drop a tool's embedding (its description changed: ``embed_tools`` makes it again)."""
+        self._vectors.pop(name, None)
+
+    async def signals(self, session_id: str, query_vector: Sequence[float] | None) -> ToolSignals:
+        """The tool filter's signals for one input: similarity of the request to each tool's
+        description, and how often this session called each tool before."""
+        names = [n for n in self._vectors if self.registry.get(n) is not None]
+        matrix = np.stack([self._vectors[n] for n in names]) if names else None
+        calls = await self.ctx.on_store(self.ctx.store.list_tool_calls, session_id)
+        history: dict[str, int] = {}
+        for call in calls:
+            if call.status == "success":
+                history[call.tool] = history.get(call.tool, 0) + 1
+        return ToolSignals(similarity=similarities(names, matrix, query_vector), history=dict(sorted(history.items())))
 
     def set_watched_folders(self, paths: Sequence[str | Path]) -> tuple[Path, ...]:
         """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them.
@@ -157,8 +199,8 @@ class ToolService:
         tools run only for a turn (``turn_id``); a recorded round is fed back instead."""
         specs = self.registry.specs() if tool_specs is None else tuple(tool_specs)
         if recorded is not None:
-            async def replayed(_state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan) -> ToolRound:
-                return await self._replay_round(inp, intent, plan, recorded)
+            async def replayed(_state: SessionState, _inp: BuildInputs, _intent: Intent, plan: ContextPlan) -> ToolRound:
+                return await self._replay_round(plan, recorded)
             return specs, replayed
         if turn_id is None:
             return specs, None
@@ -170,9 +212,9 @@ class ToolService:
                 return ToolRound(notes=[f"tools skipped: {type(exc).__name__}: {exc}"[:300]])
         return specs, live
 
-    async def _replay_round(self, inp: BuildInputs, intent: Intent, plan: ContextPlan, recorded: ToolRound) -> ToolRound:
+    async def _replay_round(self, plan: ContextPlan, recorded: ToolRound) -> ToolRound:
         store = self.ctx.store
-        offered = [s.name for s in filter_tools(list(inp.tools), intent, plan) if s.name not in plan.tools.blocked]
+        offered = [n for n in plan.tools.allowed if n not in plan.tools.blocked]
         ids = [i for o in recorded.calls for i in o.call.result_evidence_ids]
         found = await self.ctx.on_store(lambda: {i: store.get_evidence(i) for i in ids})
         calls = []
@@ -191,7 +233,7 @@ class ToolService:
     async def _tool_round(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                           *, turn_id: str) -> ToolRound:
         """Offer, choose and run this turn's tools; returns the round (never raises for a tool)."""
-        offered_tools = self.registry.offer(plan, intent)
+        offered_tools = self.registry.offer(plan)
         offered = [t.name for t in offered_tools]
         round_ = ToolRound(offered=offered)
         limit = plan.budget.tool_calls
@@ -221,8 +263,8 @@ class ToolService:
     async def _call(self, choice: ToolChoice, plan: ContextPlan, offered: list[str], session_id: str,
                     turn_id: str) -> ToolOutcome:
         return await self.registry.call(choice.tool, choice.args, policy=plan.tools, offered=offered,
-                                     session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
-                                     reason=choice.reason)
+                                        session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
+                                        reason=choice.reason, approve=self.gate.check)
 
     async def _choose_by_model(self, text: str, offered: Sequence[Any],
                                turn: tuple[str, str]) -> tuple[ToolChoice | None, dict[str, Any]]:

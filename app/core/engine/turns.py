@@ -164,12 +164,13 @@ class TurnService:
         llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded, (session_id, turn_id))
         specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
                                             recorded.tools if recorded else None)
+        signals = recorded.tool_signals if recorded else await self.tools.signals(session_id, qv)
         inputs = BuildInputs(
             text=text, at=at or utc_now(), budget=budget or ctx.config.default_budget, query_vector=qv,
             exclude_ids=tuple(exclude_ids), focus_node=focus_node, focus_chosen=focus_chosen,
             anchor_override=anchor_override, profile=self.sessions.profile(state), facts=self.sessions.facts(state),
             overrides=tuple((said, node) for _, said, node in state.overrides), input_id=input_id,
-            llm_output=llm_output, llm_status=llm_status, tools=specs, tasks=tasks,
+            llm_output=llm_output, llm_status=llm_status, tools=specs, tool_signals=signals, tasks=tasks,
             system_prompt=recorded.system_prompt if recorded else state.generation.system_prompt,
             other_sessions=recorded.other_sessions if recorded else self.sessions.other_sessions(state),
             outside=partial(self.sessions.outside_notes, state), topics=ctx.topic_search, ablate=ctx.config.ablate,

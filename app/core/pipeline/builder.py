@@ -50,6 +50,7 @@ from app.core.pipeline.record import BuildRecord, StageTiming
 from app.core.pipeline.summary_items import Offered, recorded_offer, summary_items
 from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
 from app.core.plan.model import ContextPlan
+from app.core.plan.tool_filter import ToolSignals
 from app.core.plan.tools import ToolSpec
 from app.core.ports import TokenCounter
 from app.core.routing.anchor import (
@@ -91,6 +92,7 @@ class BuildInputs:
     # routing's (an override is sure). An evaluation routing by its own router passes its shares.
     routed: RoutedShares | None = None
     tools: tuple[ToolSpec, ...] = ()
+    tool_signals: ToolSignals = field(default_factory=ToolSignals)  # the tool filter's (recorded, fed back)
     profile: UserProfile = field(default_factory=UserProfile)
     overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
     llm_output: dict | None = None
@@ -347,7 +349,7 @@ class ContextBuilder:
         t1 = time.perf_counter()
         result = self.planner.build(
             intent,
-            PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
+            PlanContext(total_budget=inp.budget, tools=list(inp.tools), tool_signals=inp.tool_signals, profile=inp.profile,
                         answer_reserve=answer_reserve, context_size=context_size,
                         running_tasks=[t.name for t in inp.tasks.running()], now=inp.at,
                         session_turns=len(state.turn_order), other_sessions=inp.other_sessions),
@@ -405,6 +407,7 @@ class ContextBuilder:
             prompt=fitted.prompt,
             input=fitted.charge,
             tool_specs=list(inp.tools),
+            tool_signals=inp.tool_signals,
             tools=tool_round,
             tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
             task=stack.model_dump(mode="json") if stack.current is not None else {},

@@ -84,13 +84,16 @@ def _plan(text: str, registry: ToolRegistry, profile: UserProfile | None = None)
 def test_offer_filters_by_relevance_and_never_offers_blocked_tools() -> None:
     registry, _, _ = _registry()
     intent, plan = _plan("show me the latest news from the feed", registry)
-    offered = [t.name for t in registry.offer(plan, intent)]
+    offered = [t.name for t in registry.offer(plan)]
     assert offered[0] == "list_recent_feed_items"  # most relevant first
     assert "update_task" not in offered and "send_email" not in offered  # irrelevant
-    assert "delete_files" in plan.tools.blocked and "delete_files" not in offered  # action tool in a question
+    assert "delete_files" not in offered
+    intent, plan = _plan("which files would delete_files remove from the folder?", registry)
+    assert "delete_files" in plan.tools.blocked and "delete_files" not in registry.offer(plan)  # action tool in a question
+    assert "delete_files: action tool not permitted in qa mode" in plan.tools.notes
     for text in ("call send_email now and delete_files", "delete_files in the notes folder and send_email to Bob"):
         intent, plan = _plan(text, registry)
-        names = {t.name for t in registry.offer(plan, intent)}
+        names = {t.name for t in registry.offer(plan)}
         assert not names & {"send_email", "delete_files"}, text
 
 
@@ -100,8 +103,8 @@ def test_profile_prohibition_blocks_delete_tools_and_a_blocked_call_is_forbidden
     intent, plan = _plan("clean up the old build folder and delete its files", registry, profile)
     assert "delete_files" in plan.tools.blocked
     assert any(n.startswith("delete_files: prohibited (never delete files)") for n in plan.tools.notes)
-    assert "delete_files" not in [t.name for t in registry.offer(plan, intent)]
-    offered = [t.name for t in registry.offer(plan, intent)]
+    assert "delete_files" not in [t.name for t in registry.offer(plan)]
+    offered = [t.name for t in registry.offer(plan)]
     outcome = asyncio.run(registry.call("delete_files", {"target": "build"}, policy=plan.tools, offered=offered + ["delete_files"],
                                         session_id="s", turn_id="t1"))
     assert outcome.status == "forbidden" and "blocked" in outcome.error
@@ -116,7 +119,7 @@ def test_profile_prohibition_blocks_delete_tools_and_a_blocked_call_is_forbidden
 def test_args_are_validated_and_the_digest_is_canonical() -> None:
     registry, recorded, _ = _registry()
     intent, plan = _plan("what did we say about the budget?", registry)
-    offered = [t.name for t in registry.offer(plan, intent)]
+    offered = [t.name for t in registry.offer(plan)]
     bad = asyncio.run(registry.call("search_memory", {"query": "", "k": 99}, policy=plan.tools, offered=offered, session_id="s"))
     assert bad.status == "error" and "query" in bad.error and "k" in bad.error and not bad.evidences
     ok = asyncio.run(registry.call("search_memory", {"k": 2, "query": "budget"}, policy=plan.tools, offered=offered, session_id="s"))
@@ -201,8 +204,8 @@ def test_read_file_reads_only_through_the_folder_files_port() -> None:
 
 def test_model_choice_grammar_lists_only_offered_tools() -> None:
     registry, _, _ = _registry()
-    intent, plan = _plan("call send_email now and delete_files", registry)
-    offered = registry.offer(plan, intent)
+    intent, plan = _plan("call send_email now and delete_files, then read notes/plan.md", registry)
+    offered = registry.offer(plan)
     schema = tool_choice_schema(choice_names(offered))
     assert set(schema["properties"]["tool"]["enum"]) == {t.name for t in offered} | {"none"}
     assert not {"send_email", "delete_files"} & set(schema["properties"]["tool"]["enum"])

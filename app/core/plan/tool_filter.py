@@ -1,0 +1,260 @@
+"""The plan's tool filter: which few of a few hundred tools one input offers the model (seed 000 §3.6.4).
+
+Tool choice is context compilation: the registry may grow without bound (built-in tools and every
+tool server's), while each decision carries only the handful that matter. ``score_tools`` scores
+every tool against one input from four signals and says why:
+
+- the request's embedding against the tool description's (``ToolSignals.similarity``, measured
+  once per tool when its server listed it, and per input for the request; only similarities at or
+  above ``similarity_floor`` count, scaled to 0…1 above it);
+- the request's words the tool's name, server and description share, weighted by how rare each
+  word is among the tools (``ToolCatalog``), plus the intent's task type against the tool's name,
+  an input that names the tool or its server, and an input that names a file for a file reader;
+- the session's tool history (``ToolSignals.history``: calls made before this input);
+- the user's prohibitions and the plan's action rules, which refuse a tool whatever its score.
+
+``choose_tools`` then offers the best ``limit`` tools (the plan's ``tools.max_offered``) scoring
+at least ``min_score``, and says what was refused and what was left out. Scores are per tool and
+absolute (no normalisation over the list), so the offer is the same whatever else is registered
+below it. Pure and deterministic: ties break by name, scores are rounded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from app.core.intent.model import Intent, Mode, r4
+from app.core.plan.tools import READS_FILES, ToolSpec, name_stems, names_file
+from app.core.text import content_stems, stem
+
+#: The intent's task type → words in a tool's name that suit it.
+TASK_WORDS: dict[str, frozenset[str]] = {
+    k: frozenset(stem(w) for w in v.split())
+    for k, v in {
+        "retrieval": "search find query lookup fetch read get list browse web db database file docs index recall",
+        "generation": "write draft generate create template format render translate summarize",
+        "change": "edit write patch rename move delete create update git code file run apply replace",
+        "diagnostic": "log logs run test debug trace inspect read query shell profile monitor status",
+        "planning": "calendar todo task schedule plan list reminder",
+        "interrupt": "task cancel stop pause resume status",
+    }.items()
+}
+_ALWAYS = frozenset({"always", "core"})
+
+
+class ToolSignals(BaseModel):
+    """What the filter reads besides the tools and the intent, as observed for one input:
+    ``similarity`` (tool name → cosine of the request's and the tool description's embeddings,
+    rounded; only those at or above the floor are kept) and ``history`` (tool name → the calls
+    this session made of it before this input)."""
+
+    similarity: dict[str, float] = Field(default_factory=dict)
+    history: dict[str, int] = Field(default_factory=dict)
+
+
+class ToolFilterConfig(BaseModel):
+    """The filter's weights, as data."""
+
+    similarity_floor: float = 0.2
+    similarity_weight: float = 1.0
+    words_weight: float = 0.6
+    named_tool: float = 1.0
+    named_server: float = 0.25
+    per_call: float = 0.1
+    history_cap: float = 0.3
+    task_word: float = 0.06
+    task_cap: float = 0.12
+    file_named: float = 0.5
+    always: float = 0.5
+    min_score: float = 0.12
+    left_out_shown: int = 5
+
+
+DEFAULT_FILTER = ToolFilterConfig()
+
+
+class ScoredTool(BaseModel):
+    """One tool's score for one input and the reasons behind it."""
+
+    name: str
+    score: float
+    reasons: list[str] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """``name (score): reasons`` — how the Plan tab and ``pcm show turn`` print it."""
+        return f"{self.name} ({self.score:.2f}): {'; '.join(self.reasons) or 'no signal'}"
+
+
+class ToolOffer(BaseModel):
+    """What ``choose_tools`` decided: the tools offered (best first), those refused with why,
+    and the best of the rest (left out: over the limit or under the minimum score)."""
+
+    offered: list[ScoredTool] = Field(default_factory=list)
+    refused: list[tuple[str, str]] = Field(default_factory=list)
+    left_out: list[ScoredTool] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the catalog
+
+
+@dataclass(frozen=True)
+class _Entry:
+    spec: ToolSpec
+    words: frozenset[str]  # stems of name, server, tags and description
+    name_words: frozenset[str]  # stems of the tool's own name and tags
+    server_words: frozenset[str]
+    identifier: re.Pattern[str] | None  # the own name as a word, when it is an identifier (has _ - or a capital)
+
+
+class ToolCatalog:
+    """Per-tool word sets and how many tools hold each word, computed once per tool list."""
+
+    _cache: dict[tuple[tuple[str, str, str, tuple[str, ...]], ...], ToolCatalog] = {}
+
+    def __init__(self, specs: Sequence[ToolSpec]) -> None:
+        self.entries = [_entry(s) for s in specs]
+        df: dict[str, int] = {}
+        for entry in self.entries:
+            for word in entry.words:
+                df[word] = df.get(word, 0) + 1
+        n = len(self.entries)
+        self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()}
+
+    @classmethod
+    def of(cls, specs: Sequence[ToolSpec]) -> ToolCatalog:
+        """The catalog of ``specs``, kept for the next call with the same tools (a few lists at most)."""
+        key = tuple((s.name, s.server, s.description, tuple(s.tags)) for s in specs)
+        found = cls._cache.get(key)
+        if found is None:
+            if len(cls._cache) >= 8:
+                cls._cache.clear()
+            found = cls._cache[key] = cls(specs)
+        return found
+
+
+def _entry(spec: ToolSpec) -> _Entry:
+    own = spec.own_name
+    name_words = frozenset(name_stems(own)) | {stem(t) for t in spec.tags}
+    server_words = frozenset(name_stems(spec.server)) if spec.server else frozenset()
+    words = name_words | server_words | frozenset(content_stems(spec.description))
+    identifier = None
+    if re.search(r"[_\-]|[a-z][A-Z]", own):
+        identifier = re.compile(rf"(?<![\w.-]){re.escape(own.lower())}(?![\w-])")
+    return _Entry(spec, words, name_words, server_words, identifier)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def score_tools(specs: Sequence[ToolSpec], intent: Intent, signals: ToolSignals,
+                config: ToolFilterConfig = DEFAULT_FILTER) -> list[ScoredTool]:
+    """Every tool with a score above zero for this input, best first (ties by name)."""
+    catalog = ToolCatalog.of(specs)
+    if intent.mode == Mode.CLARIFY:  # a question back: no request to serve yet, only the tools always there
+        return [ScoredTool(name=e.spec.name, score=config.always, reasons=["always available"])
+                for e in catalog.entries if _ALWAYS & {t.lower() for t in e.spec.tags}]
+    asked = _Request(intent, catalog)
+    scored = [s for e in catalog.entries if (s := _score(e, asked, signals, config)).score > 0]
+    return sorted(scored, key=lambda s: (-s.score, s.name))
+
+
+class _Request:
+    """The input's words, weighted by how rare each is among the tools."""
+
+    def __init__(self, intent: Intent, catalog: ToolCatalog) -> None:
+        self.text = intent.text.lower()
+        stems = set(content_stems(intent.text + " " + " ".join(intent.entities)))
+        self.weights = {w: catalog.idf[w] for w in stems if w in catalog.idf}
+        self.total = sum(self.weights.values())
+        self.stems = stems
+        key = "interrupt" if intent.mode == Mode.INTERRUPT else intent.task_type.value
+        self.task = key
+        self.task_words = TASK_WORDS.get(key, frozenset())
+        self.names_file = names_file(intent)
+
+
+def _score(entry: _Entry, asked: _Request, signals: ToolSignals, config: ToolFilterConfig) -> ScoredTool:
+    """One tool's score: similarity, shared words, names, task words, file, history, always."""
+    spec, score, reasons = entry.spec, 0.0, []
+    sim = signals.similarity.get(spec.name, 0.0)
+    if sim >= config.similarity_floor:
+        score += config.similarity_weight * (sim - config.similarity_floor) / (1.0 - config.similarity_floor)
+        reasons.append(f"similar {sim:.2f}")
+    shared = sorted(w for w in asked.weights if w in entry.words)
+    if shared and asked.total > 0:
+        score += config.words_weight * sum(asked.weights[w] for w in shared) / asked.total
+        reasons.append("words " + ", ".join(shared[:4]))
+    if entry.identifier is not None and entry.identifier.search(asked.text):
+        score += config.named_tool
+        reasons.append("named")
+    if entry.server_words and entry.server_words <= asked.stems:
+        score += config.named_server
+        reasons.append(f"server {spec.server} named")
+    hits = entry.name_words & asked.task_words
+    if hits:
+        score += min(config.task_cap, config.task_word * len(hits))
+        reasons.append(f"{asked.task} task")
+    if asked.names_file and READS_FILES <= entry.name_words:
+        score += config.file_named
+        reasons.append("the input names a file")
+    calls = signals.history.get(spec.name, 0)
+    if calls:
+        score += min(config.history_cap, config.per_call * calls)
+        reasons.append(f"used {calls}× in this session")
+    if _ALWAYS & {t.lower() for t in spec.tags}:
+        score += config.always
+        reasons.append("always available")
+    return ScoredTool(name=spec.name, score=r4(score), reasons=reasons)
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def choose_tools(scored: Sequence[ScoredTool], specs: Mapping[str, ToolSpec], *, limit: int,
+                 refuse: Callable[[ToolSpec], str | None],
+                 config: ToolFilterConfig = DEFAULT_FILTER) -> ToolOffer:
+    """Offer the best ``limit`` tools of ``scored`` that score at least ``min_score`` and that
+    ``refuse`` lets through (it gives a reason to refuse one, or None). A refused tool that would
+    have been offered is listed in ``refused``; the best of the rest in ``left_out``."""
+    offer = ToolOffer()
+    for tool in scored:
+        spec = specs.get(tool.name)
+        if spec is None:
+            continue
+        why = refuse(spec)
+        if why is not None:
+            if len(offer.offered) < limit and tool.score >= config.min_score:
+                offer.refused.append((tool.name, why))
+            continue
+        if len(offer.offered) < limit and tool.score >= config.min_score:
+            offer.offered.append(tool)
+        elif len(offer.left_out) < config.left_out_shown:
+            why_out = f"over the plan's limit of {limit}" if tool.score >= config.min_score else "scores too low"
+            offer.left_out.append(tool.model_copy(update={"reasons": [why_out, *tool.reasons]}))
+    return offer
+
+
+def description_text(spec: ToolSpec) -> str:
+    """The text a tool's embedding is made of: its server, its name's words and its description."""
+    words = " ".join(spec.own_name.replace("_", " ").replace("-", " ").split())
+    head = f"{spec.server} {words}" if spec.server else words
+    return f"{head}: {spec.description}" if spec.description else head
+
+
+def similarities(names: Sequence[str], matrix: np.ndarray | None, query: Sequence[float] | None,
+                 floor: float = DEFAULT_FILTER.similarity_floor) -> dict[str, float]:
+    """Tool name → cosine of ``query`` and the tool's row of ``matrix`` (description embeddings,
+    one row per name), rounded to 4 places; only those at or above ``floor``."""
+    if query is None or matrix is None or not names:
+        return {}
+    m = np.asarray(matrix, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1) * (float(np.linalg.norm(q)) or 1.0)
+    sims = np.divide(m @ q, norms, out=np.zeros(len(names), dtype=np.float32), where=norms > 0)
+    return {n: round(float(s), 4) for n, s in zip(names, sims) if s >= floor}
