@@ -16,6 +16,7 @@
     pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
+    pcm eval tools [DIR] [--out PRED.jsonl] [--report FILE]   (the plan's tool filter over ~300 tools)
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
     pcm bench streams [--k 4] [--inputs 8] [--runs N]

@@ -295,6 +295,8 @@ def cmd_eval_summaries(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
+    if not args.dir:
+        return f"eval {args.kind} needs DIR"
     if not (data_dir / "messages.jsonl").is_file():
         return f"{data_dir}/messages.jsonl not found"
     if args.kind != "summaries" and not args.out:
@@ -304,8 +306,33 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     return None
 
 
+def cmd_eval_tools(args: argparse.Namespace) -> int:
+    """``pcm eval tools [DIR]``: the plan's tool filter over a few hundred tools (``app.eval.tools``)."""
+    from app import main as wiring
+    from app.config import RESOURCES_DIR
+    from app.eval.tools import format_tools_report, run_tools_eval
+
+    folder = Path(args.dir) if args.dir else RESOURCES_DIR / "eval" / "tools"
+    for name in ("registry.json", "requests.jsonl"):
+        if not (folder / name).is_file():
+            _err(f"pcm: error: {folder / name} not found")
+            return 2
+    embedder = wiring.load_embedder(Settings.load(args.data_dir))
+    report = run_tools_eval(embedder, folder, out=Path(args.out) if args.out else None, progress=_err)
+    print(format_tools_report(report))
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    data_dir = Path(args.dir)
+    """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
+    return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
+
+
+def cmd_eval_data(args: argparse.Namespace) -> int:
+    """``pcm eval recall|route|purity|summaries DIR``: replay over a folder of dialogue data."""
+    data_dir = Path(args.dir or "")
     problem = _eval_problem(args, data_dir)
     if problem is not None:
         _err(f"pcm: error: {problem}")
@@ -441,9 +468,12 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries"])
-    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md")
-    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required)")
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "tools"])
+    p.add_argument("dir", metavar="DIR", nargs="?",
+                   help="a folder in the format of ../shared/data/README.md; tools: registry.json and "
+                        "requests.jsonl (default: the app's resources/eval/tools)")
+    p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity: where the predictions go (required); "
+                                                       "tools: each request's offer")
     p.add_argument("--budgets", help="recall / purity: comma-separated token budgets "
                                      "(default 512,1024,2048,4096 / 256,512,1024)")
     p.add_argument("--counter", choices=["model", "words"],

@@ -315,7 +315,9 @@ class _Repair:
 
 
 def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
-    """Drop unavailable tools; block prohibited ones and action tools the plan may not use."""
+    """Drop unavailable tools; block prohibited ones. (An action tool the plan offers runs only once
+    the user confirms it, which is the permission a risky request needs: ``app.core.tools.governance``;
+    a plan that asks first has no tool calls in its budget.)"""
     tools = repair.plan.tools
     known = {t.name for t in ctx.tools}
     for name in [n for n in tools.allowed if n not in known]:
@@ -326,14 +328,6 @@ def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
         hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
         if hit is not None:
             repair.block(tool.name, f"prohibited (never {hit})")
-    for tool in ctx.tools:
-        if not tool.action or tool.name not in tools.allowed:
-            continue
-        granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
-        if repair.plan.actions_held_back:
-            repair.block(tool.name, "actions are held back")
-        elif intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
-            repair.block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
     for name in [n for n in tools.allowed if n in tools.blocked]:
         repair.fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
         tools.allowed.remove(name)
@@ -412,7 +406,7 @@ class PlanBuilder:
                               relevance_threshold=preset.relevance_threshold,
                               evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
         held_back = clarify or strategy == "wide" or (intent.risk == Risk.HIGH and not intent.hint("permitted"))
-        tools = self._tool_policy(intent, ctx, preset, held_back, scored)
+        tools = self._tool_policy(intent, ctx, preset, scored)
         allowed = tools.allowed
         conflicts = any(c in ("prohibition_conflict", "signal_conflict") for c in intent.reason_codes())
         summary = IntentSummary(mode=intent.mode, task_type=intent.task_type, goal=intent.goal,
@@ -432,11 +426,13 @@ class PlanBuilder:
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
         )
 
-    def _tool_policy(self, intent: Intent, ctx: PlanContext, preset: RecallPreset, held_back: bool,
+    def _tool_policy(self, intent: Intent, ctx: PlanContext, preset: RecallPreset,
                      scored: Sequence[ScoredTool]) -> ToolPolicy:
-        """The tools the plan offers (the tool filter's best ``preset.tools_offered``), and those it
-        refuses: every prohibited tool, and the action tools it would have offered but may not use
-        (held back, or not permitted in this mode). The checker finds nothing left to repair."""
+        """The tools the plan offers (the tool filter's best ``preset.tools_offered``) and the ones it
+        refuses: every prohibited tool. A tool that changes things is offered like any other: it
+        runs only once the user confirms it (``app.core.tools.governance``), which is the
+        permission a risky request needs, and a plan that asks first calls no tool at all (its
+        budget has no tool calls). The checker finds nothing left to repair."""
         prohibitions = dedup_stripped(list(ctx.profile.prohibitions) + list(intent.prohibitions))
         policy = ToolPolicy(max_offered=preset.tools_offered)
         for tool in ctx.tools:
@@ -446,24 +442,9 @@ class PlanBuilder:
                 policy.notes.append(f"{tool.name}: prohibited (never {hit})")
         prohibited = set(policy.blocked)
 
-        def refuse(tool: ToolSpec) -> str | None:
-            if tool.name in prohibited:
-                return "prohibited"
-            if not tool.action:
-                return None
-            if held_back:
-                return "actions are held back"
-            granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
-            if intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
-                return f"action tool not permitted in {intent.mode.value} mode"
-            return None
-
-        offer = choose_tools(scored, {t.name: t for t in ctx.tools}, limit=preset.tools_offered, refuse=refuse,
+        offer = choose_tools(scored, {t.name: t for t in ctx.tools}, limit=preset.tools_offered,
+                             refuse=lambda t: "prohibited" if t.name in prohibited else None,
                              config=self.config.tool_filter)
-        for name, why in offer.refused:
-            if name not in prohibited:
-                policy.blocked.append(name)
-                policy.notes.append(f"{name}: {why}")
         policy.allowed = [t.name for t in offer.offered]
         policy.why = {t.name: "; ".join(t.reasons) for t in offer.offered}
         policy.left_out = [t.line() for t in offer.left_out]

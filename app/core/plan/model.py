@@ -154,11 +154,11 @@ def default_presets() -> dict[str, RecallPreset]:
     return {
         "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
                               dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
-                              main_chain_turns=4, tool_calls=1, time_scale=0.75, tools_offered=6),
+                              main_chain_turns=4, tool_calls=1, time_scale=0.75, tools_offered=8),
         "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10, 10), top_k=12, per_channel_cap=5,
                                  relevance_threshold=0.3,
                                  dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
-                                 main_chain_turns=6, tool_calls=2, time_scale=1.0, tools_offered=8),
+                                 main_chain_turns=6, tool_calls=2, time_scale=1.0, tools_offered=10),
         "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
                              dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
                              main_chain_turns=10, tool_calls=3, time_scale=1.5, tools_offered=10),

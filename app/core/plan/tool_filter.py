@@ -11,7 +11,8 @@ every tool against one input from four signals and says why:
   word is among the tools (``ToolCatalog``), plus the intent's task type against the tool's name,
   an input that names the tool or its server, and an input that names a file for a file reader;
 - the session's tool history (``ToolSignals.history``: calls made before this input);
-- the user's prohibitions and the plan's action rules, which refuse a tool whatever its score.
+- the user's prohibitions, and actions held back (the plan asks first, or is unsure of the
+  request), which refuse a tool whatever its score.
 
 ``choose_tools`` then offers the best ``limit`` tools (the plan's ``tools.max_offered``) scoring
 at least ``min_score``, and says what was refused and what was left out. Scores are per tool and
@@ -23,13 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from app.core.intent.model import Intent, Mode, r4
+from app.core.intent.model import Intent, Mode
 from app.core.plan.tools import READS_FILES, ToolSpec, name_stems, names_file
 from app.core.text import content_stems, stem
 
@@ -46,6 +47,9 @@ TASK_WORDS: dict[str, frozenset[str]] = {
     }.items()
 }
 _ALWAYS = frozenset({"always", "core"})
+_IDENT_RE = re.compile(r"[a-z0-9][\w-]*[a-z0-9]")
+_NAMED_RE = re.compile(r"\b\w*[A-Z]\w*\b")  # words written with a capital: names
+_SERVER_NAMED_RE = re.compile(r"\b([\w-]+)\s+(?:server|tools|mcp)\b")
 
 
 class ToolSignals(BaseModel):
@@ -61,17 +65,17 @@ class ToolSignals(BaseModel):
 class ToolFilterConfig(BaseModel):
     """The filter's weights, as data."""
 
-    similarity_floor: float = 0.2
+    similarity_floor: float = 0.1
     similarity_weight: float = 1.0
-    words_weight: float = 0.6
+    words_weight: float = 0.9
     named_tool: float = 1.0
     named_server: float = 0.25
     per_call: float = 0.1
     history_cap: float = 0.3
     task_word: float = 0.06
     task_cap: float = 0.12
-    file_named: float = 0.5
-    always: float = 0.5
+    file_named: float = 0.25
+    always: float = 0.3
     min_score: float = 0.12
     left_out_shown: int = 5
 
@@ -109,22 +113,33 @@ class _Entry:
     words: frozenset[str]  # stems of name, server, tags and description
     name_words: frozenset[str]  # stems of the tool's own name and tags
     server_words: frozenset[str]
-    identifier: re.Pattern[str] | None  # the own name as a word, when it is an identifier (has _ - or a capital)
+    identifier: str  # the own name, lower-cased, when it is an identifier (has _ or -, or is camelCase); else ""
+    always: bool
 
 
 class ToolCatalog:
-    """Per-tool word sets and how many tools hold each word, computed once per tool list."""
+    """The tools' words, indexed once per tool list: which tools hold each word (``postings``),
+    each tool's own-name words, server, identifier, whether it reads files or is always there,
+    and how rare each word is (``idf``). Scoring one input then touches only its own words."""
 
     _cache: dict[tuple[tuple[str, str, str, tuple[str, ...]], ...], ToolCatalog] = {}
 
     def __init__(self, specs: Sequence[ToolSpec]) -> None:
         self.entries = [_entry(s) for s in specs]
-        df: dict[str, int] = {}
-        for entry in self.entries:
-            for word in entry.words:
-                df[word] = df.get(word, 0) + 1
+        self.index = {e.spec.name: i for i, e in enumerate(self.entries)}
         n = len(self.entries)
-        self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()}
+        self.postings = _postings(e.words for e in self.entries)
+        self.name_postings = _postings(e.name_words for e in self.entries)
+        self.identifiers = _postings([e.identifier] if e.identifier else [] for e in self.entries)
+        self.idf = {w: math.log((n + 1) / (len(ix) + 0.5)) for w, ix in self.postings.items()}
+        self.rarest = math.log((n + 1) / 0.5)
+        servers: dict[frozenset[str], list[int]] = {}
+        for i, e in enumerate(self.entries):
+            if e.server_words:
+                servers.setdefault(e.server_words, []).append(i)
+        self.servers = {words: np.asarray(ix) for words, ix in servers.items()}
+        self.readers = np.asarray([READS_FILES <= e.name_words for e in self.entries], dtype=bool)
+        self.always = np.asarray([e.always for e in self.entries], dtype=bool)
 
     @classmethod
     def of(cls, specs: Sequence[ToolSpec]) -> ToolCatalog:
@@ -138,40 +153,56 @@ class ToolCatalog:
         return found
 
 
+def _postings(word_sets: Iterable[Iterable[str]]) -> dict[str, np.ndarray]:
+    """word → the indices of the tools whose set holds it."""
+    out: dict[str, list[int]] = {}
+    for i, words in enumerate(word_sets):
+        for word in words:
+            out.setdefault(word, []).append(i)
+    return {w: np.asarray(ix) for w, ix in out.items()}
+
+
 def _entry(spec: ToolSpec) -> _Entry:
     own = spec.own_name
     name_words = frozenset(name_stems(own)) | {stem(t) for t in spec.tags}
     server_words = frozenset(name_stems(spec.server)) if spec.server else frozenset()
     words = name_words | server_words | frozenset(content_stems(spec.description))
-    identifier = None
-    if re.search(r"[_\-]|[a-z][A-Z]", own):
-        identifier = re.compile(rf"(?<![\w.-]){re.escape(own.lower())}(?![\w-])")
-    return _Entry(spec, words, name_words, server_words, identifier)
+    identifier = own.lower() if re.search(r"[_\-]|[a-z][A-Z]", own) else ""
+    return _Entry(spec, words, name_words, server_words, identifier, bool(_ALWAYS & {t.lower() for t in spec.tags}))
 
 
 # --------------------------------------------------------------------------- scoring
 
 
 def score_tools(specs: Sequence[ToolSpec], intent: Intent, signals: ToolSignals,
-                config: ToolFilterConfig = DEFAULT_FILTER) -> list[ScoredTool]:
-    """Every tool with a score above zero for this input, best first (ties by name)."""
+                config: ToolFilterConfig = DEFAULT_FILTER, *, keep: int = 50) -> list[ScoredTool]:
+    """The ``keep`` best tools with a score above zero for this input, best first (ties by name),
+    each with the reasons it scored."""
     catalog = ToolCatalog.of(specs)
     if intent.mode == Mode.CLARIFY:  # a question back: no request to serve yet, only the tools always there
         return [ScoredTool(name=e.spec.name, score=config.always, reasons=["always available"])
-                for e in catalog.entries if _ALWAYS & {t.lower() for t in e.spec.tags}]
+                for e in catalog.entries if e.always]
     asked = _Request(intent, catalog)
-    scored = [s for e in catalog.entries if (s := _score(e, asked, signals, config)).score > 0]
-    return sorted(scored, key=lambda s: (-s.score, s.name))
+    scores = np.round(_scores(catalog, asked, signals, config), 4)
+    positive = np.flatnonzero(scores > 0)
+    ranked = sorted(positive.tolist(), key=lambda i: (-scores[i], catalog.entries[i].spec.name))[:keep]
+    return [ScoredTool(name=catalog.entries[i].spec.name, score=float(scores[i]),
+                       reasons=_reasons(catalog.entries[i], asked, signals, config)) for i in ranked]
 
 
 class _Request:
     """The input's words, weighted by how rare each is among the tools."""
 
     def __init__(self, intent: Intent, catalog: ToolCatalog) -> None:
-        self.text = intent.text.lower()
+        self.identifiers = set(_IDENT_RE.findall(intent.text.lower()))
         stems = set(content_stems(intent.text + " " + " ".join(intent.entities)))
+        # A server is named as a name ("Slack", "GitHub") or as a server ("the memory server"),
+        # not by a common word that happens to be its name ("tell me everything").
+        self.named = set(content_stems(" ".join(_NAMED_RE.findall(intent.text)))) | set(
+            content_stems(" ".join(_SERVER_NAMED_RE.findall(intent.text.lower()))))
+        # A word no tool holds counts as the rarest: a request of mostly such words is weakly matched.
         self.weights = {w: catalog.idf[w] for w in stems if w in catalog.idf}
-        self.total = sum(self.weights.values())
+        self.total = sum(self.weights.values()) + catalog.rarest * (len(stems) - len(self.weights))
         self.stems = stems
         key = "interrupt" if intent.mode == Mode.INTERRUPT else intent.task_type.value
         self.task = key
@@ -179,38 +210,66 @@ class _Request:
         self.names_file = names_file(intent)
 
 
-def _score(entry: _Entry, asked: _Request, signals: ToolSignals, config: ToolFilterConfig) -> ScoredTool:
-    """One tool's score: similarity, shared words, names, task words, file, history, always."""
-    spec, score, reasons = entry.spec, 0.0, []
+def _scores(catalog: ToolCatalog, asked: _Request, signals: ToolSignals, config: ToolFilterConfig) -> np.ndarray:
+    """Every tool's score at once: similarity, shared words, names, task words, file, history, always."""
+    score = np.zeros(len(catalog.entries), dtype=np.float64)
+    span = 1.0 - config.similarity_floor
+    for name, sim in signals.similarity.items():
+        i = catalog.index.get(name)
+        if i is not None and sim >= config.similarity_floor:
+            score[i] += config.similarity_weight * (sim - config.similarity_floor) / span
+    for name, calls in signals.history.items():
+        i = catalog.index.get(name)
+        if i is not None and calls > 0:
+            score[i] += min(config.history_cap, config.per_call * calls)
+    score += _word_scores(catalog, asked, config)
+    score[catalog.always] += config.always
+    return score
+
+
+def _word_scores(catalog: ToolCatalog, asked: _Request, config: ToolFilterConfig) -> np.ndarray:
+    """The words' part of every tool's score: shared words, names, task words, a named file."""
+    score = np.zeros(len(catalog.entries), dtype=np.float64)
+    if asked.total > 0:
+        for word, weight in asked.weights.items():
+            score[catalog.postings[word]] += config.words_weight * weight / asked.total
+    for ident in asked.identifiers & catalog.identifiers.keys():
+        score[catalog.identifiers[ident]] += config.named_tool
+    for words, ix in catalog.servers.items():
+        if words <= asked.named:
+            score[ix] += config.named_server
+    hits = np.zeros(len(catalog.entries), dtype=np.float64)
+    for word in asked.task_words & catalog.name_postings.keys():
+        hits[catalog.name_postings[word]] += 1
+    score += np.minimum(config.task_cap, config.task_word * hits)
+    if asked.names_file:
+        score[catalog.readers] += config.file_named
+    return score
+
+
+def _reasons(entry: _Entry, asked: _Request, signals: ToolSignals, config: ToolFilterConfig) -> list[str]:
+    """Why a tool scored: the signals that counted, in ``_scores``' order."""
+    spec, reasons = entry.spec, []
     sim = signals.similarity.get(spec.name, 0.0)
     if sim >= config.similarity_floor:
-        score += config.similarity_weight * (sim - config.similarity_floor) / (1.0 - config.similarity_floor)
         reasons.append(f"similar {sim:.2f}")
     shared = sorted(w for w in asked.weights if w in entry.words)
-    if shared and asked.total > 0:
-        score += config.words_weight * sum(asked.weights[w] for w in shared) / asked.total
+    if shared:
         reasons.append("words " + ", ".join(shared[:4]))
-    if entry.identifier is not None and entry.identifier.search(asked.text):
-        score += config.named_tool
+    if entry.identifier and entry.identifier in asked.identifiers:
         reasons.append("named")
-    if entry.server_words and entry.server_words <= asked.stems:
-        score += config.named_server
+    if entry.server_words and entry.server_words <= asked.named:
         reasons.append(f"server {spec.server} named")
-    hits = entry.name_words & asked.task_words
-    if hits:
-        score += min(config.task_cap, config.task_word * len(hits))
+    if entry.name_words & asked.task_words:
         reasons.append(f"{asked.task} task")
     if asked.names_file and READS_FILES <= entry.name_words:
-        score += config.file_named
         reasons.append("the input names a file")
     calls = signals.history.get(spec.name, 0)
     if calls:
-        score += min(config.history_cap, config.per_call * calls)
         reasons.append(f"used {calls}× in this session")
-    if _ALWAYS & {t.lower() for t in spec.tags}:
-        score += config.always
+    if entry.always:
         reasons.append("always available")
-    return ScoredTool(name=spec.name, score=r4(score), reasons=reasons)
+    return reasons
 
 
 # --------------------------------------------------------------------------- choosing
