@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from app.core.engine.facade import Engine
     from app.core.runtime.executors import Executors
     from app.store.index import SearchIndex  # LanceDB: imported only where an index is opened
+    from app.toolservers.client import McpToolServers
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -85,6 +86,17 @@ def chat_providers(settings: Settings, local: ChatModel, store: SqliteStore, exe
     return build_registry(settings.data_dir, local, spent_today=spent_today, spent_this_month=spent_month)
 
 
+def open_tool_servers(settings: Settings) -> tuple[McpToolServers, bool]:
+    """The data folder's tool servers (``tool_servers.json``), started on their own thread (they
+    get ready in the background), and whether each call of a tool that changes things asks."""
+    from app.toolservers.client import McpToolServers
+    from app.toolservers.config import load_servers
+
+    configured = load_servers(settings.data_dir)
+    servers = McpToolServers(configured.servers, log_dir=settings.data_dir / "logs" / "tool-servers")
+    return servers.start(), configured.confirm_each_call
+
+
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
     """The LanceDB search index (rebuildable from SQLite at any time)."""
     from app.store.index import SearchIndex
@@ -104,7 +116,8 @@ def build_engine(
 
     Blocking (loads models for seconds): call before the loop starts, or on an executor.
     ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
-    evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
+    evaluation yardstick). ``chat=False`` skips loading the chat model (no generation) and the
+    tool servers (nothing answers, so no tool runs; replay reads recorded results).
     ``progress`` hears a short line before each slow step (the desktop shows it).
     """
     from app.core.engine.context import EngineConfig
@@ -144,8 +157,11 @@ def build_engine(
     config = EngineConfig(default_budget=settings.default_budget, context_size=context_size,
                           max_streams=settings.max_concurrent_streams, memory_model=settings.memory_model,
                           summary_model="auto" if chat else "off")
-    return Engine(
+    servers, each_call = open_tool_servers(settings) if chat else (None, False)
+    engine = Engine(
         store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
-        file_reader=read_attachment,
+        file_reader=read_attachment, tool_servers=servers,
     )
+    engine.set_tool_confirmation(per_call=each_call)
+    return engine

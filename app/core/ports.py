@@ -9,10 +9,12 @@ on their own single-worker executor (see ``app.core.runtime.executors``); the en
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -296,7 +298,24 @@ class ToolServers(Protocol):
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any],
                         timeout_s: float) -> ServerCallResult: ...
 
+    async def settled(self, timeout_s: float) -> bool:
+        """Wait until every enabled server is ready or failed (at most ``timeout_s``); True when so."""
+        ...
+
     async def close(self) -> None: ...
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (localhost or a loopback address; no DNS lookup):
+    what an endpoint must be for nothing to leave the machine (``ModelInfo.off_machine``, a tool
+    server's URL)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class WordTokenCounter:

@@ -487,9 +487,11 @@ class Engine:
         """Each configured tool server's state: status, last error, tools listed, restarts."""
         return self.server_tools.states()
 
-    async def sync_tool_servers(self) -> ServersSynced:
-        """Bring the tool registry in step with the servers now (it also follows them by itself)."""
-        return await self.server_tools.sync()
+    async def sync_tool_servers(self, wait_s: float = 0.0) -> ServersSynced:
+        """Bring the tool registry in step with the servers now (it also follows them by itself),
+        after waiting up to ``wait_s`` for the servers still starting (a one-shot command's first
+        turn should see them)."""
+        return await self.server_tools.sync(wait_s)
 
     def set_tool_approver(self, approver: ToolApprover | None) -> None:
         """Who confirms a tool that changes things before it runs (the desktop's non-modal

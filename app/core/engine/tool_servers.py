@@ -68,8 +68,11 @@ class ServerToolService:
             self._pending = True
             spawn(self.sync(), name="tool servers changed")
 
-    async def sync(self) -> ServersSynced:
-        """Bring the registry in step with the servers' current tools; return what changed."""
+    async def sync(self, wait_s: float = 0.0) -> ServersSynced:
+        """Bring the registry in step with the servers' current tools (after waiting up to
+        ``wait_s`` for those still starting); return what changed."""
+        if wait_s > 0 and self.servers is not None:
+            await self.servers.settled(wait_s)
         async with self._lock:
             self._pending = False
             servers = self.servers

@@ -40,8 +40,12 @@ from app.core.tools.builtin import (
 )
 from app.core.tools.governance import ToolGate
 from app.core.tools.model import ToolChoice, ToolNotFound, ToolOutcome, ToolRefused, ToolRound
-from app.core.tools.registry import ToolRegistry, choice_names
+from app.core.tools.registry import Tool, ToolRegistry, choice_names
 from app.core.tools.selection import (
+    argument_messages,
+    argument_schema,
+    file_readers,
+    parse_arguments,
     parse_model_choice,
     path_mentions,
     rules_unsure,
@@ -63,6 +67,7 @@ class ToolConfig:
 
     llm_choice: Literal["inherit", "auto", "off"] = "inherit"
     llm_timeout_s: float = 2.0
+    ask_above: float = 0.5  # a tool server's tool scoring this much makes the model worth asking
     read_max_bytes: int = 64_000
     confirm_each_call: bool = False  # ask before every call of an action tool, not once per tool and session
 
@@ -246,10 +251,13 @@ class ToolService:
         if mentions and folder_files is not None:
             files = await asyncio.to_thread(folder_files.find, mentions, FIND_LIMIT)
         tasks = await self.task_writer.list_tasks(state.session_id) if "update_task" in offered else []
-        choices = select_by_rules(inp.text, intent, offered, files=files, tasks=tasks)
+        readers = file_readers([(t.name, t.spec.server, t.primary_arg) for t in offered_tools])
+        choices = select_by_rules(inp.text, intent, offered, files=files, tasks=tasks, readers=readers)
+        strong = any(t.spec.server and plan.tools.scores.get(t.name, 0.0) >= self.config.ask_above
+                     for t in offered_tools)
         if choices:
             round_.selection = "rules"
-        elif self._llm_tools_on() and rules_unsure(inp.text, intent, offered, choices):
+        elif self._llm_tools_on() and rules_unsure(inp.text, intent, offered, choices, strong=strong):
             choice, round_.model = await self._choose_by_model(inp.text, offered_tools, (state.session_id, turn_id))
             if choice is not None:
                 choices, round_.selection = [choice], "model"
@@ -266,24 +274,52 @@ class ToolService:
                                         session_id=session_id, turn_id=turn_id, chosen_by=choice.chosen_by,
                                         reason=choice.reason, approve=self.gate.check)
 
-    async def _choose_by_model(self, text: str, offered: Sequence[Any],
+    async def _choose_by_model(self, text: str, offered: Sequence[Tool],
                                turn: tuple[str, str]) -> tuple[ToolChoice | None, dict[str, Any]]:
-        """Ask the chat model to pick one offered tool (or none) within the time limit; never raises.
-        ``turn`` is (session id, turn id): the call is recorded in model_usage."""
+        """Ask the chat model to pick one offered tool (or none) within the time limit, and for a
+        tool server's tool of several arguments to fill them under a grammar made from its input
+        schema; never raises. ``turn`` is (session id, turn id): the calls are recorded in model_usage."""
         names = choice_names(offered)
         messages = tool_choice_messages(text, [(t.name, t.spec.description, t.primary_arg) for t in offered])
+        status, parsed = await self._ask_json(messages, tool_choice_schema(names), "tool_call", turn)
+        if status["status"] != "ok":
+            return None, status
+        choice = parse_model_choice(parsed, {t.name: t.primary_arg for t in offered})
+        if choice is None and isinstance(parsed, dict):
+            choice = await self._fill_arguments(text, parsed.get("tool"), offered, turn, status)
+        return choice, status
+
+    async def _fill_arguments(self, text: str, name: Any, offered: Sequence[Tool], turn: tuple[str, str],
+                              status: dict[str, Any]) -> ToolChoice | None:
+        """The chosen tool's arguments, asked for under its input schema (a tool server's tool
+        that takes more than one string); None when it has none to fill or the answer lacks one."""
+        tool = next((t for t in offered if t.name == name and t.primary_arg is None and t.input_schema), None)
+        schema = argument_schema(tool.input_schema or {}) if tool is not None else None
+        if tool is None or schema is None:
+            return None
+        messages = argument_messages(text, tool.name, tool.spec.description, schema)
+        filled, parsed = await self._ask_json(messages, schema, "tool_args", turn)
+        status["arguments"] = filled if filled["status"] != "ok" else {"status": "ok", "output": parsed}
+        args = parse_arguments(parsed, schema) if filled["status"] == "ok" else None
+        if args is None:
+            return None
+        return ToolChoice(tool=tool.name, args=args, chosen_by="model", reason="chosen and filled in by the model")
+
+    async def _ask_json(self, messages: list[dict[str, str]], schema: dict[str, Any], stage: str,
+                        turn: tuple[str, str]) -> tuple[dict[str, Any], Any]:
+        """One model call for JSON under ``schema`` within the time limit: ({"status": ok|invalid|
+        late|error, "output": …}, the parsed value or None). Never raises."""
         assert self.ctx.chat is not None
-        stream = ChatStream(self.ctx.ex, self.ctx.chat, messages, stage="tool_call",
-                            params=GenerationParams(max_tokens=64, temperature=0.0), json_schema=tool_choice_schema(names),
+        stream = ChatStream(self.ctx.ex, self.ctx.chat, messages, stage=stage,
+                            params=GenerationParams(max_tokens=96, temperature=0.0), json_schema=schema,
                             on_result=self.ctx.usage_recorder(*turn))
         try:
             result = await asyncio.wait_for(stream.wait(), self.config.llm_timeout_s)
         except asyncio.TimeoutError:
             stream.stop()
-            return None, {"status": "late"}
+            return {"status": "late"}, None
         except Exception as exc:  # noqa: BLE001 - the model's choice only ever degrades
-            return None, {"status": "error", "detail": str(exc)[:200]}
+            return {"status": "error", "detail": str(exc)[:200]}, None
         if result.parsed is None:
-            return None, {"status": "invalid", "output": result.text[:200]}
-        choice = parse_model_choice(result.parsed, {t.name: t.primary_arg for t in offered})
-        return choice, {"status": "ok", "output": result.parsed}
+            return {"status": "invalid", "output": result.text[:200]}, None
+        return {"status": "ok", "output": result.parsed}, result.parsed

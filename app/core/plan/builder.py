@@ -446,6 +446,7 @@ class PlanBuilder:
                              refuse=lambda t: "prohibited" if t.name in prohibited else None,
                              config=self.config.tool_filter)
         policy.allowed = [t.name for t in offer.offered]
+        policy.scores = {t.name: t.score for t in offer.offered}
         policy.why = {t.name: "; ".join(t.reasons) for t in offer.offered}
         policy.left_out = [t.line() for t in offer.left_out]
         return policy

@@ -108,7 +108,8 @@ class ConcurrencyPolicy(BaseModel):
 
 class ToolPolicy(BaseModel):
     """The tools this plan offers the model (``allowed``, best first, at most ``max_offered``, chosen
-    by the tool filter: ``app.core.plan.tool_filter``) with why (``why``: name → reasons), the best
+    by the tool filter: ``app.core.plan.tool_filter``) with their scores and why (``why``: name →
+    reasons), the best
     of those left out (``left_out``: "name (score): why"), and the tools it refuses (``blocked``,
     with ``notes`` saying why: a prohibition, actions held back)."""
 
@@ -116,6 +117,7 @@ class ToolPolicy(BaseModel):
     blocked: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # why each tool is blocked
     max_offered: int = 0
+    scores: dict[str, float] = Field(default_factory=dict)
     why: dict[str, str] = Field(default_factory=dict)
     left_out: list[str] = Field(default_factory=list)
 
