@@ -105,7 +105,20 @@ def summary(record: TurnRecord) -> str:
     )
     lines.extend(input_lines(record))
     lines.extend(precision_lines(record))
+    lines.extend(tool_lines(record))
     return "\n".join(lines)
+
+
+def tool_lines(record: TurnRecord) -> list[str]:
+    """The tools the plan offered (of how many), and each call: tool, status, why not run."""
+    round_ = record.build.tools
+    if round_ is None or not (round_.offered or round_.calls):
+        return []
+    lines = [f"tools: offered {len(round_.offered)} of {len(record.build.tool_specs)}: {', '.join(round_.offered)}"]
+    for outcome in round_.calls:
+        line = f"  called {outcome.call.tool}: {outcome.status}"
+        lines.append(line + (f" — {outcome.error}" if outcome.error else ""))
+    return lines
 
 
 def precision_lines(record: TurnRecord) -> list[str]:
@@ -204,7 +217,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
+        from app.cli_tools import cli_approver
+
         state = await engine.open_session(session_id, title=args.text[:40])
+        engine.set_tool_approver(cli_approver())
+        engine.allow_tools(state.session_id, args.allow_tool)
+        await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
         stream_out = sys.stderr if args.json else sys.stdout
         held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
 
@@ -454,6 +472,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--new", action="store_true", help="start a new session")
     p.add_argument("--budget", type=int, help="context budget in tokens (default: settings)")
     p.add_argument("--json", action="store_true", help="print the full turn record as JSON")
+    p.add_argument("--allow-tool", action="append", default=[], metavar="NAME",
+                   help="let this tool server's tool (server.tool) run without asking, e.g. memory.create_entities")
+    p.add_argument("--tool-wait", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for the tool servers to start before building (default 30)")
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("show", help="show a recorded turn (reads the store only: no model is loaded)")

@@ -22,6 +22,7 @@ import numpy as np
 from app.core.engine.context import EngineContext
 from app.core.engine.recorded import Recorded
 from app.core.engine.recovery import AnswerCheckpointer
+from app.core.engine.tool_artifacts import tool_artifacts
 from app.core.errors import NoRecordError
 from app.core.intent.llm import INTENT_JSON_SCHEMA, intent_messages
 from app.core.intent.model import IntentContext, RunningTask
@@ -333,8 +334,9 @@ class TurnService:
         # a scheduler stream's path (task, interruption): written with the turn, no await before
         attached = hooks.attached(state, record, message) if hooks is not None else None
         linked = self.tasks.link_turn(session_id, turn_id, node.node_id)  # tasks its tool calls made
+        results = tool_artifacts(state, build, node, ctx.store)  # tool servers' results on the canvas
         shown = versions.show_only(state, node.node_id, ctx.store) if version is not None else None
-        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, shown])
+        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, results, shown])
         stream = None
         if ctx.chat is not None:
             stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
