@@ -285,14 +285,15 @@ class ToolService:
         if status["status"] != "ok":
             return None, status
         choice = parse_model_choice(parsed, {t.name: t.primary_arg for t in offered})
-        if choice is None and isinstance(parsed, dict):
-            choice = await self._fill_arguments(text, parsed.get("tool"), offered, turn, status)
+        if choice is not None and not choice.args:  # a tool of several arguments: fill them in
+            choice = await self._fill_arguments(text, choice.tool, offered, turn, status) or choice
         return choice, status
 
-    async def _fill_arguments(self, text: str, name: Any, offered: Sequence[Tool], turn: tuple[str, str],
+    async def _fill_arguments(self, text: str, name: str, offered: Sequence[Tool], turn: tuple[str, str],
                               status: dict[str, Any]) -> ToolChoice | None:
         """The chosen tool's arguments, asked for under its input schema (a tool server's tool
-        that takes more than one string); None when it has none to fill or the answer lacks one."""
+        that takes more than one string); None when it has none to fill or the answer lacks one
+        (the call is then made without arguments, and the tool's own checks say what is missing)."""
         tool = next((t for t in offered if t.name == name and t.primary_arg is None and t.input_schema), None)
         schema = argument_schema(tool.input_schema or {}) if tool is not None else None
         if tool is None or schema is None:

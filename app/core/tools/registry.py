@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from app.core.errors import CoreError
 from app.core.plan.model import ContextPlan, ToolPolicy
 from app.core.plan.tools import ToolSpec
 from app.core.text import fence
@@ -167,6 +168,8 @@ class ToolRegistry:
             return await self._finish(outcome, "forbidden", str(exc), started, session_id)
         except ToolNotFound as exc:
             return await self._finish(outcome, "not_found", str(exc), started, session_id)
+        except CoreError as exc:  # a line meant for the user: a server down or crashed, a tool's own failure
+            return await self._finish(outcome, "error", str(exc), started, session_id)
         except Exception as exc:  # noqa: BLE001 - a tool's failure is an outcome, never the turn's
             return await self._finish(outcome, "error", f"{type(exc).__name__}: {exc}", started, session_id)
         outcome.evidences = [result_evidence(tool, item, call, turn_id) for item in items]

@@ -228,23 +228,44 @@ _SIMPLE = {"string", "number", "integer", "boolean"}
 
 def argument_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """The part of a tool's input schema a small model can fill under a grammar: its top-level
-    arguments of simple types (strings, numbers, booleans, lists of those), required ones kept;
-    None when it has none."""
+    arguments of simple types (strings, numbers, booleans), lists of those, and lists of objects
+    made of those (``[{"name", "entityType", "observations": [...]}]``), required ones kept; None
+    when it has none."""
+    return _object_schema(schema, depth=2)
+
+
+def _object_schema(schema: Mapping[str, Any], depth: int) -> dict[str, Any] | None:
     props: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
-        if not isinstance(prop, dict):
-            continue
-        kind = prop.get("type")
-        if kind in _SIMPLE:
-            props[name] = {"type": kind, **({"enum": prop["enum"]} if isinstance(prop.get("enum"), list) else {})}
-            if kind == "string":
-                props[name]["maxLength"] = 500
-        elif kind == "array" and isinstance(prop.get("items"), dict) and prop["items"].get("type") in _SIMPLE:
-            props[name] = {"type": "array", "items": {"type": prop["items"]["type"]}, "maxItems": 10}
+        kept = _property_schema(prop, depth) if isinstance(prop, dict) else None
+        if kept is not None:
+            props[name] = kept
     if not props:
         return None
     required = [n for n in schema.get("required") or [] if n in props]
+    if len(required) < len([n for n in schema.get("required") or []]):
+        return None  # a required argument it cannot fill: better no call than a broken one
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def _property_schema(prop: Mapping[str, Any], depth: int) -> dict[str, Any] | None:
+    kind = prop.get("type")
+    if kind in _SIMPLE:
+        out: dict[str, Any] = {"type": kind}
+        if isinstance(prop.get("enum"), list):
+            out["enum"] = prop["enum"]
+        if kind == "string":
+            out["maxLength"] = 500
+        return out
+    items = prop.get("items")
+    if kind != "array" or not isinstance(items, dict):
+        return None
+    if items.get("type") in _SIMPLE:
+        return {"type": "array", "items": {"type": items["type"]}, "maxItems": 10}
+    if items.get("type") == "object" and depth > 1:
+        inner = _object_schema(items, depth - 1)
+        return {"type": "array", "items": inner, "maxItems": 5} if inner is not None else None
+    return None
 
 
 def argument_messages(text: str, name: str, description: str, schema: Mapping[str, Any]) -> list[dict[str, str]]:
