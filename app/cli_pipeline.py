@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from app.cli_tools import tool_lines
 from app.config import Settings
 from app.core.engine.facade import Engine
 from app.core.errors import CoreError, NoRecordError
@@ -107,18 +108,6 @@ def summary(record: TurnRecord) -> str:
     lines.extend(precision_lines(record))
     lines.extend(tool_lines(record))
     return "\n".join(lines)
-
-
-def tool_lines(record: TurnRecord) -> list[str]:
-    """The tools the plan offered (of how many), and each call: tool, status, why not run."""
-    round_ = record.build.tools
-    if round_ is None or not (round_.offered or round_.calls):
-        return []
-    lines = [f"tools: offered {len(round_.offered)} of {len(record.build.tool_specs)}: {', '.join(round_.offered)}"]
-    for outcome in round_.calls:
-        line = f"  called {outcome.call.tool}: {outcome.status}"
-        lines.append(line + (f" — {outcome.error}" if outcome.error else ""))
-    return lines
 
 
 def precision_lines(record: TurnRecord) -> list[str]:
@@ -220,8 +209,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         from app.cli_tools import cli_approver
 
         state = await engine.open_session(session_id, title=args.text[:40])
-        engine.set_tool_approver(cli_approver())
-        engine.allow_tools(state.session_id, args.allow_tool)
+        engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
         stream_out = sys.stderr if args.json else sys.stdout
         held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
@@ -324,27 +312,10 @@ def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     return None
 
 
-def cmd_eval_tools(args: argparse.Namespace) -> int:
-    """``pcm eval tools [DIR]``: the plan's tool filter over a few hundred tools (``app.eval.tools``)."""
-    from app import main as wiring
-    from app.config import RESOURCES_DIR
-    from app.eval.tools import format_tools_report, run_tools_eval
-
-    folder = Path(args.dir) if args.dir else RESOURCES_DIR / "eval" / "tools"
-    for name in ("registry.json", "requests.jsonl"):
-        if not (folder / name).is_file():
-            _err(f"pcm: error: {folder / name} not found")
-            return 2
-    embedder = wiring.load_embedder(Settings.load(args.data_dir))
-    report = run_tools_eval(embedder, folder, out=Path(args.out) if args.out else None, progress=_err)
-    print(format_tools_report(report))
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    return 0
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
+    from app.cli_tools import cmd_eval_tools
+
     return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
 
 

@@ -7,6 +7,7 @@
     pcm tools remove NAME
     pcm tools enable NAME | disable NAME
     pcm tools confirm once|each-call
+    pcm eval tools [DIR]   (the plan's tool filter over a few hundred tools: ``app.eval.tools``)
 
 The servers live in ``tool_servers.json`` in the data folder (``app.toolservers.config``).
 """
@@ -16,10 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from app.config import Settings
 from app.core.errors import CoreError
+from app.core.pipeline.record import TurnRecord
 
 EPILOG = """\
 A server is a command PCM starts and talks to over stdio, or a streamable HTTP URL. Its tools join
@@ -35,6 +39,10 @@ examples:
   pcm tools add lab --url http://127.0.0.1:8931/mcp
   pcm tools import ~/.config/Claude/claude_desktop_config.json
 """
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _data_dir(args: argparse.Namespace) -> Any:
@@ -136,6 +144,37 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     return 0
 
 
+def tool_lines(record: TurnRecord) -> list[str]:
+    """The tools the plan offered (of how many), and each call: tool, status, why not run."""
+    round_ = record.build.tools
+    if round_ is None or not (round_.offered or round_.calls):
+        return []
+    lines = [f"tools: offered {len(round_.offered)} of {len(record.build.tool_specs)}: {', '.join(round_.offered)}"]
+    for outcome in round_.calls:
+        line = f"  called {outcome.call.tool}: {outcome.status}"
+        lines.append(line + (f" — {outcome.error}" if outcome.error else ""))
+    return lines
+
+
+def cmd_eval_tools(args: argparse.Namespace) -> int:
+    """``pcm eval tools [DIR]``: the plan's tool filter over a few hundred tools (``app.eval.tools``)."""
+    from app import main as wiring
+    from app.config import RESOURCES_DIR
+    from app.eval.tools import format_tools_report, run_tools_eval
+
+    folder = Path(args.dir) if args.dir else RESOURCES_DIR / "eval" / "tools"
+    for name in ("registry.json", "requests.jsonl"):
+        if not (folder / name).is_file():
+            _say(f"pcm: error: {folder / name} not found")
+            return 2
+    embedder = wiring.load_embedder(Settings.load(args.data_dir))
+    report = run_tools_eval(embedder, folder, out=Path(args.out) if args.out else None, progress=_say)
+    print(format_tools_report(report))
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     """Add ``pcm tools ...`` to the CLI's subcommands."""
     p = sub.add_parser("tools", help="MCP tool servers: list, add, import, remove, enable, disable, confirm",
@@ -175,16 +214,17 @@ def add_parsers(sub: Any) -> None:
     q.set_defaults(func=cmd_confirm)
 
 
-def cli_approver(allowed_hint: bool = True) -> Any:
-    """The CLI's ``ToolApprover``: a y/N prompt on a terminal; elsewhere a refusal with the line
-    that says how to allow the tool."""
+def cli_approver(allowed: Sequence[str] = ()) -> Any:
+    """The CLI's ``ToolApprover``: the tools named with ``--allow-tool`` run; for the others a y/N
+    prompt on a terminal, elsewhere a refusal with the line that says how to allow the tool."""
     import asyncio
 
     async def approve(request: Any) -> bool:
+        if request.tool in allowed:
+            return True
         if not sys.stdin.isatty():
-            if allowed_hint:
-                print(f"pcm: {request.tool} changes things and was not run; to allow it, run again with "
-                      f"--allow-tool {request.tool}", file=sys.stderr, flush=True)
+            print(f"pcm: {request.tool} changes things and was not run; to allow it, run again with "
+                  f"--allow-tool {request.tool}", file=sys.stderr, flush=True)
             return False
         args = json.dumps(request.arguments, ensure_ascii=False)[:300]
         prompt = f"\n{request.question()}\n  arguments: {args}\nAllow? [y/N] "

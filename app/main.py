@@ -86,15 +86,16 @@ def chat_providers(settings: Settings, local: ChatModel, store: SqliteStore, exe
     return build_registry(settings.data_dir, local, spent_today=spent_today, spent_this_month=spent_month)
 
 
-def open_tool_servers(settings: Settings) -> tuple[McpToolServers, bool]:
+def open_tool_servers(settings: Settings) -> McpToolServers:
     """The data folder's tool servers (``tool_servers.json``), started on their own thread (they
-    get ready in the background), and whether each call of a tool that changes things asks."""
+    get ready in the background); ``reload`` reads the file again."""
     from app.toolservers.client import McpToolServers
     from app.toolservers.config import load_servers
 
     configured = load_servers(settings.data_dir)
-    servers = McpToolServers(configured.servers, log_dir=settings.data_dir / "logs" / "tool-servers")
-    return servers.start(), configured.confirm_each_call
+    servers = McpToolServers(configured.servers, log_dir=settings.data_dir / "logs" / "tool-servers",
+                             each_call=configured.confirm_each_call, source=lambda: load_servers(settings.data_dir))
+    return servers.start()
 
 
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
@@ -157,11 +158,8 @@ def build_engine(
     config = EngineConfig(default_budget=settings.default_budget, context_size=context_size,
                           max_streams=settings.max_concurrent_streams, memory_model=settings.memory_model,
                           summary_model="auto" if chat else "off")
-    servers, each_call = open_tool_servers(settings) if chat else (None, False)
-    engine = Engine(
+    return Engine(
         store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
-        file_reader=read_attachment, tool_servers=servers,
+        file_reader=read_attachment, tool_servers=open_tool_servers(settings) if chat else None,
     )
-    engine.set_tool_confirmation(per_call=each_call)
-    return engine

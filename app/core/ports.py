@@ -302,6 +302,15 @@ class ToolServers(Protocol):
         """Wait until every enabled server is ready or failed (at most ``timeout_s``); True when so."""
         ...
 
+    async def reload(self) -> None:
+        """Read the servers' settings again: start added ones, stop removed ones, restart changed ones."""
+        ...
+
+    def confirm_each_call(self) -> bool:
+        """Whether every call of a tool that changes things asks (a setting kept with the
+        servers'), rather than once per tool and session."""
+        ...
+
     async def close(self) -> None: ...
 
 

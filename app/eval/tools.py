@@ -40,13 +40,12 @@ from app.core.intent.engine import IntentEngine, PrototypeBank
 from app.core.plan.builder import PlanBuilder, PlanContext
 from app.core.plan.tool_filter import (
     DEFAULT_FILTER,
-    ToolSignals,
     choose_tools,
     description_text,
     score_tools,
     similarities,
 )
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.ports import Embedder, ServerTool, WordTokenCounter
 from app.core.tools.builtin import builtin_tools
 from app.core.tools.server import server_spec

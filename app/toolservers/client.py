@@ -32,7 +32,7 @@ from mcp_types import Implementation
 from app.core.errors import ToolServerError
 from app.core.ports import ServerCallResult, ServerState, ServerTool
 from app.core.types import utc_now
-from app.toolservers.config import ToolServerConfig
+from app.toolservers.config import ToolServerConfig, ToolServerSettings
 from app.toolservers.convert import call_result, error_line, listed_tool
 
 BACKOFF_S: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -160,10 +160,13 @@ class McpToolServers:
     """The configured MCP servers, kept running on their own thread (module doc)."""
 
     def __init__(self, servers: Sequence[ToolServerConfig], *, log_dir: Path | None = None,
-                 probe_s: float = 20.0, connect_timeout_s: float = 30.0) -> None:
+                 probe_s: float = 20.0, connect_timeout_s: float = 30.0, each_call: bool = False,
+                 source: Callable[[], ToolServerSettings] | None = None) -> None:
         self.configs = [s for s in servers if s.enabled]
         self.disabled = [s for s in servers if not s.enabled]
         self.log_dir, self.probe_s, self.connect_timeout_s = log_dir, probe_s, connect_timeout_s
+        self.each_call = each_call  # the servers' setting: every call of a tool that changes things asks
+        self.source = source  # where ``reload`` reads the settings again (the data folder's file)
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -184,8 +187,7 @@ class McpToolServers:
             asyncio.set_event_loop(loop)
             self._loop = loop
             for config in self.configs:
-                conn = self._conns[config.name] = _Connection(self, config)
-                conn.task = loop.create_task(conn.run(), name=f"tool server {config.name}")
+                self._connect(config)
             ready.set()
             loop.run_forever()
             loop.close()
@@ -195,6 +197,40 @@ class McpToolServers:
         ready.wait()
         self.changed()
         return self
+
+    def _connect(self, config: ToolServerConfig) -> None:
+        """Start one server's connection task (on the servers' loop)."""
+        assert self._loop is not None
+        conn = self._conns[config.name] = _Connection(self, config)
+        conn.task = self._loop.create_task(conn.run(), name=f"tool server {config.name}")
+
+    async def reload(self) -> None:
+        """Read the configuration again (``source``): start the servers added or enabled, stop
+        those removed or disabled, restart those whose settings changed; the others keep running."""
+        loop = self._loop
+        if self.source is None or loop is None:
+            return
+        settings = await asyncio.to_thread(self.source)
+        self.each_call = settings.confirm_each_call
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._reconfigure(settings.servers), loop))
+        self.changed()
+
+    async def _reconfigure(self, configs: Sequence[ToolServerConfig]) -> None:
+        wanted = {c.name: c for c in configs if c.enabled}
+        stale = [c for name, c in self._conns.items() if wanted.get(name) != c.config]
+        for conn in stale:
+            if conn.task is not None:
+                conn.task.cancel()
+        await asyncio.gather(*(c.task for c in stale if c.task is not None), return_exceptions=True)
+        with self._lock:
+            for conn in stale:
+                self._conns.pop(conn.config.name, None)
+            self.configs = [c for c in configs if c.enabled]
+            self.disabled = [c for c in configs if not c.enabled]
+        self._settled.clear()
+        for config in self.configs:
+            if config.name not in self._conns:
+                self._connect(config)
 
     def wait_settled(self, timeout_s: float) -> bool:
         """Block until every enabled server is ready or failed (at most ``timeout_s``); True when so."""
@@ -235,6 +271,9 @@ class McpToolServers:
             listeners = list(self._listeners)
         for listener in listeners:
             listener()
+
+    def confirm_each_call(self) -> bool:
+        return self.each_call
 
     def states(self) -> list[ServerState]:
         with self._lock:

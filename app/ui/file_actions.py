@@ -123,6 +123,7 @@ class FileActions(AttachActions):
             verify_chat_model=lambda value: self.services.verify_chat_model(self.settings, value),
             parent=self._window(),
             providers=self._providers_tab(),
+            tools=self._tools_tab(),
         )
         dialog.settings_accepted.connect(self._on_settings_accepted)
         dialog.open()
@@ -160,6 +161,15 @@ class FileActions(AttachActions):
 
         c = self.controller
         return ProvidersSettingsWidget(access, self.settings.data_dir, lambda: c.engine)
+
+    def _tools_tab(self) -> QWidget | None:
+        access = self.services.tool_servers
+        if access is None:
+            return None
+        from app.ui.tools_settings import ToolsSettingsWidget
+
+        c = self.controller
+        return ToolsSettingsWidget(access, self.settings.data_dir, lambda: c.engine, c.spawn)
 
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings

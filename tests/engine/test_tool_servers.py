@@ -78,12 +78,18 @@ class _Counting:
     def watch(self, listener: Callable[[], None]) -> None:
         self.servers.watch(listener)
 
+    def confirm_each_call(self) -> bool:
+        return self.servers.confirm_each_call()
+
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float) -> ServerCallResult:
         self.calls += 1
         return await self.servers.call_tool(server, tool, arguments, timeout_s)
 
     async def settled(self, timeout_s: float) -> bool:
         return await self.servers.settled(timeout_s)
+
+    async def reload(self) -> None:
+        await self.servers.reload()
 
     async def close(self) -> None:
         await self.servers.close()
@@ -145,10 +151,10 @@ def test_a_question_is_answered_from_a_file_the_filesystem_server_read_and_cited
         assert await engine.replay(run.turn_id) == []
         assert servers.calls == calls == 1
 
-    make_engine_run(make_engine, engine, body)
+    _run(engine, body)
 
 
-def make_engine_run(make_engine: EngineFactory, engine: Engine, body: Any) -> None:
+def _run(engine: Engine, body: Any) -> None:
     async def main() -> None:
         await engine.start()
         try:
@@ -196,7 +202,8 @@ def test_a_memory_server_write_asks_for_confirmation_once_per_tool_and_session(
         assert asked[0].arguments["entities"][0]["name"] == "Anna"
         second = await add("Bo")  # the same tool in the same session: not asked again
         assert second.status == "success" and len(asked) == 1
-        engine.set_tool_confirmation(per_call=True)  # the setting: ask at every call
+        servers.servers.each_call = True  # the servers' setting: ask at every call (Settings → Tools)
+        await engine.sync_tool_servers()
         third = await add("Cy")
         assert third.status == "success" and len(asked) == 2
         refused = await add("Di")
@@ -205,7 +212,7 @@ def test_a_memory_server_write_asks_for_confirmation_once_per_tool_and_session(
         assert all(f'"name":"{n}"' in graph for n in ("Anna", "Bo", "Cy")) and '"Di"' not in graph
         assert servers.calls == 3
 
-    make_engine_run(make_engine, engine, body)
+    _run(engine, body)
 
 
 def test_a_server_killed_mid_call_is_one_line_and_the_turn_is_answered(
@@ -239,7 +246,7 @@ def test_a_server_killed_mid_call_is_one_line_and_the_turn_is_answered(
             await asyncio.sleep(0.1)
         assert any(s.status == "ready" and s.restarts for s in engine.tool_server_states())
 
-    make_engine_run(make_engine, engine, body)
+    _run(engine, body)
 
 
 def test_a_prohibited_tool_is_blocked(tmp_path: Path, make_engine: EngineFactory, embedder: Any) -> None:
@@ -266,4 +273,4 @@ def test_a_prohibited_tool_is_blocked(tmp_path: Path, make_engine: EngineFactory
         calls = await engine.ex.run("store", engine.store.list_tool_calls, state.session_id)
         assert calls == [] and not (tmp_path / "memory.jsonl").exists()
 
-    make_engine_run(make_engine, engine, body)
+    _run(engine, body)

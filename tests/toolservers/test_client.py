@@ -13,7 +13,7 @@ import pytest
 
 from app.core.errors import ToolServerError
 from app.toolservers.client import McpToolServers
-from app.toolservers.config import ToolServerConfig
+from app.toolservers.config import ToolServerConfig, ToolServerSettings
 from tests.toolservers.servers import command, kill
 
 pytestmark = pytest.mark.slow
@@ -106,5 +106,25 @@ def test_a_command_that_does_not_exist_fails_with_one_line(tmp_path: Path) -> No
         assert state.status == "failed" and state.error.startswith("tool server ghost:") and "\n" not in state.error
         with pytest.raises(ToolServerError, match="ghost"):
             asyncio.run(servers.call_tool("ghost", "x", {}, 5))
+    finally:
+        servers.close_now()
+
+
+def test_reload_follows_the_settings(tmp_path: Path) -> None:
+    files = ToolServerConfig(name="filesystem", command=command("filesystem"), args=[str(tmp_path)])
+    clock = ToolServerConfig(name="time", command=command("time"))
+    settings = [files]
+    servers = McpToolServers(settings, source=lambda: ToolServerSettings(servers=list(settings))).start()
+    try:
+        assert servers.wait_settled(60)
+        settings[:] = [files, clock]
+        asyncio.run(servers.reload())
+        assert servers.wait_settled(60)
+        assert {s.name: s.status for s in servers.states()} == {"filesystem": "ready", "time": "ready"}
+        settings[:] = [clock, files.model_copy(update={"enabled": False})]
+        asyncio.run(servers.reload())
+        assert servers.wait_settled(60)
+        assert [(s.name, s.status) for s in servers.states()] == [("time", "ready"), ("filesystem", "stopped")]
+        assert {t.server for t in servers.tools()} == {"time"}
     finally:
         servers.close_now()

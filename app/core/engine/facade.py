@@ -487,21 +487,13 @@ class Engine:
         """Each configured tool server's state: status, last error, tools listed, restarts."""
         return self.server_tools.states()
 
-    async def sync_tool_servers(self, wait_s: float = 0.0) -> ServersSynced:
-        """Bring the tool registry in step with the servers now (it also follows them by itself),
-        after waiting up to ``wait_s`` for the servers still starting (a one-shot command's first
-        turn should see them)."""
+    async def sync_tool_servers(self, wait_s: float = 0.0, *, reload: bool = False) -> ServersSynced:
+        """Bring the tools in step with the servers now: after waiting up to ``wait_s`` for those
+        starting, or after reading their settings again (``reload``: Settings → Tools changed them)."""
+        if reload:
+            await self.server_tools.reload()
         return await self.server_tools.sync(wait_s)
 
     def set_tool_approver(self, approver: ToolApprover | None) -> None:
-        """Who confirms a tool that changes things before it runs (the desktop's non-modal
-        question, the CLI's prompt); None: nobody, such calls are refused with a line."""
+        """Who confirms a tool that changes things (None: nobody; such calls are refused)."""
         self.tools.gate.approver = approver
-
-    def allow_tools(self, session_id: str, names: Sequence[str]) -> None:
-        """Let these tools (``server.tool``) run in the session without asking."""
-        self.tools.gate.allow(session_id, names)
-
-    def set_tool_confirmation(self, *, per_call: bool) -> None:
-        """Ask before every call of an action tool (``per_call``), or once per tool and session."""
-        self.tools.gate.per_call = per_call

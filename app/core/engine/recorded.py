@@ -11,8 +11,7 @@ from app.core.context.retrieval import INDEX_CHANNELS, ChannelRun
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord
 from app.core.pipeline.summary_items import Offered, offer_from_record
-from app.core.plan.tool_filter import ToolSignals
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.tasks.stack import TaskInputs
 from app.core.tools.model import ToolRound
 

@@ -78,6 +78,7 @@ class ServerToolService:
             servers = self.servers
             if servers is None:
                 return ServersSynced()
+            self.tools.gate.per_call = servers.confirm_each_call()
             states = {s.name: s for s in servers.states() if s.status == "ready"}
             wanted = {f"{t.server}.{t.name}": (t, states[t.server]) for t in servers.tools() if t.server in states}
             registry = self.tools.registry
@@ -100,6 +101,11 @@ class ServerToolService:
                 self._listed[name] = key
             await self.tools.embed_tools()
             return ServersSynced(tuple(added), tuple(replaced), removed)
+
+    async def reload(self) -> None:
+        """Have the port read the servers' settings again (the registry follows on ``sync``)."""
+        if self.servers is not None:
+            await self.servers.reload()
 
     async def close(self) -> None:
         """Stop the servers (their processes end; a call in flight fails with its line)."""

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from app.core.engine.context import EngineContext
+from app.core.engine.recorded import Recorded
 from app.core.errors import AttachError
 from app.core.intent.model import Intent
 from app.core.plan.model import ContextPlan
-from app.core.plan.tool_filter import ToolSignals, description_text, similarities
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tool_filter import description_text, similarities
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.ports import FileReader, GenerationParams, LocalFile
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import SessionState
@@ -197,6 +198,15 @@ class ToolService:
         return newest_feed_items(events, n)
 
     # ------------------------------------------------------------------ a turn's tool round
+
+    async def prepare(self, session_id: str, query_vector: Sequence[float] | None, turn_id: str | None,
+                      recorded: Recorded | None) -> tuple[tuple[ToolSpec, ...], ToolStep | None, ToolSignals]:
+        """What a build needs of the tools: the specs its plan sees, its tool step (``setup``) and
+        the tool filter's signals — the recorded ones on a rebuild (replay), else measured now."""
+        specs, step = self.setup(recorded.tool_specs if recorded else None, turn_id,
+                                 recorded.tools if recorded else None)
+        signals = recorded.tool_signals if recorded else await self.signals(session_id, query_vector)
+        return specs, step, signals
 
     def setup(self, tool_specs: Sequence[ToolSpec] | None, turn_id: str | None,
                     recorded: ToolRound | None) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:

@@ -163,9 +163,7 @@ class TurnService:
         tasks = await self._tasks_seen(session_id, tasks, recorded)
         qv = None if query_vector is None else [float(x) for x in query_vector]
         llm_output, llm_status = await self._llm_signal(text, qv, tasks, recorded, (session_id, turn_id))
-        specs, tool_step = self.tools.setup(recorded.tool_specs if recorded else None, turn_id,
-                                            recorded.tools if recorded else None)
-        signals = recorded.tool_signals if recorded else await self.tools.signals(session_id, qv)
+        specs, tool_step, signals = await self.tools.prepare(session_id, qv, turn_id, recorded)
         inputs = BuildInputs(
             text=text, at=at or utc_now(), budget=budget or ctx.config.default_budget, query_vector=qv,
             exclude_ids=tuple(exclude_ids), focus_node=focus_node, focus_chosen=focus_chosen,
@@ -337,12 +335,7 @@ class TurnService:
         results = tool_artifacts(state, build, node, ctx.store)  # tool servers' results on the canvas
         shown = versions.show_only(state, node.node_id, ctx.store) if version is not None else None
         await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, results, shown])
-        stream = None
-        if ctx.chat is not None:
-            stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
-                                params=attached.params if attached and attached.params
-                                else state.generation.params(ctx.config.generation),
-                                urgent=bool(attached and attached.urgent))
+        stream = self._answer_stream(state, build, attached)
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
         self.running[turn_id] = run
@@ -350,6 +343,15 @@ class TurnService:
         if ctx.index is not None:  # before the lock is released: later builds see its vector
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
         return run
+
+    def _answer_stream(self, state: SessionState, build: BuildRecord, attached: Attachment | None) -> ChatStream | None:
+        """The answer's stream: a stream hook's parameters and urgency, else the session's; None without a model."""
+        ctx = self.ctx
+        if ctx.chat is None:
+            return None
+        params = attached.params if attached and attached.params else state.generation.params(ctx.config.generation)
+        return ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer", params=params,
+                          urgent=bool(attached and attached.urgent))
 
     def _persist_build(self, state: SessionState, record: TurnRecord, node: GraphNode, edge: GraphEdge | None,
                        more: Sequence[Attachment | Callable[[], None] | None]) -> None:

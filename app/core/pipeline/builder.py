@@ -50,8 +50,7 @@ from app.core.pipeline.record import BuildRecord, StageTiming
 from app.core.pipeline.summary_items import Offered, recorded_offer, summary_items
 from app.core.plan.builder import PlanBuilder, PlanContext, PlanResult
 from app.core.plan.model import ContextPlan
-from app.core.plan.tool_filter import ToolSignals
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.ports import TokenCounter
 from app.core.routing.anchor import (
     AnchorCandidate,
@@ -406,9 +405,7 @@ class ContextBuilder:
             context=fitted.compiled,
             prompt=fitted.prompt,
             input=fitted.charge,
-            tool_specs=list(inp.tools),
-            tool_signals=inp.tool_signals,
-            tools=tool_round,
+            tool_specs=list(inp.tools), tool_signals=inp.tool_signals, tools=tool_round,
             tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
             task=stack.model_dump(mode="json") if stack.current is not None else {},
             system_prompt=inp.system_prompt,

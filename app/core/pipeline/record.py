@@ -15,8 +15,7 @@ from app.core.context.compress import Compression
 from app.core.context.input_fit import InputCharge
 from app.core.context.retrieval import RecallResult
 from app.core.pipeline.evidence import RequiredCheck
-from app.core.plan.tool_filter import ToolSignals
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.tools.model import ToolRound
 
 

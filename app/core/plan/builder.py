@@ -55,11 +55,10 @@ from app.core.plan.tool_filter import (
     DEFAULT_FILTER,
     ScoredTool,
     ToolFilterConfig,
-    ToolSignals,
     choose_tools,
     score_tools,
 )
-from app.core.plan.tools import ToolSpec, clarification_question, tool_matches_statement
+from app.core.plan.tools import ToolSignals, ToolSpec, clarification_question, tool_matches_statement
 
 # --------------------------------------------------------------------------- budget arithmetic
 

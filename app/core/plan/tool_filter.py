@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from app.core.intent.model import Intent, Mode
-from app.core.plan.tools import READS_FILES, ToolSpec, name_stems, names_file
+from app.core.plan.tools import READS_FILES, ToolSignals, ToolSpec, name_stems, names_file
 from app.core.text import content_stems, stem
 
 #: The intent's task type → words in a tool's name that suit it.
@@ -50,16 +50,6 @@ _ALWAYS = frozenset({"always", "core"})
 _IDENT_RE = re.compile(r"[a-z0-9][\w-]*[a-z0-9]")
 _NAMED_RE = re.compile(r"\b\w*[A-Z]\w*\b")  # words written with a capital: names
 _SERVER_NAMED_RE = re.compile(r"\b([\w-]+)\s+(?:server|tools|mcp)\b")
-
-
-class ToolSignals(BaseModel):
-    """What the filter reads besides the tools and the intent, as observed for one input:
-    ``similarity`` (tool name → cosine of the request's and the tool description's embeddings,
-    rounded; only those at or above the floor are kept) and ``history`` (tool name → the calls
-    this session made of it before this input)."""
-
-    similarity: dict[str, float] = Field(default_factory=dict)
-    history: dict[str, int] = Field(default_factory=dict)
 
 
 class ToolFilterConfig(BaseModel):

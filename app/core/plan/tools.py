@@ -37,6 +37,16 @@ class ToolSpec(BaseModel):
         return self.name[len(prefix):] if self.server and self.name.startswith(prefix) else self.name
 
 
+class ToolSignals(BaseModel):
+    """What the filter reads besides the tools and the intent, as observed for one input:
+    ``similarity`` (tool name → cosine of the request's and the tool description's embeddings,
+    rounded; only those at or above the floor are kept) and ``history`` (tool name → the calls
+    this session made of it before this input)."""
+
+    similarity: dict[str, float] = Field(default_factory=dict)
+    history: dict[str, int] = Field(default_factory=dict)
+
+
 #: A file name the input mentions ("notes/plan.md", "sales_q3.csv"): an extension starts with a letter.
 _FILE_RE = re.compile(r"(?<![\w@])(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
 READS_FILES = frozenset({stem("read"), stem("file")})

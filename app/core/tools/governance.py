@@ -3,8 +3,8 @@
 
 ``ToolGate.check`` is the registry's ``approve`` step (after the plan's policy — a prohibited
 tool is blocked before this — and the argument checks): it asks the front end's ``ToolApprover``
-once per tool and session (or at every call, with ``per_call``); a tool the user allowed
-beforehand (``allow``, e.g. ``pcm ask --allow-tool``) is not asked again. Without an approver (a
+once per tool and session (or at every call, with ``per_call``: the servers' setting). A front
+end may answer for the user beforehand (``pcm ask --allow-tool NAME``). Without an approver (a
 headless run, the MCP server) an action tool is refused with a line saying how to allow it.
 Asking is bounded by ``ask_timeout_s``: no answer is a refusal.
 """
@@ -12,7 +12,7 @@ Asking is bounded by ``ask_timeout_s``: no answer is a refusal.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -54,10 +54,6 @@ class ToolGate:
         self._granted: set[tuple[str, str]] = set()
         #: (server, tool) → the server's hints (destructive, open_world), for the question.
         self.hints: dict[str, tuple[bool, bool]] = {}
-
-    def allow(self, session_id: str, tools: Iterable[str]) -> None:
-        """Let ``tools`` run in the session without asking (the user allowed them beforehand)."""
-        self._granted.update((session_id, t) for t in tools)
 
     def granted(self, session_id: str, tool: str) -> bool:
         return (session_id, tool) in self._granted

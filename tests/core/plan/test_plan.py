@@ -22,8 +22,8 @@ from app.core.plan.builder import (
     segment_weights,
 )
 from app.core.plan.model import BANDS, CHANNELS, SEGMENTS, MergeRule
-from app.core.plan.tool_filter import ToolSignals, choose_tools, score_tools
-from app.core.plan.tools import ToolSpec, clarification_question, tool_matches_statement
+from app.core.plan.tool_filter import choose_tools, score_tools
+from app.core.plan.tools import ToolSignals, ToolSpec, clarification_question, tool_matches_statement
 
 ENGINE = IntentEngine()
 BUILDER = PlanBuilder()
