@@ -60,6 +60,7 @@ class PlanTabWidget(ScrollTab):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._open: list[QTreeWidgetItem] = []  # rows kept open after filling (the tool filter's)
         layout = self.column
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Field", "Value"])
@@ -86,6 +87,7 @@ class PlanTabWidget(ScrollTab):
         plan = record.build.plan
         used = {name: usage.used for name, usage in record.build.context.segments.items()}
         self.summary.setText(plan_sentence(plan, record.build.context.tokens))
+        self._open: list[QTreeWidgetItem] = []
         bold = QFont(self.tree.font())
         bold.setBold(True)
         for family, keys in family_of(plan).items():
@@ -100,7 +102,9 @@ class PlanTabWidget(ScrollTab):
                 else:
                     self._add(top, key, plan[key])
             top.setExpanded(True)
-        self.tree.expandToDepth(1)
+        self.tree.expandToDepth(1)  # resets what was expanded while filling; the tool filter's rows stay open
+        for item in self._open:
+            item.setExpanded(True)
         self.tree.resizeColumnToContents(0)
         self._fill_candidates(record.build.plan_candidates)
         self.raw.set_data({"plan": plan, "plan_candidates": record.build.plan_candidates})
@@ -152,7 +156,7 @@ class PlanTabWidget(ScrollTab):
             score = scores.get(name)
             item = QTreeWidgetItem(top, [name, (f"{score:.2f} · " if score is not None else "") + why.get(name, "")])
             item.setToolTip(1, why.get(name, ""))
-        top.setExpanded(True)
+        self._open += [node, top]
         left = tools.get("left_out", [])
         out = QTreeWidgetItem(node, ["left out", "" if left else "(none near the limit)"])
         for line in left:
@@ -167,11 +171,10 @@ class PlanTabWidget(ScrollTab):
             called = QTreeWidgetItem(node, ["called", f"{len(round_.calls)} call(s), chosen by {round_.selection}"])
             for outcome in round_.calls:
                 QTreeWidgetItem(called, [outcome.call.tool, outcome.status + (f": {outcome.error}" if outcome.error else "")])
-            called.setExpanded(True)
+            self._open.append(called)
         for key, value in tools.items():
             if key not in ("allowed", "blocked", "notes", "scores", "why", "left_out", "max_offered"):
                 self._add(node, key, value)
-        node.setExpanded(True)
 
     def _fill_candidates(self, candidates: list[dict[str, Any]]) -> None:
         rows = []
