@@ -68,6 +68,8 @@ class ToolConfig:
 
     llm_choice: Literal["inherit", "auto", "off"] = "inherit"
     llm_timeout_s: float = 2.0
+    # A tool server's tools make a longer list (and the arguments a second call): the model has longer.
+    llm_timeout_server_s: float = 10.0
     ask_above: float = 0.5  # a tool server's tool scoring this much makes the model worth asking
     read_max_bytes: int = 64_000
     confirm_each_call: bool = False  # ask before every call of an action tool, not once per tool and session
@@ -291,25 +293,30 @@ class ToolService:
         schema; never raises. ``turn`` is (session id, turn id): the calls are recorded in model_usage."""
         names = choice_names(offered)
         messages = tool_choice_messages(text, [(t.name, t.spec.description, t.primary_arg) for t in offered])
-        status, parsed = await self._ask_json(messages, tool_choice_schema(names), "tool_call", turn)
+        timeout = self.config.llm_timeout_server_s if any(t.spec.server for t in offered) else self.config.llm_timeout_s
+        status, parsed = await self._ask_json(messages, tool_choice_schema(names), "tool_call", turn, timeout)
         if status["status"] != "ok":
             return None, status
         choice = parse_model_choice(parsed, {t.name: t.primary_arg for t in offered})
-        if choice is not None and not choice.args:  # a tool of several arguments: fill them in
-            choice = await self._fill_arguments(text, choice.tool, offered, turn, status) or choice
+        tool = next((t for t in offered if choice is not None and t.name == choice.tool), None)
+        if choice is not None and tool is not None and not choice.args and tool.input_schema:
+            filled = await self._fill_arguments(text, tool, turn, status)  # a tool of several arguments
+            if filled is not None:
+                choice = filled
+            elif tool.input_schema.get("required"):
+                choice = None  # without the arguments it requires a call could only fail: none is made
         return choice, status
 
-    async def _fill_arguments(self, text: str, name: str, offered: Sequence[Tool], turn: tuple[str, str],
+    async def _fill_arguments(self, text: str, tool: Tool, turn: tuple[str, str],
                               status: dict[str, Any]) -> ToolChoice | None:
         """The chosen tool's arguments, asked for under its input schema (a tool server's tool
-        that takes more than one string); None when it has none to fill or the answer lacks one
-        (the call is then made without arguments, and the tool's own checks say what is missing)."""
-        tool = next((t for t in offered if t.name == name and t.primary_arg is None and t.input_schema), None)
-        schema = argument_schema(tool.input_schema or {}) if tool is not None else None
-        if tool is None or schema is None:
+        that takes more than one string); None when it has none to fill or the answer lacks one."""
+        schema = argument_schema(tool.input_schema or {})
+        if schema is None:
             return None
         messages = argument_messages(text, tool.name, tool.spec.description, schema)
-        filled, parsed = await self._ask_json(messages, schema, "tool_args", turn)
+        filled, parsed = await self._ask_json(messages, schema, "tool_args", turn, self.config.llm_timeout_server_s,
+                                              max_tokens=256)
         status["arguments"] = filled if filled["status"] != "ok" else {"status": "ok", "output": parsed}
         args = parse_arguments(parsed, schema) if filled["status"] == "ok" else None
         if args is None:
@@ -317,15 +324,15 @@ class ToolService:
         return ToolChoice(tool=tool.name, args=args, chosen_by="model", reason="chosen and filled in by the model")
 
     async def _ask_json(self, messages: list[dict[str, str]], schema: dict[str, Any], stage: str,
-                        turn: tuple[str, str]) -> tuple[dict[str, Any], Any]:
-        """One model call for JSON under ``schema`` within the time limit: ({"status": ok|invalid|
+                        turn: tuple[str, str], timeout_s: float, max_tokens: int = 96) -> tuple[dict[str, Any], Any]:
+        """One model call for JSON under ``schema`` within ``timeout_s``: ({"status": ok|invalid|
         late|error, "output": …}, the parsed value or None). Never raises."""
         assert self.ctx.chat is not None
         stream = ChatStream(self.ctx.ex, self.ctx.chat, messages, stage=stage,
-                            params=GenerationParams(max_tokens=96, temperature=0.0), json_schema=schema,
+                            params=GenerationParams(max_tokens=max_tokens, temperature=0.0), json_schema=schema,
                             on_result=self.ctx.usage_recorder(*turn))
         try:
-            result = await asyncio.wait_for(stream.wait(), self.config.llm_timeout_s)
+            result = await asyncio.wait_for(stream.wait(), timeout_s)
         except asyncio.TimeoutError:
             stream.stop()
             return {"status": "late"}, None

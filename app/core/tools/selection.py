@@ -255,16 +255,16 @@ def _property_schema(prop: Mapping[str, Any], depth: int) -> dict[str, Any] | No
         if isinstance(prop.get("enum"), list):
             out["enum"] = prop["enum"]
         if kind == "string":
-            out["maxLength"] = 500
+            out["maxLength"] = 200
         return out
     items = prop.get("items")
     if kind != "array" or not isinstance(items, dict):
         return None
     if items.get("type") in _SIMPLE:
-        return {"type": "array", "items": {"type": items["type"]}, "maxItems": 10}
+        return {"type": "array", "items": {"type": items["type"]}, "maxItems": 5}
     if items.get("type") == "object" and depth > 1:
         inner = _object_schema(items, depth - 1)
-        return {"type": "array", "items": inner, "maxItems": 5} if inner is not None else None
+        return {"type": "array", "items": inner, "maxItems": 3} if inner is not None else None
     return None
 
 
