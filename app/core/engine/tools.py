@@ -72,7 +72,6 @@ class ToolConfig:
     llm_timeout_server_s: float = 10.0
     ask_above: float = 0.5  # a tool server's tool scoring this much makes the model worth asking
     read_max_bytes: int = 64_000
-    confirm_each_call: bool = False  # ask before every call of an action tool, not once per tool and session
 
 
 class ToolService:
@@ -88,7 +87,7 @@ class ToolService:
         self._folder_files = folder_files
         self.files: FolderFiles | None = None
         self.registry = ToolRegistry(recorder=self._record_tool_call)
-        self.gate = ToolGate(per_call=self.config.confirm_each_call)
+        self.gate = ToolGate()  # per call or once per tool and session: the tool servers' setting
         self._vectors: dict[str, np.ndarray] = {}  # tool name → its description's embedding
         for tool in builtin_tools(files=lambda: self.files, search=self._search_memory,
                                   feed=self._feed_items, tasks=tasks, max_bytes=self.config.read_max_bytes):

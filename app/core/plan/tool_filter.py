@@ -10,14 +10,14 @@ every tool against one input from four signals and says why:
 - the request's words the tool's name, server and description share, weighted by how rare each
   word is among the tools (``ToolCatalog``), plus the intent's task type against the tool's name,
   an input that names the tool or its server, and an input that names a file for a file reader;
-- the session's tool history (``ToolSignals.history``: calls made before this input);
-- the user's prohibitions, and actions held back (the plan asks first, or is unsure of the
-  request), which refuse a tool whatever its score.
+- the session's tool history (``ToolSignals.history``: calls made before this input).
 
 ``choose_tools`` then offers the best ``limit`` tools (the plan's ``tools.max_offered``) scoring
-at least ``min_score``, and says what was refused and what was left out. Scores are per tool and
-absolute (no normalisation over the list), so the offer is the same whatever else is registered
-below it. Pure and deterministic: ties break by name, scores are rounded.
+at least ``min_score`` that its caller does not refuse (the plan refuses what the user's
+prohibitions name), and says what was refused and what was left out. A score depends on the
+other tools only through how rare a word is among them (no normalisation over the list); replay
+rebuilds the catalog from the recorded tool specs. Pure and deterministic: ties break by name,
+scores are rounded.
 """
 
 from __future__ import annotations
