@@ -122,7 +122,8 @@ class ToolCatalog:
         self.name_postings = _postings(e.name_words for e in self.entries)
         self.identifiers = _postings([e.identifier] if e.identifier else [] for e in self.entries)
         self.idf = {w: math.log((n + 1) / (len(ix) + 0.5)) for w, ix in self.postings.items()}
-        self.rarest = math.log((n + 1) / 0.5)
+        # A request word no tool holds weighs as a typical tool word: informative, but not about tools.
+        self.unknown = float(np.median(list(self.idf.values()))) if self.idf else 1.0
         servers: dict[frozenset[str], list[int]] = {}
         for i, e in enumerate(self.entries):
             if e.server_words:
@@ -190,9 +191,9 @@ class _Request:
         # not by a common word that happens to be its name ("tell me everything").
         self.named = set(content_stems(" ".join(_NAMED_RE.findall(intent.text)))) | set(
             content_stems(" ".join(_SERVER_NAMED_RE.findall(intent.text.lower()))))
-        # A word no tool holds counts as the rarest: a request of mostly such words is weakly matched.
+        # A word no tool holds still counts (as a typical word): a request of mostly such words is weakly matched.
         self.weights = {w: catalog.idf[w] for w in stems if w in catalog.idf}
-        self.total = sum(self.weights.values()) + catalog.rarest * (len(stems) - len(self.weights))
+        self.total = sum(self.weights.values()) + catalog.unknown * (len(stems) - len(self.weights))
         self.stems = stems
         key = "interrupt" if intent.mode == Mode.INTERRUPT else intent.task_type.value
         self.task = key
