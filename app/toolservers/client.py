@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from app.core.types import utc_now
 from app.toolservers.config import ToolServerConfig, ToolServerSettings
 from app.toolservers.convert import call_result, error_line, listed_tool
 
+log = logging.getLogger(__name__)
 BACKOFF_S: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 CLIENT = Implementation(name="pcm-canvas", version="0.1")
 
@@ -270,7 +272,10 @@ class McpToolServers:
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:
-            listener()
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - a listener gone (its loop closed at shutdown) is not the servers' failure
+                log.debug("a tool-server listener failed", exc_info=True)
 
     def confirm_each_call(self) -> bool:
         return self.each_call
