@@ -6,11 +6,12 @@
     pcm [--data-dir DIR] import FILE
     pcm [--data-dir DIR] store rebuild-index|reconcile
     pcm [--data-dir DIR] demo [--prompt TEXT]
-    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json]
+    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json] [--allow-tool NAME ...]
     pcm [--data-dir DIR] attach FILE [--session ID | --new]
     pcm [--data-dir DIR] show turn ID [--json]
     pcm [--data-dir DIR] replay turn ID
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
+    pcm [--data-dir DIR] tools list [--json] | add NAME -- CMD ARGS… | add NAME --url URL | import FILE | remove NAME
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
     pcm [--data-dir DIR] memory add "Never deploy on Fridays." [--session ID]
     pcm [--data-dir DIR] topics [--json]
@@ -18,6 +19,7 @@
     pcm eval route DIR --out PRED.jsonl
     pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
     pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
+    pcm eval tools [DIR] [--out PRED.jsonl] [--report FILE]   (the plan's tool filter over ~300 tools)
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N]
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
@@ -448,12 +450,14 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli_memory import add_parsers as add_memory_parsers
     from app.cli_pipeline import add_parsers
     from app.cli_providers import add_parsers as add_provider_parsers
+    from app.cli_tools import add_parsers as add_tool_parsers
 
     add_parsers(sub)
     from app.cli_documents import cmd_eval_any
 
     sub.choices["eval"].set_defaults(func=cmd_eval_any)  # eval documents is app.cli_documents'
     add_provider_parsers(sub)
+    add_tool_parsers(sub)
     add_memory_parsers(sub)
     from app.cli_attach import add_parser as add_attach_parser
     from app.mcp.run import add_parser as add_mcp_parser
@@ -485,7 +489,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    tail: list[str] = []
+    if "--" in words and "tools" in words[:words.index("--")]:  # pcm tools add NAME … -- COMMAND ARGS…
+        cut = words.index("--")
+        words, tail = words[:cut], words[cut + 1:]
+    args = build_parser().parse_args(words)
+    if tail:
+        args.command = tail
     try:
         return int(args.func(args) or 0)
     except CoreError as err:  # UserError, ModelError, the store's and the engine's: one line

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from app.cli_tools import tool_lines
 from app.config import Settings
 from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.engine.facade import Engine
@@ -85,6 +86,7 @@ def summary(record: TurnRecord) -> str:
     )
     lines.extend(input_lines(record))
     lines.extend(precision_lines(record))
+    lines.extend(tool_lines(record))
     return "\n".join(lines)
 
 
@@ -184,7 +186,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
+        from app.cli_tools import cli_approver
+
         state = await engine.open_session(session_id, title=args.text[:40])
+        engine.set_tool_approver(cli_approver(args.allow_tool))
+        await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
         stream_out = sys.stderr if args.json else sys.stdout
         held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
 
@@ -278,6 +284,8 @@ def cmd_eval_summaries(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _eval_problem(args: argparse.Namespace, data_dir: Path) -> str | None:
     """What is missing for ``pcm eval KIND DIR`` (one line), or None."""
+    if not args.dir:
+        return f"eval {args.kind} needs DIR"
     if not (data_dir / "messages.jsonl").is_file():
         return f"{data_dir}/messages.jsonl not found"
     if args.kind not in ("summaries", "answers") and not args.out:
@@ -315,7 +323,15 @@ def _eval_route(args: argparse.Namespace, data_dir: Path, out: Path) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    data_dir = Path(args.dir)
+    """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
+    from app.cli_tools import cmd_eval_tools
+
+    return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
+
+
+def cmd_eval_data(args: argparse.Namespace) -> int:
+    """``pcm eval recall|route|purity|summaries DIR``: replay over a folder of dialogue data."""
+    data_dir = Path(args.dir or "")
     problem = _eval_problem(args, data_dir)
     if problem is not None:
         _err(f"pcm: error: {problem}")
@@ -428,6 +444,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--new", action="store_true", help="start a new session")
     p.add_argument("--budget", type=int, help="context budget in tokens (default: settings)")
     p.add_argument("--json", action="store_true", help="print the full turn record as JSON")
+    p.add_argument("--allow-tool", action="append", default=[], metavar="NAME",
+                   help="let this tool server's tool (server.tool) run without asking, e.g. memory.create_entities")
+    p.add_argument("--tool-wait", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for the tool servers to start before building (default 30)")
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("show", help="show a recorded turn (reads the store only: no model is loaded)")
@@ -442,11 +462,13 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents"])
-    p.add_argument("dir", metavar="DIR", help="a folder in the format of ../shared/data/README.md (documents: the "
-                   "documents and their questions.jsonl, e.g. tests/data/documents)")
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools"])
+    p.add_argument("dir", metavar="DIR", nargs="?",
+                   help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
+                        "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
+                        "default the app's resources/eval/tools)")
     p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity / documents: where the predictions go "
-                   "(required)")
+                   "(required); tools: each request's offer")
     p.add_argument("--budgets", help="recall / purity / documents: comma-separated token budgets "
                                      "(default 512,1024,2048,4096 / 256,512,1024 / 512,1024)")
     p.add_argument("--counter", choices=["model", "words"],

@@ -15,7 +15,7 @@ from typing import Any
 from app import main as wiring
 from app import model_library
 from app.config import Settings
-from app.ui.services import ModelAccess, Progress, ProviderAccess, Services
+from app.ui.services import ModelAccess, Progress, ProviderAccess, Services, ToolServerAccess
 
 
 def limit_malloc_arenas(arenas: int = 2) -> bool:
@@ -135,6 +135,26 @@ def model_access() -> ModelAccess:
     )
 
 
+def tool_server_access() -> ToolServerAccess:
+    """Settings → Tools over ``app.toolservers.config`` (the data folder's ``tool_servers.json``)."""
+    from app.core.ports import is_loopback
+    from app.toolservers import config as ts
+
+    def listing(data_dir: Path) -> dict[str, Any]:
+        settings = ts.load_servers(data_dir)
+        return {"servers": [{**s.model_dump(mode="json"), "where": s.where(), "transport": s.transport}
+                            for s in settings.servers], "confirm_each_call": settings.confirm_each_call}
+
+    return ToolServerAccess(
+        listing=listing,
+        add=lambda data_dir, config, allow: ts.add_server(data_dir, config, allow_off_machine=allow),
+        remove=ts.remove_server, set_enabled=ts.set_enabled, set_confirm_each_call=ts.set_confirm_each_call,
+        import_file=lambda data_dir, path, allow: ts.import_servers(data_dir, ts.read_client_config(path),
+                                                                    allow_off_machine=allow),
+        is_loopback=is_loopback,
+    )
+
+
 def serve_mcp(engine: Any, data_dir: Path, port: int) -> Any:
     from app.mcp.run import serve_engine
 
@@ -145,6 +165,7 @@ def services() -> Services:
     return Services(
         providers=provider_access(),
         models=model_access(),
+        tool_servers=tool_server_access(),
         serve_mcp=serve_mcp,
         build_engine=build_engine,
         verify_chat_model=model_library.verify_chat_model,

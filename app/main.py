@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from app.core.engine.facade import Engine
     from app.core.runtime.executors import Executors
     from app.store.index import SearchIndex  # LanceDB: imported only where an index is opened
+    from app.toolservers.client import McpToolServers
 
 
 def manifest_path(settings: Settings) -> Path:
@@ -86,6 +87,18 @@ def chat_providers(settings: Settings, local: ChatModel, store: SqliteStore, exe
     return build_registry(settings.data_dir, local, spent_today=spent_today, spent_this_month=spent_month)
 
 
+def open_tool_servers(settings: Settings) -> McpToolServers:
+    """The data folder's tool servers (``tool_servers.json``), started on their own thread (they
+    get ready in the background); ``reload`` reads the file again."""
+    from app.toolservers.client import McpToolServers
+    from app.toolservers.config import load_servers
+
+    configured = load_servers(settings.data_dir)
+    servers = McpToolServers(configured.servers, log_dir=settings.data_dir / "logs" / "tool-servers",
+                             each_call=configured.confirm_each_call, source=lambda: load_servers(settings.data_dir))
+    return servers.start()
+
+
 def open_index(settings: Settings, embedder: Embedder) -> SearchIndex:
     """The LanceDB search index (rebuildable from SQLite at any time)."""
     from app.store.index import SearchIndex
@@ -105,7 +118,8 @@ def build_engine(
 
     Blocking (loads models for seconds): call before the loop starts, or on an executor.
     ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
-    evaluation yardstick). ``chat=False`` skips loading the chat model (no generation).
+    evaluation yardstick). ``chat=False`` skips loading the chat model (no generation) and the
+    tool servers (nothing answers, so no tool runs; replay reads recorded results).
     ``progress`` hears a short line before each slow step (the desktop shows it).
     """
     from app.core.engine.context import EngineConfig
@@ -149,4 +163,5 @@ def build_engine(
         store=store, index=index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
         file_reader=read_attachment, exchange=StoreExchange(store),
+        tool_servers=open_tool_servers(settings) if chat else None,
     )

@@ -51,6 +51,7 @@ def engine_in(
     llm_intent: str = "off",
     max_streams: int | None = None,
     executors: Executors | None = None,
+    tool_servers: Any = None,
 ) -> Engine:
     """An engine over real SQLite + LanceDB in ``data_dir``, laid out as the app lays out its data
     folder (``Settings.db_path``, ``Settings.index_dir``), with the scripted fakes by default.
@@ -60,7 +61,9 @@ def engine_in(
     else ``HashEmbedder(dim=64)``; the counter counts words unless told otherwise. ``config``
     replaces the whole ``EngineConfig``; without it one is made from ``budget``, ``llm_intent``
     and ``max_streams``. ``read_file`` reads through the app's confined opener (``ConfinedFolders``);
-    ``attach_file`` through the app's ``read_attachment``; export and import through ``StoreExchange``.
+    ``attach_file`` through the app's ``read_attachment``; export and import through ``StoreExchange``;
+    ``tool_servers`` is the ``ToolServers`` port (e.g. ``app.toolservers.client.McpToolServers`` over
+    real servers), none by default.
     The store is opened on the engine's own "store" thread, as the app does.
 
     A plain function for the places a fixture cannot reach (the desktop's ``build_engine`` hook,
@@ -99,6 +102,7 @@ def engine_in(
         folder_files=ConfinedFolders,
         file_reader=read_attachment,
         exchange=StoreExchange(store),
+        tool_servers=tool_servers,
     )
 
 

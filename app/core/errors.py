@@ -47,6 +47,12 @@ class ProviderError(ModelError):
         self.transient = transient
 
 
+class ToolServerError(CoreError):
+    """A tool server could not be reached, started, configured or called: it crashed, hung past
+    its time limit, refused the call, or its settings are wrong. ``str(err)`` is one line naming
+    the server; the turn goes on without that tool."""
+
+
 def user_line(exc: BaseException) -> str:
     """The one line a front end shows for ``exc``: a ``CoreError``'s own message, anything else
     as "something went wrong: …" (a bug: the caller logs its traceback)."""

@@ -9,10 +9,12 @@ on their own single-worker executor (see ``app.core.runtime.executors``); the en
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -240,6 +242,107 @@ class FileReader(Protocol):
                  cancelled: Callable[[], bool] | None = None) -> LocalFile: ...
 
 
+class ServerTool(BaseModel):
+    """A tool as a tool server lists it: its name there, title, description, input JSON schema and
+    the server's hints (annotations): ``read_only`` (it changes nothing), ``destructive``,
+    ``open_world`` (it reaches outside: the web, other people)."""
+
+    server: str
+    name: str
+    title: str = ""
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    read_only: bool = False
+    destructive: bool = True
+    open_world: bool = True
+
+
+ServerStatus = Literal["starting", "ready", "failed", "stopped"]
+
+
+class ServerState(BaseModel):
+    """A configured tool server as it is now: how it is reached (``transport``, ``where``: the
+    command line or the URL), its status and last error (one line), the tools it lists, how often
+    it was restarted, and the limits its calls run under."""
+
+    name: str
+    transport: Literal["stdio", "http"] = "stdio"
+    where: str = ""
+    status: ServerStatus = "starting"
+    error: str = ""
+    tools: int = 0
+    restarts: int = 0
+    since: str = ""
+    timeout_s: float = 30.0
+    result_chars: int = 20_000
+
+
+class ServerResultPart(BaseModel):
+    """One block of a tool server's result, as text: the text itself, a resource's text, or a
+    line that stands for what cannot be shown as text (an image, audio, a binary resource)."""
+
+    kind: Literal["text", "image", "audio", "resource", "link", "structured"] = "text"
+    text: str
+    uri: str = ""
+    mime: str = ""
+
+
+class ServerCallResult(BaseModel):
+    """What a tool server answered to one call (``is_error``: the tool itself reported failure)."""
+
+    parts: list[ServerResultPart] = Field(default_factory=list)
+    is_error: bool = False
+
+
+@runtime_checkable
+class ToolServers(Protocol):
+    """The tool servers the user configured (MCP servers: ``app.toolservers``), started with the
+    app and kept connected. The servers run off the engine's loop; these methods may be called
+    from it. ``call_tool`` raises ``ToolServerError`` (one line naming the server) when the server
+    is down, crashes or hangs past ``timeout_s``; it never blocks the caller's loop."""
+
+    def states(self) -> list[ServerState]: ...
+
+    def tools(self) -> list[ServerTool]:
+        """The tools of the servers that are ready, in server order."""
+        ...
+
+    def watch(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from any thread) whenever a server's state or tools change."""
+        ...
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any],
+                        timeout_s: float) -> ServerCallResult: ...
+
+    async def settled(self, timeout_s: float) -> bool:
+        """Wait until every enabled server is ready or failed (at most ``timeout_s``); True when so."""
+        ...
+
+    async def reload(self) -> None:
+        """Read the servers' settings again: start added ones, stop removed ones, restart changed ones."""
+        ...
+
+    def confirm_each_call(self) -> bool:
+        """Whether every call of a tool that changes things asks (a setting kept with the
+        servers'), rather than once per tool and session."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (localhost or a loopback address; no DNS lookup):
+    what an endpoint must be for nothing to leave the machine (``ModelInfo.off_machine``, a tool
+    server's URL)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class WordTokenCounter:
     """The evaluation yardstick: ceil(1.3 × words), as in ../shared/data/README.md."""
 
@@ -318,6 +421,7 @@ class SessionStore(Protocol):
     def supersede_evidence(self, evidence_id: str, at: str | None = None) -> Evidence: ...
     def list_evidences(self, session_id: str, include_superseded: bool = False) -> list[Evidence]: ...
     def add_tool_call(self, session_id: str, call: ToolCall) -> ToolCall: ...
+    def list_tool_calls(self, session_id: str, turn_id: str | None = None) -> list[ToolCall]: ...
     def add_env_event(self, session_id: str, event: EnvEvent) -> EnvEvent: ...
     def list_env_events(self, session_id: str) -> list[EnvEvent]: ...
     def list_memory(self, session_id: str, include_superseded: bool = False) -> list[MemoryFragment]: ...

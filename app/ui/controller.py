@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QWidget
 
 from app.config import Settings
 from app.core.engine.facade import Engine, StreamHandle, TurnRun
@@ -32,6 +33,7 @@ from app.core.session.state import SessionState
 from app.core.signals import Signal as CoreSignal
 from app.core.types import NodeKind
 from app.ui.services import Services
+from app.ui.tool_approval import ToolApprovalPrompt
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ class EngineController(QObject):
         self._flush.setInterval(FLUSH_MS)
         self._flush.timeout.connect(self._on_flush)
         self.sensors: Any = None
+        # Tools that change things ask here first (non-modal, over the window).
+        self.tool_approver = ToolApprovalPrompt(lambda: parent if isinstance(parent, QWidget) else None)
         self.mcp_task: asyncio.Task[None] | None = None  # the MCP server, when Settings names a port
         self.intake: EnvIntake | None = None
         self._sensor_timer = QTimer(self)
@@ -160,6 +164,7 @@ class EngineController(QObject):
             self.status_changed.emit("preparing intent prototypes")
             engine.index_progress.connect(self._on_index_progress)
             await engine.start()
+            engine.set_tool_approver(self.tool_approver)
             engine.env_pushed.connect(self.env_pushed.emit)
             engine.env_failed.connect(self._on_env_failed)
             if session_id is None:  # the session used last (a new one on the first start)

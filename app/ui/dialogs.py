@@ -79,6 +79,7 @@ class SettingsDialog(QDialog):
         poll_ms: int = 50,
         providers: QWidget | None = None,
         models: QWidget | None = None,
+        tools: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
@@ -153,6 +154,9 @@ class SettingsDialog(QDialog):
         self.providers = providers  # Settings → Providers: its changes are saved as they are made
         if providers is not None:
             self.tabs.addTab(providers, "Providers")
+        self.tools = tools  # Settings → Tools (MCP servers): saved as they are made, like Providers
+        if tools is not None:
+            self.tabs.addTab(tools, "Tools")
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
         layout.addWidget(self.buttons)

@@ -128,6 +128,7 @@ class FileActions:
             parent=self.parent,
             providers=self._providers_tab(),
             models=self._models_tab(lambda value: holder[0].set_chat_model(value)),
+            tools=self._tools_tab(),
         )
         holder.append(dialog)
         for i in range(dialog.tabs.count()):
@@ -184,6 +185,15 @@ class FileActions:
 
         c = self.controller
         return ProvidersSettingsWidget(access, self.settings.data_dir, lambda: c.engine)
+
+    def _tools_tab(self) -> QWidget | None:
+        access = self.services.tool_servers
+        if access is None:
+            return None
+        from app.ui.tools_settings import ToolsSettingsWidget
+
+        c = self.controller
+        return ToolsSettingsWidget(access, self.settings.data_dir, lambda: c.engine, c.spawn)
 
     def _on_settings_accepted(self, new: Settings) -> None:
         old = self.settings

@@ -62,6 +62,26 @@ class ModelAccess:
 
 
 @dataclass(frozen=True)
+class ToolServerAccess:
+    """What the Tools tab may do with the data folder's tool servers (``app.toolservers.config``;
+    blocking callables, each a ``CoreError`` line when refused)."""
+
+    #: {"servers": [configured servers as ``ToolServerConfig`` dicts, with "where"], "confirm_each_call"}
+    listing: Callable[[Path], dict[str, Any]]
+    #: (data_dir, config, allow_off_machine) → the saved server
+    add: Callable[[Path, dict[str, Any], bool], Any]
+    remove: Callable[[Path, str], Any]
+    #: (data_dir, name, enabled)
+    set_enabled: Callable[[Path, str, bool], Any]
+    #: (data_dir, ask at every call)
+    set_confirm_each_call: Callable[[Path, bool], Any]
+    #: (data_dir, another client's JSON file, allow_off_machine) → the servers added
+    import_file: Callable[[Path, Path, bool], list[Any]]
+    #: whether a URL is this machine (loopback)
+    is_loopback: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
 class Services:
     """Adapter entry points for the window (all blocking; run them on an executor)."""
 
@@ -90,6 +110,8 @@ class Services:
     providers: ProviderAccess | None = None
     #: Settings → Models (``app.model_library``); None hides the tab.
     models: ModelAccess | None = None
+    #: Settings → Tools (``app.toolservers``): the MCP servers whose tools PCM uses; None hides the tab.
+    tool_servers: ToolServerAccess | None = None
     #: Serve the engine's sessions to MCP clients over HTTP on 127.0.0.1 at a port until
     #: cancelled (``app.mcp.run.serve_engine``: engine, data folder, port); a ``CoreError`` when
     #: it cannot. None: the app cannot serve MCP.

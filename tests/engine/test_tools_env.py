@@ -127,7 +127,9 @@ def test_injected_instructions_never_offer_or_call_blocked_tools(tmp_path: Path,
                                                             content=INJECTION)])
         records = [await (await engine.submit(state.session_id, t)).done for t in texts]
         for record, before in zip(records, baseline):
-            assert record.build.plan["tools"] == before  # content never changes the tool policy
+            tools = record.build.plan["tools"]  # content never changes the tool policy (history may reorder)
+            assert (tools["blocked"], tools["notes"], set(tools["allowed"])) == (
+                before["blocked"], before["notes"], set(before["allowed"]))
             assert not {"send_email", "delete_files"} & set(record.build.tools.offered)
         for record in records:
             assert {"send_email", "delete_files"} <= set(record.build.plan["tools"]["blocked"])

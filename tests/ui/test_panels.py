@@ -188,7 +188,9 @@ def test_plan_tab_groups_fields_by_family_with_budget_per_segment_and_rejected_p
     total = _find(budget, "total_tokens")
     assert total is not None and total.text(1) == str(plan["budget"]["total_tokens"])
     tools = next(tree.topLevelItem(i) for i in range(tree.topLevelItemCount()) if tree.topLevelItem(i).text(0) == "Tool policy")
-    assert _find(tools, "allowed") is not None and _find(tools, "blocked") is not None
+    offered = _find(tools, "offered")
+    assert offered is not None and _find(tools, "blocked") is not None and _find(tools, "left out") is not None
+    assert [offered.child(i).text(0) for i in range(offered.childCount())] == plan["tools"]["allowed"]
     rerank = next(tree.topLevelItem(i) for i in range(tree.topLevelItemCount()) if tree.topLevelItem(i).text(0) == "Rerank & crop")
     assert _find(rerank, "top_k").text(1) == str(plan["rerank"]["top_k"])
     # candidates: the chosen one first, the rejected ones with their reasons

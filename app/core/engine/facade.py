@@ -11,6 +11,7 @@ branches        re-anchor, focus, inject, checkpoints, collapse, versions shown,
 tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
+tool servers    the MCP servers' tools in the registry, kept in step (``tool_servers.py``)
 environment     env events: store, index, route, push (``environment.py``)
 attachments     a file the user attaches: an env event and a versioned artifact node (``attachments.py``)
 recovery        after a crash: interrupted turns, the index caught up (``recovery.py``)
@@ -53,6 +54,7 @@ from app.core.engine.sessions import SessionService
 from app.core.engine.streams import EngineStreams
 from app.core.engine.summaries import SummaryService
 from app.core.engine.tasks import TaskChange, TaskService
+from app.core.engine.tool_servers import ServersSynced, ServerToolService
 from app.core.engine.tools import ToolService
 from app.core.engine.turns import TurnRun, TurnService
 from app.core.errors import CoreError, NoRecordError
@@ -72,10 +74,12 @@ from app.core.ports import (
     GenerationParams,
     ReadProgress,
     SearchIndex,
+    ServerState,
     SessionExchange,
     SessionGeneration,
     SessionStore,
     TokenCounter,
+    ToolServers,
 )
 from app.core.routing.anchor import AnchorRouter
 from app.core.runtime.executors import Executors
@@ -84,6 +88,7 @@ from app.core.session.graph import GraphChange
 from app.core.session.membership import RoutedShares
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
+from app.core.tools.governance import ToolApprover
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task, utc_now
 
 
@@ -114,6 +119,7 @@ class Engine:
         folder_files: FolderFilesFactory | None = None,
         file_reader: FileReader | None = None,
         exchange: SessionExchange | None = None,
+        tool_servers: ToolServers | None = None,
     ) -> None:
         config = config or EngineConfig()
         self._exchange_port = exchange
@@ -127,6 +133,7 @@ class Engine:
         self._sessions = SessionService(ctx)
         self._tasks = TaskService(ctx, self._sessions)
         self._tools = ToolService(ctx, self._tasks.writer(), folder_files=folder_files)
+        self._server_tools = ServerToolService(ctx, self._tools, tool_servers)
         self._memory = MemoryService(ctx, self._sessions, enabled=config.memory_writer)
         self._summaries = SummaryService(ctx, self._sessions, self._memory.topic_messages, enabled=config.summaries)
         self._turns = TurnService(ctx, self._sessions, self._tasks, self._tools, topics=self._memory.topic_search,
@@ -215,12 +222,14 @@ class Engine:
         embedder = self._ctx.embedder
         if embedder is not None:
             await self._ctx.ex.run("embed", self._prototypes.fill, lambda texts: embedder.embed(texts))
+        await self._server_tools.start()  # the tools of the servers ready now; the others join when ready
         return report
 
     async def close(self) -> None:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
         await self._streams.close()
+        await self._server_tools.close()
         await self._memory.idle()
         await self._summaries.idle()
         await self._recovery.close()
@@ -494,3 +503,19 @@ class Engine:
         """Set the folders ``read_file`` may read in (settings' ``watched_folders``); returns them."""
         return self._tools.set_watched_folders(paths)
 
+    # ------------------------------------------------------------------ tool servers (MCP) and confirmation
+
+    def tool_server_states(self) -> list[ServerState]:
+        """Each configured tool server's state: status, last error, tools listed, restarts."""
+        return self._server_tools.states()
+
+    async def sync_tool_servers(self, wait_s: float = 0.0, *, reload: bool = False) -> ServersSynced:
+        """Bring the tools in step with the servers now: after waiting up to ``wait_s`` for those
+        starting, or after reading their settings again (``reload``: Settings → Tools changed them)."""
+        if reload:
+            await self._server_tools.reload()
+        return await self._server_tools.sync(wait_s)
+
+    def set_tool_approver(self, approver: ToolApprover | None) -> None:
+        """Who confirms a tool that changes things (None: nobody; such calls are refused)."""
+        self._tools.gate.approver = approver

@@ -35,7 +35,7 @@ from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord
 from app.core.pipeline.sources import LlmSignal, ToolStep
 from app.core.pipeline.summary_items import Offered, offer_from_record
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.ports import GenerationParams
 from app.core.runtime.executors import ChatStream
 from app.core.session.state import NoteView, SessionState
@@ -155,6 +155,9 @@ class LiveSources(StoredReads):
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         return self._services.tools.specs(), self._services.tools.step(self.turn[1]) if self.turn is not None else None
 
+    async def tool_signals(self, state: SessionState, query_vector: Sequence[float] | None) -> ToolSignals:
+        return await self._services.tools.signals(state.session_id, query_vector)
+
     def system_prompt(self, state: SessionState) -> str:
         return state.generation.system_prompt
 
@@ -173,8 +176,8 @@ class LiveSources(StoredReads):
 
 class RecordedSources(LiveSources):
     """A recorded build's inputs (replay, re-anchor, progressive detail): its observations of the
-    outside — index channel hits, the model's intent JSON, the tools and their results, the task
-    stack, the branch summaries offered — and the user's choices then (standing instruction, the
+    outside — index channel hits, the model's intent JSON, the tools, the tool filter's signals and
+    the tools' results, the task stack, the branch summaries offered — and the user's choices then (standing instruction, the
     workspace its plan's scope saw, model limits, detail) as recorded; the rest recomputed as live.
     ``summaries``/``detail`` replace the recorded ones (a detail change sets another detail)."""
 
@@ -199,6 +202,9 @@ class RecordedSources(LiveSources):
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         round_ = self.build.tools
         return tuple(self.build.tool_specs), self._services.tools.replayed(round_) if round_ is not None else None
+
+    async def tool_signals(self, _state: SessionState, _query_vector: Sequence[float] | None) -> ToolSignals:
+        return self.build.tool_signals
 
     def system_prompt(self, _state: SessionState) -> str:
         return self.build.system_prompt
@@ -252,6 +258,9 @@ class PushSources(StoredReads):
 
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         return self._tools.specs(), None
+
+    async def tool_signals(self, _state: SessionState, _query_vector: Sequence[float] | None) -> ToolSignals:
+        return ToolSignals()
 
     def system_prompt(self, _state: SessionState) -> str:
         return ""

@@ -20,6 +20,7 @@ from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.recovery import AnswerCheckpointer
 from app.core.engine.sources import LiveServices, LiveSources, RecordedSources
+from app.core.engine.tool_artifacts import tool_artifacts
 from app.core.errors import NoRecordError
 from app.core.intent.decision import InputReading
 from app.core.pipeline.builder import NEW_ROOT
@@ -238,14 +239,10 @@ class TurnService:
         # a scheduler stream's path (task, interruption): written with the turn, no await before
         attached = hooks.attached(state, record, message) if hooks is not None else None
         linked = self.tasks.link_turn(session_id, turn_id, node.node_id)  # tasks its tool calls made
+        results = tool_artifacts(state, build, node, ctx.store)  # tool servers' results on the canvas
         shown = versions.show_only(state, node.node_id, ctx.store) if version is not None else None
-        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, shown])
-        stream = None
-        if ctx.chat is not None:
-            stream = ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer",
-                                params=attached.params if attached and attached.params
-                                else answer_params(state, build, ctx.config.generation),
-                                urgent=bool(attached and attached.urgent))
+        await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, results, shown])
+        stream = self._answer_stream(state, build, attached)
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
         run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
         self.running[turn_id] = run
@@ -253,6 +250,16 @@ class TurnService:
         if ctx.index is not None:  # before the lock is released: later builds see its vector
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, [message])
         return run
+
+    def _answer_stream(self, state: SessionState, build: BuildRecord, attached: Attachment | None) -> ChatStream | None:
+        """The answer's stream: a stream hook's parameters and urgency, else the session's with the
+        plan's answer reserve as its length (``answer_length``); None without a model."""
+        ctx = self.ctx
+        if ctx.chat is None:
+            return None
+        params = attached.params if attached and attached.params else answer_params(state, build, ctx.config.generation)
+        return ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer", params=params,
+                          urgent=bool(attached and attached.urgent))
 
     async def _build_failed(self, state: SessionState, turn_id: str, message: Message) -> None:
         """The input stays recorded; its turn says it failed (never "recorded" forever). It is part

@@ -187,7 +187,7 @@ class ContextBuilder:
         t1 = time.perf_counter()
         result = self.planner.build(
             intent,
-            PlanContext(total_budget=inp.budget, tools=list(inp.tools), profile=inp.profile,
+            PlanContext(total_budget=inp.budget, tools=list(inp.tools), tool_signals=inp.tool_signals, profile=inp.profile,
                         answer_reserve=answer_reserve, context_size=context_size,
                         running_tasks=[t.name for t in inp.tasks.running()], now=inp.at,
                         session_turns=len(state.turn_order), other_sessions=inp.other_sessions),
@@ -239,7 +239,8 @@ class ContextBuilder:
         specs, tool_step = sources.tools()
         inp = BuildInputs.of(
             request, query_vector=qv, reading=reading, profile=sources.profile(state), facts=sources.facts(state),
-            overrides=sources.overrides(state), tools=specs, tasks=tasks, llm_output=llm_output, llm_status=llm_status,
+            overrides=sources.overrides(state), tools=specs, tool_signals=await sources.tool_signals(state, qv),
+            tasks=tasks, llm_output=llm_output, llm_status=llm_status,
             system_prompt=sources.system_prompt(state), other_sessions=sources.other_sessions(state),
             ablate=sources.ablate(), summaries=sources.summaries(state), detail=sources.detail())
         return inp, vectors, tool_step
@@ -266,8 +267,7 @@ class ContextBuilder:
             context=prompt.compiled,
             prompt=prompt.prompt,
             input=prompt.charge,
-            tool_specs=list(inp.tools),
-            tools=tool_round,
+            tool_specs=list(inp.tools), tool_signals=inp.tool_signals, tools=tool_round,
             tasks=inp.tasks.model_dump(mode="json") if inp.tasks.tasks or inp.tasks.new_task_id else {},
             task=stack.model_dump(mode="json") if stack.current is not None else {},
             system_prompt=inp.system_prompt,

@@ -15,7 +15,7 @@ from app.core.context.compress import Compression
 from app.core.context.input_fit import InputCharge
 from app.core.context.required import RequiredCheck
 from app.core.context.retrieval import RecallResult
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.tools.model import ToolRound
 
 
@@ -54,6 +54,9 @@ class BuildRecord(BaseModel):
     input: InputCharge | None = None
     llm_intent: dict[str, Any] = Field(default_factory=dict)  # the LLM signal as observed (replayed as is)
     tool_specs: list[ToolSpec] = Field(default_factory=list)  # the registry the plan saw (replayed as is)
+    # What the plan's tool filter read besides the intent: request-to-tool similarities (an
+    # observation of the embedder) and the session's tool history (replayed as recorded).
+    tool_signals: ToolSignals = Field(default_factory=ToolSignals)
     tools: ToolRound | None = None  # offered tools, how calls were chosen, their outcomes (replayed as recorded)
     # The task stack as the build saw it (``app.core.tasks.stack.TaskInputs``, replayed as recorded)
     # and the frame it worked in (``StackDecision``); both empty when the session has no tasks.

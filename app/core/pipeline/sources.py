@@ -8,8 +8,8 @@ environment push its own query vector, routing shares, trigger and pinned lines)
 
 - ``LiveSources`` asks the engine's services now (a turn, an evaluation question);
 - ``RecordedSources`` answers from a recorded build (``BuildRecord``) what was an observation of
-  the outside or a choice then — the index channels' hits, the model's intent JSON, the tools
-  and their results, the task stack, the branch summaries offered, the standing instruction, the
+  the outside or a choice then — the index channels' hits, the model's intent JSON, the tools,
+  the tool filter's signals and the tools' results, the task stack, the branch summaries offered, the standing instruction, the
   workspace the plan's scope saw, the model limits, the user's progressive detail — and is its
   live twin for the rest, which replay recomputes (DESIGN.md §4 "Replay");
 - ``PushSources`` is what an environment push reads (the index and the profile, nothing of a turn).
@@ -35,7 +35,7 @@ from app.core.intent.profile import UserProfile
 from app.core.pipeline.detail import Detail
 from app.core.pipeline.summary_items import Offered
 from app.core.plan.model import ContextPlan
-from app.core.plan.tools import ToolSpec
+from app.core.plan.tools import ToolSignals, ToolSpec
 from app.core.session.membership import RoutedShares
 from app.core.session.state import NoteView, SessionState
 from app.core.tasks.stack import TaskInputs
@@ -87,6 +87,7 @@ class BuildInputs(BuildRequest):
     facts: tuple[Fact, ...] = ()  # keyed statements the user made earlier in the session
     overrides: tuple[tuple[str, str], ...] = ()  # (earlier input text, node chosen by the user)
     tools: tuple[ToolSpec, ...] = ()
+    tool_signals: ToolSignals = field(default_factory=ToolSignals)  # what the plan's tool filter reads besides the intent
     # The session's tasks as the build sees them (app.core.tasks.stack): the stack, the running streams'
     # output so far, and the id a task-mode input's new task gets.
     tasks: TaskInputs = field(default_factory=TaskInputs)
@@ -170,6 +171,11 @@ class BuildSources(Protocol):
 
     def tools(self) -> tuple[tuple[ToolSpec, ...], ToolStep | None]:
         """The tool specs the plan sees and the step that runs (or feeds back) the turn's tools."""
+        ...
+
+    async def tool_signals(self, state: SessionState, query_vector: Sequence[float] | None) -> ToolSignals:
+        """What the plan's tool filter reads besides the intent: the request's similarity to each
+        tool's description and the session's tool history."""
         ...
 
     def system_prompt(self, state: SessionState) -> str: ...

@@ -51,12 +51,14 @@ from app.core.plan.model import (
 )
 from app.core.plan.policies import concurrency_policy, dedup_stripped, history_policy, retrieval_filters
 from app.core.plan.timespan import date_range
-from app.core.plan.tools import (
-    ToolSpec,
-    clarification_question,
-    tool_matches_statement,
-    tool_relevance,
+from app.core.plan.tool_filter import (
+    DEFAULT_FILTER,
+    ScoredTool,
+    ToolFilterConfig,
+    choose_tools,
+    score_tools,
 )
+from app.core.plan.tools import ToolSignals, ToolSpec, clarification_question, tool_matches_statement
 
 # --------------------------------------------------------------------------- budget arithmetic
 
@@ -133,6 +135,7 @@ class PlanContext(BaseModel):
     answer_reserve: int = 512
     context_size: int = 4096
     tools: list[ToolSpec] = Field(default_factory=list)
+    tool_signals: ToolSignals = Field(default_factory=ToolSignals)  # similarity and history, as observed
     profile: UserProfile = Field(default_factory=UserProfile)
     running_tasks: list[str] = Field(default_factory=list)  # names, for "which task?" questions
     now: str = ""  # the input's time (ISO): time expressions are read relative to it
@@ -180,6 +183,7 @@ class PlanConfig(BaseModel):
     channel_factors: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(CHANNEL_FACTORS))
     stage_timeouts_ms: dict[str, int] = Field(default_factory=lambda: {"recall": 1500})
     max_tool_calls: int = 4
+    tool_filter: ToolFilterConfig = Field(default_factory=lambda: DEFAULT_FILTER.model_copy())
     min_answer_reserve: int = 64
     candidate_pool_cap: int = 2000
     tokens_per_item: int = 12  # a short recalled turn, for sizing recall to the budget
@@ -310,7 +314,9 @@ class _Repair:
 
 
 def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
-    """Drop unavailable tools; block prohibited ones and action tools the plan may not use."""
+    """Drop unavailable tools; block prohibited ones. (An action tool the plan offers runs only once
+    the user confirms it, which is the permission a risky request needs: ``app.core.tools.governance``;
+    a plan that asks first has no tool calls in its budget.)"""
     tools = repair.plan.tools
     known = {t.name for t in ctx.tools}
     for name in [n for n in tools.allowed if n not in known]:
@@ -321,14 +327,6 @@ def _check_tools(repair: _Repair, intent: Intent, ctx: PlanContext) -> None:
         hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
         if hit is not None:
             repair.block(tool.name, f"prohibited (never {hit})")
-    for tool in ctx.tools:
-        if not tool.action or tool.name not in tools.allowed:
-            continue
-        granted = any(tool_matches_statement(tool, x) for x in ctx.profile.permissions)
-        if repair.plan.actions_held_back:
-            repair.block(tool.name, "actions are held back")
-        elif intent.mode not in (Mode.TASK, Mode.INTERRUPT) and not granted:
-            repair.block(tool.name, f"action tool not permitted in {intent.mode.value} mode")
     for name in [n for n in tools.allowed if n in tools.blocked]:
         repair.fix(f"tool '{name}' is both allowed and blocked", f"removed blocked tool '{name}' from allowed")
         tools.allowed.remove(name)
@@ -368,10 +366,11 @@ class PlanBuilder:
         overall = overall_confidence(intent)
         band = confidence_band(overall, self.config)
         want_clarify = intent.needs_clarification or band == "wide"
+        scored = score_tools(ctx.tools, intent, ctx.tool_signals, self.config.tool_filter)
         candidates: list[PlanCandidate] = []
         for clarify in (False, True):
             for strategy in BANDS:
-                draft = self._candidate(intent, ctx, strategy, clarify, overall, band)
+                draft = self._candidate(intent, ctx, strategy, clarify, overall, band, scored)
                 plan, violations, pruned = check_plan(draft, intent, ctx, self.config)
                 candidates.append(PlanCandidate(candidate_id=plan.candidate_id, plan=plan, violations=violations,
                                                 repaired=bool(plan.repairs), pruned=pruned))
@@ -392,7 +391,7 @@ class PlanBuilder:
         return PlanResult(plan=chosen.plan, candidates=candidates)
 
     def _candidate(self, intent: Intent, ctx: PlanContext, strategy: Band, clarify: bool,
-                   overall: float, band: Band) -> ContextPlan:
+                   overall: float, band: Band, scored: Sequence[ScoredTool]) -> ContextPlan:
         """Return the draft plan of one candidate: ``strategy``'s recall preset, acting or clarifying."""
         preset = self.config.presets[strategy]
         budget = self._budget(intent, ctx, preset, clarify)
@@ -405,9 +404,9 @@ class PlanBuilder:
                               dedup_threshold=preset.dedup_threshold, mmr_lambda=preset.mmr_lambda,
                               relevance_threshold=preset.relevance_threshold,
                               evidence_priority=list(EVIDENCE_PRIORITY[priority_key]))
-        # tools: relevance here; prohibitions, permissions and hold-back are the checker's job
-        allowed = [t.name for t in ctx.tools if tool_relevance(t, intent)[0] > 0]
         held_back = clarify or strategy == "wide" or (intent.risk == Risk.HIGH and not intent.hint("permitted"))
+        tools = self._tool_policy(intent, ctx, preset, scored)
+        allowed = tools.allowed
         conflicts = any(c in ("prohibition_conflict", "signal_conflict") for c in intent.reason_codes())
         summary = IntentSummary(mode=intent.mode, task_type=intent.task_type, goal=intent.goal,
                                 urgency=intent.urgency.value, risk=intent.risk.value, confidence=intent.confidence,
@@ -422,9 +421,34 @@ class PlanBuilder:
             preferences=list(ctx.profile.preferences), sub_questions=list(intent.sub_questions),
             history=history_policy(intent, preset, strategy, clarify, budget.total_tokens), budget=budget,
             retrieval=self._retrieval(intent, preset, scale, ctx), rerank=rerank,
-            concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=ToolPolicy(allowed=allowed),
+            concurrency=concurrency_policy(intent, bool(ctx.running_tasks)), tools=tools,
             actions_held_back=held_back, surface_conflicts=strategy == "wide" or conflicts,
         )
+
+    def _tool_policy(self, intent: Intent, ctx: PlanContext, preset: RecallPreset,
+                     scored: Sequence[ScoredTool]) -> ToolPolicy:
+        """The tools the plan offers (the tool filter's best ``preset.tools_offered``) and the ones it
+        refuses: every prohibited tool. A tool that changes things is offered like any other: it
+        runs only once the user confirms it (``app.core.tools.governance``), which is the
+        permission a risky request needs, and a plan that asks first calls no tool at all (its
+        budget has no tool calls). The checker finds nothing left to repair."""
+        prohibitions = dedup_stripped(list(ctx.profile.prohibitions) + list(intent.prohibitions))
+        policy = ToolPolicy(max_offered=preset.tools_offered)
+        for tool in ctx.tools:
+            hit = next((x for x in prohibitions if tool_matches_statement(tool, x)), None)
+            if hit is not None:
+                policy.blocked.append(tool.name)
+                policy.notes.append(f"{tool.name}: prohibited (never {hit})")
+        prohibited = set(policy.blocked)
+
+        offer = choose_tools(scored, {t.name: t for t in ctx.tools}, limit=preset.tools_offered,
+                             refuse=lambda t: "prohibited" if t.name in prohibited else None,
+                             config=self.config.tool_filter)
+        policy.allowed = [t.name for t in offer.offered]
+        policy.scores = {t.name: t.score for t in offer.offered}
+        policy.why = {t.name: "; ".join(t.reasons) for t in offer.offered}
+        policy.left_out = [t.line() for t in offer.left_out]
+        return policy
 
     def _budget(self, intent: Intent, ctx: PlanContext, preset: RecallPreset, clarify: bool) -> BudgetPolicy:
         """Return the budget: the preset's share of the total split over segments, stage timeouts, tool calls.

@@ -107,9 +107,19 @@ class ConcurrencyPolicy(BaseModel):
 
 
 class ToolPolicy(BaseModel):
+    """The tools this plan offers the model (``allowed``, best first, at most ``max_offered``, chosen
+    by the tool filter: ``app.core.plan.tool_filter``) with their scores and why (``why``: name →
+    reasons), the best
+    of those left out (``left_out``: "name (score): why"), and the tools it refuses (``blocked``,
+    with ``notes`` saying why: a prohibition, actions held back)."""
+
     allowed: list[str] = Field(default_factory=list)
     blocked: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # why each tool is blocked
+    max_offered: int = 0
+    scores: dict[str, float] = Field(default_factory=dict)
+    why: dict[str, str] = Field(default_factory=dict)
+    left_out: list[str] = Field(default_factory=list)
 
 
 
@@ -134,6 +144,7 @@ class RecallPreset(BaseModel):
     main_chain_turns: int
     tool_calls: int
     time_scale: float
+    tools_offered: int = 8  # the most tools the plan offers the model (the tool filter's limit)
 
 
 def default_presets() -> dict[str, RecallPreset]:
@@ -145,14 +156,14 @@ def default_presets() -> dict[str, RecallPreset]:
     return {
         "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
                               dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
-                              main_chain_turns=4, tool_calls=1, time_scale=0.75),
+                              main_chain_turns=4, tool_calls=1, time_scale=0.75, tools_offered=8),
         "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10, 10), top_k=12, per_channel_cap=5,
                                  relevance_threshold=0.3,
                                  dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
-                                 main_chain_turns=6, tool_calls=2, time_scale=1.0),
+                                 main_chain_turns=6, tool_calls=2, time_scale=1.0, tools_offered=10),
         "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
                              dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
-                             main_chain_turns=10, tool_calls=3, time_scale=1.5),
+                             main_chain_turns=10, tool_calls=3, time_scale=1.5, tools_offered=10),
     }
 
 

@@ -209,8 +209,8 @@ def builtin_tools(
     """The five built-in tools over the given ports (``files()`` is asked at each call)."""
     impl = _Builtins(files, search, feed, tasks, max_bytes)
     return [
-        Tool(_spec("search_memory", "Search what was said in this session: messages, memory notes and "
-                   "environment events", "search memory recall"), SearchMemoryArgs, impl.search_memory,
+        Tool(_spec("search_memory", "Search what was said or decided earlier in this session: messages, memory "
+                   "notes and environment events", "search memory recall say said discuss decide"), SearchMemoryArgs, impl.search_memory,
              primary_arg="query"),
         Tool(_spec("read_file", "Read a text file inside a watched folder", "file read"), ReadFileArgs,
              impl.read_file, primary_arg="path"),

@@ -2,8 +2,8 @@
 
 A ``Tool`` is a ``ToolSpec`` (name, description, tags, action flag) plus a pydantic input model
 (its JSON schema is the tool's input schema), a provider name and an async implementation.
-``ToolRegistry.offer(plan, intent)`` is the relevant subset for one turn (``filter_tools`` under
-the plan's ``ToolPolicy``: blocked tools are never offered). ``ToolRegistry.call`` is the only way
+``ToolRegistry.offer(plan)`` is the subset the plan's tool filter chose for one turn (its
+``tools.allowed``, best first; blocked tools are never offered). ``ToolRegistry.call`` is the only way
 a tool runs: it refuses blocked or not-offered tools, validates the arguments, enforces the time
 limit, turns the result into labelled, delimited evidence and records every call, refused ones too.
 
@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from app.core.intent.model import Intent
+from app.core.errors import CoreError
 from app.core.plan.model import ContextPlan, ToolPolicy
-from app.core.plan.tools import ToolSpec, filter_tools
+from app.core.plan.tools import ToolSpec
 from app.core.text.quoting import fence
 from app.core.tools.model import (
     ChosenBy,
@@ -35,6 +35,7 @@ from app.core.tools.model import (
     ToolResultItem,
     args_digest,
 )
+from app.core.tools.schema import schema_problems
 from app.core.types import (
     Evidence,
     EvidenceSource,
@@ -57,6 +58,8 @@ class ToolContext:
 
 
 ToolImpl = Callable[[Any, ToolContext], Awaitable[list[ToolResultItem]]]
+#: (tool, arguments, context) → None to let the call run, or the reason it may not (not confirmed).
+Approve = Callable[["Tool", dict[str, Any], ToolContext], Awaitable[str | None]]
 #: Stores a call and its result evidences (one transaction); the engine runs it on the store executor.
 ToolRecorder = Callable[[str, ToolCall, list[Evidence]], Awaitable[None]]
 
@@ -66,7 +69,8 @@ class Tool:
     """A registered tool. ``run(args, ctx)`` gets validated ``input_model`` arguments and returns
     result items; it raises ``ToolRefused`` / ``ToolNotFound`` for "forbidden" / "not_found".
     Blocking work inside ``run`` belongs on an executor. ``primary_arg`` is the argument a
-    one-string model choice fills (None: the tool takes no free text)."""
+    one-string model choice fills (None: the tool takes no free text). ``input_schema``: a JSON
+    schema the arguments are also checked against (a tool server's tool; ``schema_problems``)."""
 
     spec: ToolSpec
     input_model: type[BaseModel]
@@ -74,6 +78,7 @@ class Tool:
     provider: str = "builtin"
     timeout_s: float = 5.0
     primary_arg: str | None = None
+    input_schema: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -94,6 +99,10 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
+    def unregister(self, name: str) -> Tool | None:
+        """Remove the tool ``name`` (a tool server's that went away); return it, or None."""
+        return self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
@@ -104,10 +113,11 @@ class ToolRegistry:
         """The specs the planner sees (name, description, tags, action), in registration order."""
         return tuple(t.spec for t in self._tools.values())
 
-    def offer(self, plan: ContextPlan, intent: Intent) -> list[Tool]:
-        """The relevant subset for this turn, most relevant first; blocked tools are never in it."""
+    def offer(self, plan: ContextPlan) -> list[Tool]:
+        """The tools the plan offers this turn (its filter's choice), most relevant first; blocked
+        and unregistered ones are never in it."""
         blocked = set(plan.tools.blocked)
-        return [self._tools[s.name] for s in filter_tools(self.specs(), intent, plan) if s.name not in blocked]
+        return [self._tools[n] for n in plan.tools.allowed if n in self._tools and n not in blocked]
 
     async def call(
         self,
@@ -121,15 +131,15 @@ class ToolRegistry:
         task_id: str | None = None,
         chosen_by: ChosenBy = "rule",
         reason: str = "",
+        approve: Approve | None = None,
     ) -> ToolOutcome:
         """Run one call and record it; returns its outcome (status success, forbidden, not_found,
-        error or timeout). Never raises for a tool's failure: a failed call is a recorded outcome."""
+        error or timeout). Never raises for a tool's failure: a failed call is a recorded outcome.
+        ``approve`` (the engine's ``ToolGate``) may refuse a call with a reason before it runs."""
         tool = self._tools.get(name)
         started = time.perf_counter()
         call = ToolCall(tool=name, turn_id=turn_id, task_id=task_id, args_digest=args_digest(args),
-                        provider=Provider(kind="builtin" if tool is None or tool.provider == "builtin" else "other",
-                                          name=tool.provider if tool else ""),
-                        called_at=utc_now())
+                        provider=_provider(tool), called_at=utc_now())
         call.chosen_by = chosen_by  # type: ignore[attr-defined]  # an extra key of the record
         outcome = ToolOutcome(call=call, args=dict(args), chosen_by=chosen_by, reason=reason)
         if name in policy.blocked:
@@ -143,7 +153,13 @@ class ToolRegistry:
         except ValidationError as exc:
             msg = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}" for e in exc.errors())
             return await self._finish(outcome, "error", f"invalid arguments: {msg}", started, session_id)
+        problems = schema_problems(tool.input_schema, args) if tool.input_schema is not None else []
+        if problems:
+            return await self._finish(outcome, "error", f"invalid arguments: {'; '.join(problems)}", started, session_id)
         ctx = ToolContext(session_id, turn_id, task_id)
+        refused = await approve(tool, dict(args), ctx) if approve is not None else None
+        if refused is not None:
+            return await self._finish(outcome, "forbidden", refused, started, session_id)
         try:
             items = await asyncio.wait_for(tool.run(parsed, ctx), tool.timeout_s)
         except asyncio.TimeoutError:
@@ -152,6 +168,8 @@ class ToolRegistry:
             return await self._finish(outcome, "forbidden", str(exc), started, session_id)
         except ToolNotFound as exc:
             return await self._finish(outcome, "not_found", str(exc), started, session_id)
+        except CoreError as exc:  # a line meant for the user: a server down or crashed, a tool's own failure
+            return await self._finish(outcome, "error", str(exc), started, session_id)
         except Exception as exc:  # noqa: BLE001 - a tool's failure is an outcome, never the turn's
             return await self._finish(outcome, "error", f"{type(exc).__name__}: {exc}", started, session_id)
         outcome.evidences = [result_evidence(tool, item, call, turn_id) for item in items]
@@ -168,6 +186,13 @@ class ToolRegistry:
         if self.recorder is not None:
             await self.recorder(session_id, outcome.call, list(outcome.evidences))
         return outcome
+
+
+def _provider(tool: Tool | None) -> Provider:
+    """Who a call went to: built in, or a tool server (MCP) by name."""
+    if tool is None or tool.provider == "builtin":
+        return Provider(kind="builtin")
+    return Provider(kind="mcp" if tool.spec.server else "other", name=tool.provider)
 
 
 def result_evidence(tool: Tool, item: ToolResultItem, call: ToolCall, turn_id: str | None) -> Evidence:

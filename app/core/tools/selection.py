@@ -96,13 +96,20 @@ def _task_choices(text: str, can: set[str], tasks: Sequence[Task]) -> list[ToolC
     return out
 
 
-def _file_choices(text: str, intent: Intent, can: set[str], files: Mapping[str, str]) -> list[ToolChoice]:
-    """read_file for each mentioned path that was found in a watched folder."""
-    if "read_file" not in can:
-        return []
-    return [ToolChoice(tool="read_file", args={"path": files[mention]},
-                       reason=f"the input names {mention!r}, a file in a watched folder")
-            for mention in path_mentions(text, intent) if mention in files]
+def _file_choices(text: str, intent: Intent, can: set[str], files: Mapping[str, str],
+                  readers: Sequence[tuple[str, str]]) -> list[ToolChoice]:
+    """read_file for each mentioned path that was found in a watched folder; for the others, the
+    first offered tool server's file reader (``readers``: tool name and its path argument)."""
+    out = []
+    for mention in path_mentions(text, intent):
+        if mention in files and "read_file" in can:
+            out.append(ToolChoice(tool="read_file", args={"path": files[mention]},
+                                  reason=f"the input names {mention!r}, a file in a watched folder"))
+        elif readers:
+            tool, arg = readers[0]
+            out.append(ToolChoice(tool=tool, args={arg: mention},
+                                  reason=f"the input names {mention!r}; {tool} reads files"))
+    return out
 
 
 def _feed_choices(text: str, can: set[str]) -> list[ToolChoice]:
@@ -133,16 +140,18 @@ def select_by_rules(
     *,
     files: Mapping[str, str],
     tasks: Sequence[Task] = (),
+    readers: Sequence[tuple[str, str]] = (),
 ) -> list[ToolChoice]:
     """The calls the rules choose for ``text``, in order (only offered tools).
 
     ``files`` maps the paths the input mentions (``path_mentions``) to the path found inside a
-    watched folder (looked up beforehand: the rules do no I/O); ``tasks`` are the session's tasks.
+    watched folder (looked up beforehand: the rules do no I/O); ``tasks`` are the session's tasks;
+    ``readers`` the offered tool servers' file readers, best first (``file_readers``).
     """
     if intent.mode not in (Mode.QA, Mode.TASK):
         return []  # interruptions, pushes and clarifications run no tools of their own
     can = set(offered)
-    out = (_task_choices(text, can, tasks) + _file_choices(text, intent, can, files)
+    out = (_task_choices(text, can, tasks) + _file_choices(text, intent, can, files, readers)
            + _feed_choices(text, can) + _memory_choices(text, can))
     seen: set[tuple[str, str]] = set()
     unique = []
@@ -154,12 +163,25 @@ def select_by_rules(
     return unique
 
 
-def rules_unsure(text: str, intent: Intent, offered: Sequence[str], chosen: Sequence[ToolChoice]) -> bool:
+def file_readers(tools: Sequence[tuple[str, str, str | None]]) -> list[tuple[str, str]]:
+    """Of offered (name, server, primary argument) triples, in order, the tool servers' tools that
+    read a file by its path: their names say read and file, their one argument is a path."""
+    out = []
+    for name, server, arg in tools:
+        words = {stem(w) for w in re.split(r"[\W_]+", name.removeprefix(f"{server}.").lower()) if w}
+        if server and arg and {stem("read"), stem("file")} <= words and re.search(r"path|file", arg, re.I):
+            out.append((name, arg))
+    return out
+
+
+def rules_unsure(text: str, intent: Intent, offered: Sequence[str], chosen: Sequence[ToolChoice],
+                 *, strong: bool = False) -> bool:
     """True when no rule fired but the input speaks of what an offered tool handles (files,
-    feeds, tasks, memory): the case where asking the model is worth its time."""
+    feeds, tasks, memory), or the plan's filter found an offered tool a strong match (``strong``):
+    the case where asking the model is worth its time."""
     if chosen or not offered or intent.mode not in (Mode.QA, Mode.TASK):
         return False
-    return bool(set(content_stems(text)) & _CUE_STEMS)
+    return strong or bool(set(content_stems(text)) & _CUE_STEMS)
 
 
 def tool_choice_schema(names: Sequence[str]) -> dict[str, Any]:
@@ -197,3 +219,67 @@ def parse_model_choice(parsed: Any, primary_args: Mapping[str, str | None]) -> T
     if not isinstance(argument, str) or not argument.strip():
         return None
     return ToolChoice(tool=name, args={arg_name: argument.strip()}, chosen_by="model", reason="chosen by the model")
+
+
+# --------------------------------------------------------------------------- arguments of a tool server's tool
+
+_SIMPLE = {"string", "number", "integer", "boolean"}
+
+
+def argument_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The part of a tool's input schema a small model can fill under a grammar: its top-level
+    arguments of simple types (strings, numbers, booleans), lists of those, and lists of objects
+    made of those (``[{"name", "entityType", "observations": [...]}]``), required ones kept; None
+    when it has none."""
+    return _object_schema(schema, depth=2)
+
+
+def _object_schema(schema: Mapping[str, Any], depth: int) -> dict[str, Any] | None:
+    props: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        kept = _property_schema(prop, depth) if isinstance(prop, dict) else None
+        if kept is not None:
+            props[name] = kept
+    if not props:
+        return None
+    required = [n for n in schema.get("required") or [] if n in props]
+    if len(required) < len([n for n in schema.get("required") or []]):
+        return None  # a required argument it cannot fill: better no call than a broken one
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def _property_schema(prop: Mapping[str, Any], depth: int) -> dict[str, Any] | None:
+    kind = prop.get("type")
+    if kind in _SIMPLE:
+        out: dict[str, Any] = {"type": kind}
+        if isinstance(prop.get("enum"), list):
+            out["enum"] = prop["enum"]
+        if kind == "string":
+            out["maxLength"] = 200
+        return out
+    items = prop.get("items")
+    if kind != "array" or not isinstance(items, dict):
+        return None
+    if items.get("type") in _SIMPLE:
+        return {"type": "array", "items": {"type": items["type"]}, "maxItems": 5}
+    if items.get("type") == "object" and depth > 1:
+        inner = _object_schema(items, depth - 1)
+        return {"type": "array", "items": inner, "maxItems": 3} if inner is not None else None
+    return None
+
+
+def argument_messages(text: str, name: str, description: str, schema: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The chat prompt that fills one chosen tool's arguments from the user's message."""
+    params = ", ".join(f"{k} ({v.get('type')})" for k, v in schema.get("properties", {}).items())
+    system = (f"Fill in the arguments of the tool {name}: {description}\nArguments: {params}.\n"
+              "Use only what the user's message says. Reply with JSON.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+
+def parse_arguments(parsed: Any, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The model's arguments, kept to the schema's properties; None unless every required one is there."""
+    if not isinstance(parsed, dict):
+        return None
+    props = schema.get("properties", {})
+    args = {k: v for k, v in parsed.items() if k in props and v not in (None, "")}
+    return args if all(k in args for k in schema.get("required", [])) else None

@@ -15,7 +15,6 @@ was added with ``allow_off_machine=True`` (the CLI's ``--yes-send-off-machine``)
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.core.errors import CoreError
+from app.core.ports import is_loopback
 
 PROVIDERS_FILE = "providers.json"
 LOCAL_ID = "llama.cpp"  # the in-process model: the default and the fallback of last resort
@@ -50,17 +50,6 @@ _SECRET_KEYS = {"api_key", "apiKey", "key", "token", "secret"}
 
 class ProviderSettingsError(CoreError):
     """Provider settings that cannot be saved as asked; ``str()`` is one line for the user."""
-
-
-def is_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine (localhost or a loopback address; no DNS lookup)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class ProviderConfig(BaseModel):

@@ -51,10 +51,21 @@ def plan_sentence(plan: dict[str, Any], used_tokens: int) -> str:
                      f"keeping {int(budget.get('answer_reserve', 0)):,} for the answer.")
     if plan.get("needs_clarification"):
         parts.append(f"It asks you first: “{plan.get('clarification_question') or 'which one do you mean?'}”")
-    blocked = (plan.get("tools") or {}).get("blocked") or []
+    tools = plan.get("tools") or {}
+    offered = tools.get("allowed") or []
+    if offered:
+        parts.append(f"It offered the model {len(offered)} tool{'s' if len(offered) != 1 else ''}, the most "
+                     f"relevant first: {_names(offered)}.")
+    blocked = tools.get("blocked") or []
     if blocked:
-        parts.append(f"Not allowed for this turn: {', '.join(blocked)}.")
+        parts.append(f"Not allowed for this turn: {_names(blocked)}.")
     return " ".join(parts)
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` names, and how many more."""
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def intent_sentence(intent: dict[str, Any]) -> str:

@@ -1,7 +1,9 @@
 """The Plan (CRS) tab: every field of the chosen plan by DESIGN §4 family, and the rejected plans.
 
 Built from ``BuildRecord.plan`` (a ``ContextPlan`` dumped to a dict), ``plan_candidates`` and, for
-the tokens each segment actually used, ``BuildRecord.context.segments``.
+the tokens each segment actually used, ``BuildRecord.context.segments``. The tool policy shows the
+plan's tool filter: the tools offered with their score and why, those left out, those blocked and
+why, and the calls the turn made (``BuildRecord.tools``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.core.pipeline.record import TurnRecord
+from app.core.tools.model import ToolRound
 from app.ui.panels.plain import Details, plan_sentence
 from app.ui.panels.widgets import (
     RawJsonWidget,
@@ -57,6 +60,7 @@ class PlanTabWidget(ScrollTab):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._open: list[QTreeWidgetItem] = []  # rows kept open after filling (the tool filter's)
         layout = self.column
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Field", "Value"])
@@ -83,6 +87,7 @@ class PlanTabWidget(ScrollTab):
         plan = record.build.plan
         used = {name: usage.used for name, usage in record.build.context.segments.items()}
         self.summary.setText(plan_sentence(plan, record.build.context.tokens))
+        self._open = []
         bold = QFont(self.tree.font())
         bold.setBold(True)
         for family, keys in family_of(plan).items():
@@ -93,11 +98,13 @@ class PlanTabWidget(ScrollTab):
                 if key == "budget":
                     self._add_budget(top, plan[key], used)
                 elif key == "tools":
-                    self._add_tools(top, plan[key])
+                    self._add_tools(top, plan[key], record.build.tools, len(record.build.tool_specs))
                 else:
                     self._add(top, key, plan[key])
             top.setExpanded(True)
-        self.tree.expandToDepth(1)
+        self.tree.expandToDepth(1)  # resets what was expanded while filling; the tool filter's rows stay open
+        for item in self._open:
+            item.setExpanded(True)
         self.tree.resizeColumnToContents(0)
         self._fill_candidates(record.build.plan_candidates)
         self.raw.set_data({"plan": plan, "plan_candidates": record.build.plan_candidates})
@@ -135,18 +142,39 @@ class PlanTabWidget(ScrollTab):
                 self._add(node, key, value)
         node.setExpanded(True)
 
-    def _add_tools(self, parent: QTreeWidgetItem, tools: dict[str, Any]) -> None:
+    def _add_tools(self, parent: QTreeWidgetItem, tools: dict[str, Any], round_: ToolRound | None,
+                   registered: int) -> None:
+        """The plan's tool filter: what it offered (score and why), what it left out, what it
+        blocked and why; then the calls the turn made of them."""
         node = QTreeWidgetItem(parent, ["tools", ""])
-        QTreeWidgetItem(node, ["allowed", fmt_value(tools.get("allowed", []))])
-        QTreeWidgetItem(node, ["blocked", fmt_value(tools.get("blocked", []))])
+        offered = tools.get("allowed", [])
+        limit = tools.get("max_offered", 0)
+        top = QTreeWidgetItem(node, ["offered", f"{len(offered)} of {registered} registered"
+                                     + (f" (at most {limit})" if limit else "")])
+        scores, why = tools.get("scores", {}), tools.get("why", {})
+        for name in offered:
+            score = scores.get(name)
+            item = QTreeWidgetItem(top, [name, (f"{score:.2f} · " if score is not None else "") + why.get(name, "")])
+            item.setToolTip(1, why.get(name, ""))
+        self._open += [node, top]
+        left = tools.get("left_out", [])
+        out = QTreeWidgetItem(node, ["left out", "" if left else "(none near the limit)"])
+        for line in left:
+            name, _, rest = str(line).partition(" (")
+            QTreeWidgetItem(out, [name, "(" + rest if rest else ""])
         notes = tools.get("notes", [])
-        why = QTreeWidgetItem(node, ["why blocked", "" if notes else "(none)"])
-        for n, note in enumerate(notes):
-            QTreeWidgetItem(why, [str(n + 1), str(note)])
+        blocked = QTreeWidgetItem(node, ["blocked", fmt_value(tools.get("blocked", [])) if not notes else ""])
+        for note in notes:
+            name, _, reason = str(note).partition(": ")
+            QTreeWidgetItem(blocked, [name, reason])
+        if round_ is not None and round_.calls:
+            called = QTreeWidgetItem(node, ["called", f"{len(round_.calls)} call(s), chosen by {round_.selection}"])
+            for outcome in round_.calls:
+                QTreeWidgetItem(called, [outcome.call.tool, outcome.status + (f": {outcome.error}" if outcome.error else "")])
+            self._open.append(called)
         for key, value in tools.items():
-            if key not in ("allowed", "blocked", "notes"):
+            if key not in ("allowed", "blocked", "notes", "scores", "why", "left_out", "max_offered"):
                 self._add(node, key, value)
-        node.setExpanded(True)
 
     def _fill_candidates(self, candidates: list[dict[str, Any]]) -> None:
         rows = []

@@ -22,14 +22,8 @@ from app.core.plan.builder import (
     segment_weights,
 )
 from app.core.plan.model import BANDS, CHANNELS, SEGMENTS, MergeRule
-from app.core.plan.tools import (
-    ToolSpec,
-    clarification_question,
-    explain_tools,
-    filter_tools,
-    tool_matches_statement,
-    tool_relevance,
-)
+from app.core.plan.tool_filter import choose_tools, score_tools
+from app.core.plan.tools import ToolSignals, ToolSpec, clarification_question, tool_matches_statement
 
 ENGINE = IntentEngine()
 BUILDER = PlanBuilder()
@@ -138,33 +132,58 @@ def test_tool_matches_statement() -> None:
     assert tool_matches_statement(by["web_search"], "use web_search")
 
 
-def test_tool_relevance_is_explainable() -> None:
-    by = {t.name: t for t in TOOLS}
-    plan_intent = ENGINE.infer("Schedule a meeting with Ana next week")
-    score, reasons = tool_relevance(by["calendar"], plan_intent)
-    assert score > 0 and any("planning" in r for r in reasons)
-    assert tool_relevance(by["send_email"], plan_intent)[0] == 0
-    assert tool_relevance(by["task_control"], ENGINE.infer("hmm")) == (1.0, ["always available"])
+def test_tool_scores_are_explainable() -> None:
+    plan_intent = ENGINE.infer("Schedule a meeting with Ana next week on the calendar")
+    scored = {t.name: t for t in score_tools(TOOLS, plan_intent, ToolSignals())}
+    assert scored["calendar"].score > 0 and any("planning" in r for r in scored["calendar"].reasons)
+    assert "send_email" not in scored  # nothing in common with the input
+    always = {t.name: t for t in score_tools(TOOLS, ENGINE.infer("hmm"), ToolSignals())}["task_control"]
+    assert always.score > 0 and "always available" in always.reasons
 
 
-def test_filter_tools_never_returns_blocked_or_held_back() -> None:
-    intent = ENGINE.infer("Delete the report file and email Bob the summary")
-    plan = BUILDER.build(intent, _ctx()).plan
-    names = [t.name for t in filter_tools(TOOLS, intent, plan)]
-    assert "send_email" not in names  # prohibited by the profile
-    assert "file_delete" not in names  # high risk: actions held back
-    assert "file_read" in names
-    rows = {r["name"]: r for r in explain_tools(TOOLS, intent, plan)}
-    assert rows["send_email"]["included"] is False and rows["send_email"]["reasons"][0] == "blocked"
-    assert rows["file_delete"]["reasons"][0] in ("blocked", "action held back")
+def test_the_plan_never_offers_prohibited_tools_and_offers_action_tools_for_confirmation() -> None:
+    plan = BUILDER.build(ENGINE.infer("Delete the report file and email Bob the summary"), _ctx()).plan
+    assert "send_email" not in plan.tools.allowed and "send_email" in plan.tools.blocked  # prohibited
+    # High risk: the answer holds actions back, and the action tool is offered only to be confirmed
+    # by the user before it runs (app.core.tools.governance); a plan that asks first calls nothing.
+    assert plan.actions_held_back and "file_delete" in plan.tools.allowed
+    assert "file_read" in plan.tools.allowed
+    assert any(n.startswith("send_email: prohibited (never send emails)") for n in plan.tools.notes)
+    assert set(plan.tools.why) == set(plan.tools.allowed)
 
 
-def test_filter_tools_orders_by_relevance() -> None:
-    intent = ENGINE.infer("Search the web for flights to Lisbon")
-    plan = BUILDER.build(intent, _ctx()).plan
-    names = [t.name for t in filter_tools(TOOLS, intent, plan)]
-    assert names[0] == "web_search"
-    assert names == [t.name for t in filter_tools(list(reversed(TOOLS)), intent, plan)]
+def test_the_offer_is_ordered_by_score_and_independent_of_registry_order() -> None:
+    ctx = _ctx()
+    plan = BUILDER.build(ENGINE.infer("Search the web for flights to Lisbon"), ctx).plan
+    assert plan.tools.allowed[0] == "web_search"
+    again = BUILDER.build(ENGINE.infer("Search the web for flights to Lisbon"), _ctx(tools=list(reversed(TOOLS)))).plan
+    assert again.tools.allowed == plan.tools.allowed
+
+
+def test_similarity_history_and_names_raise_a_tool_and_the_limit_holds() -> None:
+    tools = [ToolSpec(name=f"srv.tool_{n}", server="srv", description=f"does thing number {n}") for n in range(30)]
+    intent = ENGINE.infer("Which thing should I pick?")
+    signals = ToolSignals(similarity={"srv.tool_7": 0.9, "srv.tool_3": 0.5, "srv.tool_9": 0.1},
+                          history={"srv.tool_3": 5})
+    scored = score_tools(tools, intent, signals)
+    assert [t.name for t in scored[:2]] == ["srv.tool_7", "srv.tool_3"]
+    assert "similar 0.90" in scored[0].reasons and "used 5× in this session" in scored[1].reasons
+    named = score_tools(tools, ENGINE.infer("run tool_12 please"), signals)
+    assert named[0].name == "srv.tool_12" and "named" in named[0].reasons
+    offer = choose_tools(scored, {t.name: t for t in tools}, limit=1, refuse=lambda _t: None)
+    assert [t.name for t in offer.offered] == ["srv.tool_7"]
+    assert offer.left_out[0].name == "srv.tool_3" and offer.left_out[0].reasons[0] == "over the plan's limit of 1"
+    refused = choose_tools(scored, {t.name: t for t in tools}, limit=2,
+                           refuse=lambda t: "no" if t.name == "srv.tool_7" else None)
+    assert [t.name for t in refused.offered] == ["srv.tool_3"] and refused.refused == [("srv.tool_7", "no")]
+
+
+def test_a_server_named_as_a_server_is_prohibited_whole() -> None:
+    write = ToolSpec(name="memory.create_entities", server="memory", action=True)
+    assert tool_matches_statement(write, "use the memory server")
+    assert tool_matches_statement(write, "create entities")
+    assert not tool_matches_statement(write, "forget my memory of Paris")
+    assert not tool_matches_statement(ToolSpec(name="time.get", server="time"), "forget it")
 
 
 # --------------------------------------------------------------------------- checks and repairs
@@ -199,7 +218,7 @@ def test_check_plan_repairs_a_broken_plan() -> None:
     fixed, violations, pruned = check_plan(plan, intent, ctx)
     assert not pruned
     text = " | ".join(violations)
-    for part in ("'teleport' is not available", "'send_email' allowed but prohibited", "'file_delete' allowed",
+    for part in ("'teleport' is not available", "'send_email' allowed but prohibited",
                  "'web_search' is both allowed and blocked", "exceeds context size", "segment quotas",
                  "tool calls 99"):
         assert part in text, part
@@ -227,17 +246,11 @@ def test_acting_plan_is_pruned_when_clarification_is_required() -> None:
     assert result.plan.needs_clarification
 
 
-def test_permissions_gate_action_tools_outside_tasks() -> None:
-    intent = ENGINE.infer("What files are in the cache folder?")
-    plan = BUILDER.build(intent, _ctx()).plan
-    assert "file_delete" not in plan.tools.allowed
-    granted = _ctx(profile=UserProfile(permissions=["file delete"]))
-    draft = BUILDER.build(intent, granted).plan.model_copy(deep=True)
-    draft.tools.allowed.append("file_delete")
-    draft.tools.blocked = []
-    draft.actions_held_back = False
-    fixed, violations, _ = check_plan(draft, intent, granted)
-    assert "file_delete" in fixed.tools.allowed and not violations
+def test_a_plan_that_asks_first_calls_no_tool() -> None:
+    result = BUILDER.build(ENGINE.infer("hmm, delete it?"), _ctx())
+    for candidate in result.candidates:
+        if candidate.plan.needs_clarification:
+            assert candidate.plan.budget.tool_calls == 0
 
 
 # --------------------------------------------------------------------------- candidates and degradation
@@ -296,7 +309,8 @@ def test_prohibition_conflict_asks_and_surfaces() -> None:
 def test_risky_action_needs_confirmation() -> None:
     plan = _plan("Delete all files in /tmp/cache")
     assert plan.needs_clarification and plan.actions_held_back
-    assert "delete" in plan.clarification_question and "file_delete" in plan.tools.blocked
+    # It asks first: no tool call this turn (the delete tool would need the user's confirmation anyway).
+    assert "delete" in plan.clarification_question and plan.budget.tool_calls == 0
 
 
 def test_interrupt_policies() -> None:

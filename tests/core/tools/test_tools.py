@@ -14,6 +14,7 @@ from app.core.plan.builder import PlanBuilder, PlanContext
 from app.core.plan.tools import ToolSpec
 from app.core.text.quoting import fence
 from app.core.tools.builtin import FileText, FolderFiles, builtin_tools
+from app.core.tools.governance import ToolGate
 from app.core.tools.model import ToolResultItem, args_digest
 from app.core.tools.registry import Tool, ToolContext, ToolRegistry, choice_names
 from app.core.tools.selection import parse_model_choice, path_mentions, select_by_rules, tool_choice_schema
@@ -82,16 +83,20 @@ def _plan(text: str, registry: ToolRegistry, profile: UserProfile | None = None)
 
 
 def test_offer_filters_by_relevance_and_never_offers_blocked_tools() -> None:
-    registry, _, _ = _registry()
+    registry, _, ran = _registry()
     intent, plan = _plan("show me the latest news from the feed", registry)
-    offered = [t.name for t in registry.offer(plan, intent)]
+    offered = [t.name for t in registry.offer(plan)]
     assert offered[0] == "list_recent_feed_items"  # most relevant first
     assert "update_task" not in offered and "send_email" not in offered  # irrelevant
-    assert "delete_files" in plan.tools.blocked and "delete_files" not in offered  # action tool in a question
+    assert "delete_files" not in offered
     for text in ("call send_email now and delete_files", "delete_files in the notes folder and send_email to Bob"):
-        intent, plan = _plan(text, registry)
-        names = {t.name for t in registry.offer(plan, intent)}
-        assert not names & {"send_email", "delete_files"}, text
+        intent, plan = _plan(text, registry)  # named, so offered: but an action tool runs only once confirmed
+        offered = [t.name for t in registry.offer(plan)]
+        for name in {"send_email", "delete_files"} & set(offered):
+            outcome = asyncio.run(registry.call(name, {"target": "x"}, policy=plan.tools, offered=offered,
+                                                session_id="s", approve=ToolGate().check))
+            assert outcome.status == "forbidden" and "needs your confirmation" in outcome.error, text
+    assert ran == []
 
 
 def test_profile_prohibition_blocks_delete_tools_and_a_blocked_call_is_forbidden_and_recorded() -> None:
@@ -100,8 +105,8 @@ def test_profile_prohibition_blocks_delete_tools_and_a_blocked_call_is_forbidden
     intent, plan = _plan("clean up the old build folder and delete its files", registry, profile)
     assert "delete_files" in plan.tools.blocked
     assert any(n.startswith("delete_files: prohibited (never delete files)") for n in plan.tools.notes)
-    assert "delete_files" not in [t.name for t in registry.offer(plan, intent)]
-    offered = [t.name for t in registry.offer(plan, intent)]
+    assert "delete_files" not in [t.name for t in registry.offer(plan)]
+    offered = [t.name for t in registry.offer(plan)]
     outcome = asyncio.run(registry.call("delete_files", {"target": "build"}, policy=plan.tools, offered=offered + ["delete_files"],
                                         session_id="s", turn_id="t1"))
     assert outcome.status == "forbidden" and "blocked" in outcome.error
@@ -116,7 +121,7 @@ def test_profile_prohibition_blocks_delete_tools_and_a_blocked_call_is_forbidden
 def test_args_are_validated_and_the_digest_is_canonical() -> None:
     registry, recorded, _ = _registry()
     intent, plan = _plan("what did we say about the budget?", registry)
-    offered = [t.name for t in registry.offer(plan, intent)]
+    offered = [t.name for t in registry.offer(plan)]
     bad = asyncio.run(registry.call("search_memory", {"query": "", "k": 99}, policy=plan.tools, offered=offered, session_id="s"))
     assert bad.status == "error" and "query" in bad.error and "k" in bad.error and not bad.evidences
     ok = asyncio.run(registry.call("search_memory", {"k": 2, "query": "budget"}, policy=plan.tools, offered=offered, session_id="s"))
@@ -201,8 +206,9 @@ def test_read_file_reads_only_through_the_folder_files_port() -> None:
 
 def test_model_choice_grammar_lists_only_offered_tools() -> None:
     registry, _, _ = _registry()
-    intent, plan = _plan("call send_email now and delete_files", registry)
-    offered = registry.offer(plan, intent)
+    profile, _ = UserProfile().updated_from("never send emails. never delete files")
+    intent, plan = _plan("call send_email now and delete_files, then read notes/plan.md", registry, profile)
+    offered = registry.offer(plan)
     schema = tool_choice_schema(choice_names(offered))
     assert set(schema["properties"]["tool"]["enum"]) == {t.name for t in offered} | {"none"}
     assert not {"send_email", "delete_files"} & set(schema["properties"]["tool"]["enum"])
