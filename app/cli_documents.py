@@ -50,6 +50,7 @@ def cmd_eval_documents(args: argparse.Namespace, data_dir: Path) -> int:
         return 2
 
     async def work(engine: Any) -> int:
+        engine.lab().set_ablation(("deadlines",))  # the same contexts however loaded the machine is
         report = await run_documents_eval(engine, data_dir, budgets, Path(args.out), progress=_err)
         print(format_documents_report(report))
         if args.report:

@@ -77,7 +77,8 @@ class EngineConfig:
     summary_timeout_s: float = 20.0
     summary_quiet_s: float = 2.0  # the model writes a summary only after this long without a call
     # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing;
-    # "summaries": builds are offered no branch summary.
+    # "summaries": builds are offered no branch summary; "deadlines": recall's channels are waited
+    # for past the plan's time limit (evaluations: the same contexts however loaded the machine is).
     ablate: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

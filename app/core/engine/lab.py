@@ -45,7 +45,9 @@ class EngineLab:
 
     def set_ablation(self, channels: Sequence[str]) -> tuple[str, ...]:
         """Switch these recall channels off from the next build ("memory", "topic"; "summaries": no
-        branch summary is offered); return the ones switched off until now."""
+        branch summary is offered; "deadlines": recall waits for every channel, past the plan's time
+        limit, so a figure does not depend on how loaded the machine was); return the ones switched
+        off until now."""
         config = self._ctx.config
         before, config.ablate = config.ablate, tuple(channels)
         return before

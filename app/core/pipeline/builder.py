@@ -157,7 +157,8 @@ class ContextBuilder:
             scope=plan.retrieval.scope,
             candidate_pool=plan.retrieval.candidate_pool,
             per_channel_cap=plan.rerank.per_channel_cap,
-            timeout_ms=plan.budget.timeouts_ms.get("recall", 0),
+            # "deadlines" ablated (evaluations): every channel is waited for, whatever the machine's load
+            timeout_ms=0 if "deadlines" in inp.ablate else plan.budget.timeouts_ms.get("recall", 0),
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
             alternatives=list(routed.alternatives), routed=routed.judged,
