@@ -109,7 +109,7 @@ def _engine(make_engine: EngineFactory, tmp_path: Path, embedder: Any, names: tu
                                        log_dir=tmp_path / "logs", probe_s=0.5).start())
     engine = make_engine(data_dir=tmp_path / "data", embedder=embedder, chat=_StageChat(script),
                          tool_servers=servers, llm_intent="auto")
-    engine.config.llm_intent_below = 0.0  # the intent is read by rules and prototypes; the tool choice is asked
+    engine._ctx.config.llm_intent_below = 0.0  # the intent is read by rules and prototypes; the tool choice is asked
     return engine, servers
 
 
@@ -132,10 +132,10 @@ def test_a_question_is_answered_from_a_file_the_filesystem_server_read_and_cited
         # fenced, numbered and bound to its evidence in the context; the answer cites it
         assert f"[1] [tool {outcome.call.tool}]\n<<< notes/plan.md\n# Launch plan" in record.build.context.text()
         assert any(evidence_id in [r.evidence_id for r in b.refs] for b in record.build.context.blocks)
-        messages = await engine.ex.run("store", engine.store.list_messages, state.session_id)
+        messages = await engine._ctx.ex.run("store", engine._ctx.store.list_messages, state.session_id)
         answer = next(m for m in messages if m.message_id == record.answer_message_id)
         assert evidence_id in [r.evidence_id for r in answer.refs] and "14 March 2027" in answer.content
-        stored = await engine.ex.run("store", engine.store.get_evidence, evidence_id)
+        stored = await engine._ctx.ex.run("store", engine._ctx.store.get_evidence, evidence_id)
         assert stored.metadata["server"] == "filesystem" and stored.metadata["tool_call_id"] == outcome.call.tool_call_id
         # `pcm show turn --json`: build.tools lists what was offered and called
         shown = (await engine.turn_record(run.turn_id)).model_dump(mode="json")["build"]
@@ -270,7 +270,7 @@ def test_a_prohibited_tool_is_blocked(tmp_path: Path, make_engine: EngineFactory
         assert "memory.create_entities: prohibited (never use the memory server)" in tools["notes"]
         assert all(not name.startswith("memory.") for name in record.build.tools.offered)
         assert record.build.tools.calls == [] and asked == [] and servers.calls == 0
-        calls = await engine.ex.run("store", engine.store.list_tool_calls, state.session_id)
+        calls = await engine._ctx.ex.run("store", engine._ctx.store.list_tool_calls, state.session_id)
         assert calls == [] and not (tmp_path / "memory.jsonl").exists()
 
     _run(engine, body)
