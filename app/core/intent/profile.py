@@ -143,16 +143,16 @@ def parse_profile_statements(text: str) -> list[ProfileStatement]:
     for body in statements(text, CLAUSE_ENDS):
         found: list[tuple[int, StatementKind, re.Match[str]]] = []
         for at in statement_starts(body):
-            match = next(((kind, m) for kind, p in _PATTERNS if (m := p.match(body, at))), None)
-            if match is not None and not (found and at < found[-1][2].start("x")):
-                found.append((at, *match))
+            hit = next(((kind, m) for kind, p in _PATTERNS if (m := p.match(body, at))), None)
+            if hit is not None and not (found and at < found[-1][2].start("x")):
+                found.append((at, hit[0], hit[1]))
         clauses = [at for at in statement_starts(body) if _SUBJECT.match(body, at)]
         nexts = [at for at, _, _ in found[1:]] + [len(body)]
-        ends = [min([at for at in clauses if at > m.start("x")] + [nxt]) for (_, _, m), nxt in zip(found, nexts)]
-        for (_, kind, match), end in zip(found, ends, strict=True):
-            obj = _clean_object(_JOINER.sub("", body[match.start("x"):end]))
+        for (_, kind, m), nxt in zip(found, nexts, strict=False):
+            end = min([at for at in clauses if at > m.start("x")] + [nxt])
+            obj = _clean_object(_JOINER.sub("", body[m.start("x"):end]))
             if content_stems(obj):
-                out.append(ProfileStatement(kind=kind, text=obj, span=body[match.start():end].strip(" ,")))
+                out.append(ProfileStatement(kind=kind, text=obj, span=body[m.start():end].strip(" ,")))
     return out
 
 
