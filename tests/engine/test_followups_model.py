@@ -13,6 +13,7 @@ from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.engine.context import EngineConfig
 from app.core.engine.facade import Engine
 from app.core.ports import GenerationParams
+from app.core.types import BlockType
 from tests.conftest import EngineFactory
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -61,7 +62,7 @@ def test_follow_ups_on_the_real_models(make_engine: EngineFactory) -> None:
             nodes[gold] = node
 
         # 3. an unrelated question starts a new branch
-        _, anchor, _ = await _ask(engine, sid, "Can you recommend a good book on the history of ancient Rome?")
+        rome, anchor, _ = await _ask(engine, sid, "Can you recommend a good book on the history of ancient Rome?")
         assert anchor is None
 
         # 4. "Continue the answer" on the Kyoto answer continues that one, on its branch, although
@@ -73,9 +74,11 @@ def test_follow_ups_on_the_real_models(make_engine: EngineFactory) -> None:
         run = await engine.submit(sid, CONTINUE_TEXT, anchor_override=cut)
         record = await run.done
         assert record.build.anchor_node == cut and state.graph.parent(run.node_id) == cut
-        prompt = record.build.prompt
-        last_answer = [m["content"] for m in prompt if m["role"] == "assistant"][-1]
-        assert cut_record.output.strip()[:40] in last_answer  # the model goes on with that answer
+        history = {r.evidence_id for b in record.build.context.blocks if b.block_type == BlockType.CONVERSATION
+                   for r in b.refs}
+        answer_of = {n: state.turns[state.graph.node(n).ref_id or ""].message_ids[-1] for n in (cut, rome)}
+        assert answer_of[cut] in history  # the model sees the answer it goes on with in its history,
+        assert answer_of[rome] not in history  # not the latest answer of another branch
 
     # answers of at most 40 tokens: quick
     config = EngineConfig(llm_intent="off", default_budget=700, answer_reserve=40,
