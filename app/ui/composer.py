@@ -2,8 +2,8 @@
 
 ``ComposerWidget`` is the text box with a per-turn budget, an anchor chip, a paperclip button
 ("Attach file…", the File menu's action: ``attach_actions``), Send, and Stop beside it while any
-answer streams or waits (Ctrl+. too; it says "Stopping…" at once, before the answers end). Until the models are
-ready it keeps what is typed and says why Send is off. The anchor chip ("pending
+answer streams or waits (Ctrl+. too; it says "Stopping…" at once, before the answers end). Until
+the models are ready it keeps what is typed and says why Send is off. The anchor chip ("pending
 input") can be dragged onto a canvas node to choose where the next input goes (the engine then
 takes that node as the user's override), or cleared to let routing decide.
 
@@ -111,7 +111,7 @@ class PendingChip(QLabel):
 
 
 class ComposerWidget(QWidget):
-    """Input box, per-turn budget, anchor chip, the paperclip and Send."""
+    """Input box, per-turn budget, anchor chip, the paperclip, Send and Stop."""
 
     submitted = Signal(str, object, int)  # (text, anchor node id or None, budget)
     stop_requested = Signal()  # Stop was clicked: stop every answer streaming or waiting
