@@ -12,7 +12,10 @@ linguistics knows a dependent utterance by, each a strength in [0, 1]:
   ("it", "that", "those", "there", "the other one"), "your" for the other side's last words;
 * *ellipsis*: a fragment with no verb of its own ("In metric?", "The second one.");
 * *relational words* that need something to compare with ("cheaper", "instead", "another", "again");
-* *few content words of its own*.
+* *few content words of its own* — unless one of them is a name the input brings itself ("What is
+  the capital of Peru?" names its own subject: a short question is not a follow-up for being short);
+* a *selection* ("Which neighbourhood…?", "What hotel…?"): an interrogative determiner before a
+  bare noun chooses among a set the conversation provides.
 
 They combine as independent evidence (``1 − Π(1 − s)``); a long input with many content words of
 its own can stand alone, so its score is damped. ``topic_shift`` reads the opposite: a greeting or an
@@ -35,7 +38,7 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 #: Strength of each kind of evidence (set by what each kind says, before any data was seen; the
 #: router's weight of the whole signal is what the follow-up dev set fits, on one half).
-RESPONSE, CONNECTIVE, REFERENCE, ELLIPSIS, RELATIONAL = 0.5, 0.6, 0.35, 0.5, 0.25
+RESPONSE, CONNECTIVE, REFERENCE, ELLIPSIS, RELATIONAL, SELECTION = 0.5, 0.6, 0.35, 0.5, 0.25, 0.3
 FEW_WORDS = {0: 0.4, 1: 0.35, 2: 0.3, 3: 0.15, 4: 0.05}
 GREETING, ANNOUNCED = 0.6, 0.8
 
@@ -63,6 +66,12 @@ _VERB_RE = _rx(r"\b(?:is|are|was|were|am|be|been|do|does|did|have|has|had|can|co
                r"shall|may|might|must|\w+'(?:s|re|ve|ll|d|m)|\w{3,}(?:ed|ing|ize|ise|ify|ate))\b")
 _PREPOSITION_RE = _rx(r"^(?:in|on|at|for|with|without|by|from|to|into|via|under|over|about|after|before|"
                       r"during|the|a|an|only|just|maybe)\b")
+# "Which neighbourhood…", "what hotel…": an interrogative determiner before a noun (not a verb, an
+# adjective's degree or a preposition) selects from what the conversation provides.
+_SELECTION_RE = _rx(r"^(?:so\s+|and\s+|ok\s+|okay\s+)?(?:which|what)\s+(?!(?:is|are|was|were|do|does|did|can|could|"
+                    r"would|should|will|about|if|else|kind|sort|type|time|day|year|a|an|the|of|to|for|in)\b)[a-z]+")
+# A name the input brings itself: a capitalised word inside the sentence (not its first word, not "I").
+_OWN_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b)[A-Z][\w-]+")
 # A greeting opens a conversation, unless it only leads into thanks ("Hi, thanks for asking").
 _GREETING_RE = _rx(r"^(?:hi|hey|hello|hiya|howdy|good (?:morning|afternoon|evening)|greetings|yo)\b"
                    r"(?![\s,!.]*(?:thanks|thank you|thx))")
@@ -128,8 +137,11 @@ def read_dependence(text: str) -> Dependence:
         found.append(("ellipsis", ELLIPSIS))
     if _RELATIONAL_RE.search(head):
         found.append(("relational", RELATIONAL))
-    if len(own) in FEW_WORDS and not opening:  # a bare greeting is whole without words of its own
+    named = _OWN_NAME_RE.search(t) is not None
+    if len(own) in FEW_WORDS and not opening and not named:  # a bare greeting is whole without words of its own
         found.append(("few words", FEW_WORDS[len(own)]))
+    if len(own) <= 3 and not named and _SELECTION_RE.match(t):
+        found.append(("selection", SELECTION))
     remaining = 1.0
     for _, strength in found:
         remaining *= 1.0 - strength

@@ -24,6 +24,7 @@ DEPENDENT = [
     "Why is that?",
     "wow, that sounds amazing",
     "Do they take cards?",
+    "Which neighbourhood should we stay in?",
 ]
 
 #: Inputs that stand alone: a whole question or request with words of its own.
@@ -36,6 +37,8 @@ STANDALONE = [
     "Summarise the main arguments of the attached paper on protein folding.",
     "Plan a three-day hiking trip in the Scottish Highlands for late September.",
     "Explain how a Kalman filter estimates position from noisy GPS readings.",
+    "What is the capital of Peru?",  # short, but it names its own subject
+    "Which programming language is best for beginners?",
 ]
 
 
