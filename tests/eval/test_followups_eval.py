@@ -124,3 +124,16 @@ def test_ingest_joins_an_answer_to_its_input_turn(make_engine, tmp_path: Path) -
         assert s.turns["q"].message_ids == ["q", "a"]
         assert s.turns["q2"].message_ids == ["q2"]
         assert len([n for n in s.graph.nodes() if n.ref_id in ("q", "q2")]) == 2
+
+
+def test_the_cli_refuses_a_folder_without_sessions_and_a_half_it_does_not_have(tmp_path: Path, capsys) -> None:
+    from app.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["eval", "followups", str(tmp_path / "empty")]) == 2
+    assert "neither sessions.jsonl nor LoCoMo's messages.jsonl" in capsys.readouterr().err
+    folder = _locomo(tmp_path / "locomo")
+    assert main(["eval", "followups", str(folder), "--fit", "C", "--write", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--fit takes a half of the sessions (A, B)" in err
+    assert read_sessions(tmp_path / "out" / "sessions.jsonl") == make_sessions(folder)  # --write kept them
