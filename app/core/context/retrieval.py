@@ -110,12 +110,13 @@ async def recall(
     reads other sessions' hits (workspace scope) as notes, fused on a view of ``state``, returned."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
+    paths: list[str] = []  # the path the index searched vectors by (the build record says it)
 
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
         return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=scoped,
-                                  kinds=["message", "env"], **req.index_range())
+                                  kinds=["message", "env"], trace=paths, **req.index_range())
 
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
@@ -146,6 +147,8 @@ async def recall(
         given("memory", memory),
         given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
+    if paths and not (recorded and "vector" in recorded):
+        runs[0].path = paths[0]
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
