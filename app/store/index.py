@@ -26,9 +26,10 @@ Crashes and other processes (several may share one data folder):
 
 Full text uses LanceDB's native FTS index on ``text``. Rows appended after the index was built
 are still found (LanceDB searches unindexed rows flat); ``optimize()`` folds them into the index
-every ``optimize_every`` rows so that flat part stays small — inline in ``add``, or, once an
-upkeep driver claims it (``upkeep_driven``: the engine's background ``IndexUpkeep``), in
-``upkeep`` off the writer's path.
+every ``optimize_every`` rows so that flat part stays small: inline in ``add`` (so a small
+workspace, and every evaluation, sees the same index whatever the timing), or, once the table has
+an ANN index (folding then updates its partitions too) and an upkeep driver claims the work
+(``upkeep_driven``: the engine's background ``IndexUpkeep``), in ``upkeep``, off the writer's path.
 
 Vectors are searched flat (exact) until the table reaches ``AnnPolicy.min_rows``; from then on
 ``upkeep`` trains an approximate (IVF-PQ) index and queries probe it, re-ranking their best
@@ -310,12 +311,18 @@ class SearchIndex:
         has an approximate index, else "flat"."""
         return "flat" if self._trained is None else "ann"
 
+    def _folds_in_background(self) -> bool:
+        """Whether ``upkeep`` folds written rows in (an ANN index and a driver), not ``add``."""
+        return self.upkeep_driven and self._trained is not None
+
     def upkeep_due(self) -> bool:
-        """Whether ``upkeep`` has work: rows to fold into the indices, or the ANN index to train
-        (again). Cheap (counters only): the engine asks it on the loop every second."""
+        """Whether ``upkeep`` has work: the ANN index to train (again), or rows to fold into the
+        indices when that is the upkeep's job. Cheap (counters only): the engine asks it on the
+        loop every second."""
         with self._counts:
             unoptimized, rows = self._unoptimized, self._rows
-        return unoptimized >= self.optimize_every or ann.due(self.ann_policy, rows, self._trained)
+        fold = self._folds_in_background() and unoptimized >= self.optimize_every
+        return fold or ann.due(self.ann_policy, rows, self._trained)
 
     def upkeep(self, *, force: bool = False) -> str:
         """Train the ANN index when it is due (``app.store.ann.due``) and fold written rows into
@@ -390,7 +397,7 @@ class SearchIndex:
                 self._rows += len(batch)
             if on_progress is not None:
                 on_progress(done, total)
-        if self._unoptimized >= self.optimize_every and not self.upkeep_driven:
+        if self._unoptimized >= self.optimize_every and not self._folds_in_background():
             self.optimize()
         return done
 

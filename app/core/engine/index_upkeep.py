@@ -6,8 +6,9 @@ documents, recovery); rather than have each of them start the upkeep, ``IndexUpk
 index every ``every_s`` seconds whether it has work (``upkeep_due``: counters only, on the loop)
 and runs it on the ``upkeep`` executor — a thread of its own, so training (seconds at 10,000 rows,
 minutes at 100,000) never holds up the ``index`` pool that serves the builds' queries, and never a
-writer. Started by ``Engine.start`` (an engine never started — an evaluation, a one-shot command —
-keeps optimizing inline as it writes, as before), stopped by ``Engine.close``.
+writer. Below the ANN threshold the writers keep folding rows in themselves, as before (so small
+workspaces and evaluations see the same index whatever the timing); an engine never started
+never trains. Started by ``Engine.start``, stopped by ``Engine.close``.
 """
 
 from __future__ import annotations
