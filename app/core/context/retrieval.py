@@ -91,6 +91,11 @@ async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tupl
     return run
 
 
+async def _local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """A channel answered in process (no index), as a coroutine like the others."""
+    return fn()
+
+
 async def recall(
     state: SessionState,
     req: RecallRequest,
@@ -130,9 +135,6 @@ async def recall(
             return []
         return await _memory_channel(state, req, search, query_vector, sizes["memory"], run_blocking)
 
-    async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
-        return fn()
-
     async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
         if recorded and channel in recorded:
             return recorded[channel]
@@ -141,14 +143,13 @@ async def recall(
     runs = await asyncio.gather(
         given("vector", vector),
         given("fulltext", fulltext),
-        given("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
-        given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
-        given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
+        given("structured", lambda: _local(lambda: _structured(state, req, sizes["structured"]))),
+        given("graph", lambda: _local(lambda: _graph(state, req, sizes["graph"]))),
+        given("recent", lambda: _local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
-        given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
+        given("topic", lambda: _local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
-    if paths and not (recorded and "vector" in recorded):
-        runs[0].path = paths[0]
+    runs[0].path = paths[0] if paths else runs[0].path  # a recorded run keeps its own
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
