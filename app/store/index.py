@@ -472,7 +472,8 @@ class SearchIndex:
         search = (self._table.search(vector, vector_column_name="vector")
                   .distance_type("cosine").select(["id", "_distance"]).limit(k))
         if path == "flat":
-            search = search.bypass_vector_index()
+            if self._trained is not None:  # without an index the query is flat already (as it always was)
+                search = search.bypass_vector_index()
         else:
             search = search.nprobes(self.ann_policy.nprobes).refine_factor(self.ann_policy.refine_factor)
         return (search if where is None else search.where(where, prefilter=True)).to_list()
