@@ -22,7 +22,8 @@
     pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
     pcm eval tools [DIR] [--out PRED.jsonl] [--report FILE]   (the plan's tool filter over ~300 tools)
     pcm bench models [--runs N]
-    pcm bench build [--turns 1000,10000,100000] [--budget N]
+    pcm bench build [--turns 1000,10000,100000] [--budget N] [--json]
+    pcm bench ingest [--turns 1000,10000] [--json]   (turns/s against the embedder's own on the same texts)
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
     pcm bench sensors [--files 10000]
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
@@ -379,7 +380,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = bench_startup(args.runs, app=args.app, say=lambda line: print(line, file=sys.stderr))  # throw-away
         print(json.dumps(report, indent=2) if args.json else startup_report(report))
         return 0
-    if args.target in ("build", "streams", "sensors"):
+    if args.target in ("build", "ingest", "streams", "sensors"):
         from app import cli_pipeline
 
         return int(getattr(cli_pipeline, f"cmd_bench_{args.target}")(args))
@@ -467,11 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")
-    p.add_argument("target", choices=["models", "build", "streams", "sensors", "ui", "canvas", "providers", "startup", "mcp",
+    p.add_argument("target", choices=["models", "build", "ingest", "streams", "sensors", "ui", "canvas", "providers", "startup", "mcp",
                                       "documents"])
     p.add_argument("--pages", type=int, default=300, help="documents: pages of the PDF attached")
     p.add_argument("--runs", type=int, default=5, help="models, startup: repetitions; ui: streamed answers")
-    p.add_argument("--turns", default=TURNS_DEFAULT, help="build: history sizes, comma-separated; mcp: the last one; "
+    p.add_argument("--turns", default=TURNS_DEFAULT, help="build, ingest: history sizes, comma-separated; mcp: the last one; "
                    "canvas: generated session sizes (default there 20,60,200,1000)")
     p.add_argument("--session", metavar="ID", help="canvas: measure this stored session instead (read only)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="canvas: measure this session export instead")

@@ -420,21 +420,36 @@ def cmd_bench_sensors(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench_build(args: argparse.Namespace) -> int:
-    """Benchmark builds over synthetic histories in a throw-away data folder."""
+def _bench_histories(args: argparse.Namespace, run: Callable[[Engine, list[int]], Awaitable[dict[str, Any]]],
+                     text: Callable[[dict[str, Any]], str], counter: str) -> int:
+    """Run a benchmark over synthetic histories of the ``--turns`` sizes in a throw-away data folder."""
     import tempfile
-
-    from app.eval.bench import bench_build, format_bench_report
 
     sizes = [int(n) for n in args.turns.split(",") if n.strip()]
     settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-bench-"))
 
     async def work(engine: Engine) -> int:
-        report = await bench_build(engine, sizes, budget=args.budget, progress=_err)
-        print(json.dumps(report, indent=2) if args.json else format_bench_report(report))
+        report = await run(engine, sizes)
+        print(json.dumps(report, indent=2) if args.json else text(report))
         return 0
 
-    return _with_engine(args, work, settings=settings, chat=False, counter="model")
+    return _with_engine(args, work, settings=settings, chat=False, counter=counter)
+
+
+def cmd_bench_build(args: argparse.Namespace) -> int:
+    """Benchmark builds over synthetic histories (``app.eval.bench.bench_build``)."""
+    from app.eval.bench import bench_build, format_bench_report
+
+    return _bench_histories(args, lambda engine, sizes: bench_build(engine, sizes, budget=args.budget, progress=_err),
+                            format_bench_report, "model")
+
+
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    """Benchmark the ingest of synthetic histories (``app.eval.bench.bench_ingest``)."""
+    from app.eval.bench import bench_ingest, format_ingest_report
+
+    return _bench_histories(args, lambda engine, sizes: bench_ingest(engine, sizes, progress=_err),
+                            format_ingest_report, "words")
 
 
 def add_parsers(sub: Any) -> None:

@@ -6,6 +6,7 @@ an event loop run these constructors on the matching executor (``llm`` / ``embed
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from pathlib import Path
@@ -138,15 +139,17 @@ def build_engine(
     store_f = executors.pool("store").submit(open_store, settings)
     embed_f = executors.pool("embed").submit(load_embedder, settings)
     model_f = executors.pool("llm").submit(load_chat_model, settings, prompt_cache=prompt_cache) if want_model else None
+    lance_f = executors.pool("index").submit(importlib.import_module, "app.store.index")  # LanceDB's import, beside them
     try:
         store = store_f.result()
         embedder = embed_f.result()
         say("opening the search index")
+        lance_f.result()
         index = open_index(settings, embedder)
         model = model_f.result() if model_f is not None else None
         answering = chat_providers(settings, model, store, executors) if chat and model is not None else None
     except BaseException:
-        loads: tuple[Future[Any] | None, ...] = (store_f, embed_f, model_f)
+        loads: tuple[Future[Any] | None, ...] = (store_f, embed_f, model_f, lance_f)
         started = [f for f in loads if f is not None and not f.cancel()]
         wait(started)  # every load that began ends before the pools go
         if store_f in started and store_f.exception() is None:  # closed on its own thread

@@ -1,17 +1,22 @@
-"""``pcm bench build``: context build latency over stored histories of growing size.
+"""``pcm bench build`` and ``pcm bench ingest``: context build latency over stored histories of
+growing size, and the ingest's pace.
 
 For each size a fresh session is filled with a synthetic, deterministic history (several people
-talking about recurring topics), then the engine builds contexts (no generation) for a fixed set
-of questions. Reported: p50/p95 of the build split by stage, next to the bare LanceDB top-k
-vector query measured in the same run on the same session (and their ratio); the same builds with
-the memory and topic channels switched off (interleaved, each side first for every other
-question, so noise and warmed caches hit both alike); ingest throughput next to the bare
-embedder's throughput on the same texts, and the memory writer's.
+talking about recurring topics), the index's upkeep is run (the ANN index trained when the table
+passed its threshold, as the background upkeep would within seconds), then the engine builds
+contexts (no generation) for a fixed set of questions. Reported: p50/p95 of the build split by
+stage; the bare LanceDB top-k vector query of the same run, flat (exact) and on the ANN path
+(alternating per query), the ANN path's recall@k against the flat hits, and the build's ratio to
+the flat query; the same builds with the memory and topic channels switched off (interleaved,
+each side first for every other question, so noise and warmed caches hit both alike); ingest
+throughput next to the bare embedder's on the same texts, the memory writer's catch-up behind
+it, and the process's peak memory. ``pcm bench ingest`` reports the ingest part alone.
 """
 
 from __future__ import annotations
 
 import random
+import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +24,7 @@ from typing import Any
 
 from app.core.engine.facade import Engine
 from app.core.types import Author, AuthorKind, Message, Role
+from app.store.search_rows import message_row
 
 PEOPLE = ["Ana", "Bruno", "Chen", "Dara", "Emeka", "Farah"]
 TOPICS = [
@@ -77,6 +83,71 @@ async def _build_without_memory_topic(engine: Engine, session_id: str, query: st
         engine.lab().set_ablation(kept)
 
 
+def _peak_mb() -> float:
+    """The process's peak resident memory so far, in MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+async def _embed_rate(engine: Engine, texts: list[str]) -> float:
+    """The bare embedder's throughput on ``texts`` (texts/s), on the engine's embed thread."""
+    started = time.perf_counter()
+    await engine.embed(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+async def ingest_history(engine: Engine, session_id: str, history: Sequence[Message], *, chunk: int = 2000,
+                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Ingest ``history`` in chunks and wait for the memory writer; return the ingest's throughput
+    next to the bare embedder's on the same index texts (measured before and after the ingest,
+    averaged: the machine's load drifts), per-chunk p50/p95 (ms per turn), and the memory
+    writer's catch-up behind it."""
+    n = len(history)
+    sample = [message_row(session_id, m).text for m in history[: min(n, 500)]]
+    embed_before = await _embed_rate(engine, sample)
+    per_turn: list[float] = []
+    started = time.perf_counter()
+    for lo in range(0, n, chunk):
+        t0 = time.perf_counter()
+        await engine.ingest(session_id, list(history[lo:lo + chunk]))
+        per_turn.append((time.perf_counter() - t0) * 1000 / len(history[lo:lo + chunk]))
+        if progress:
+            progress(f"{n} turns: ingested {min(n, lo + chunk)}")
+    ingest_s = time.perf_counter() - started
+    embed_rate = (embed_before + await _embed_rate(engine, sample)) / 2
+    writer = engine.lab().memory_stats()
+    writer_before = (writer.pieces, writer.seconds)
+    started = time.perf_counter()
+    await engine.memory_idle()  # the memory writer reads the history behind the ingest
+    writer_wait_s = time.perf_counter() - started
+    pieces, writer_s = writer.pieces - writer_before[0], writer.seconds - writer_before[1]
+    return {
+        "ingest_turns_per_s": round(n / ingest_s, 1), "bare_embed_texts_per_s": round(embed_rate, 1),
+        "ingest_vs_embed": round((n / ingest_s) / embed_rate, 2), "chunk_ms_per_turn": _stats(per_turn),
+        "memory": {"memories": len(await engine.memories()), "writer_pieces_per_s": round(pieces / writer_s, 1)
+                   if writer_s else None, "writer_wait_after_ingest_s": round(writer_wait_s, 2)},
+    }
+
+
+async def _vector_paths(engine: Engine, session_id: str, qvecs: Any, k: int = 20) -> dict[str, Any]:
+    """The bare top-``k`` query flat (exact) and on the index's ANN path, alternating per query,
+    and the ANN path's recall@k against the exact hits of the same queries."""
+    lab = engine.lab()
+    flat: list[float] = []
+    approx: list[float] = []
+    found = wanted = 0
+    for v in qvecs:
+        t0 = time.perf_counter()
+        exact = await lab.vector_query(v, k, session_id=session_id, exact=True)
+        flat.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        hits = await lab.vector_query(v, k, session_id=session_id)
+        approx.append((time.perf_counter() - t0) * 1000)
+        found += len({i for i, _ in hits} & {i for i, _ in exact})
+        wanted += len(exact)
+    return {"path": lab.vector_path(), "bare_vector_query": _stats(flat), "ann_vector_query": _stats(approx),
+            f"ann_recall_at_{k}": round(found / max(wanted, 1), 4)}
+
+
 async def bench_build(
     engine: Engine,
     sizes: Sequence[int],
@@ -95,35 +166,18 @@ async def bench_build(
     assert qvecs is not None
     for n in sizes:
         state = await engine.open_session(None, title=f"bench {n}")
-        history = synthetic_history(n, seed=n)
+        ingest = await ingest_history(engine, state.session_id, synthetic_history(n, seed=n), chunk=chunk,
+                                      progress=progress)
         started = time.perf_counter()
-        for lo in range(0, n, chunk):
-            await engine.ingest(state.session_id, history[lo:lo + chunk])
-            if progress:
-                progress(f"{n} turns: ingested {min(n, lo + chunk)}")
-        ingest_s = time.perf_counter() - started
-        writer = lab.memory_stats()
-        writer_before = (writer.pieces, writer.seconds)
-        started = time.perf_counter()
-        await engine.memory_idle()  # the memory writer reads the history behind the ingest
-        writer_wait_s = time.perf_counter() - started
-        pieces = writer.pieces - writer_before[0]
-        writer_s = writer.seconds - writer_before[1]
-        sample = [m.content for m in history[: min(n, 1000)]]
-        started = time.perf_counter()
-        await engine.embed(sample)
-        embed_rate = len(sample) / (time.perf_counter() - started)
+        upkeep = await lab.index_upkeep()  # what the background upkeep does within seconds of the ingest
+        upkeep_s = time.perf_counter() - started
         # warm-up: first queries pay for opening index files
         for q in qs[:3]:
             await engine.build(state.session_id, q, budget=budget)
         stages: dict[str, list[float]] = {}
-        bare: list[float] = []
         # Bare queries and builds run in separate loops: LanceDB's own worker threads keep the
         # two cores busy for a moment after a query, which would otherwise land on the next build.
-        for v in qvecs:
-            t0 = time.perf_counter()
-            await lab.vector_query(v, 20, session_id=state.session_id)
-            bare.append((time.perf_counter() - t0) * 1000)
+        vector = await _vector_paths(engine, state.session_id, qvecs)
         without: list[float] = []  # the same builds with the memory and topic channels switched off
         for k, q in enumerate(qs):
             # Every other question runs without them first: the second build of a query finds
@@ -137,40 +191,69 @@ async def bench_build(
             if not k % 2:
                 without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
         build = _stats(stages["build_ms"])
-        bare_stats = _stats(bare)
+        bare_stats = vector["bare_vector_query"]
         report["sizes"][str(n)] = {
             "build": build,
             "stages": {k: _stats(v) for k, v in stages.items() if k != "build_ms"},
-            "bare_vector_query": bare_stats,
+            **vector,
             "ratio_p50": round(build["p50"] / max(bare_stats["p50"], 1e-6), 1),
             "ratio_p95": round(build["p95"] / max(bare_stats["p95"], 1e-6), 1),
-            "ingest_turns_per_s": round(n / ingest_s, 1),
-            "bare_embed_texts_per_s": round(embed_rate, 1),
-            "ingest_vs_embed": round((n / ingest_s) / embed_rate, 2),
+            **{k: v for k, v in ingest.items() if k != "chunk_ms_per_turn"},
+            "index_upkeep": {"did": upkeep, "seconds": round(upkeep_s, 1)},
             "without_memory_topic": _stats(without),
             "memory_topic_cost_p95": round(build["p95"] / max(_stats(without)["p95"], 1e-6), 2),
-            "memory": {"memories": len(await engine.memories()), "writer_pieces_per_s": round(pieces / writer_s, 1)
-                       if writer_s else None, "writer_wait_after_ingest_s": round(writer_wait_s, 2)},
+            "peak_rss_mb": _peak_mb(),
         }
         if progress:
             progress(f"{n} turns: build p95 {build['p95']} ms")
     return report
 
 
+async def bench_ingest(engine: Engine, sizes: Sequence[int], *, chunk: int = 500,
+                       progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``pcm bench ingest``: each size ingested into a fresh session (``ingest_history``), with the
+    process's peak memory."""
+    report: dict[str, Any] = {"chunk": chunk, "sizes": {}}
+    for n in sizes:
+        state = await engine.open_session(None, title=f"bench ingest {n}")
+        got = await ingest_history(engine, state.session_id, synthetic_history(n, seed=n), chunk=chunk,
+                                   progress=progress)
+        report["sizes"][str(n)] = {**got, "peak_rss_mb": _peak_mb()}
+    return report
+
+
+def format_ingest_report(report: dict[str, Any]) -> str:
+    """The ingest report as a few lines of text."""
+    lines = [f"history ingest in chunks of {report['chunk']} turns (store, graph, index; the memory writer behind it)",
+             f"{'turns':>8} {'ingest/s':>9} {'embed/s':>8} {'ratio':>6} {'ms/turn p50':>12} {'p95':>6}"
+             f" {'writer after s':>15} {'peak MB':>8}"]
+    for n, row in report["sizes"].items():
+        per = row["chunk_ms_per_turn"]
+        lines.append(f"{n:>8} {row['ingest_turns_per_s']:>9.1f} {row['bare_embed_texts_per_s']:>8.1f}"
+                     f" {row['ingest_vs_embed']:>6.2f} {per['p50']:>12.2f} {per['p95']:>6.2f}"
+                     f" {row['memory']['writer_wait_after_ingest_s']:>15.1f} {row['peak_rss_mb']:>8.0f}")
+    return "\n".join(lines)
+
+
 def format_bench_report(report: dict[str, Any]) -> str:
+    """The build report as a few lines of text."""
     lines = [
         f"context build (everything but generation, query embedding included), budget {report['budget']}, counter {report['counter']}",
-        f"{'turns':>8} {'build p50':>10} {'p95':>8} {'bare p50':>9} {'p95':>7} {'ratio p50':>9} {'p95':>6}"
-        f" {'ingest/s':>9} {'embed/s':>8}",
+        f"{'turns':>8} {'build p50':>10} {'p95':>8} {'flat p50':>9} {'p95':>7} {'ratio p50':>9} {'p95':>6}"
+        f" {'ingest/s':>9} {'embed/s':>8} {'peak MB':>8}",
     ]
     for n, row in report["sizes"].items():
+        flat, ann = row["bare_vector_query"], row["ann_vector_query"]
         lines.append(
-            f"{n:>8} {row['build']['p50']:>10.1f} {row['build']['p95']:>8.1f} {row['bare_vector_query']['p50']:>9.1f}"
-            f" {row['bare_vector_query']['p95']:>7.1f} {row['ratio_p50']:>9.1f} {row['ratio_p95']:>6.1f}"
-            f" {row['ingest_turns_per_s']:>9.1f} {row['bare_embed_texts_per_s']:>8.1f}"
+            f"{n:>8} {row['build']['p50']:>10.1f} {row['build']['p95']:>8.1f} {flat['p50']:>9.1f}"
+            f" {flat['p95']:>7.1f} {row['ratio_p50']:>9.1f} {row['ratio_p95']:>6.1f}"
+            f" {row['ingest_turns_per_s']:>9.1f} {row['bare_embed_texts_per_s']:>8.1f} {row['peak_rss_mb']:>8.0f}"
         )
         stages = ", ".join(f"{k[:-3]} {v['p50']}/{v['p95']}" for k, v in row["stages"].items())
         lines.append(f"{'':>8} stages p50/p95 ms: {stages}")
+        lines.append(f"{'':>8} vector path {row['path']}: ANN query p50/p95 {ann['p50']}/{ann['p95']} ms, recall@20 "
+                     f"against flat {row['ann_recall_at_20']}; upkeep after the ingest: "
+                     f"{row['index_upkeep']['did'] or 'nothing due'} ({row['index_upkeep']['seconds']} s)")
         off, mem = row["without_memory_topic"], row["memory"]
         lines.append(f"{'':>8} memory and topic channels off: build p50/p95 {off['p50']}/{off['p95']} ms; on/off p95 "
                      f"{row['memory_topic_cost_p95']}x; {mem['memories']} memories, writer {mem['writer_pieces_per_s']} "

@@ -8,8 +8,10 @@ unfinished turns its own (``app/store/locks.py``, ``connection.RunLease``)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from app.config import Settings
@@ -22,11 +24,16 @@ def _say(line: str) -> None:
 
 def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
     from app import main as wiring
+
+    # The server's modules (the MCP SDK, its web stack) are imported while the models load: the
+    # first request waits for the slower of the two, not for both one after the other.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pcm-import") as imports:
+        server_f = imports.submit(importlib.import_module, "app.mcp.server")
+        engine = wiring.build_engine(settings, chat=False, counter="words", progress=_say)
+        server_f.result()
     from app.llm.providers.settings import add_provider
     from app.mcp.server import build_server
     from app.mcp.service import ContextService
-
-    engine = wiring.build_engine(settings, chat=False, counter="words", progress=_say)
 
     async def main() -> None:
         try:

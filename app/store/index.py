@@ -26,7 +26,15 @@ Crashes and other processes (several may share one data folder):
 
 Full text uses LanceDB's native FTS index on ``text``. Rows appended after the index was built
 are still found (LanceDB searches unindexed rows flat); ``optimize()`` folds them into the index
-every ``optimize_every`` rows so that flat part stays small.
+every ``optimize_every`` rows so that flat part stays small: inline in ``add`` (so a small
+workspace, and every evaluation, sees the same index whatever the timing), or, once the table has
+an ANN index (folding then updates its partitions too) and an upkeep driver claims the work
+(``upkeep_driven``: the engine's background ``IndexUpkeep``), in ``upkeep``, off the writer's path.
+
+Vectors are searched flat (exact) until the table reaches ``AnnPolicy.min_rows``; from then on
+``upkeep`` trains an approximate (IVF-PQ) index and queries probe it, re-ranking their best
+candidates exactly (``app.store.ann``). ``search_vector(trace=...)`` tells which path served a
+query; ``exact=True`` forces the flat scan (the benchmark's baseline and the ANN recall check).
 
 Blocking and single-threaded by design: call it from one executor (embedding runs inside
 ``add``). ``rebuild_from``/``reconcile`` read the store, so either call them on the store's
@@ -40,6 +48,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,6 +61,8 @@ from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
+from app.store import ann
+from app.store.ann import AnnPolicy, VectorPath
 from app.store.kind_vectors import KindVectors
 from app.store.locks import FileLock
 from app.store.search_rows import (
@@ -89,13 +100,19 @@ class SearchIndex:
     """Vector and full-text search over the searchable records of the store."""
 
     def __init__(self, index_dir: Path, embedder: Embedder, *, batch_size: int = 64,
-                 optimize_every: int = 256, cache_mb: tuple[int, int] = (256, 64)) -> None:
+                 optimize_every: int = 256, cache_mb: tuple[int, int] = (256, 64),
+                 ann_policy: AnnPolicy | None = None) -> None:
         self.index_dir = Path(index_dir)
         self.index_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
         self.batch_size = batch_size
         self.optimize_every = optimize_every
         self._unoptimized = 0
+        self._counts = threading.Lock()  # ``_unoptimized``/``_rows``: written by the writer and the upkeep
+        self.ann_policy = ann_policy or AnnPolicy()
+        self.upkeep_driven = False  # True: ``upkeep`` (run by the engine in the background) optimizes, not ``add``
+        self._trained: int | None = None  # rows the table's ANN index was trained on (None: flat search)
+        self._rows = 0  # rows in the table, as last counted plus rows written since
         self._memories = KindVectors()  # the memory channel's search, served in-process
         # Lance caches opened indices and file metadata per session, by default up to 6 GB and
         # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
@@ -107,6 +124,7 @@ class SearchIndex:
                                       what="rebuilding the search index")
         with FileLock(self.index_dir / ".create.lock", timeout=LOCK_WAIT_S, what="creating the search index"):
             self._table = self._open_or_create()
+        self._note_table()
 
     @property
     def needs_rebuild(self) -> bool:
@@ -128,6 +146,11 @@ class SearchIndex:
             ],
             metadata={"embedder": self.embedder.name, "dim": str(self.embedder.dim)},
         )
+
+    def _note_table(self) -> None:
+        """Read what the (re)opened table has: its rows and the ANN index it was given, if any."""
+        self._trained = ann.trained_rows(list(self._table.list_indices()))
+        self._rows = int(self._table.count_rows())
 
     def _table_exists(self) -> bool:
         return TABLE_NAME in self._db.list_tables().tables
@@ -197,6 +220,7 @@ class SearchIndex:
 
     def _reset(self) -> None:
         self._table = self._recreate()
+        self._note_table()
 
     def _reopen(self, *, verify: bool = False) -> None:
         """Open the table again (another process may have replaced it by a rebuild). With
@@ -212,6 +236,7 @@ class SearchIndex:
             if not verify:
                 raise
             self._table = self._recreate()
+        self._note_table()
 
     @contextlib.contextmanager
     def _rebuilding(self) -> Iterator[bool]:
@@ -265,10 +290,77 @@ class SearchIndex:
         if not lock.try_acquire():
             return
         try:
-            self._retry(lambda: self._table.optimize())
-            self._unoptimized = 0
+            self._fold()
         finally:
             lock.release()
+
+    def _fold(self) -> None:
+        """Fold the rows written since the last optimization into the indices (the caller holds
+        ``.optimize.lock``); rows written meanwhile stay counted."""
+        with self._counts:
+            folded = self._unoptimized
+        self._retry(lambda: self._table.optimize())
+        with self._counts:
+            self._unoptimized = max(0, self._unoptimized - folded)
+
+    # ------------------------------------------------------------------ upkeep (background)
+
+    @property
+    def vector_path(self) -> VectorPath:
+        """The path a vector query over the message and env rows takes now: "ann" once the table
+        has an approximate index, else "flat"."""
+        return "flat" if self._trained is None else "ann"
+
+    def _folds_in_background(self) -> bool:
+        """Whether ``upkeep`` folds written rows in (an ANN index and a driver), not ``add``."""
+        return self.upkeep_driven and self._trained is not None
+
+    def upkeep_due(self) -> bool:
+        """Whether ``upkeep`` has work: the ANN index to train (again), or rows to fold into the
+        indices when that is the upkeep's job. Cheap (counters only): the engine asks it on the
+        loop every second."""
+        with self._counts:
+            unoptimized, rows = self._unoptimized, self._rows
+        fold = self._folds_in_background() and unoptimized >= self.optimize_every
+        return fold or ann.due(self.ann_policy, rows, self._trained)
+
+    def upkeep(self, *, force: bool = False) -> str:
+        """Train the ANN index when it is due (``app.store.ann.due``) and fold written rows into
+        the indices; return what was done ("trained", "folded", "trained+folded" or "").
+
+        Blocking for seconds to minutes (training at 100,000 rows): run it on a thread of its own.
+        ``force`` folds even fewer than ``optimize_every`` rows. One process at a time
+        (``.optimize.lock``); another process's upkeep makes this one skip."""
+        lock = FileLock(self.index_dir / ".optimize.lock")
+        if not lock.try_acquire():
+            return ""
+        try:
+            rows = self.count()
+            with self._counts:
+                self._rows = rows
+            done = []
+            if ann.due(self.ann_policy, rows, self._trained):
+                self._train(rows)
+                done.append("trained")
+            with self._counts:
+                fold = self._unoptimized >= (1 if force else self.optimize_every)
+            if fold:
+                self._fold()
+                done.append("folded")
+            return "+".join(done)
+        finally:
+            lock.release()
+
+    def _train(self, rows: int) -> None:
+        """Train an ANN index named for ``rows``, then drop the one it replaces (queries use the
+        old one meanwhile; training takes seconds to minutes)."""
+        name = ann.index_name(rows)
+        config = ann.config(self.ann_policy, rows, self.embedder.dim)
+        self._retry(lambda: self._table.create_index("vector", config=config, name=name, replace=True))
+        for old in ann.ann_indices(list(self._table.list_indices())):
+            if old != name:
+                self._retry(lambda old=old: self._table.drop_index(old))
+        self._trained = rows
 
     # ------------------------------------------------------------------ writing
 
@@ -300,10 +392,12 @@ class SearchIndex:
             self._retry(lambda data=data: (self._table.merge_insert("id").when_matched_update_all()
                                            .when_not_matched_insert_all().execute(data)))
             done += len(batch)
-            self._unoptimized += len(batch)
+            with self._counts:
+                self._unoptimized += len(batch)
+                self._rows += len(batch)
             if on_progress is not None:
                 on_progress(done, total)
-        if self._unoptimized >= self.optimize_every:
+        if self._unoptimized >= self.optimize_every and not self._folds_in_background():
             self.optimize()
         return done
 
@@ -334,6 +428,8 @@ class SearchIndex:
             where = f"id IN ({', '.join(quote(i) for i in chunk)})"
             self._retry(lambda where=where: self._table.delete(where))
             removed += before - self.count()
+        with self._counts:
+            self._rows -= removed
         return removed
 
     # ------------------------------------------------------------------ reading
@@ -341,9 +437,13 @@ class SearchIndex:
     def search_vector(self, query: str | Sequence[float] | np.ndarray, k: int = 10, *,
                       session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
-                      until: str | None = None) -> list[tuple[str, float]]:
+                      until: str | None = None, exact: bool = False,
+                      trace: list[str] | None = None) -> list[tuple[str, float]]:
         """Return up to ``k`` (id, cosine similarity) pairs, best first (``since``/``until``:
-        only rows with ``since <= at < until``)."""
+        only rows with ``since <= at < until``). With an ANN index the candidates come from it
+        and are re-ranked exactly; a query it answers with fewer than ``k`` rows (few rows of the
+        filter in the probed partitions) is asked again flat. ``exact``: always flat. ``trace``
+        gets the path that served the query appended ("flat" or "ann")."""
         if k <= 0:
             return []
         if isinstance(query, str):
@@ -354,16 +454,29 @@ class SearchIndex:
             raise ValueError(f"query vector has shape {vector.shape}, "
                              f"expected ({self.embedder.dim},)")
         if session_id is None and kinds is not None and list(kinds) == ["memory"]:  # few rows: held in-process
+            if trace is not None:
+                trace.append("flat")
             return self._memories.search(self._fresh(lambda: (self._table, self._table.version)), self._memory_rows,
                                          vector, k, since=since, until=until)
         where = where_clause(session_id, kinds, since, until)
+        path: VectorPath = "flat" if exact else self.vector_path
+        rows = self._fresh(lambda: self._vector_rows(vector, k, where, path))
+        if path == "ann" and len(rows) < k:
+            path, rows = "flat", self._fresh(lambda: self._vector_rows(vector, k, where, "flat"))
+        if trace is not None:
+            trace.append(path)
+        return [(row["id"], 1.0 - float(row["_distance"])) for row in rows]
 
-        def read() -> list[dict[str, Any]]:
-            search = (self._table.search(vector, vector_column_name="vector")
-                      .distance_type("cosine").select(["id", "_distance"]).limit(k))
-            return (search if where is None else search.where(where, prefilter=True)).to_list()
-
-        return [(row["id"], 1.0 - float(row["_distance"])) for row in self._fresh(read)]
+    def _vector_rows(self, vector: np.ndarray, k: int, where: str | None, path: VectorPath) -> list[dict[str, Any]]:
+        """One top-``k`` cosine query: flat (every row the filter passes) or on the ANN index."""
+        search = (self._table.search(vector, vector_column_name="vector")
+                  .distance_type("cosine").select(["id", "_distance"]).limit(k))
+        if path == "flat":
+            if self._trained is not None:  # without an index the query is flat already (as it always was)
+                search = search.bypass_vector_index()
+        else:
+            search = search.nprobes(self.ann_policy.nprobes).refine_factor(self.ann_policy.refine_factor)
+        return (search if where is None else search.where(where, prefilter=True)).to_list()
 
     def _memory_rows(self) -> pa.Table:
         """Every memory row's id, time and vector (``KindVectors`` reads them when the table moved)."""

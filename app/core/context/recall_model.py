@@ -25,6 +25,7 @@ class SearchPort(Protocol):
     def search_vector(
         self, query: Sequence[float], k: int = 10, *, session_id: str | None = None,
         kinds: Sequence[str] | None = None, since: str | None = None, until: str | None = None,
+        trace: list[str] | None = None,
     ) -> list[tuple[str, float]]: ...
 
     def search_text(
@@ -112,6 +113,7 @@ class ChannelRun(BaseModel):
     elapsed_ms: float = 0.0
     error: str = ""
     skipped: bool = False  # past the plan's time limit: its hits are not used
+    path: str = ""  # the vector channel: how the index searched ("flat": exact scan, "ann": approximate index)
 
 
 class Candidate(BaseModel):

@@ -91,6 +91,11 @@ async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tupl
     return run
 
 
+async def _local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """A channel answered in process (no index), as a coroutine like the others."""
+    return fn()
+
+
 async def recall(
     state: SessionState,
     req: RecallRequest,
@@ -110,12 +115,13 @@ async def recall(
     reads other sessions' hits (workspace scope) as notes, fused on a view of ``state``, returned."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
+    paths: list[str] = []  # the path the index searched vectors by (the build record says it)
 
     async def vector() -> list[tuple[str, float]]:
         if search is None or query_vector is None or not sizes["vector"]:
             return []
         return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=scoped,
-                                  kinds=["message", "env"], **req.index_range())
+                                  kinds=["message", "env"], trace=paths, **req.index_range())
 
     async def fulltext() -> list[tuple[str, float]]:
         if search is None or not sizes["fulltext"]:
@@ -129,9 +135,6 @@ async def recall(
             return []
         return await _memory_channel(state, req, search, query_vector, sizes["memory"], run_blocking)
 
-    async def local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
-        return fn()
-
     async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
         if recorded and channel in recorded:
             return recorded[channel]
@@ -140,12 +143,13 @@ async def recall(
     runs = await asyncio.gather(
         given("vector", vector),
         given("fulltext", fulltext),
-        given("structured", lambda: local(lambda: _structured(state, req, sizes["structured"]))),
-        given("graph", lambda: local(lambda: _graph(state, req, sizes["graph"]))),
-        given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
+        given("structured", lambda: _local(lambda: _structured(state, req, sizes["structured"]))),
+        given("graph", lambda: _local(lambda: _graph(state, req, sizes["graph"]))),
+        given("recent", lambda: _local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
-        given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
+        given("topic", lambda: _local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
     )
+    runs[0].path = paths[0] if paths else runs[0].path  # a recorded run keeps its own
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state

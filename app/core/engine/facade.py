@@ -46,6 +46,7 @@ from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.detail import Detailed, DetailService, SubtreeSummary
 from app.core.engine.environment import EnvironmentService, EnvRouted
 from app.core.engine.ids import resolve_id
+from app.core.engine.index_upkeep import IndexUpkeep
 from app.core.engine.lab import EngineLab
 from app.core.engine.memory import MemoryService, ProfileAdded
 from app.core.engine.records import StoredRecords
@@ -143,8 +144,9 @@ class Engine:
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
         self._recovery = RecoveryService(ctx)
+        self._upkeep = IndexUpkeep(ctx)
         self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
-        self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams)
+        self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
         self._records = StoredRecords(ctx)
         self._environment.env_ingested.connect(self._memory.on_env_ingested)
         self.env_ingested = self._environment.env_ingested
@@ -218,6 +220,7 @@ class Engine:
         index lacks are embedded in the background (``index_progress``). Call it before opening
         any session."""
         report = await self._recovery.start()
+        self._upkeep.start()  # the ANN index trained and new rows folded in, in the background
         await self._memory.load_topics()  # the topic channel answers from the first build
         embedder = self._ctx.embedder
         if embedder is not None:
@@ -233,6 +236,7 @@ class Engine:
         await self._memory.idle()
         await self._summaries.idle()
         await self._recovery.close()
+        await self._upkeep.close()
         await self._ctx.on_store(self._ctx.store.close)  # on its own thread; gives up the run lease
         self._ctx.ex.shutdown(wait=True)
 

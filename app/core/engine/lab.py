@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.engine.context import EngineContext
+from app.core.engine.index_upkeep import IndexUpkeep
 from app.core.engine.memory import MemoryService, WriterStats
 from app.core.engine.streams import EngineStreams
 from app.core.engine.summaries import SummaryService, SummaryStats
@@ -38,8 +39,9 @@ class EngineLab:
     """See the module docstring."""
 
     def __init__(self, ctx: EngineContext, memory: MemoryService, summaries: SummaryService,
-                 streams: EngineStreams) -> None:
+                 streams: EngineStreams, upkeep: IndexUpkeep) -> None:
         self._ctx, self._memory, self._summaries, self._streams = ctx, memory, summaries, streams
+        self._upkeep = upkeep
 
     # ------------------------------------------------------------------ switches
 
@@ -113,10 +115,20 @@ class EngineLab:
                                                  kinds=list(kinds))]
         return vector, text
 
-    async def vector_query(self, vector: Sequence[float] | np.ndarray, k: int, *,
-                           session_id: str) -> list[tuple[str, float]]:
-        """A bare top-``k`` vector query on the index (what a build's latency is compared with)."""
+    async def vector_query(self, vector: Sequence[float] | np.ndarray, k: int, *, session_id: str,
+                           exact: bool = False) -> list[tuple[str, float]]:
+        """A bare top-``k`` vector query on the index (what a build's latency is compared with):
+        on its ANN index when it has one, or ``exact``: the flat scan."""
         index = self._ctx.index
         if index is None:
             return []
-        return await self._ctx.on_index(index.search_vector, vector, k, session_id=session_id)
+        return await self._ctx.on_index(index.search_vector, vector, k, session_id=session_id, exact=exact)
+
+    async def index_upkeep(self) -> str:
+        """Bring the index up to date now — the ANN index trained if due, every written row folded
+        in — as the background upkeep would; return what was done ("" when nothing was due)."""
+        return await self._upkeep.run(force=True)
+
+    def vector_path(self) -> str:
+        """How vector queries search now: "ann" (the approximate index) or "flat" ("" without an index)."""
+        return "" if self._ctx.index is None else self._ctx.index.vector_path

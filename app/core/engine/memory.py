@@ -8,7 +8,8 @@ embedding within ``LINK_SIMILARITY`` of a kept one's, compared in memory), store
 transaction, indexes the new memories (with the embeddings already made), updates the topic
 index (new names embedded too, for aliases by similarity), and puts the memories into every open session that sees them
 (``app.core.memory.notes``). It is a background task at low priority: one write at a time, after
-a yield, never on the path of a prompt input or a streaming answer; ``idle()`` waits for it.
+a yield, never on the path of a prompt input, a streaming answer or a history import (it waits
+while one runs, ``SessionService.ingest_quiet``); ``idle()`` waits for it.
 A memory the answer's context used gets its ``access_count`` and ``last_accessed_at``.
 
 The user's actions: ``revoke`` (the memory is closed, marked revoked and taken out of the index;
@@ -144,13 +145,13 @@ class MemoryService:
     async def remember(self, session_id: str, pieces: Sequence[Piece]) -> list[MemoryFragment]:
         """Extract, decide and store the memories of ``pieces``; return the new ones."""
         async with self._lock:
-            await asyncio.sleep(0)  # behind whatever the loop has queued: prompt inputs go first
+            await self._behind_ingest()
             started = time.perf_counter()
             found: list[MemoryFragment] = []
             for n, (eid, text, source, at) in enumerate(pieces, start=1):
                 found += extract_memories(text, evidence_id=eid, at=at, source=source)
                 if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
-                    await asyncio.sleep(0)
+                    await self._behind_ingest()
             found += await self.model.memories(session_id, pieces)  # the optional model signal
             change = await self._observe_topics(session_id, pieces)
             similar, vectors = await self._similar(found)
@@ -170,6 +171,13 @@ class MemoryService:
             self.stats.seconds += elapsed
             self.stats.per_run_ms.append(elapsed * 1000)
             return write.new
+
+    async def _behind_ingest(self) -> None:
+        """Yield to whatever the loop has queued (prompt inputs go first), then wait while history
+        is being ingested: an import of thousands of turns runs at the embedder's pace and the
+        writer (extraction, topics, its embeddings and writes) catches up behind it."""
+        await asyncio.sleep(0)
+        await self.sessions.ingest_quiet.wait()
 
     @contextlib.asynccontextmanager
     async def _visible(self, session_id: str) -> AsyncIterator[str]:

@@ -7,6 +7,7 @@ and memory notes recall can find) and kept in ``EngineContext.sessions``.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Mapping, Sequence
@@ -62,6 +63,10 @@ class SessionService:
             weakref.WeakKeyDictionary())
         self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
         self.titles: dict[str, str] = {}  # every session of the workspace (archived too) → its title
+        # Set while no history is being ingested: the memory writer catches up behind an import.
+        self.ingest_quiet = asyncio.Event()
+        self.ingest_quiet.set()
+        self._ingesting = 0
 
     async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session."""
@@ -189,9 +194,16 @@ class SessionService:
         conversation with branches, such as a routed chat stream. ``routed`` (message id → the
         share routing gave the tree it continues, ``session.membership``) marks the unsure edges.
         """
-        state = await self.open(session_id)
-        async with self.ctx.lock(session_id):
-            return await self._ingest(state, messages, chain, parents or {}, routed or {})
+        self._ingesting += 1
+        self.ingest_quiet.clear()
+        try:
+            state = await self.open(session_id)
+            async with self.ctx.lock(session_id):
+                return await self._ingest(state, messages, chain, parents or {}, routed or {})
+        finally:
+            self._ingesting -= 1
+            if not self._ingesting:
+                self.ingest_quiet.set()
 
     async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
                       parents: Mapping[str, str | None], routed: Mapping[str, float]) -> int:

@@ -34,7 +34,7 @@ from app.core.ports import CancelToken, ChatMessage, ChatModel, ChatResult, Gene
 
 T = TypeVar("T")
 
-EXECUTOR_NAMES = ("llm", "embed", "store", "index")
+EXECUTOR_NAMES = ("llm", "embed", "store", "index", "upkeep")  # upkeep: the index's training and folding
 
 
 class Executors:

@@ -80,6 +80,9 @@ class SessionGraph:
         self._node_index: dict[str, int] = {}  # node id → insertion index
         self._frontier: dict[str, None] = {}  # turn nodes nothing continues, in node insertion order
         self._root: dict[str, str] = {}  # first node of each node's chain (kept for whole subtrees)
+        # Nodes whose edges changed (both ends of an edge added or retired, a node added), in
+        # order: what a reader caching adjacency (``SessionState.neighbours``) reads to stay exact.
+        self._touched: list[str] = []
         self.node_added: Signal[[GraphNode]] = Signal("node_added")
         self.edge_added: Signal[[GraphEdge]] = Signal("edge_added")
         self.edge_removed: Signal[[GraphEdge]] = Signal("edge_removed")  # the retired record
@@ -194,6 +197,11 @@ class SessionGraph:
         conversations: trees grown by routing, where older turns may be another's)."""
         return len({self.root_of(n) for n in self._frontier}) > 1
 
+    def touched_since(self, mark: int) -> tuple[list[str], int]:
+        """The nodes whose edges changed since ``mark`` (a value this returned before; 0: since the
+        graph was made), and the mark to pass next time."""
+        return self._touched[mark:], len(self._touched)
+
     def neighbours(self, node_id: str) -> list[str]:
         """Nodes joined to ``node_id`` by a live edge of any kind (targets, then sources), once each."""
         out, into = self._out.get(node_id), self._in.get(node_id)
@@ -278,6 +286,7 @@ class SessionGraph:
         self._g.add_node(node.node_id, record=node)
         self._node_index.setdefault(node.node_id, len(self._node_index))
         self._root.setdefault(node.node_id, node.node_id)
+        self._touched.append(node.node_id)
         if node.kind == NodeKind.TURN and not self.in_edges(node.node_id, EdgeKind.CONTINUES):
             self._frontier[node.node_id] = None
 
@@ -288,6 +297,7 @@ class SessionGraph:
         self._edges[edge.edge_id] = edge
         self._out.setdefault(edge.src, {})[edge.edge_id] = edge.dst
         self._in.setdefault(edge.dst, {})[edge.edge_id] = edge.src
+        self._touched += (edge.src, edge.dst)
         if edge.kind == EdgeKind.CONTINUES:
             self._frontier.pop(edge.dst, None)
             self._set_root(edge.src, self._root.get(edge.dst, edge.dst))
@@ -300,6 +310,7 @@ class SessionGraph:
         self._g.remove_edge(edge.src, edge.dst, key=edge_id)
         del self._edges[edge_id], self._out[edge.src][edge_id], self._in[edge.dst][edge_id]
         self._history[edge_id] = edge
+        self._touched += (edge.src, edge.dst)
         if edge.kind == EdgeKind.CONTINUES:
             self._set_root(edge.src, edge.src)  # the moved subtree starts a chain of its own
             if self.node(edge.dst).kind == NodeKind.TURN and not self.in_edges(edge.dst, EdgeKind.CONTINUES):

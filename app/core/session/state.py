@@ -134,6 +134,10 @@ class SessionState:
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
         self.generation = SessionGeneration()  # the session's own temperature, answer length, instruction
+        # Each message's neighbours in conversation (``neighbours``: recall's propagation asks for
+        # a thousand per build), dropped for the messages a new message or a graph change touches.
+        self._near: dict[str, tuple[str, ...]] = {}
+        self._near_mark = 0  # the graph changes ``_near`` has followed (``SessionGraph.touched_since``)
         for node in self.graph.nodes():
             if node.ref_id:
                 self._node_by_ref[node.ref_id] = node.node_id
@@ -150,16 +154,7 @@ class SessionState:
             at=message.at,
             seq=len(self.order),
         )
-        self.messages[view.message_id] = view
-        self.order.append(view.message_id)
-        self._by_speaker.setdefault(view.speaker.lower(), []).append(view.message_id)
-        if message.turn_id is not None:
-            turn = self.turns.get(message.turn_id)
-            if turn is None:
-                turn = TurnView(message.turn_id, len(self.turn_order), message.at)
-                self.turns[message.turn_id] = turn
-                self.turn_order.append(message.turn_id)
-            turn.message_ids.append(view.message_id)
+        self._append_view(view)
         return view
 
     @property
@@ -211,6 +206,7 @@ class SessionState:
             self._node_by_ref[node.ref_id] = node.node_id
             if node.kind == NodeKind.TURN and node.ref_id in self.turns:
                 self.turns[node.ref_id].node_id = node.node_id
+                self._forget_near(node.node_id)
 
     def add_edge(self, edge: GraphEdge) -> None:
         self.graph.add_edge(edge)
@@ -299,17 +295,23 @@ class SessionState:
         return f"{view.speaker}:{chr(10) if text.startswith('[' + QUOTED_HEADER) else ' '}{text}"
 
     def _append_view(self, view: MessageView) -> None:
-        copy = MessageView(view.message_id, view.turn_id, view.role, view.speaker, view.text, view.at, len(self.order))
-        self.messages[copy.message_id] = copy
-        self.order.append(copy.message_id)
-        self._by_speaker.setdefault(copy.speaker.lower(), []).append(copy.message_id)
-        if copy.turn_id is not None:
-            turn = self.turns.get(copy.turn_id)
+        """Add ``view`` at the end of the session (numbered by its position here)."""
+        if view.seq != len(self.order):
+            view = replace(view, seq=len(self.order))
+        self.messages[view.message_id] = view
+        self.order.append(view.message_id)
+        self._by_speaker.setdefault(view.speaker.lower(), []).append(view.message_id)
+        if view.turn_id is not None:
+            turn = self.turns.get(view.turn_id)
             if turn is None:
-                turn = TurnView(copy.turn_id, len(self.turn_order), copy.at)
-                self.turns[copy.turn_id] = turn
-                self.turn_order.append(copy.turn_id)
-            turn.message_ids.append(copy.message_id)
+                turn = TurnView(view.turn_id, len(self.turn_order), view.at)
+                self.turns[view.turn_id] = turn
+                self.turn_order.append(view.turn_id)
+            if self._near:  # its turn's messages, and the turns before and after it, have a new neighbour
+                for message_id in turn.message_ids:
+                    self._near.pop(message_id, None)
+                self._forget_near(turn.node_id, around=True)
+            turn.message_ids.append(view.message_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -356,11 +358,17 @@ class SessionState:
         view = self.messages.get(message_id)
         if view is None or view.turn_id is None:
             note = self.notes.get(message_id)
-            yield from (n for n in (note.neighbours if note is not None else ()) if n in self.notes)
-            return
-        turn = self.turns[view.turn_id]
+            return iter([n for n in (note.neighbours if note is not None else ()) if n in self.notes])
+        self._follow_graph()
+        near = self._near.get(message_id)
+        if near is None:
+            near = self._near[message_id] = tuple(self._walk_near(view))
+        return iter(near)
+
+    def _walk_near(self, view: MessageView) -> Iterator[str]:
+        turn = self.turns[view.turn_id or ""]
         for other in turn.message_ids:
-            if other != message_id:
+            if other != view.message_id:
                 yield other
         if turn.node_id is None:
             return
@@ -373,6 +381,25 @@ class SessionState:
             after = self.turn_messages(child)
             if after:
                 yield after[0]
+
+    def _follow_graph(self) -> None:
+        """Drop the cached neighbours of the messages on nodes whose edges changed since last time."""
+        touched, self._near_mark = self.graph.touched_since(self._near_mark)
+        for node in touched:
+            self._forget_near(node)
+
+    def _forget_near(self, node_id: str | None, *, around: bool = False) -> None:
+        """Drop the cached neighbours of the messages of ``node_id``'s turn (``around``: and of the
+        turns it continues and that continue it)."""
+        if not self._near or node_id is None or node_id not in self.graph:
+            return
+        parent = self.graph.parent(node_id) if around else None
+        nodes = [node_id, *([parent] if parent is not None else []), *(self.graph.children(node_id) if around else [])]
+        for node in nodes:
+            ref = self.graph.node(node).ref_id
+            turn = self.turns.get(ref) if ref else None
+            for message_id in turn.message_ids if turn is not None else ():
+                self._near.pop(message_id, None)
 
     def main_chain(self, anchor_node: str, limit: int) -> list[str]:
         """Turn nodes from ``anchor_node`` back along ``continues`` (anchor first), at most ``limit``."""

@@ -1,0 +1,72 @@
+"""Ingest at the embedder's pace (issue 40): the memory writer catches up behind a history import
+instead of running beside it; real SQLite + LanceDB, the hash embedder held mid-import."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.core.engine import memory as memory_module
+from app.core.engine.facade import Engine
+from app.core.types import Author, AuthorKind, MemoryFragment, Message, Role
+from app.llm.fakes import HashEmbedder
+from tests.conftest import EngineFactory
+
+
+class GatedEmbedder(HashEmbedder):
+    """Embeds like ``HashEmbedder``; while ``gate`` is clear, a batch naming "hold" waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        if any("hold" in t for t in texts) and not self.gate.is_set():
+            self.waiting.set()
+            self.gate.wait(30)
+        return super().embed(texts, batch_size=batch_size)
+
+
+def _history(prefix: str, n: int, word: str) -> list[Message]:
+    return [Message(message_id=f"{prefix}{i}", role=Role.USER, author=Author(kind=AuthorKind.USER, id="Ana"),
+                    content=f"I decided to move the {word} meeting to Friday number {i}.",
+                    at=f"2026-01-01T00:{i:02d}:00Z") for i in range(n)]
+
+
+def test_the_memory_writer_waits_while_history_is_ingested(make_engine: EngineFactory,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = GatedEmbedder()
+    extracted: list[str] = []
+    real = memory_module.extract_memories
+
+    def extract(text: str, **kw: Any) -> list[MemoryFragment]:
+        extracted.append(text)
+        return real(text, **kw)
+
+    monkeypatch.setattr(memory_module, "extract_memories", extract)
+
+    async def body(engine: Engine) -> None:
+        a = await engine.open_session(None, title="a")
+        b = await engine.open_session(None, title="b")
+        await engine.ingest(a.session_id, _history("a", 5, "garden"))  # cues the writer
+        embedder.gate.clear()
+        second = asyncio.ensure_future(engine.ingest(b.session_id, _history("b", 5, "hold")))
+        while not embedder.waiting.is_set():  # the second import is embedding
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert extracted == []  # the first import's memories wait behind the second
+        embedder.gate.set()
+        await second
+        await engine.memory_idle()
+        assert engine.lab().memory_stats().runs == 2 and len(extracted) == 10
+        assert await engine.memories()  # and are written once it is done
+
+    make_engine.run(body, embedder=embedder)

@@ -1,0 +1,105 @@
+"""The search index's approximate (ANN) path on a real LanceDB: flat below the row threshold, an
+IVF-PQ index trained by the upkeep from it, exact re-ranking, flat fallback, retraining, folding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.llm.fakes import HashEmbedder
+from app.store.ann import AnnPolicy, ann_indices
+from app.store.index import SearchIndex
+from app.store.search_rows import SearchRow
+
+DIM = 64
+POLICY = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3, refine_factor=10)
+
+
+def _rows(start: int, n: int, session: str = "s1") -> tuple[list[SearchRow], dict[str, np.ndarray]]:
+    rng = np.random.default_rng(start)
+    vecs = rng.normal(size=(n, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows = [SearchRow(f"r{start + i}", session, "message", f"row {start + i}", "2026") for i in range(n)]
+    return rows, {r.id: v for r, v in zip(rows, vecs)}
+
+
+def _queries(n: int) -> np.ndarray:
+    q = np.random.default_rng(99).normal(size=(n, DIM)).astype(np.float32)
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> SearchIndex:
+    return SearchIndex(tmp_path / "idx", HashEmbedder(dim=DIM), batch_size=256, optimize_every=100, ann_policy=POLICY)
+
+
+def test_below_the_threshold_every_query_is_flat(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 500)
+    index.add(rows, vectors=vecs)
+    assert not any(n.startswith("vector_ann") for n in ann_indices(list(index._table.list_indices())))  # noqa: SLF001
+    index.upkeep()
+    assert index.vector_path == "flat"
+    trace: list[str] = []
+    assert len(index.search_vector(_queries(1)[0], k=10, session_id="s1", trace=trace)) == 10
+    assert trace == ["flat"]
+
+
+def test_the_upkeep_trains_an_index_whose_hits_match_the_exact_ones(index: SearchIndex, tmp_path: Path) -> None:
+    rows, vecs = _rows(0, 700)
+    index.upkeep_driven = True  # the engine's upkeep trains; without an ANN index ``add`` still folds
+    index.add(rows, vectors=vecs)
+    assert index._unoptimized == 0  # noqa: SLF001
+    assert index.upkeep_due() and index.vector_path == "flat"
+    assert index.upkeep() == "trained"
+    assert index.vector_path == "ann" and not index.upkeep_due()
+    found = agree = 0
+    for q in _queries(20):
+        trace: list[str] = []
+        approx = index.search_vector(q, k=10, session_id="s1", kinds=["message", "env"], trace=trace)
+        exact = index.search_vector(q, k=10, session_id="s1", kinds=["message", "env"], exact=True)
+        assert trace == ["ann"]
+        found += len({i for i, _ in approx} & {i for i, _ in exact})
+        # re-ranked exactly: a hit both paths return has the same (exact) score
+        scores = dict(exact)
+        agree += all(abs(s - scores[i]) < 1e-4 for i, s in approx if i in scores)
+    assert found / 200 >= 0.95 and agree == 20
+    # Another process (or a later start) opening the folder sees the index.
+    assert SearchIndex(tmp_path / "idx", HashEmbedder(dim=DIM), ann_policy=POLICY).vector_path == "ann"
+
+
+def test_rows_written_after_training_are_found_and_folded_in(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 700)
+    index.add(rows, vectors=vecs)
+    index.upkeep()
+    index.upkeep_driven = True
+    late, late_vecs = _rows(5000, 150)
+    index.add(late, vectors=late_vecs)
+    assert index._unoptimized == 150 and index.upkeep_due()  # noqa: SLF001 - left to the upkeep
+    target = late_vecs["r5007"]
+    assert index.search_vector(target, k=1, session_id="s1")[0][0] == "r5007"  # searched flat beside the index
+    assert index.upkeep() == "folded"
+    stats = index._table.index_stats(next(iter(ann_indices(list(index._table.list_indices())))))  # noqa: SLF001
+    assert stats is not None and stats.num_unindexed_rows == 0
+    assert index.search_vector(target, k=1, session_id="s1")[0][0] == "r5007"
+
+
+def test_a_filter_the_probed_partitions_cannot_fill_is_asked_again_flat(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 700)
+    few, few_vecs = _rows(9000, 3, session="small")
+    index.add(rows + few, vectors=vecs | few_vecs)
+    index.upkeep()
+    trace: list[str] = []
+    hits = index.search_vector(_queries(1)[0], k=10, session_id="small", trace=trace)
+    assert {i for i, _ in hits} == {"r9000", "r9001", "r9002"} and trace == ["flat"]
+
+
+def test_the_index_is_trained_again_once_the_table_doubled(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 700)
+    index.add(rows, vectors=vecs)
+    assert index.upkeep().startswith("trained")
+    more, more_vecs = _rows(1000, 700)
+    index.add(more, vectors=more_vecs)
+    assert index.upkeep().startswith("trained")
+    assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001 - the old one dropped
