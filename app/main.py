@@ -113,6 +113,7 @@ def build_engine(
     counter: str = "model",
     prompt_cache: bool = True,
     progress: Callable[[str], None] | None = None,
+    index: bool = True,
 ) -> "Engine":
     """Wire the engine for ``settings``: store, embedder + index, chat model, token counter.
 
@@ -120,7 +121,9 @@ def build_engine(
     ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
     evaluation yardstick). ``chat=False`` skips loading the chat model (no generation) and the
     tool servers (nothing answers, so no tool runs; replay reads recorded results).
-    ``progress`` hears a short line before each slow step (the desktop shows it).
+    ``index=False`` (with ``chat=False`` and the words counter) wires the store alone: no model
+    loads, nothing is searched or indexed — what the next engine with an index catches up on
+    (``pcm memory add``). ``progress`` hears a short line before each slow step (the desktop shows it).
     """
     from app.core.engine.context import EngineConfig
     from app.core.engine.facade import Engine
@@ -129,6 +132,12 @@ def build_engine(
 
     say = progress or (lambda _line: None)
     executors = Executors()
+    if not index and not chat and counter == "words":
+        store = executors.pool("store").submit(open_store, settings).result()
+        return Engine(store=store, index=None, embedder=None, chat=None, counter=WordTokenCounter(),
+                      executors=executors, config=EngineConfig(default_budget=settings.default_budget,
+                                                               summary_model="off"),
+                      folder_files=ConfinedFolders, file_reader=read_attachment, exchange=StoreExchange(store))
     want_model = chat or counter == "model"
     say(f"loading the embedder {settings.embed_model}"
         + (f" and the chat model {settings.chat_model}" if want_model else ""))

@@ -208,8 +208,8 @@ class FileActions:
             self._apply_theme()
         if new.data_dir != old.data_dir:
             try:
-                new.save()  # the new folder starts with these settings
-                remember_data_dir(new.data_dir)
+                remember_data_dir(new.data_dir)  # the home data folder from now on: its settings are
+                new.save()  # the config folder's (app.config.settings_file), these ones
             except OSError as exc:
                 self.status.error(f"Cannot use {new.data_dir}: {exc}")
                 return

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.config import Settings
+from app.config import Settings, layout_file
 from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
@@ -239,7 +239,8 @@ class MainWindow(QMainWindow):
             self.closed.emit()
 
     def _layout_store(self) -> QSettings:
-        return QSettings(str(self.settings.data_dir / "window.ini"), QSettings.Format.IniFormat)
+        """The window layout in the user config folder (``app.config.layout_file``)."""
+        return QSettings(str(layout_file(self.settings.data_dir)), QSettings.Format.IniFormat)
 
     def _save_layout(self) -> None:
         try:
