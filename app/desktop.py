@@ -7,14 +7,17 @@ export files) and runs the window. Like ``app/main.py`` it holds construction on
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app import __version__, model_library
 from app import main as wiring
-from app import model_library
 from app.config import Settings
+from app.core.errors import CoreError
+from app.logfile import start_log_file
 from app.ui.services import ModelAccess, Progress, ProviderAccess, Services, ToolServerAccess
 
 
@@ -180,9 +183,11 @@ def services() -> Services:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m app",
-        description="PCM Canvas: the desktop canvas for long, branching work with a local LLM.",
+        prog="pcm-canvas",
+        description="PCM Canvas: the desktop canvas for long, branching work with a local LLM "
+                    "(also `python -m app`). One window per data folder: starting it again raises that window.",
     )
+    parser.add_argument("--version", action="version", version=f"pcm-canvas {__version__}")
     parser.add_argument("--data-dir", help="data folder (default: $PCM_DATA_DIR, else the user data folder)")
     parser.add_argument("--session", help="open this session id (default: the one used last, or a new one)")
     parser.add_argument("--model", help="chat model for this run: a manifest name, a file in models/ or a path")
@@ -197,7 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     limit_malloc_arenas()
-    settings = Settings.load(args.data_dir)
+    log_file = start_log_file()
+    try:
+        settings = Settings.load(args.data_dir)
+    except CoreError as err:  # a broken settings file: one line, before any window
+        logging.getLogger(__name__).error("%s", err, extra={"console": False})  # printed below, once
+        print(f"pcm-canvas: error: {err}", file=sys.stderr)
+        return 2
+    logging.getLogger(__name__).info("PCM Canvas %s starting on %s (log: %s)", __version__, settings.data_dir,
+                                     log_file)
     if args.model:
         settings = settings.model_copy(update={"chat_model": args.model})
     from app.ui.app import run_app

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -215,6 +216,17 @@ class MainWindow(QMainWindow):
     def start(self, session_id: str | None = None) -> asyncio.Task[Any]:
         """Begin loading the models (the window is already showing)."""
         return self.controller.spawn(self.controller.load(session_id), "Loading")
+
+    def bring_forward(self, file: Path | None = None) -> None:
+        """Another start on this data folder asked for the window: show it in front, and import
+        ``file`` (an exported session) once the models are ready."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if file is not None:
+            self.controller.spawn(self.file_actions.import_when_ready(file), "Opening")
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         # qasync cannot await after aboutToQuit: refuse the first close, shut the engine down on
