@@ -12,16 +12,17 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_tools import tool_lines
 from app.config import Settings
-from app.core.engine.answer_length import CONTINUE_TEXT
-from app.core.engine.facade import Engine
 from app.core.engine.ids import resolve_id
 from app.core.errors import NoRecordError
-from app.core.pipeline.record import TurnRecord
 from app.core.types import BlockType
+
+if TYPE_CHECKING:  # the engine's modules load when a command runs, not when `pcm` parses its arguments
+    from app.core.engine.facade import Engine
+    from app.core.pipeline.record import TurnRecord
 
 
 def _err(text: str) -> None:
@@ -217,6 +218,9 @@ def _session_to_continue(args: argparse.Namespace) -> str | None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from app.core.engine.answer_length import CONTINUE_TEXT
+    from app.core.pipeline.record import TurnRecord
+
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
@@ -271,6 +275,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print a stored turn. Reads SQLite only: no model, no index, no engine."""
+    from app.core.pipeline.record import TurnRecord
+
     row = _stored(args.data_dir, lambda store: store.get_turn(resolve_id(store, "turn", args.turn)))
     if row is None or not row.get("record"):
         raise NoRecordError(f"turn {args.turn!r} has no recorded build (imported history)")
