@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.core.errors import CoreError
+
 if TYPE_CHECKING:
     from app.core.pipeline.record import TurnRecord
 

@@ -151,7 +151,7 @@ def build_engine(
         store = store_f.result()
         embedder = embed_f.result()
         say("opening the search index")
-        index = open_index(settings, embedder)
+        search_index = open_index(settings, embedder)
         model = model_f.result() if model_f is not None else None
         answering = chat_providers(settings, model, store, executors) if chat and model is not None else None
     except BaseException:
@@ -169,7 +169,7 @@ def build_engine(
                           max_streams=settings.max_concurrent_streams, memory_model=settings.memory_model,
                           summary_model="auto" if chat else "off")
     return Engine(
-        store=store, index=index, embedder=embedder, chat=answering,
+        store=store, index=search_index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
         file_reader=read_attachment, exchange=StoreExchange(store),
         tool_servers=open_tool_servers(settings) if chat else None,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from app.ui.single_instance import InstanceGuard, server_name
@@ -40,7 +41,8 @@ def test_a_second_start_on_the_same_folder_hands_over_its_file_and_ends(qtbot: Q
         first.release()
 
 
-def test_the_guard_is_per_folder_and_given_up_on_release(qtbot: QtBot, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("qtbot")  # a QApplication, as in the app
+def test_the_guard_is_per_folder_and_given_up_on_release(tmp_path: Path) -> None:
     one, other = tmp_path / "one", tmp_path / "other"
     assert server_name(one) != server_name(other) and server_name(one) == server_name(tmp_path / "x" / ".." / "one")
     first = InstanceGuard(one)
