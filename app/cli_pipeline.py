@@ -130,7 +130,7 @@ def used_line(record: TurnRecord, anchor_label: str = "") -> str:
     how much of the budget that took (``pcm ask`` prints it before the answer)."""
     b = record.build
     if b.anchor_node is None:
-        where = "starts a new conversation"
+        where = "starts a new branch"
     else:
         label = " ".join(anchor_label.split())
         label = f' "{label[:48]}…"' if len(label) > 48 else (f' "{label}"' if label else "")
@@ -404,7 +404,7 @@ def cmd_eval_data(args: argparse.Namespace) -> int:
         settings = Settings.load(tempfile.mkdtemp(prefix="pcm-eval-"))
 
     # Deadlines off: on a loaded machine an index channel past recall's time limit would be skipped,
-    # and the figures would measure the machine's load instead of the contexts (README "Tests").
+    # and the figures would measure the machine's load instead of the contexts (docs/USAGE.md, "The `pcm` command").
     ablate = (*(c.strip() for c in (args.ablate or "").split(",") if c.strip()), "deadlines")
 
     async def work(engine: Engine) -> int:

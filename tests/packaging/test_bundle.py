@@ -133,7 +133,7 @@ def test_the_desktop_app_answers_one_input_on_the_bundled_model(bundle: Path, cl
 def test_pcm_ask_answers(bundle: Path, clean_env: dict[str, str]) -> None:
     done = _run([bundle / NAMES["cli"], "ask", "Name one planet of the solar system.", "--new"], clean_env)
     assert done.returncode == 0
-    assert re.search(r"^turn [0-9a-f]{32}: starts a new conversation; used ", done.stderr, re.M)
+    assert re.search(r"^turn [0-9a-f]{32}: starts a new branch; used ", done.stderr, re.M)
     assert done.stdout.strip()  # the answer alone
 
 
