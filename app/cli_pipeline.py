@@ -133,7 +133,7 @@ def used_line(record: TurnRecord, anchor_label: str = "") -> str:
         where = "starts a new branch"
     else:
         label = " ".join(anchor_label.split())
-        label = f' "{label[:48]}…"' if len(label) > 48 else (f' "{label}"' if label else "")
+        label = f' "{label[:48].rsplit(" ", 1)[0]}…"' if len(label) > 48 else (f' "{label}"' if label else "")
         where = f"continues{label or ' turn ' + b.anchor_node[:8]}" + (" (as you chose)" if b.routing.get("override")
                                                                         else "")
     counts: dict[BlockType, set[str]] = {}
