@@ -1,15 +1,15 @@
 """``pcm``: the headless command line of PCM Canvas.
 
     pcm [--data-dir DIR] models list [--json] | verify [--probe] | fetch | download NAME | use NAME_OR_PATH
-    pcm [--data-dir DIR] sessions
-    pcm [--data-dir DIR] export SESSION [-o FILE]
+    pcm [--data-dir DIR] sessions [--all] [--json]
+    pcm [--data-dir DIR] export SESSION|last [-o FILE]
     pcm [--data-dir DIR] import FILE
     pcm [--data-dir DIR] store rebuild-index|reconcile
     pcm [--data-dir DIR] demo [--prompt TEXT]
-    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json] [--allow-tool NAME ...]
+    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [-v] [--json] [--allow-tool NAME ...]
     pcm [--data-dir DIR] attach FILE [--session ID | --new]
     pcm [--data-dir DIR] show turn ID [--json]
-    pcm [--data-dir DIR] replay turn ID
+    pcm [--data-dir DIR] replay turn ID [--json]
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm [--data-dir DIR] tools list [--json] | add NAME -- CMD ARGS… | add NAME --url URL | import FILE | remove NAME
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
@@ -27,13 +27,15 @@
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
     pcm bench canvas [--session ID | --import FILE] [--turns 20,60,200,1000] [--json]
     pcm bench providers [--runs N]
-    pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
+    pcm mcp [--http [--port N]] [--print-token] [--log-level L]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
     pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
     pcm bench documents [--pages 300] [--runs 3]   (attach a PDF: pages/s, memory, one-page re-ingest)
 
-Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
-``--debug`` for the traceback.
+The global options (``--data-dir``, ``--debug``) go before the command or after it. An ID is a whole
+id, its first characters, or ``last``. Errors a user can act on (a broken settings file among them)
+are printed as one line (``pcm: error: ...``) with exit status 2; add ``--debug`` for the traceback.
+A closed pipe (``pcm show turn last | head``) ends quietly with status 141.
 """
 
 from __future__ import annotations
