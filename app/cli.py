@@ -99,7 +99,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     rows = [(entry.name, entry.role, entry.target(settings.models_dir), status, detail)
             for entry, status, detail in models.verify_models(listed, settings.models_dir)]
     rows += _configured_chat_model(settings, entries, listed)
-    failed = 0
+    checked = []
     for name, role, target, status, detail in rows:
         if status == "ok" and args.probe and role == "chat":
             try:
@@ -107,9 +107,12 @@ def cmd_models(args: argparse.Namespace) -> int:
                 detail = f"{detail}; loads in llama.cpp".lstrip("; ")
             except ModelError as err:
                 status, detail = "invalid", str(err)
-        failed += status != "ok"
-        print(f"{name}\t{status}\t{detail}")
-    return 1 if failed else 0
+        checked.append({"name": name, "role": str(role), "path": str(target), "status": status, "detail": detail})
+    if args.json:
+        print(json.dumps(checked, indent=2))
+    for row in [] if args.json else checked:
+        print(f"{row['name']}\t{row['status']}\t{row['detail']}")
+    return 1 if any(row["status"] != "ok" for row in checked) else 0
 
 
 def _size(n: int | float) -> str:
@@ -453,7 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "model from the hub (resumes, verifies); use NAME_OR_PATH: make it the chat model")
     p.add_argument("name", nargs="?", metavar="NAME", help="download: a recommended model; use: a model name or path")
     p.add_argument("--probe", action="store_true", help="verify: also load each GGUF in a child process")
-    p.add_argument("--json", action="store_true", help="list: as JSON {files, servers, catalog, embedders}")
+    p.add_argument("--json", action="store_true", help="list: as JSON {files, servers, catalog, embedders}; verify: "
+                   "as JSON [{name, role, path, status, detail}]")
     p.add_argument("--endpoint", metavar="URL", help="download: the hub (default $HF_ENDPOINT, else huggingface.co)")
     p.set_defaults(func=cmd_models)
 
