@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pcm-canvas: error: {err}", file=sys.stderr)
         return 2
     logging.getLogger(__name__).info("PCM Canvas %s starting on %s (log: %s)", __version__, settings.data_dir,
-                                     log_file)
+                                     log_file, extra={"console": False})
     if args.model:
         settings = settings.model_copy(update={"chat_model": args.model})
     from app.ui.app import run_app
