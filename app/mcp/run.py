@@ -27,15 +27,49 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 class ClientMistakes(logging.Filter):
     """Below ``debug``, the SDK's records lose their tracebacks: a client's malformed request or
-    bad argument is one line (its traceback says nothing about this server). A tool of ours that
-    crashed keeps its traceback (the SDK logs it from ``mcp.server.mcpserver``: a bug here)."""
+    bad argument is one line (its traceback says nothing about this server). A request whose
+    client went away before its answer (a closed stream or connection, which the SDK and the
+    HTTP server log as errors) is one line at INFO: nothing went wrong here. A tool of ours that
+    crashed keeps its traceback (the SDK logs it from ``mcp.server.mcpserver``: a bug here), as
+    does any other failure of the HTTP server. ``threshold``: the level shown (the handler's
+    filter decides after a record's level was changed)."""
+
+    def __init__(self, threshold: int = logging.NOTSET) -> None:
+        super().__init__()
+        self.threshold = threshold
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.name.startswith("mcp.") and not record.name.startswith("mcp.server.mcpserver"):
+        if not record.exc_info:
+            return record.levelno >= self.threshold
+        sdk = record.name.startswith("mcp.") and not record.name.startswith("mcp.server.mcpserver")
+        if (sdk or record.name == "uvicorn.error") and _client_went_away(record.exc_info[1]):
+            why = "the client went away before its answer"
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        elif sdk:
             kind = record.exc_info[0].__name__ if record.exc_info[0] else "error"
-            record.msg = f"{record.getMessage()} ({kind}: {record.exc_info[1]}; --log-level debug shows the traceback)"
-            record.args, record.exc_info, record.exc_text = None, None, None
-        return True
+            why = f"{kind}: {record.exc_info[1]}"
+        else:
+            return record.levelno >= self.threshold
+        record.msg = f"{record.getMessage().strip()} ({why}; --log-level debug shows the traceback)"
+        record.args, record.exc_info, record.exc_text = None, None, None
+        return record.levelno >= self.threshold
+
+
+def _client_went_away(exc: BaseException | None) -> bool:
+    """Whether ``exc``, an exception it was raised from or during, or one of a group's, is a
+    closed or broken stream or connection: the client left while its request was answered."""
+    import anyio
+
+    gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError)
+    for _ in range(8):  # the chain is short; never loop on a cycle
+        if exc is None:
+            return False
+        if isinstance(exc, gone):
+            return True
+        if isinstance(exc, BaseExceptionGroup) and any(_client_went_away(e) for e in exc.exceptions):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def configure_logging(level: str) -> None:
@@ -44,7 +78,7 @@ def configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("pcm mcp: %(levelname)s %(name)s: %(message)s"))
     if level != "debug":
-        handler.addFilter(ClientMistakes())
+        handler.addFilter(ClientMistakes(logging.getLevelName(level.upper())))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -161,3 +161,29 @@ def test_a_clients_mistake_is_one_line_without_a_traceback() -> None:
     ours = record("mcp.server.mcpserver.server")  # a tool of ours crashed: a bug, its traceback stays
     assert ClientMistakes().filter(ours) and ours.exc_info is not None
     assert "Traceback" in logging.Formatter().format(ours)
+
+
+def test_a_client_that_went_away_mid_request_is_one_line() -> None:
+    """What uvicorn logged for each request whose client closed its session before the answer
+    (the SDK then answers on a finished response): one line; any other failure keeps its traceback."""
+    import anyio
+
+    def record(cause: BaseException) -> logging.LogRecord:
+        try:
+            try:
+                raise cause
+            except BaseException as exc:
+                raise RuntimeError("Unexpected ASGI message 'http.response.start' sent, after response "
+                                   "already completed.") from exc
+        except RuntimeError:
+            info: Any = sys.exc_info()
+        return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application", (), info)
+
+    gone = record(anyio.ClosedResourceError())
+    assert ClientMistakes().filter(gone) and gone.exc_info is None and gone.levelno == logging.INFO
+    line = logging.Formatter().format(gone)
+    assert "Traceback" not in line and "\n" not in line and "Exception in ASGI application" in line
+    assert "the client went away" in line
+    assert not ClientMistakes(logging.WARNING).filter(record(anyio.ClosedResourceError()))  # quiet by default
+    ours = record(KeyError("session_id"))  # not a client leaving: a bug somewhere, its traceback stays
+    assert ClientMistakes().filter(ours) and ours.exc_info is not None
