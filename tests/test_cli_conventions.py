@@ -65,6 +65,8 @@ def test_global_options_after_the_command_and_json_on_read_commands(
         assert json.loads(capsys.readouterr().out)["session"]["session_id"] == session
     assert main(["memory", "list", "--session", "last", "--json", "--data-dir", str(tmp_path)]) == 0
     assert isinstance(json.loads(capsys.readouterr().out), list)
+    assert main(["providers", "limits", "--json", "--data-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"daily_limit": None, "monthly_limit": None}
     assert main(["export", "ffffffff", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == "pcm: error: no session 'ffffffff'"
 
