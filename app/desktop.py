@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pcm-canvas {__version__}")
     parser.add_argument("--data-dir", help="data folder (default: $PCM_DATA_DIR, else the user data folder)")
-    parser.add_argument("--session", help="open this session id (default: the one used last, or a new one)")
+    parser.add_argument("--session", help="open this session: an id, its first characters, or 'last' (default: the "
+                                          "one used last, or a new one)")
     parser.add_argument("--model", help="chat model for this run: a manifest name, a file in models/ or a path")
     parser.add_argument("--self-test", metavar="TEXT", nargs="?", const="In one sentence: what is a branch?",
                         help="open the window, answer TEXT on the configured models, print one line, quit "
@@ -199,13 +200,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _session(settings: Settings, typed: str) -> str:
+    """``--session`` as ``pcm`` takes it: a whole id, its first characters, or 'last' (read from
+    the store alone, before any model loads); ``CoreError`` when it names no session or several."""
+    from app.core.engine.ids import resolve_id
+
+    store = wiring.open_store(settings)
+    try:
+        return resolve_id(store, "session", typed)
+    finally:
+        store.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     limit_malloc_arenas()
     log_file = start_log_file()
     try:
         settings = Settings.load(args.data_dir)
-    except CoreError as err:  # a broken settings file: one line, before any window
+        session_id = _session(settings, args.session) if args.session else None
+    except CoreError as err:  # a broken settings file, an unknown session: one line, before any window
         logging.getLogger(__name__).error("%s", err, extra={"console": False})  # printed below, once
         print(f"pcm-canvas: error: {err}", file=sys.stderr)
         return 2
@@ -215,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings.model_copy(update={"chat_model": args.model})
     from app.ui.app import run_app
 
-    return run_app(settings, services(), session_id=args.session, self_test=args.self_test,
+    return run_app(settings, services(), session_id=session_id, self_test=args.self_test,
                    open_file=Path(args.file).expanduser().resolve() if args.file else None)
 
 

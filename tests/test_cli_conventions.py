@@ -126,3 +126,22 @@ def test_versions() -> None:
         done = subprocess.run([sys.executable, "-m", module, "--version"], cwd=ROOT, capture_output=True, text=True,
                               timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert done.returncode == 0 and done.stdout.strip() == f"{name} {__version__}", done.stderr
+
+
+def test_the_desktop_takes_a_session_by_prefix_or_last(
+        make_engine: EngineFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from app import desktop
+    from app.ui import app as ui_app
+
+    session, _ = _two_turns(make_engine)
+    _no_models(monkeypatch)
+    monkeypatch.setattr(desktop, "start_log_file", lambda: None)
+    opened: list[str | None] = []
+    monkeypatch.setattr(ui_app, "run_app", lambda _settings, _services, **kw: opened.append(kw["session_id"]) or 0)
+    for typed in (session[:6], "last"):
+        assert desktop.main(["--data-dir", str(tmp_path), "--session", typed]) == 0
+    assert opened == [session, session]
+    assert desktop.main(["--data-dir", str(tmp_path), "--session", "ffffffff"]) == 2  # before any window
+    assert capsys.readouterr().err.strip() == "pcm-canvas: error: no session 'ffffffff'"
+    assert opened == [session, session]

@@ -1,7 +1,8 @@
 """What a typed id means: ``last``, a whole id, or the first characters of one.
 
-The window shows ids cut to 8 characters; ``pcm`` accepts them (and ``last``) wherever it asks for
-a turn or a session, and a memory's first characters where it asks for a memory. ``resolve_id``
+The window shows ids cut to 8 characters; ``pcm`` (and ``pcm-canvas --session``) accepts them (and
+``last``) wherever it asks for a turn or a session, and a memory's first characters where it asks
+for a memory. ``resolve_id``
 reads the store through the three lookups it needs, so the engine (``Engine.resolve_id``) and the
 CLI's store-only commands share it.
 """
