@@ -86,6 +86,12 @@ class InstanceGuard(QObject):
     def release(self) -> None:
         """Stop listening and give up the lock (the window closed)."""
         if self._server is not None:
+            # A later start's socket Qt has not deleted yet: no slot may run on it once this guard
+            # is gone (its pending deleteLater then crashed the process in the next event loop).
+            for socket in self._server.findChildren(QLocalSocket):
+                for signal in (socket.readyRead, socket.disconnected):
+                    signal.disconnect()
+                socket.abort()
             self._server.close()
             self._server = None
         if self._lock.isLocked():
