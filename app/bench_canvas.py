@@ -119,7 +119,7 @@ async def _measured(engine: Any, session_id: str | None, turns: int, conversatio
             messages, parents = generated_messages(turns, conversations=conversations)
             await engine.ingest(state.session_id, messages, parents=parents)
         else:
-            state = await engine.session_state(session_id)
+            state = await engine.session_state(await engine.resolve_id("session", session_id))  # a prefix, 'last'
         return measure(state.graph, card_texts(state))
     finally:
         await engine.close()

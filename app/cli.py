@@ -1,15 +1,15 @@
 """``pcm``: the headless command line of PCM Canvas.
 
     pcm [--data-dir DIR] models list [--json] | verify [--probe] | fetch | download NAME | use NAME_OR_PATH
-    pcm [--data-dir DIR] sessions
-    pcm [--data-dir DIR] export SESSION [-o FILE]
+    pcm [--data-dir DIR] sessions [--all] [--json]
+    pcm [--data-dir DIR] export SESSION|last [-o FILE]
     pcm [--data-dir DIR] import FILE
     pcm [--data-dir DIR] store rebuild-index|reconcile
     pcm [--data-dir DIR] demo [--prompt TEXT]
-    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [--json] [--allow-tool NAME ...]
+    pcm [--data-dir DIR] ask "text" [--session ID] [--budget N] [-v] [--json] [--allow-tool NAME ...]
     pcm [--data-dir DIR] attach FILE [--session ID | --new]
     pcm [--data-dir DIR] show turn ID [--json]
-    pcm [--data-dir DIR] replay turn ID
+    pcm [--data-dir DIR] replay turn ID [--json]
     pcm [--data-dir DIR] providers list|add|test|default|remove|limits
     pcm [--data-dir DIR] tools list [--json] | add NAME -- CMD ARGS… | add NAME --url URL | import FILE | remove NAME
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
@@ -29,13 +29,15 @@
     pcm bench ui [--nodes 5000] [--frames 300] [--runs N] [--burst 10000]
     pcm bench canvas [--session ID | --import FILE] [--turns 20,60,200,1000] [--json]
     pcm bench providers [--runs N]
-    pcm mcp [--http [--port N]] [--print-token]   (serve the sessions to MCP clients)
+    pcm mcp [--http [--port N]] [--print-token] [--log-level L]   (serve the sessions to MCP clients)
     pcm bench mcp [--turns 10000]     (get_relevant_snippets through pcm mcp vs a build)
     pcm bench startup [--runs 5] [--app EXE]   (the desktop app: time to window and to ready)
     pcm bench documents [--pages 300] [--runs 3]   (attach a PDF: pages/s, memory, one-page re-ingest)
 
-Errors a user can act on are printed as one line (``pcm: error: ...``) with exit status 2; add
-``--debug`` for the traceback.
+The global options (``--data-dir``, ``--debug``) go before the command or after it. An ID is a whole
+id, its first characters, or ``last``. Errors a user can act on (a broken settings file among them)
+are printed as one line (``pcm: error: ...``) with exit status 2; add ``--debug`` for the traceback.
+A closed pipe (``pcm show turn last | head``) ends quietly with status 141.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     rows = [(entry.name, entry.role, entry.target(settings.models_dir), status, detail)
             for entry, status, detail in models.verify_models(listed, settings.models_dir)]
     rows += _configured_chat_model(settings, entries, listed)
-    failed = 0
+    checked = []
     for name, role, target, status, detail in rows:
         if status == "ok" and args.probe and role == "chat":
             try:
@@ -107,9 +109,12 @@ def cmd_models(args: argparse.Namespace) -> int:
                 detail = f"{detail}; loads in llama.cpp".lstrip("; ")
             except ModelError as err:
                 status, detail = "invalid", str(err)
-        failed += status != "ok"
-        print(f"{name}\t{status}\t{detail}")
-    return 1 if failed else 0
+        checked.append({"name": name, "role": str(role), "path": str(target), "status": status, "detail": detail})
+    if args.json:
+        print(json.dumps(checked, indent=2))
+    for row in [] if args.json else checked:
+        print(f"{row['name']}\t{row['status']}\t{row['detail']}")
+    return 1 if any(row["status"] != "ok" for row in checked) else 0
 
 
 def _size(n: int | float) -> str:
@@ -200,7 +205,7 @@ def _use_model(settings: Settings, value: str) -> int:
     from app import model_library
 
     chosen = model_library.use_file(settings, value)
-    print(f"{chosen.chat_model}\tis the chat model from now on (settings: {chosen.data_dir / 'settings.json'})")
+    print(f"{chosen.chat_model}\tis the chat model from now on (settings: {chosen.file})")
     return 0
 
 
@@ -244,25 +249,37 @@ def _configured_chat_model(settings: Settings, manifest: Sequence[ModelEntry],
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    """``pcm sessions``: one line per session (id, created, turns, title), or ``--json``."""
     from app import main as wiring
 
     store = wiring.open_store(_settings(args))
     try:
-        for row in store.list_sessions():
-            print(f"{row['session_id']}\t{row.get('created_at', '')}\t{row.get('title', '')}")
+        rows = store.list_sessions(archived=args.all)
     finally:
         store.close()
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    for row in rows:
+        hidden = "\tarchived" if row.get("archived_at") else ""
+        turns = int(row.get("turn_count") or 0)
+        print(f"{row['session_id']}\t{row.get('created_at', '')}\t{turns} turn{'s' if turns != 1 else ''}\t"
+              f"{row.get('title', '')}{hidden}")
+    if not rows:
+        print("no sessions yet: `pcm ask \"…\"` or the app starts one", file=sys.stderr)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from app import main as wiring
+    from app.core.engine.ids import resolve_id
     from app.store.docfile import document_text
     from app.store.exchange import ExchangeError, export_session
 
     store = wiring.open_store(_settings(args))
     try:
-        text = document_text(export_session(store, args.session))  # strict JSON: no NaN, no Infinity
+        session_id = resolve_id(store, "session", args.session)
+        text = document_text(export_session(store, session_id))  # strict JSON: no NaN, no Infinity
     except ExchangeError as err:
         raise UserError(str(err)) from err
     finally:
@@ -407,15 +424,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ parser
 
 
+def _global_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
+    """``--data-dir`` and ``--debug``, given before the command or after it: on a command's
+    parser they default to "not given" (``SUPPRESS``), so they never undo the value given
+    before the command."""
+    keep: dict[str, object] = {"default": argparse.SUPPRESS} if nested else {}
+    parser.add_argument("--data-dir", metavar="DIR", **keep,  # type: ignore[arg-type]
+                        help="data folder (default: $PCM_DATA_DIR, else the folder chosen in the app, else the "
+                             "platform's user data folder)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks", **keep)  # type: ignore[arg-type]
+
+
+def _everywhere(parser: argparse.ArgumentParser) -> None:
+    """Give every command's (and sub-command's) parser the global options."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _global_options(child, nested=True)
+                _everywhere(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pcm", description="PCM Canvas, headless.")
+    parser = argparse.ArgumentParser(prog="pcm", description="PCM Canvas, headless. Global options (--data-dir, "
+                                     "--debug) go before or after the command.")
     parser.add_argument("--version", action="version", version=f"pcm {__version__}")
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="data folder (default: $PCM_DATA_DIR, else the platform's user data folder)",
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    _global_options(parser, nested=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("models", help="the model library: list, verify, fetch, download, use")
@@ -425,15 +458,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "model from the hub (resumes, verifies); use NAME_OR_PATH: make it the chat model")
     p.add_argument("name", nargs="?", metavar="NAME", help="download: a recommended model; use: a model name or path")
     p.add_argument("--probe", action="store_true", help="verify: also load each GGUF in a child process")
-    p.add_argument("--json", action="store_true", help="list: as JSON {files, servers, catalog, embedders}")
+    p.add_argument("--json", action="store_true", help="list: as JSON {files, servers, catalog, embedders}; verify: "
+                   "as JSON [{name, role, path, status, detail}]")
     p.add_argument("--endpoint", metavar="URL", help="download: the hub (default $HF_ENDPOINT, else huggingface.co)")
     p.set_defaults(func=cmd_models)
 
-    p = sub.add_parser("sessions", help="list stored sessions")
+    p = sub.add_parser("sessions", help="list stored sessions (no model is loaded)")
+    p.add_argument("--all", action="store_true", help="archived sessions too")
+    p.add_argument("--json", action="store_true", help="as JSON: id, title, times, turn and message counts")
     p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("export", help="write a session as JSON (structured context model 1.1)")
-    p.add_argument("session", metavar="SESSION", help="session id")
+    p.add_argument("session", metavar="SESSION", help="a session id, its first characters, or 'last'")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     p.set_defaults(func=cmd_export)
 
@@ -487,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "taking turns with python -m app")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
+    _everywhere(parser)
     return parser
 
 
@@ -500,8 +537,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tail:
         args.command = tail
     try:
-        return int(args.func(args) or 0)
-    except CoreError as err:  # UserError, ModelError, the store's and the engine's: one line
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe fails here, inside the try, not in the interpreter's last flush
+        return status
+    except CoreError as err:  # UserError, ModelError, SettingsError, the store's and the engine's: one line
         if args.debug:
             raise
         print(f"pcm: error: {err}", file=sys.stderr)
@@ -509,6 +548,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pcm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _pipe_closed() -> int:
+    """The reader of standard output went away (``pcm show … | head``): end quietly, as ``cat``
+    does. Standard output is pointed at /dev/null so that the interpreter's last flush cannot
+    fail again; 141 is the shell's status for a death by SIGPIPE."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout was replaced (tests): nothing to quiet
+        pass
+    return 141
 
 
 if __name__ == "__main__":

@@ -6,13 +6,15 @@
     pcm memory add "Never deploy on Fridays." [--session ID]
     pcm topics [--json]
 
-All but ``add`` read and write SQLite directly (no models load). A revoked memory keeps its row
+All but ``add`` read and write SQLite directly; none loads a model. A memory id may be given by its
+first characters, a session by its first characters or ``last``. A revoked memory keeps its row
 (closed and marked revoked) and never reaches a context again; an app that has the session open
 sees the revocation the next time it opens it. ``add`` states profile statements ("I prefer…",
 "Never…", "You may…") as the Memory panel's field does: the engine's memory writer decides (a
 statement already held is not written again; a new prohibition closes a permission of the same
-words) and embeds them, so the embedder loads; they apply to every session, and the session
-given (default: the last used one, or a new "Profile" session) keeps their record.
+words) over the store alone — no embedder, no index: the search index takes the new memories in
+when the app or another command with an index next starts. They apply to every session, and the
+session given (default: the last used one, or a new "Profile" session) keeps their record.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
+from app.core.engine.ids import resolve_id
 from app.core.errors import CoreError
 from app.core.memory.evolve import is_valid, revoked
 
@@ -48,7 +51,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             return _list(store, args)
-        memory = store.get_memory(args.memory_id)
+        memory = store.get_memory(resolve_id(store, "memory", args.memory_id))
         if memory is None:
             raise CoreError(f"no memory {args.memory_id!r} (pcm memory list shows their ids)")
         if args.action == "revoke":
@@ -65,9 +68,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 def _list(store: Any, args: argparse.Namespace) -> int:
     titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
+    session = resolve_id(store, "session", args.session) if args.session else None
     rows = [(sid, m) for sid, m in store.list_memories()
             if (args.all or is_valid(m)) and (not args.type or m.type == args.type)
-            and (not args.session or sid == args.session)]
+            and (session is None or sid == session)]
     if args.json:
         print(json.dumps([{"session_id": sid, "state": _state(m), **m.model_dump(mode="json")} for sid, m in rows],
                          indent=2, ensure_ascii=False))
@@ -105,10 +109,11 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("memory", help="list, show, revoke or add the workspace's memories")
     p.add_argument("action", choices=["list", "show", "revoke", "add"])
     p.add_argument("memory_id", nargs="?", metavar="MEMORY_ID|TEXT",
-                   help="show, revoke: the memory's id; add: profile statements (\"Never deploy on Fridays.\")")
+                   help="show, revoke: the memory's id or its first characters; add: profile statements (\"Never deploy on Fridays.\")")
     p.add_argument("--type", help="list: only this type (fact, preference, prohibition, decision, ...)")
     p.add_argument("--session", metavar="ID", help="list: only memories taken from this session; add: the "
-                   "session that keeps their record (default: the last used one)")
+                   "session that keeps their record (default: the last used one); an id, its first characters, or "
+                   "'last'")
     p.add_argument("--all", action="store_true", help="list: also closed, merged and revoked memories")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_checked)
@@ -152,4 +157,6 @@ def cmd_memory_add(args: argparse.Namespace) -> int:
             print(f"closed {memory.fragment_id}\t{memory.type}\t{memory.content}")
         return 0
 
-    return _with_engine(args, work, chat=False, counter="words")
+    # No model: deciding is rules over the store; the index embeds the new memories when an engine
+    # with an index next starts (its catch-up), and workspace notes are read from the store.
+    return _with_engine(args, work, chat=False, counter="words", index=False)

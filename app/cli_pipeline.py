@@ -12,15 +12,17 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_tools import tool_lines
 from app.config import Settings
-from app.core.engine.answer_length import CONTINUE_TEXT
-from app.core.engine.facade import Engine
 from app.core.engine.ids import resolve_id
 from app.core.errors import NoRecordError
-from app.core.pipeline.record import TurnRecord
+from app.core.types import BlockType
+
+if TYPE_CHECKING:  # the engine's modules load when a command runs, not when `pcm` parses its arguments
+    from app.core.engine.facade import Engine
+    from app.core.pipeline.record import TurnRecord
 
 
 def _err(text: str) -> None:
@@ -38,7 +40,8 @@ def _with_engine(
     from app import main as wiring
 
     settings = settings or Settings.load(args.data_dir)
-    _err("loading models…")
+    if wiring_kw.get("index", True):
+        _err("loading models…")
     engine = wiring.build_engine(settings, **wiring_kw)
 
     async def run() -> int:
@@ -74,9 +77,10 @@ def summary(record: TurnRecord) -> str:
         f"task {conf.get('task_type', 0):.2f}, goal {conf.get('goal', 0):.2f})"
     )
     p = b.plan
+    segments = ", ".join(f"{name} {tokens}" for name, tokens in (p["budget"].get("segments") or {}).items())
     lines.append(
-        f"plan: {p['strategy']} recall, top {p['rerank']['top_k']}, budget {p['budget']['total_tokens']} "
-        f"{p['budget']['segments']}" + ("; needs clarification" if p.get("needs_clarification") else "")
+        f"plan: {p['strategy']} recall, top {p['rerank']['top_k']}, budget {p['budget']['total_tokens']} tokens"
+        + (f" ({segments})" if segments else "") + ("; needs clarification" if p.get("needs_clarification") else "")
     )
     kept = sum(1 for c in b.recall.candidates if c.kept)
     lines.append(
@@ -107,8 +111,38 @@ def precision_lines(record: TurnRecord) -> list[str]:
                      f"left out {left}")
     missing = [c.name for c in b.required if not c.met]
     if missing:
-        lines.append("required but missing: " + ", ".join(missing))
+        lines.append("the plan asked for " + ", ".join(missing) + "; the context has none")
     return lines
+
+
+#: What a context block of each type carries, as ``used_line`` names it (singular, plural).
+USED_KINDS = {
+    BlockType.CONVERSATION: ("message of this conversation", "messages of this conversation"),
+    BlockType.SUMMARY: ("summary line", "summary lines"),
+    BlockType.EVIDENCE: ("recalled item", "recalled items"),
+    BlockType.MEMORY: ("note", "notes"),
+    BlockType.STATE: ("fact about you or the work", "facts about you or the work"),
+}
+
+
+def used_line(record: TurnRecord, anchor_label: str = "") -> str:
+    """One plain line on what a turn used: where routing put it, what its context carries and
+    how much of the budget that took (``pcm ask`` prints it before the answer)."""
+    b = record.build
+    if b.anchor_node is None:
+        where = "starts a new branch"
+    else:
+        label = " ".join(anchor_label.split())
+        label = f' "{label[:48].rsplit(" ", 1)[0]}…"' if len(label) > 48 else (f' "{label}"' if label else "")
+        where = f"continues{label or ' turn ' + b.anchor_node[:8]}" + (" (as you chose)" if b.routing.get("override")
+                                                                        else "")
+    counts: dict[BlockType, set[str]] = {}
+    for block in b.context.blocks:
+        if block.block_type in USED_KINDS:
+            counts.setdefault(block.block_type, set()).update(r.evidence_id for r in block.refs)
+    parts = [f"{len(ids)} {USED_KINDS[kind][len(ids) != 1]}" for kind, ids in counts.items() if ids]
+    used = ", ".join(parts) if parts else "nothing earlier (no turn or note passed the relevance gate)"
+    return f"turn {record.turn_id}: {where}; used {used} ({b.context.tokens} of {b.context.budget} tokens)"
 
 
 def input_lines(record: TurnRecord) -> list[str]:
@@ -144,17 +178,18 @@ def answer_failure(record: TurnRecord) -> str | None:
     return f"pcm: error: turn {record.turn_id} got no answer: {reason}"
 
 
-def provider_lines(record: TurnRecord) -> list[str]:
+def provider_lines(record: TurnRecord, *, always: bool = True) -> list[str]:
     """Who answered (and whether off the machine, at what cost), and what the provider registry
-    did on the way (a fallback, a retry, a refused spending limit)."""
+    did on the way (a fallback, a retry, a refused spending limit). Unless ``always``, only when
+    there is something to know: notes, a cost, an answer from off the machine."""
     usage = record.usage
     provider = usage.get("provider")
-    if not provider:
+    notes = usage.get("notes") or []
+    if not provider or not (always or notes or usage.get("cost") or usage.get("off_machine")):
         return []
     where = ", off the machine" if usage.get("off_machine") else ""
     cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
-    return [f"answered by {provider} ({usage.get('model', '')}{where}{cost})",
-            *(f"  {note}" for note in usage.get("notes") or [])]
+    return [f"answered by {provider} ({usage.get('model', '')}{where}{cost})", *(f"  {note}" for note in notes)]
 
 
 def _stored(data_dir: Any, fn: Callable[[Any], Any]) -> Any:
@@ -183,6 +218,9 @@ def _session_to_continue(args: argparse.Namespace) -> str | None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from app.core.engine.answer_length import CONTINUE_TEXT
+    from app.core.pipeline.record import TurnRecord
+
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
@@ -192,7 +230,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
         stream_out = sys.stderr if args.json else sys.stdout
-        held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
+        held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
 
         def show(piece: str) -> None:
             if held is not None:
@@ -202,9 +240,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
         run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
         if held is not None:
-            _err(summary(TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
-                                    build=run.build, timing=run.timing)))
-            print("assistant: " + "".join(held), end="", flush=True)
+            built = TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
+                               build=run.build, timing=run.timing)
+            anchor = run.build.anchor_node
+            label = state.graph.node(anchor).label if anchor and anchor in state.graph else ""
+            _err(summary(built) if args.verbose else used_line(built, label))
+            print("".join(held), end="", flush=True)
             held = None
         try:
             record = await run.done
@@ -220,9 +261,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
             _err(failed)
             return 1
         if not args.json:
-            for line in provider_lines(record):
+            for line in provider_lines(record, always=args.verbose):
                 _err(line)
-            _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+            if args.verbose:
+                _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
             if record.finish_reason == "length":
                 _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
                      f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
@@ -233,6 +275,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print a stored turn. Reads SQLite only: no model, no index, no engine."""
+    from app.core.pipeline.record import TurnRecord
+
     row = _stored(args.data_dir, lambda store: store.get_turn(resolve_id(store, "turn", args.turn)))
     if row is None or not row.get("record"):
         raise NoRecordError(f"turn {args.turn!r} has no recorded build (imported history)")
@@ -252,6 +296,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     async def work(engine: Engine) -> int:
         turn_id = await engine.resolve_id("turn", args.turn)
         differences = await engine.replay(turn_id)
+        if args.json:
+            print(json.dumps({"turn_id": turn_id, "reproduced": not differences, "differences": differences}, indent=2,
+                             ensure_ascii=False))
+            return 1 if differences else 0
         if differences:
             print(f"turn {turn_id}: {len(differences)} differences")
             for line in differences[:50]:
@@ -356,7 +404,7 @@ def cmd_eval_data(args: argparse.Namespace) -> int:
         settings = Settings.load(tempfile.mkdtemp(prefix="pcm-eval-"))
 
     # Deadlines off: on a loaded machine an index channel past recall's time limit would be skipped,
-    # and the figures would measure the machine's load instead of the contexts (README "Tests").
+    # and the figures would measure the machine's load instead of the contexts (docs/USAGE.md, "The `pcm` command").
     ablate = (*(c.strip() for c in (args.ablate or "").split(",") if c.strip()), "deadlines")
 
     async def work(engine: Engine) -> int:
@@ -461,6 +509,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--new", action="store_true", help="start a new session")
     p.add_argument("--budget", type=int, help="context budget in tokens (default: settings)")
     p.add_argument("--json", action="store_true", help="print the full turn record as JSON")
+    p.add_argument("-v", "--verbose", action="store_true", help="before the answer, the routing candidates, intent, "
+                   "plan and budgets instead of one line on what the turn used; after it, who answered and how fast")
     p.add_argument("--allow-tool", action="append", default=[], metavar="NAME",
                    help="let this tool server's tool (server.tool) run without asking, e.g. memory.create_entities")
     p.add_argument("--tool-wait", type=float, default=30.0, metavar="S",
@@ -476,6 +526,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("replay", help="rebuild a turn's plan and context from the stored state; report differences")
     p.add_argument("what", choices=["turn"])
     p.add_argument("turn", metavar="ID", help="a turn id, its first characters, or 'last'")
+    p.add_argument("--json", action="store_true", help="as JSON: {turn_id, reproduced, differences}")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")

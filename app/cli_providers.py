@@ -7,7 +7,7 @@
     pcm providers test [ID]
     pcm providers default ID
     pcm providers remove ID
-    pcm providers limits [--daily X] [--monthly Y] [--clear]
+    pcm providers limits [--daily X] [--monthly Y] [--clear] [--json]
 
 The settings live in ``providers.json`` in the data folder (``app.llm.providers.settings``).
 """
@@ -146,6 +146,9 @@ def cmd_limits(args: argparse.Namespace) -> int:
     from app.llm.providers.settings import set_limits
 
     settings = set_limits(_settings(args).data_dir, daily=args.daily, monthly=args.monthly, clear=args.clear)
+    if args.json:
+        print(json.dumps({"daily_limit": settings.daily_limit, "monthly_limit": settings.monthly_limit}))
+        return 0
     print(f"spending limits: daily {_limit(settings.daily_limit)}, monthly {_limit(settings.monthly_limit)}")
     return 0
 
@@ -198,4 +201,5 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--daily", type=float)
     q.add_argument("--monthly", type=float)
     q.add_argument("--clear", action="store_true", help="remove both limits")
+    q.add_argument("--json", action="store_true", help="the limits in force as JSON {daily_limit, monthly_limit}")
     q.set_defaults(func=cmd_limits)

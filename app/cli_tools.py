@@ -19,11 +19,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.core.errors import CoreError
-from app.core.pipeline.record import TurnRecord
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 EPILOG = """\
 A server is a command PCM starts and talks to over stdio, or a streamable HTTP URL. Its tools join

@@ -7,14 +7,17 @@ export files) and runs the window. Like ``app/main.py`` it holds construction on
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app import __version__, model_library
 from app import main as wiring
-from app import model_library
 from app.config import Settings
+from app.core.errors import CoreError
+from app.logfile import start_log_file
 from app.ui.services import ModelAccess, Progress, ProviderAccess, Services, ToolServerAccess
 
 
@@ -180,11 +183,14 @@ def services() -> Services:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m app",
-        description="PCM Canvas: the desktop canvas for long, branching work with a local LLM.",
+        prog="pcm-canvas",
+        description="PCM Canvas: the desktop canvas for long, branching work with a local LLM "
+                    "(also `python -m app`). One window per data folder: starting it again raises that window.",
     )
+    parser.add_argument("--version", action="version", version=f"pcm-canvas {__version__}")
     parser.add_argument("--data-dir", help="data folder (default: $PCM_DATA_DIR, else the user data folder)")
-    parser.add_argument("--session", help="open this session id (default: the one used last, or a new one)")
+    parser.add_argument("--session", help="open this session: an id, its first characters, or 'last' (default: the "
+                                          "one used last, or a new one)")
     parser.add_argument("--model", help="chat model for this run: a manifest name, a file in models/ or a path")
     parser.add_argument("--self-test", metavar="TEXT", nargs="?", const="In one sentence: what is a branch?",
                         help="open the window, answer TEXT on the configured models, print one line, quit "
@@ -194,15 +200,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _session(settings: Settings, typed: str) -> str:
+    """``--session`` as ``pcm`` takes it: a whole id, its first characters, or 'last' (read from
+    the store alone, before any model loads); ``CoreError`` when it names no session or several."""
+    from app.core.engine.ids import resolve_id
+
+    store = wiring.open_store(settings)
+    try:
+        return resolve_id(store, "session", typed)
+    finally:
+        store.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     limit_malloc_arenas()
-    settings = Settings.load(args.data_dir)
+    log_file = start_log_file()
+    try:
+        settings = Settings.load(args.data_dir)
+        session_id = _session(settings, args.session) if args.session else None
+    except CoreError as err:  # a broken settings file, an unknown session: one line, before any window
+        logging.getLogger(__name__).error("%s", err, extra={"console": False})  # printed below, once
+        print(f"pcm-canvas: error: {err}", file=sys.stderr)
+        return 2
+    logging.getLogger(__name__).info("PCM Canvas %s starting on %s (log: %s)", __version__, settings.data_dir,
+                                     log_file, extra={"console": False})
     if args.model:
         settings = settings.model_copy(update={"chat_model": args.model})
     from app.ui.app import run_app
 
-    return run_app(settings, services(), session_id=args.session, self_test=args.self_test,
+    return run_app(settings, services(), session_id=session_id, self_test=args.self_test,
                    open_file=Path(args.file).expanduser().resolve() if args.file else None)
 
 

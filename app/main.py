@@ -114,6 +114,7 @@ def build_engine(
     counter: str = "model",
     prompt_cache: bool = True,
     progress: Callable[[str], None] | None = None,
+    index: bool = True,
 ) -> "Engine":
     """Wire the engine for ``settings``: store, embedder + index, chat model, token counter.
 
@@ -121,7 +122,9 @@ def build_engine(
     ``counter`` is "model" (the chat model's tokenizer) or "words" (ceil(1.3 × words), the
     evaluation yardstick). ``chat=False`` skips loading the chat model (no generation) and the
     tool servers (nothing answers, so no tool runs; replay reads recorded results).
-    ``progress`` hears a short line before each slow step (the desktop shows it).
+    ``index=False`` (with ``chat=False`` and the words counter) wires the store alone: no model
+    loads, nothing is searched or indexed — what the next engine with an index catches up on
+    (``pcm memory add``). ``progress`` hears a short line before each slow step (the desktop shows it).
     """
     from app.core.engine.context import EngineConfig
     from app.core.engine.facade import Engine
@@ -130,6 +133,12 @@ def build_engine(
 
     say = progress or (lambda _line: None)
     executors = Executors()
+    if not index and not chat and counter == "words":
+        store = executors.pool("store").submit(open_store, settings).result()
+        return Engine(store=store, index=None, embedder=None, chat=None, counter=WordTokenCounter(),
+                      executors=executors, config=EngineConfig(default_budget=settings.default_budget,
+                                                               summary_model="off"),
+                      folder_files=ConfinedFolders, file_reader=read_attachment, exchange=StoreExchange(store))
     want_model = chat or counter == "model"
     say(f"loading the embedder {settings.embed_model}"
         + (f" and the chat model {settings.chat_model}" if want_model else ""))
@@ -145,7 +154,7 @@ def build_engine(
         embedder = embed_f.result()
         say("opening the search index")
         lance_f.result()
-        index = open_index(settings, embedder)
+        search_index = open_index(settings, embedder)
         model = model_f.result() if model_f is not None else None
         answering = chat_providers(settings, model, store, executors) if chat and model is not None else None
     except BaseException:
@@ -163,7 +172,7 @@ def build_engine(
                           max_streams=settings.max_concurrent_streams, memory_model=settings.memory_model,
                           summary_model="auto" if chat else "off")
     return Engine(
-        store=store, index=index, embedder=embedder, chat=answering,
+        store=store, index=search_index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,
         file_reader=read_attachment, exchange=StoreExchange(store),
         tool_servers=open_tool_servers(settings) if chat else None,

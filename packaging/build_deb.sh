@@ -4,8 +4,8 @@
 #   bash packaging/build_deb.sh        -> dist/<folder>_<version>_<arch>.deb
 #
 # Layout: the bundle in /opt/<folder>/, /usr/bin/<gui> and /usr/bin/<cli> as symbolic links to
-# it, a desktop entry (also offered for JSON files: exported sessions open with `pcm-canvas FILE`)
-# and the icon in the hicolor theme. Nothing runs at install time; dpkg's triggers refresh the
+# it, a desktop entry (offered for PCM Canvas sessions only: a MIME type of its own, recognised by
+# content; exported sessions open with `pcm-canvas FILE`) and the icon in the hicolor theme. Nothing runs at install time; dpkg's triggers refresh the
 # desktop and icon caches. Names: packaging/bundle.ini.
 # Environment: PCM_DEB_COMPRESSION (default gzip: fast on 2 cores; xz gives a smaller file).
 set -euo pipefail
@@ -40,9 +40,27 @@ Exec=$BUNDLE_GUI %f
 Icon=$PKG
 Terminal=false
 Categories=Office;
-MimeType=application/json;
+MimeType=$BUNDLE_MIME;
+StartupWMClass=$BUNDLE_WM_CLASS
 Keywords=LLM;chat;context;canvas;
 DESKTOP
+# The exported-session type: a JSON document that starts with its "schema_version" (what
+# File > Export and `pcm export` write), recognised by content, so other JSON files stay with
+# their own applications. dpkg's trigger runs update-mime-database.
+mkdir -p "$ROOT/usr/share/mime/packages"
+cat > "$ROOT/usr/share/mime/packages/$PKG.xml" <<MIME
+<?xml version="1.0" encoding="UTF-8"?>
+<mime-info xmlns="http://www.freedesktop.org/standards/shared-mime-info">
+  <mime-type type="$BUNDLE_MIME">
+    <comment>$BUNDLE_APP_NAME session</comment>
+    <sub-class-of type="application/json"/>
+    <generic-icon name="$PKG"/>
+    <magic priority="60">
+      <match type="string" value="&quot;schema_version&quot;" offset="0:16"/>
+    </magic>
+  </mime-type>
+</mime-info>
+MIME
 cat > "$ROOT/usr/share/doc/$PKG/copyright" <<COPYRIGHT
 $BUNDLE_APP_NAME $BUNDLE_VERSION: Apache-2.0. Bundled models: SmolLM2-135M-Instruct (Apache-2.0),
 all-MiniLM-L6-v2 (Apache-2.0). Bundled libraries keep their own licences (Qt/PySide6: LGPLv3,

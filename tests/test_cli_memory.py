@@ -55,10 +55,17 @@ def test_memory_list_show_revoke_and_topics(tmp_path: Path, capsys: pytest.Captu
     assert main([*data, "memory", "revoke"]) == 2
 
 
-def test_memory_add_states_profile_statements_for_every_session(tmp_path: Path,
+def test_memory_add_states_profile_statements_for_every_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """``pcm memory add`` goes through the engine's memory writer (the real embedder loads): a
-    statement is written once, a later one that says it again is held, not written again."""
+    """``pcm memory add`` goes through the engine's memory writer over the store alone (no model
+    loads): a statement is written once, a later one that says it again is held, not written again."""
+    from app import main as wiring
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("pcm memory add loaded a model")
+
+    monkeypatch.setattr(wiring, "load_chat_model", refuse)
+    monkeypatch.setattr(wiring, "load_embedder", refuse)
     sid, _ = _workspace(tmp_path)
     data = ["--data-dir", str(tmp_path)]
     assert main([*data, "memory", "add", "I prefer short answers. You may use sudo.", "--session", sid]) == 0

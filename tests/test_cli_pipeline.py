@@ -22,10 +22,18 @@ def test_ask_show_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     record = json.loads(capsys.readouterr().out)
     assert record["output"].strip() and record["build"]["context"]["tokens"] <= 256
     session, turn = record["session_id"], record["turn_id"]
-    assert main([*data, "ask", "When is the launch?", "--session", session, "--budget", "256"]) == 0
+    assert main([*data, "ask", "When is the launch?", "--session", session[:8], "--budget", "256"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("assistant: ") and "intent: qa" in err and "plan: " in err
-    assert f"continues {record['node_id']}" in err  # the follow-up continues the first turn
+    used = [line for line in err.splitlines() if line.startswith("turn ")]
+    assert out.strip() and len(used) == 1 and "continues" in used[0] and " tokens)" in used[0], err
+    assert "intent:" not in err and "plan:" not in err and "{" not in err  # one plain line, no budgets dict
+    assert main([*data, "show", "turn", "last", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["build"]["anchor_node"] == record["node_id"]  # the follow-up continues the first turn
+    assert main([*data, "ask", "When is the launch again?", "--session", "last", "--budget", "256", "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() and "intent: qa" in err and "plan: " in err and "answered by" in err
+    assert any(f"continues {node}" in err for node in (record["node_id"], second["node_id"])), err  # same thread
     assert main([*data, "show", "turn", turn]) == 0
     shown = capsys.readouterr().out
     assert "--- context sent ---" in shown and record["output"].strip()[:20] in shown

@@ -47,6 +47,11 @@ class ProviderError(ModelError):
         self.transient = transient
 
 
+class SettingsError(CoreError):
+    """A settings file cannot be used: not JSON, or a value of the wrong kind. ``str(err)`` is one
+    line naming the file and the fault (the field, or the line and column of bad JSON)."""
+
+
 class ToolServerError(CoreError):
     """A tool server could not be reached, started, configured or called: it crashed, hung past
     its time limit, refused the call, or its settings are wrong. ``str(err)`` is one line naming

@@ -55,10 +55,11 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-async def serve(mcp: Any, token: str, port: int, ready: Any = None, *, embedded: bool = False) -> None:
+async def serve(mcp: Any, token: str, port: int, ready: Any = None, *, embedded: bool = False,
+                log_level: str = "warning") -> None:
     """Serve ``mcp`` (an ``MCPServer``) on 127.0.0.1:``port`` until cancelled; ``ready`` (an
     ``asyncio.Event``) is set once it listens. ``embedded`` (inside the desktop app): leave the
-    process's signal handlers alone."""
+    process's signal handlers alone. uvicorn logs at ``log_level`` (its access log only at debug)."""
     import asyncio
     import contextlib
 
@@ -74,7 +75,8 @@ async def serve(mcp: Any, token: str, port: int, ready: Any = None, *, embedded:
                     yield
 
     app = BearerAuth(mcp.streamable_http_app(host="127.0.0.1"), token)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="on",
+                            access_log=log_level == "debug", log_config=None)  # the process's logging, not uvicorn's
     server = Server(config)
     task = asyncio.create_task(server.serve(), name="uvicorn")
     try:

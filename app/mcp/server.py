@@ -5,24 +5,39 @@ Tools with the names, parameters and defaults of the design's §6 (``get_context
 on (``record_event``, ``add_profile_statement``, ``attach_file``, ``search_memory``,
 ``search_facts``, ``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
 and ``pcm://turns/{turn_id}``. Each tool returns text within its token limit and structured content
-with evidence, session and turn ids (``service.ContextService``). A bad argument is an MCP error
-naming the field. Nothing deletes: a prohibition closes the permission it contradicts, keeping it.
-Transports: stdio (``pcm mcp``) and streamable HTTP on 127.0.0.1 behind a bearer token
-(``pcm mcp --http``, ``http.serve``).
+with evidence, session and turn ids (``service.ContextService``), whose shape is the tool's
+output schema (``schemas.py``); each tool says in its annotations whether it only reads. A bad
+argument (the schemas carry the bounds) is an MCP error naming the field, in one line. Nothing
+deletes: a prohibition closes the permission it contradicts, keeping it. The server answers
+``initialize`` at once; the tools wait for the engine (``ready.ServiceGate``). It advertises tools
+and resources only: no prompts, no logging, no completions. Transports: stdio (``pcm mcp``) and
+streamable HTTP on 127.0.0.1 behind a bearer token (``pcm mcp --http``, ``http.serve``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app import __version__
 from app.core.errors import CoreError, NoRecordError
-from app.mcp.service import ContextService
+from app.mcp import schemas
+from app.mcp.ready import ServiceGate
+from app.mcp.service import MAX_LIMIT, MAX_TOKENS, ContextService
+
+# What each tool does to the user's data (MCP tool annotations): reading tools change nothing;
+# the writing ones add (record_event, a profile statement, an attachment, a provider) and never
+# delete, and none reaches outside this machine.
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+ADDS_ONCE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = (
     "PCM Canvas keeps every input, answer and environment event of the user's sessions, and "
@@ -35,8 +50,8 @@ INSTRUCTIONS = (
 
 class TimeRange(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    start: str | None = Field(None, description="ISO 8601 date-time, inclusive")
-    end: str | None = Field(None, description="ISO 8601 date-time, inclusive")
+    start: str | None = Field(None, description="ISO 8601 date or date-time (UTC without an offset), inclusive")
+    end: str | None = Field(None, description="ISO 8601 date or date-time (a date: to its end), inclusive")
 
 
 class ProviderConfig(BaseModel):
@@ -48,122 +63,188 @@ class ProviderConfig(BaseModel):
     temperature: float | None = None
 
 
-async def _run(call: Any) -> CallToolResult:
-    """The tool result: the text for a model to read, and the structured content beside it."""
+class PcmServer(MCPServer):
+    """The SDK's server, with arguments that fail their schema reported in one line naming the
+    field ("maxTokens: Input should be greater than or equal to 16 (got -1)"), not pydantic's
+    multi-line dump."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {argument_errors(cause)}") from cause
+            raise
+
+
+def argument_errors(error: ValidationError) -> str:
+    """One line for a tool's bad arguments: each field with what is wrong and what was given."""
+    parts = []
+    for problem in error.errors()[:3]:
+        field = ".".join(str(p) for p in problem["loc"]) or "arguments"
+        given = problem.get("input")
+        shown = "" if problem["type"] == "missing" or isinstance(given, dict) else f" (got {json.dumps(given)[:40]})"
+        parts.append(f"{field}: {problem['msg']}{shown}")
+    return "; ".join(parts) + ("; …" if error.error_count() > 3 else "")
+
+
+async def _run(gate: ServiceGate, call: Callable[[ContextService], Awaitable[tuple[str, dict[str, Any]]]]
+               ) -> CallToolResult:
+    """The tool result once the engine is ready: the text for a model to read, and the
+    structured content beside it."""
+    service = await gate.get()
     try:
-        text, data = await call
+        text, data = await call(service)
     except CoreError as exc:  # a one-line reason naming the field: an MCP error, never a crash
         raise ToolError(str(exc)) from None
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def build_server(service: ContextService) -> MCPServer:
-    """The MCP server with every tool and resource bound to ``service``."""
-    mcp = MCPServer("pcm-canvas", instructions=INSTRUCTIONS)
+def _drop_prompts(mcp: MCPServer) -> None:
+    """This server has no prompts: leave ``prompts/list`` and ``prompts/get`` unserved, so the
+    prompts capability is not advertised and a prompt request is JSON-RPC's "method not found"
+    (-32601), not an error with code 0. (MCPServer registers both itself; mcp is pinned.)"""
+    handlers = mcp._lowlevel_server._request_handlers  # noqa: SLF001 - no public way to unregister
+    for method in ("prompts/list", "prompts/get"):
+        handlers.pop(method, None)
 
-    @mcp.tool()
+
+def build_server(service: ContextService | ServiceGate, *, log_level: str = "WARNING") -> MCPServer:
+    """The MCP server with every tool and resource bound to ``service`` — or to the service a
+    ``ServiceGate`` will hold once the engine has loaded: ``initialize`` and the listings are
+    answered at once, and each tool call and resource read waits for the engine."""
+    gate = service if isinstance(service, ServiceGate) else ServiceGate(service)
+    mcp = PcmServer("pcm-canvas", title="PCM Canvas", version=__version__, instructions=INSTRUCTIONS,
+                    log_level=log_level)  # type: ignore[arg-type]
+    _drop_prompts(mcp)
+    _add_reading_tools(mcp, gate)
+    _add_writing_tools(mcp, gate)
+    _add_resources(mcp, gate)
+    return mcp
+
+
+def _add_reading_tools(mcp: MCPServer, gate: ServiceGate) -> None:
+
+    @mcp.tool(title="Context summary", annotations=READS)
     async def get_context_summary(
-        query: Annotated[str, Field(description="Query to contextualize the summary")],
+        query: Annotated[str, Field(min_length=1, description="Query to contextualize the summary")],
         conversationIds: Annotated[list[str] | None, Field(description="Specific conversations to summarize")] = None,
         timeRange: TimeRange | None = None,
-        maxTokens: Annotated[int, Field(description="Maximum tokens for the summary")] = 2000,
+        maxTokens: Annotated[int, Field(ge=64, le=MAX_TOKENS, description="Maximum tokens for the summary")] = 2000,
         level: Literal["brief", "standard", "detailed"] = "standard",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.ContextSummary]:
         """Get a summary of conversations for a query: the context PCM compiles for it in each
         conversation (the session used last when none is named), every line bound to its evidence."""
         span = timeRange or TimeRange()
-        return await _run(service.summary(query, conversationIds, span.start, span.end, maxTokens, level))
+        return await _run(gate, lambda s: s.summary(query, conversationIds, span.start, span.end, maxTokens, level))
 
-    @mcp.tool()
+    @mcp.tool(title="Relevant snippets", annotations=READS)
     async def get_relevant_snippets(
-        query: Annotated[str, Field(description="Query to find relevant snippets")],
-        maxTokens: Annotated[int, Field(description="Maximum tokens to return")] = 1000,
+        query: Annotated[str, Field(min_length=1, description="Query to find relevant snippets")],
+        maxTokens: Annotated[int, Field(ge=16, le=MAX_TOKENS, description="Maximum tokens to return")] = 1000,
         strategy: Literal["relevance", "recency", "mixed"] = "mixed",
         expandContext: Annotated[bool, Field(description="Include surrounding context")] = True,
-    ) -> CallToolResult:
-        """Get relevant conversation snippets from every session, within a token budget."""
-        return await _run(service.snippets(query, maxTokens, strategy, expandContext))
+    ) -> Annotated[CallToolResult, schemas.Snippets]:
+        """Get relevant conversation snippets from every session, within a token budget. When
+        records match but none fits within maxTokens, the text says so (fits: false)."""
+        return await _run(gate, lambda s: s.snippets(query, maxTokens, strategy, expandContext))
 
-    @mcp.tool()
+    @mcp.tool(title="Search memory", annotations=READS)
+    async def search_memory(
+        query: Annotated[str, Field(min_length=1, description="Words to look for")],
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Most results")] = 10,
+    ) -> Annotated[CallToolResult, schemas.Memories]:
+        """Search stored notes: memory fragments and environment events (files, feeds) of every session."""
+        return await _run(gate, lambda s: s.memory(query, limit))
+
+    @mcp.tool(title="Search facts", annotations=READS)
+    async def search_facts(
+        query: Annotated[str, Field(description="Words the fact's subject or value holds (empty: all)")] = "",
+        sessionId: Annotated[str | None, Field(description="Only this session's facts")] = None,
+    ) -> Annotated[CallToolResult, schemas.Facts]:
+        """Facts the user stated ("my X is Y"), each with valid_from and, once replaced, valid_to."""
+        return await _run(gate, lambda s: s.facts(query, sessionId))
+
+    @mcp.tool(title="List sessions", annotations=READS)
+    async def list_sessions(includeArchived: bool = False) -> Annotated[CallToolResult, schemas.Sessions]:
+        """The sessions, oldest first, with titles and turn counts."""
+        return await _run(gate, lambda s: s.sessions(includeArchived))
+
+    @mcp.tool(title="Status", annotations=READS)
+    async def get_status() -> Annotated[CallToolResult, schemas.Status]:
+        """Sessions, turns, indexed records, the chat model, events waiting to be stored."""
+        return await _run(gate, lambda s: s.status())
+
+
+def _add_writing_tools(mcp: MCPServer, gate: ServiceGate) -> None:
+    @mcp.tool(title="Configure an LLM provider", annotations=ADDS_ONCE)
     async def configure_llm_provider(
         provider: Literal["ollama", "openai", "anthropic", "google"],
         config: ProviderConfig,
         setAsDefault: bool = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.ProviderSaved]:
         """Configure an LLM provider (an OpenAI-compatible endpoint). API keys are never passed or
         stored: name the environment variable (apiKeyEnv). An endpoint off this machine can only be
         added by the user (pcm providers add --yes-send-off-machine)."""
         values = {k: v for k, v in config.model_dump().items() if v is not None}
-        return await _run(service.configure_provider(provider, values, setAsDefault))
+        return await _run(gate, lambda s: s.configure_provider(provider, values, setAsDefault))
 
-    @mcp.tool()
+    @mcp.tool(title="Record an event", annotations=ADDS)
     async def record_event(
-        text: Annotated[str, Field(description="What was said or observed")],
+        text: Annotated[str, Field(min_length=1, description="What was said or observed")],
         sessionId: Annotated[str | None, Field(description="Session to add it to (default: the one used last)")] = None,
         kind: Literal["input", "observation"] = "input",
-        author: Annotated[str, Field(description="Who said or saw it")] = "",
-    ) -> CallToolResult:
+        author: Annotated[str, Field(max_length=200, description="Who said or saw it")] = "",
+    ) -> Annotated[CallToolResult, schemas.EventQueued]:
         """Record an input or an observation into a session. Returns at once with the ids it will
         have; the events are stored in the order they arrive."""
-        return await _run(service.record_event(text, sessionId, kind, author))
+        return await _run(gate, lambda s: s.record_event(text, sessionId, kind, author))
 
-    @mcp.tool()
+    @mcp.tool(title="Add a profile statement", annotations=ADDS_ONCE)
     async def add_profile_statement(
-        text: Annotated[str, Field(description='What the user wants from now on: "I prefer…", "Never…", "You may…"')],
+        text: Annotated[str, Field(min_length=1, description='What the user wants from now on: "I prefer…", '
+                                                             '"Never…", "You may…"')],
         sessionId: Annotated[str | None, Field(description="Session that keeps the record (default: the one used last)")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.ProfileAdded]:
         """Add the user's lasting preferences, prohibitions or permissions; every session's context
         carries them from now on. One already held is not written again; a prohibition closes the
         permission it contradicts (closed, not deleted)."""
-        return await _run(service.add_profile(text, sessionId))
+        return await _run(gate, lambda s: s.add_profile(text, sessionId))
 
-    @mcp.tool()
+    @mcp.tool(title="Attach a file", annotations=ADDS_ONCE)
     async def attach_file(
-        path: Annotated[str, Field(description="A text file in a folder the user watches: absolute, or relative "
-                                               "to a watched folder")],
+        path: Annotated[str, Field(min_length=1, description="A text file in a folder the user watches: absolute, "
+                                                             "or relative to a watched folder")],
         sessionId: Annotated[str | None, Field(description="Session to attach it to (default: the one used last)")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.FileAttached]:
         """Attach a text file as evidence of a session, as the user's "Attach file…" does: recalled
         like a watched file, a question about any line of it gets that line. Changed text is the next
         version; the same text records nothing. Only files inside the folders the user watches
         (Settings → Environment) may be attached."""
-        return await _run(service.attach_file(path, sessionId))
-
-    @mcp.tool()
-    async def search_memory(query: str, limit: int = 10) -> CallToolResult:
-        """Search stored notes: memory fragments and environment events (files, feeds) of every session."""
-        return await _run(service.memory(query, limit))
-
-    @mcp.tool()
-    async def search_facts(query: str = "", sessionId: str | None = None) -> CallToolResult:
-        """Facts the user stated ("my X is Y"), each with valid_from and, once replaced, valid_to."""
-        return await _run(service.facts(query, sessionId))
-
-    @mcp.tool()
-    async def list_sessions(includeArchived: bool = False) -> CallToolResult:
-        """The sessions, oldest first, with titles and turn counts."""
-        return await _run(service.sessions(includeArchived))
-
-    @mcp.tool()
-    async def get_status() -> CallToolResult:
-        """Sessions, turns, indexed records, the chat model, events waiting to be stored."""
-        return await _run(service.status())
-
-    _add_resources(mcp, service)
-    return mcp
+        return await _run(gate, lambda s: s.attach_file(path, sessionId))
 
 
-def _add_resources(mcp: MCPServer, service: ContextService) -> None:
-    engine = service.engine
+async def _service(gate: ServiceGate) -> ContextService:
+    """The service for a resource read (a read's failure is a ``ResourceError``, one line)."""
+    try:
+        return await gate.get()
+    except ToolError as exc:
+        raise ResourceError(str(exc)) from None
 
-    @mcp.resource("pcm://sessions", mime_type="application/json")
+
+def _add_resources(mcp: MCPServer, gate: ServiceGate) -> None:
+    @mcp.resource("pcm://sessions", mime_type="application/json", description="Every session (id, title, times, "
+                  "turn count)")
     async def sessions() -> str:
         """Every session (id, title, times, turn count)."""
-        return json.dumps((await service.sessions(True))[1], indent=1)
+        return json.dumps((await (await _service(gate)).sessions(True))[1], indent=1)
 
     @mcp.resource("pcm://sessions/{session_id}", mime_type="text/plain")
     async def session(session_id: str) -> str:
         """A session's messages in order, each with its id, time and speaker."""
+        engine = (await _service(gate)).engine
         known = {r["session_id"] for r in await engine.list_sessions(archived=True)}
         if session_id not in known:
             raise ResourceNotFoundError(f"session_id: no session {session_id!r}")
@@ -173,6 +254,7 @@ def _add_resources(mcp: MCPServer, service: ContextService) -> None:
     @mcp.resource("pcm://turns/{turn_id}", mime_type="application/json")
     async def turn(turn_id: str) -> str:
         """A turn's record: input, answer, the evidence its context cited, routing, plan."""
+        engine = (await _service(gate)).engine
         try:
             record = await engine.turn_record(turn_id)
         except NoRecordError as exc:

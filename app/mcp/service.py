@@ -27,17 +27,22 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Literal
 
-from app.core.engine.facade import Engine
 from app.core.errors import AttachError, CoreError
 from app.core.types import Author, AuthorKind, BlockType, Message, Role, new_id, utc_now
+
+if TYPE_CHECKING:  # the engine's modules load with the engine (in the background), not with the server
+    from app.core.engine.facade import Engine
 
 log = logging.getLogger(__name__)
 
 Strategy = Literal["relevance", "recency", "mixed"]
 Level = Literal["brief", "standard", "detailed"]
 LEVEL_SHARE = {"brief": 0.35, "standard": 0.7, "detailed": 1.0}  # of max_tokens a summary may use
+MAX_LIMIT = 100  # search_memory's most results
+MAX_TOKENS = 32_000  # the most any tool's text may take (a context larger than any local model's)
 EVIDENCE_BLOCKS = (BlockType.EVIDENCE, BlockType.CONVERSATION, BlockType.STATE, BlockType.MEMORY)
 
 
@@ -61,6 +66,33 @@ class Snippet:
 
 def _in_range(at: str, since: str | None, until: str | None) -> bool:
     return (since is None or at >= since) and (until is None or at <= until)
+
+
+def moment(field: str, value: str | None, *, end: bool = False) -> str | None:
+    """``value`` (ISO 8601: a date, or a date-time with or without its offset; naive is UTC) as
+    the stored times are written (UTC, ``…Z``), for comparing as text; a bare date as ``end``
+    covers its whole day. ``ToolArgumentError`` naming ``field`` when it is not a date."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        when = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ToolArgumentError(f"{field}: not an ISO 8601 date or date-time ({text[:40]!r}); e.g. "
+                                "2026-03-01 or 2026-03-01T09:30:00Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    if end and len(text) == 10:  # a date alone: until the end of that day
+        when += timedelta(days=1, microseconds=-1)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def time_range(start: str | None, end: str | None) -> tuple[str | None, str | None]:
+    """A ``timeRange`` argument checked and normalised (``moment``); its start not after its end."""
+    since, until = moment("timeRange.start", start), moment("timeRange.end", end, end=True)
+    if since is not None and until is not None and since > until:
+        raise ToolArgumentError(f"timeRange: start ({start}) is after end ({end})")
+    return since, until
 
 
 @dataclass
@@ -112,8 +144,8 @@ class ContextService:
                        until: str | None = None) -> tuple[str, dict[str, Any]]:
         if not query.strip():
             raise ToolArgumentError("query: give some words to look for")
-        if max_tokens < 16:
-            raise ToolArgumentError("maxTokens: at least 16")
+        if not 16 <= max_tokens <= MAX_TOKENS:
+            raise ToolArgumentError(f"maxTokens: between 16 and {MAX_TOKENS} (got {max_tokens})")
         hits = await self.engine.records().search(query, k=24, since=since, until=until)
         found = [s for s in [await self._snippet(i, score) for i, score in hits] if s is not None]
         if strategy == "recency":
@@ -131,16 +163,23 @@ class ContextService:
                     seen.add(item.evidence_id)
                     ordered.append(item)
         text, kept = self._fit([s.line() for s in ordered], max_tokens)
-        return text or "Nothing stored matches.", {
-            "query": query, "strategy": strategy, "snippets": [vars(s) for s in ordered[:kept]]}
+        if not ordered:
+            text = "Nothing stored matches."
+        elif not kept:  # matches exist, but not even the best fits: say so, never "nothing matches"
+            best = self.engine.count_tokens(ordered[0].line()) + 1
+            text = (f"{len(ordered)} stored records match, but none fits within maxTokens={max_tokens}: the best "
+                    f"needs {best} tokens. Ask again with a larger maxTokens.")
+        return text, {"query": query, "strategy": strategy, "snippets": [vars(s) for s in ordered[:kept]],
+                      "matched": len(ordered), "fits": kept > 0 or not ordered}
 
     async def summary(self, query: str, conversation_ids: list[str] | None = None, since: str | None = None,
                       until: str | None = None, max_tokens: int = 2000,
                       level: Level = "standard") -> tuple[str, dict[str, Any]]:
         if not query.strip():
             raise ToolArgumentError("query: give some words to summarize for")
-        if max_tokens < 64:
-            raise ToolArgumentError("maxTokens: at least 64")
+        since, until = time_range(since, until)
+        if not 64 <= max_tokens <= MAX_TOKENS:
+            raise ToolArgumentError(f"maxTokens: between 64 and {MAX_TOKENS} (got {max_tokens})")
         sessions = {r["session_id"]: r for r in await self.engine.list_sessions(archived=True)}
         wanted = conversation_ids or [sid for sid in [await self.engine.last_used_session()] if sid]
         unknown = [sid for sid in wanted if sid not in sessions]
@@ -163,8 +202,12 @@ class ContextService:
                               "content": block.content})
             title = sessions[sid].get("title") or sid[:8]
             parts.append(f"## {title} ({sid[:8]})\n" + ("\n".join(lines) if lines else "(nothing relevant)"))
-        text, _ = self._fit("\n\n".join(parts).splitlines(), max_tokens)
-        return text, {"query": query, "level": level, "sessions": wanted, "blocks": items}
+        text, kept = self._fit("\n\n".join(parts).splitlines(), max_tokens)
+        if items and kept <= 1:  # a header at most: the lines found do not fit
+            text = (f"{len(items)} relevant blocks were found, but none fits within maxTokens={max_tokens}. "
+                    "Ask again with a larger maxTokens or a briefer level.")
+        return text, {"query": query, "level": level, "sessions": wanted, "blocks": items,
+                      "fits": not items or kept > 1}
 
     async def _times(self, evidence_ids: list[str]) -> dict[str, str]:
         out = {}
@@ -200,6 +243,8 @@ class ContextService:
     async def memory(self, query: str, limit: int = 10) -> tuple[str, dict[str, Any]]:
         if not query.strip():
             raise ToolArgumentError("query: give some words to look for")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolArgumentError(f"limit: between 1 and {MAX_LIMIT} (got {limit})")
         hits = await self.engine.records().search(query, k=limit, kinds=("memory", "env"))
         rows = {r.id: r for r in await self.engine.records().searchable([i for i, _ in hits])}
         found = [{"evidence_id": i, "kind": rows[i].kind, "session_id": rows[i].session_id, "at": rows[i].at,

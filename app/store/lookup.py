@@ -13,9 +13,10 @@ class IdLookup:
         self.db = db
 
     def match_ids(self, kind: str, prefix: str, *, limit: int = 2) -> list[str]:
-        """Ids of ``kind`` ("turn" or "session") that start with ``prefix`` (as typed, any case),
-        at most ``limit``: what a short id the window shows resolves to."""
-        table, column = {"turn": ("turns", "turn_id"), "session": ("sessions", "session_id")}[kind]
+        """Ids of ``kind`` ("turn", "session" or "memory") that start with ``prefix`` (as typed, any
+        case), at most ``limit``: what a short id the window shows resolves to."""
+        table, column = {"turn": ("turns", "turn_id"), "session": ("sessions", "session_id"),
+                         "memory": ("memory_fragments", "fragment_id")}[kind]
         if not prefix.replace("-", "").isalnum():  # ids are hex: nothing else can match (no LIKE wildcards)
             return []
         rows = self.db.connection().execute(

@@ -24,6 +24,7 @@ from app.config import RESOURCES_DIR, Settings
 from app.startup import process_age_s
 from app.ui.gc_guard import MainThreadGC
 from app.ui.services import Services
+from app.ui.single_instance import InstanceGuard
 from app.ui.theme import apply_theme
 from app.ui.window import MainWindow
 
@@ -36,8 +37,9 @@ def application() -> QApplication:
         app = QApplication(sys.argv[:1])
     if app.findChild(MainThreadGC) is None:
         MainThreadGC(app).start()
-    app.setApplicationName("PCM Canvas")
+    app.setApplicationName("PCM Canvas")  # also the X11 WM_CLASS class: the desktop entry's StartupWMClass
     app.setOrganizationName("pcm-canvas")
+    app.setDesktopFileName("pcm-canvas")  # the desktop entry's name (pcm-canvas.desktop): Wayland's app id
     icon = RESOURCES_DIR / "icons" / "pcm-canvas.svg"
     if icon.is_file():
         app.setWindowIcon(QIcon(str(icon)))
@@ -95,13 +97,35 @@ def run_app(settings: Settings, services: Services, *, session_id: str | None = 
     With ``open_file`` (an exported session) that document is imported and opened once the
     models are loaded.
 
+    One window per data folder (``single_instance``): when another window holds
+    ``settings.data_dir``, it is shown (and handed ``open_file``) and this call returns 0 at once.
+
     With ``self_test`` (an input text) the window loads, answers that input on the configured
     models, prints one line about it and closes: exit status 0 when an answer was recorded.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = application()
+    guard = InstanceGuard(settings.data_dir)
+    if not guard.claim():  # another window has this data folder: it shows itself (and opens the file)
+        if guard.hand_over(open_file):
+            print(f"pcm-canvas: PCM Canvas is already open on {settings.data_dir}; showed that window"
+                  + (f" and handed it {open_file.name}" if open_file else ""), file=sys.stderr)
+            return 0
+        print(f"pcm-canvas: error: another PCM Canvas holds {settings.data_dir} but did not answer; "
+              "close it, or start with another --data-dir", file=sys.stderr)
+        return 1
+    try:
+        return _run_window(app, settings, services, guard, session_id=session_id, self_test=self_test,
+                           open_file=open_file)
+    finally:
+        guard.release()
+
+
+def _run_window(app: QApplication, settings: Settings, services: Services, guard: InstanceGuard, *,
+                session_id: str | None, self_test: str | None, open_file: Path | None) -> int:
     apply_theme(app, settings.theme == "dark")
     window = MainWindow(settings, services)
+    guard.raise_requested.connect(window.bring_forward)
     window.show()
     window_s = process_age_s()
     status = 0

@@ -108,6 +108,14 @@ class FileActions:
         self.status.say(f"Imported {path.name} as a new session", 10000)
         return session_id
 
+    async def import_when_ready(self, path: Path) -> str | None:
+        """Import ``path`` once the models are loaded (a later start handed it over); nothing when
+        they failed to load (the status bar says why)."""
+        c = self.controller
+        while not c.ready and not c.load_error and not c.closed:
+            await asyncio.sleep(0.2)
+        return await self.import_from(path) if c.ready else None
+
     async def load_and_import(self, session_id: str | None, path: Path) -> str | None:
         """Start with a document to open (``pcm-canvas FILE``: a double-click on an exported
         session): load the models, then import ``path`` as a new session and open it."""
@@ -208,8 +216,8 @@ class FileActions:
             self._apply_theme()
         if new.data_dir != old.data_dir:
             try:
-                new.save()  # the new folder starts with these settings
-                remember_data_dir(new.data_dir)
+                remember_data_dir(new.data_dir)  # the home data folder from now on: its settings are
+                new.save()  # the config folder's (app.config.settings_file), these ones
             except OSError as exc:
                 self.status.error(f"Cannot use {new.data_dir}: {exc}")
                 return

@@ -1,9 +1,11 @@
 """The Help menu: the keyboard shortcuts (read from the window's own menus, so the list is
-always the one in force) and a short About text. Both are non-modal windows."""
+always the one in force), the folder of the log file, and a short About text. The windows are
+non-modal."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QHeaderView,
@@ -15,6 +17,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from app.config import log_dir
 
 # Keys that belong to widgets rather than menu actions.
 WIDGET_KEYS = [
@@ -87,8 +91,17 @@ class AboutWindow(QDialog):
         self.resize(460, 200)
 
 
+def open_log_folder() -> bool:
+    """Show the folder of the app's log file (``app.config.log_dir``) in the file manager;
+    whether the desktop accepted the request."""
+    folder = log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
+
+
 def add_help_menu(window: QMainWindow) -> QMenu:
-    """The Help menu of ``window``: Keyboard shortcuts (F1) and About; returns the menu."""
+    """The Help menu of ``window``: Keyboard shortcuts (F1), Open log folder and About; returns
+    the menu."""
     menu = window.menuBar().addMenu("&Help")
     shown: dict[str, QDialog] = {}
 
@@ -102,6 +115,7 @@ def add_help_menu(window: QMainWindow) -> QMenu:
 
     keys = menu.addAction("&Keyboard shortcuts", lambda: show("shortcuts"))
     keys.setShortcut(QKeySequence(QKeySequence.StandardKey.HelpContents))
+    menu.addAction("Open &log folder", open_log_folder)
     menu.addAction("&About PCM Canvas", lambda: show("about"))
     window.help_windows = shown  # type: ignore[attr-defined]  # tests look at what was opened
     return menu

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.config import Settings
+from app.config import Settings, layout_file
 from app.core.engine.answer_length import CONTINUE_TEXT
 from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
@@ -219,6 +220,17 @@ class MainWindow(QMainWindow):
         """Begin loading the models (the window is already showing)."""
         return self.controller.spawn(self.controller.load(session_id), "Loading")
 
+    def bring_forward(self, file: Path | None = None) -> None:
+        """Another start on this data folder asked for the window: show it in front, and import
+        ``file`` (an exported session) once the models are ready."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if file is not None:
+            self.controller.spawn(self.file_actions.import_when_ready(file), "Opening")
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         # qasync cannot await after aboutToQuit: refuse the first close, shut the engine down on
         # the loop, then close for real.
@@ -242,7 +254,8 @@ class MainWindow(QMainWindow):
             self.closed.emit()
 
     def _layout_store(self) -> QSettings:
-        return QSettings(str(self.settings.data_dir / "window.ini"), QSettings.Format.IniFormat)
+        """The window layout in the user config folder (``app.config.layout_file``)."""
+        return QSettings(str(layout_file(self.settings.data_dir)), QSettings.Format.IniFormat)
 
     def _save_layout(self) -> None:
         try:

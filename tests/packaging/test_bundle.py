@@ -133,8 +133,8 @@ def test_the_desktop_app_answers_one_input_on_the_bundled_model(bundle: Path, cl
 def test_pcm_ask_answers(bundle: Path, clean_env: dict[str, str]) -> None:
     done = _run([bundle / NAMES["cli"], "ask", "Name one planet of the solar system.", "--new"], clean_env)
     assert done.returncode == 0
-    assert "answered by llama.cpp (SmolLM2-135M-Instruct)" in done.stdout + done.stderr
-    assert "assistant:" in done.stdout
+    assert re.search(r"^turn [0-9a-f]{32}: starts a new branch; used ", done.stderr, re.M)
+    assert done.stdout.strip()  # the answer alone
 
 
 def test_pcm_mcp_lists_its_tools_to_the_official_client(bundle: Path, clean_env: dict[str, str]) -> None:
@@ -200,7 +200,8 @@ def test_the_deb_installs_and_starts(clean_env: dict[str, str], tmp_path: Path) 
     deb, gui, cli, pkg = _deb(), NAMES["gui"], NAMES["cli"], NAMES["folder"]
     listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
     for wanted in (f"./opt/{pkg}/{gui}", f"./usr/bin/{gui} -> /opt/{pkg}/{gui}", f"./usr/bin/{cli} -> /opt/{pkg}/{cli}",
-                   f"./usr/share/applications/{pkg}.desktop", f"./usr/share/icons/hicolor/256x256/apps/{pkg}.png"):
+                   f"./usr/share/applications/{pkg}.desktop", f"./usr/share/icons/hicolor/256x256/apps/{pkg}.png",
+                   f"./usr/share/mime/packages/{pkg}.xml"):
         assert wanted in listing, wanted
     FIGURES["deb"] = {"file": deb.name, "mb": round(deb.stat().st_size / 1e6)}
     was_installed = subprocess.run(["dpkg", "-s", pkg], capture_output=True).returncode == 0
@@ -218,7 +219,9 @@ def test_the_deb_installs_and_starts(clean_env: dict[str, str], tmp_path: Path) 
         if shutil.which("desktop-file-validate"):
             checked = _run(["desktop-file-validate", desktop], clean_env)
             assert checked.returncode == 0 and not checked.stdout.strip()
-        assert f"Exec={gui} %f" in desktop.read_text(encoding="utf-8")
+        entry = desktop.read_text(encoding="utf-8")
+        assert f"Exec={gui} %f" in entry and f"StartupWMClass={NAMES['wm_class']}" in entry
+        assert f"MimeType={NAMES['mime']};" in entry and "application/json" not in entry  # not every JSON file
         started = _run([gui, "--self-test", "Hi"], clean_env)  # found on PATH=/usr/bin:/bin
         assert started.returncode == 0 and "self-test: window in" in started.stdout
         assert _run([cli, "models", "verify"], clean_env).returncode == 0

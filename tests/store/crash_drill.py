@@ -408,8 +408,7 @@ class Drill:
         cap, killed_at = killed
         printed = _TURN_LINE.findall(cap.stderr())
         out = cap.stdout()
-        prefix = "assistant: "
-        seen = out[len(prefix):] if out.startswith(prefix) else ""
+        seen = out  # `pcm ask` prints the answer alone on stdout (what it used goes to stderr first)
         if not printed or not seen:
             return
         turn_id = printed[-1]

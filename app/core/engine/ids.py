@@ -1,8 +1,10 @@
 """What a typed id means: ``last``, a whole id, or the first characters of one.
 
-The window shows ids cut to 8 characters; ``pcm`` accepts them (and ``last``) wherever it asks for
-a turn or a session. ``resolve_id`` reads the store through the three lookups it needs, so the
-engine (``Engine.resolve_id``) and the CLI's store-only commands share it.
+The window shows ids cut to 8 characters; ``pcm`` (and ``pcm-canvas --session``) accepts them (and
+``last``) wherever it asks for a turn or a session, and a memory's first characters where it asks
+for a memory. ``resolve_id``
+reads the store through the three lookups it needs, so the engine (``Engine.resolve_id``) and the
+CLI's store-only commands share it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def resolve_id(lookup: IdLookup, kind: str, text: str) -> str:
     whole id, or a prefix of at least ``MIN_PREFIX`` characters that matches exactly one record.
     Raises ``NoRecordError`` for nothing found and ``CoreError`` for an ambiguous prefix."""
     text = text.strip()
+    if text == "last" and kind == "memory":
+        raise NoRecordError("'last' names a turn or a session: give a memory's id (pcm memory list shows them)")
     if text == "last":
         found = lookup.latest_turn_id() if kind == "turn" else lookup.last_used_session_id()
         if found is None:
