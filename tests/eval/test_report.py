@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from app.cli import main
 from app.core.engine.facade import Engine
 from app.eval.answers import AnswerCache
 from app.eval.report_html import write_report
@@ -86,4 +87,8 @@ def test_every_strategy_is_run_scored_and_the_page_regenerates_exactly(make_engi
 
     write_report(out)  # from the PRED files alone: the same bytes
     assert (out / "index.html").read_bytes() == page and (out / "summary.json").read_bytes() == figures
+    (out / "index.html").unlink()
+    assert main(["eval", "report", str(out), "--from-pred"]) == 0  # the command does the same
+    assert (out / "index.html").read_bytes() == page and (out / "summary.json").read_bytes() == figures
+    assert main(["eval", "report", str(tmp_path / "nothing"), "--from-pred"]) == 2  # one line, no trace
     assert run["cache"]["misses"] == 4 * 2 * 3 - run["cache"]["hits"]
