@@ -117,7 +117,8 @@ def dialogue_section(name: str, part: Mapping[str, Any], budgets: Sequence[int],
     out.append(_img(plots.curves(main, "recall", budgets, labels, f"{name}: evidence recall", "recall"), "recall"))
     out.append(_img(plots.curves(main, "answer_f1", budgets, labels, f"{name}: answer token F1", "F1"), "answer F1"))
     out.append(vs_table(part["vs_pcm"], ("recall", "precision", "answer_f1", "exact"), budgets, labels,
-                        "PCM against each other strategy (PCM − other; positive: PCM better)"))
+                        "PCM against each other strategy (PCM − other; positive: PCM better; a verdict needs the "
+                        "interval to exclude 0 and Wilcoxon p < .05)"))
     return "\n".join(out)
 
 
@@ -151,8 +152,8 @@ def ablation_section(summary: Mapping[str, Any], budgets: Sequence[int], labels:
         return ""
     out = ["<h2>Ablations: where the gain comes from</h2>",
            "<p>Each mechanism closed alone, the rest unchanged. A contribution is PCM − PCM without it "
-           "(positive: the mechanism helps), with its 95 % interval; “distinguishable from zero” when the "
-           "interval excludes 0. Cost: what the mechanism adds to a build (paired build ms, context tokens).</p>"]
+           "(positive: the mechanism helps), with its 95 % interval; “distinguishable from zero” (≠0) when the "
+           "interval excludes 0 and the Wilcoxon signed-rank p is below .05. Cost: what the mechanism adds to a build (paired build ms, context tokens).</p>"]
     table = []
     for r in rows_:
         shown = "; ".join(f"{c['data']} {c['metric']}@{c['budget']} {_diff(c)}"

@@ -3,7 +3,8 @@
 Each closed mechanism is judged on every paired comparison the report made of it against PCM: its
 contribution (PCM − without it) to evidence recall and answer F1 (dialogue datasets), purity and
 thread recall (streams), and conflict exposure (the generated set), at every budget. A
-contribution is distinguishable from zero when its 95 % interval excludes zero. The row's verdict:
+contribution is distinguishable from zero when its 95 % interval excludes zero and the paired
+signed-rank test agrees (p < .05, ``stats.compare``). The row's verdict:
 
 - ``helps``: at least one contribution above zero, none below;
 - ``hurts``: at least one below zero, none above;

@@ -27,6 +27,7 @@ import numpy as np
 
 ROUNDS = 2000
 LEVEL = 0.95
+ALPHA = 0.05  # the signed-rank test's level a verdict also needs (``compare``)
 EXACT_UP_TO = 25  # pairs (without ties) up to which the signed-rank test uses the exact null distribution
 
 
@@ -133,13 +134,16 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 def compare(reference: Sequence[float], other: Sequence[float], *, seed: int = 0) -> dict[str, Any]:
     """``reference`` (PCM) against ``other`` over paired items: the mean difference reference −
     other with its 95 % bootstrap interval, the signed-rank test, the effect sizes and a verdict
-    ("better" / "worse": the interval excludes 0 on that side; "no difference": it holds 0)."""
+    ("better" / "worse": the interval excludes 0 on that side and the signed-rank test agrees,
+    p < ``ALPHA``; "no difference" otherwise — with few non-zero pairs a percentile interval can
+    exclude 0 where the test cannot tell)."""
     if not reference:
         return {"n": 0, "diff": None, "low": None, "high": None, "p": None, "d_z": None, "rank_biserial": None,
                 "verdict": "no data"}
     boot = paired_bootstrap(other, reference, seed=seed)
     diffs = [float(r) - float(o) for r, o in zip(reference, other)]
     test = wilcoxon(diffs)
-    verdict = "better" if boot["low"] > 0 else "worse" if boot["high"] < 0 else "no difference"
+    sure = test["p"] is not None and test["p"] < ALPHA
+    verdict = "better" if sure and boot["low"] > 0 else "worse" if sure and boot["high"] < 0 else "no difference"
     return {"n": len(diffs), "diff": boot["diff"], "low": boot["low"], "high": boot["high"], "p": test["p"],
             "test": test["method"], **effect_sizes(diffs, test), "verdict": verdict}

@@ -73,3 +73,6 @@ def test_compare_reads_pcm_minus_the_other_and_names_the_side() -> None:
     same = compare([0.5, 0.0, 1.0, 0.0], [0.0, 0.5, 0.0, 1.0])
     assert same["verdict"] == "no difference" and same["low"] < 0 < same["high"]
     assert compare([], [])["verdict"] == "no data"
+    # 4 of 12 pairs differ, all one way: the percentile interval excludes 0, the test cannot tell (p = 2/16)
+    few = compare([0.1, 0.2, 0.3, 0.4] + [0.0] * 8, [0.0] * 12)
+    assert few["low"] > 0 and few["p"] == pytest.approx(0.125) and few["verdict"] == "no difference"
