@@ -21,6 +21,8 @@
     pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
     pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
     pcm eval tools [DIR] [--out PRED.jsonl] [--report FILE]   (the plan's tool filter over ~300 tools)
+    pcm eval report OUT --data DIR [--data DIR] [--sample N] [--budgets 512,1024,2048] [--from-pred]
+                                      (every strategy, control and ablation: PRED files, index.html, summary.json)
     pcm bench models [--runs N]
     pcm bench build [--turns 1000,10000,100000] [--budget N] [--json]
     pcm bench ingest [--turns 1000,10000] [--json]   (turns/s against the embedder's own on the same texts)

@@ -371,9 +371,13 @@ def _eval_route(args: argparse.Namespace, data_dir: Path, out: Path) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
+    """``pcm eval KIND``: the tool filter's own data, the report, or replay over a data folder."""
     from app.cli_tools import cmd_eval_tools
 
+    if args.kind == "report":
+        from app.cli_report import cmd_eval_report
+
+        return cmd_eval_report(args)
     return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
 
 
@@ -531,21 +535,21 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
     p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools",
-                                    "followups"])
+                                    "followups", "report"])
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
                         "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
-                        "default the app's resources/eval/tools)")
+                        "default the app's resources/eval/tools; report: OUT, the report's folder)")
     p.add_argument("--out", metavar="PRED.jsonl", help="recall / route / purity / documents: where the predictions go "
                    "(required); tools: each request's offer")
-    p.add_argument("--budgets", help="recall / purity / documents: comma-separated token budgets "
-                                     "(default 512,1024,2048,4096 / 256,512,1024 / 512,1024)")
+    p.add_argument("--budgets", help="recall / purity / documents / report: comma-separated token budgets "
+                                     "(default 512,1024,2048,4096 / 256,512,1024 / 512,1024 / 512,1024,2048)")
     p.add_argument("--counter", choices=["model", "words"],
                    help="recall / purity: count tokens with the chat model's tokenizer or as ceil(1.3 × words) "
                         "(default model / words)")
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
-    p.add_argument("--ablate", metavar="CHANNELS", help="recall / purity: switch recall channels off, e.g. memory,topic; "
-                   "summaries: contexts get no branch summary")
+    p.add_argument("--ablate", metavar="NAMES", help="recall / purity: close mechanisms (routing, fences, progress, "
+                   "template, env, gate, compression, memory, topic, summaries) or recall channels by name")
     p.add_argument("--split-sessions", action="store_true",
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
@@ -559,14 +563,18 @@ def add_parsers(sub: Any) -> None:
                                                   "by_category, latency, runs, paired, answers}")
     p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
     p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
-                                                   "names, files in models/ or paths; default: the configured one)")
-    p.add_argument("--answers", metavar="locomo10.json", help="answers: LoCoMo's original file, for the gold "
-                                                              "answers questions.jsonl leaves out")
-    p.add_argument("--cache", metavar="FILE", help="answers: the answer cache (default: eval-answers.jsonl in the "
+                                                   "names, files in models/ or paths; default: the configured one); "
+                                                   "report: the answering model")
+    p.add_argument("--answers", metavar="locomo10.json", help="answers / report: LoCoMo's original file, for the "
+                                                              "gold answers questions.jsonl leaves out")
+    p.add_argument("--cache", metavar="FILE", help="answers / report: the answer cache (default: eval-answers.jsonl in the "
                                                    "user cache folder, e.g. ~/.cache/pcm-canvas)")
-    p.add_argument("--context-size", type=int, default=4096, help="answers: the models' context (default 4096)")
+    p.add_argument("--context-size", type=int, default=4096, help="answers / report: the models' context (default 4096)")
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
                                                           "answers: N questions spread evenly over the file")
+    from app.cli_report import add_options
+
+    add_options(p)
     p.set_defaults(func=cmd_eval)  # app.cli hands "documents" to app.cli_documents

@@ -140,6 +140,45 @@ class ModelRole(StrEnum):
     EMBED = "embed"
 
 
+class Ablation(StrEnum):
+    """A mechanism an evaluation switches off (``EngineConfig.ablate``; seed 000 §8.6: one at a
+    time, the rest unchanged), declared here once with what closing it does (``CLOSES``); the
+    build's stages read the names (the pipeline, the prompt compiler, the summary offer). The app
+    never sets them."""
+
+    ROUTING = "routing"
+    FENCES = "fences"
+    PROGRESS = "progress"
+    TEMPLATE = "template"
+    ENV = "env"
+    GATE = "gate"
+    COMPRESSION = "compression"
+    MEMORY = "memory"
+    TOPIC = "topic"
+    SUMMARIES = "summaries"
+    DEADLINES = "deadlines"
+
+
+#: What closing each mechanism does to a build.
+CLOSES: dict[Ablation, str] = {
+    Ablation.ROUTING: "anchor routing: every input continues the latest turn (no shares over branch trees)",
+    Ablation.FENCES: "evidence boundaries: outside text enters without its fence (no header, no <<< >>>)",
+    Ablation.PROGRESS: "progress extraction: no task stack, task results or running tasks; the dialogue only",
+    Ablation.TEMPLATE: "structured template: the lines spliced plainly (no sections, day labels or edge order)",
+    Ablation.ENV: "environment channel: no environment event reaches recall or the intent",
+    Ablation.GATE: "relevance gate: every fused candidate may enter (threshold 0, no 'insufficient' note)",
+    Ablation.COMPRESSION: "query-aware compression: a long evidence is cut from its start instead",
+    Ablation.MEMORY: "memory channel: asks for nothing (no memory objects recalled)",
+    Ablation.TOPIC: "topic channel: asks for nothing",
+    Ablation.SUMMARIES: "summaries: no branch summary is offered",
+    # not a mechanism: an evaluation's contexts do not depend on how loaded the machine is
+    Ablation.DEADLINES: "recall time limit: every channel is waited for",
+}
+
+#: The mechanisms an evaluation closes one at a time (every ``Ablation`` but ``DEADLINES``).
+MECHANISMS: tuple[Ablation, ...] = tuple(a for a in Ablation if a is not Ablation.DEADLINES)
+
+
 # --------------------------------------------------------------------------- structured context model
 
 

@@ -13,8 +13,8 @@ prompts, and each answer is scored against the gold answer:
   out of the overall F1 and exact figures;
 - first-token latency and tokens/s of every call.
 
-The reusable parts (scoring, the answer cache, the paired bootstrap) are plain functions: a later
-evaluation report that compares control systems calls them the same way. Answers are cached on
+The reusable parts (scoring, the answer cache) are plain functions that ``pcm eval report``
+(``app.eval.report_run``) calls the same way; the paired bootstrap is ``app.eval.stats``'. Answers are cached on
 disk by (context hash, model, parameters), so a second run, or another budget's run sharing a
 context, asks the model only for what it has not answered yet.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import re
 import string
 import time
@@ -39,6 +38,7 @@ from typing import Any
 from app.core.engine.facade import Engine
 from app.core.ports import ChatMessage, ChatModel, GenerationParams, SessionGeneration
 from app.eval.recall import ingest_conversations, load_dataset
+from app.eval.stats import paired_bootstrap
 
 #: The session's standing instruction during the evaluation (LoCoMo's short-answer setting).
 INSTRUCTION = ("Answer the question from the conversation in the context, in a short phrase. "
@@ -98,21 +98,6 @@ def abstained(prediction: str) -> bool:
     """Whether an answer says the conversation does not tell (right for an adversarial question)."""
     text = str(prediction).lower().replace("’", "'")
     return any(phrase in text for phrase in _ABSTAIN)
-
-
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, rounds: int = 2000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, float]:
-    """Mean of ``b - a`` over paired items and its percentile bootstrap interval (resampling the
-    pairs): {"diff", "low", "high", "p_b_better"} (the share of resamples where b's mean is higher)."""
-    if len(a) != len(b) or not a:
-        raise ValueError("paired_bootstrap needs two equally long, non-empty sequences")
-    diffs = [y - x for x, y in zip(a, b)]
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(rounds))
-    tail = (1 - level) / 2
-    return {"diff": sum(diffs) / n, "low": means[int(tail * (rounds - 1))],
-            "high": means[int((1 - tail) * (rounds - 1))], "p_b_better": sum(m > 0 for m in means) / rounds}
 
 
 # --------------------------------------------------------------------------- gold answers

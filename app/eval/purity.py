@@ -15,7 +15,11 @@ One line per (message, budget): ``{"id", "budget", "tokens", "blocks": [{"block_
 of the gold reply links; purity = words of own-thread sources / words of sources with a known
 thread; thread recall = share of the thread's last 5 earlier messages carried; leak words;
 ``empty`` = share of new-conversation contexts without other-thread sources), next to the
-recency and BM25 baselines computed in the same run with the same word counts.
+baselines computed in the same run with the same word counts: recency, the last 20 messages,
+BM25 and the nearest messages by the embedder.
+
+With ``--ablate routing`` (``Ablation.ROUTING``) the router is not asked: every message continues
+the one before it, and its context is built there.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ import numpy as np
 from app.core.engine.facade import Engine
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.summary_items import carried_ids
-from app.core.session.membership import routed_shares
-from app.core.types import Author, AuthorKind, Message, Role
+from app.core.session.membership import RoutedShares, routed_shares
+from app.core.types import Ablation, Author, AuthorKind, Message, Role
 from app.eval.data import StreamMessage, group_streams, load_stream_messages
+from app.eval.recall import LAST_N
 from app.eval.route import ChatStreamRouter
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -86,9 +91,11 @@ def threads(messages: Sequence[StreamMessage], gold: Mapping[str, list[str]]) ->
     return {i: find(i) for i in ({m.id for m in messages if m.id in gold} | linked)}
 
 
-def score_contexts(messages: Sequence[StreamMessage], gold: Mapping[str, list[str]],
-                   contexts: Mapping[tuple[str, int], Sequence[str]]) -> dict[int, dict[str, float]]:
-    """Per budget: purity, thread_recall, leak_words (over replies), empty (over new conversations)."""
+def message_scores(messages: Sequence[StreamMessage], gold: Mapping[str, list[str]],
+                   contexts: Mapping[tuple[str, int], Sequence[str]]) -> dict[tuple[str, int], dict[str, float]]:
+    """Per (message, budget) of an annotated message: for a reply, ``purity`` (when the context
+    cites a message of known thread), ``thread_recall`` and ``leak_words``; for a message that
+    starts a conversation, ``empty`` (1.0 when no other thread's message is cited)."""
     th = threads(messages, gold)
     text = {m.id: f"{m.author}: {m.text}" for m in messages}
     order = {m.id: i for i, m in enumerate(messages)}
@@ -99,7 +106,7 @@ def score_contexts(messages: Sequence[StreamMessage], gold: Mapping[str, list[st
         if t is not None:
             earlier[m.id] = list(by_thread[(m.stream, t)])
             by_thread[(m.stream, t)].append(m.id)
-    out: dict[int, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    out: dict[tuple[str, int], dict[str, float]] = {}
     for (mid, budget), sources in contexts.items():
         if mid not in gold:
             continue
@@ -107,15 +114,26 @@ def score_contexts(messages: Sequence[StreamMessage], gold: Mapping[str, list[st
         srcs = [s for s in dict.fromkeys(sources) if s != mid and s in order and order[s] < order[mid]]
         own = sum(words(text[s]) for s in srcs if th.get(s) == t)
         other = sum(words(text[s]) for s in srcs if s in th and th[s] != t)
-        row = out[budget]
+        row: dict[str, float] = {}
         if earlier.get(mid):
             if own + other:
-                row["purity"].append(own / (own + other))
-            row["leak_words"].append(other)
+                row["purity"] = own / (own + other)
+            row["leak_words"] = float(other)
             last = earlier[mid][-LAST:]
-            row["thread_recall"].append(sum(1 for s in last if s in srcs) / len(last))
+            row["thread_recall"] = sum(1 for s in last if s in srcs) / len(last)
         else:
-            row["empty"].append(1.0 if other == 0 else 0.0)
+            row["empty"] = 1.0 if other == 0 else 0.0
+        out[(mid, budget)] = row
+    return out
+
+
+def score_contexts(messages: Sequence[StreamMessage], gold: Mapping[str, list[str]],
+                   contexts: Mapping[tuple[str, int], Sequence[str]]) -> dict[int, dict[str, float]]:
+    """Per budget: purity, thread_recall, leak_words (over replies), empty (over new conversations)."""
+    out: dict[int, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for (_, budget), scores in message_scores(messages, gold, contexts).items():
+        for name, value in scores.items():
+            out[budget][name].append(value)
     result: dict[int, dict[str, float]] = {}
     for b, row in sorted(out.items()):
         result[b] = {k: (sum(v) / len(v) if v else float("nan")) for k, v in row.items()}
@@ -139,35 +157,60 @@ def _bm25_order(query: str, prev: Sequence[StreamMessage]) -> list[str]:
     return [prev[j].id for s, j in sorted(scores, reverse=True) if s > 0]
 
 
-def baselines(messages: Sequence[StreamMessage], scored: set[str], budgets: Sequence[int]
-              ) -> dict[str, dict[tuple[str, int], list[str]]]:
-    """Recency (the latest earlier messages that fit) and BM25 (best matches of the last 300, that fit)."""
-    text = {m.id: f"{m.author}: {m.text}" for m in messages}
-    rec: dict[tuple[str, int], list[str]] = {}
-    bm: dict[tuple[str, int], list[str]] = {}
+def _tail(prev: Sequence[StreamMessage], budget: int, cost: Mapping[str, int]) -> list[str]:
+    """The latest of ``prev`` that fit ``budget`` together (newest first)."""
+    left, pick = budget, []
+    for p in reversed(prev):
+        if cost[p.id] > left:
+            break
+        left -= cost[p.id]
+        pick.append(p.id)
+    return pick
+
+
+def _fitting(order: Sequence[str], budget: int, cost: Mapping[str, int]) -> list[str]:
+    """``order``'s ids that fit ``budget``, best first (one that does not fit is skipped)."""
+    left, pick = budget, []
+    for mid in order:
+        if cost[mid] <= left:
+            left -= cost[mid]
+            pick.append(mid)
+    return pick
+
+
+def _nearest(m: StreamMessage, prev: Sequence[StreamMessage], vectors: Mapping[str, np.ndarray]) -> list[str]:
+    """``prev`` by cosine to ``m`` (rows L2-normalised), nearest first."""
+    if not prev:
+        return []
+    sims = np.asarray([vectors[p.id] for p in prev]) @ np.asarray(vectors[m.id])
+    return [prev[j].id for j in np.argsort(-sims, kind="stable")]
+
+
+def baselines(messages: Sequence[StreamMessage], scored: set[str], budgets: Sequence[int],
+              vectors: Mapping[str, np.ndarray] | None = None) -> dict[str, dict[tuple[str, int], list[str]]]:
+    """The earlier messages each control's context holds, per (scored message, budget), counted by
+    ``est_tokens`` from the stream's last 300: ``recent`` (the latest that fit: full history
+    truncated), ``last_n`` (the last ``LAST_N``, the oldest dropped until they fit), ``bm25`` (the
+    best matches that fit) and, with ``vectors`` (message id → L2-normalised embedding),
+    ``vector`` (the nearest that fit: plain top-k vector RAG)."""
+    cost = {m.id: est_tokens(f"{m.author}: {m.text}") for m in messages}
+    out: dict[str, dict[tuple[str, int], list[str]]] = {n: {} for n in ("recent", "last_n", "bm25")}
+    if vectors is not None:
+        out["vector"] = {}
     for lines in group_streams(list(messages)).values():
         for i, m in enumerate(lines):
             if m.id not in scored:
                 continue
             prev = lines[max(0, i - BM25_WINDOW):i]
-            ranked = _bm25_order(m.text, prev)
+            orders = {"bm25": _bm25_order(m.text, prev)}
+            if vectors is not None:
+                orders["vector"] = _nearest(m, prev, vectors)
             for b in budgets:
-                left, pick = b, []
-                for p in reversed(prev):
-                    c = est_tokens(text[p.id])
-                    if c > left:
-                        break
-                    left -= c
-                    pick.append(p.id)
-                rec[(m.id, b)] = pick
-                left, pick = b, []
-                for pid in ranked:
-                    c = est_tokens(text[pid])
-                    if c <= left:
-                        left -= c
-                        pick.append(pid)
-                bm[(m.id, b)] = pick
-    return {"recent": rec, "bm25": bm}
+                out["recent"][(m.id, b)] = _tail(prev, b, cost)
+                out["last_n"][(m.id, b)] = _tail(prev[-LAST_N:], b, cost)
+                for name, order in orders.items():
+                    out[name][(m.id, b)] = _fitting(order, b, cost)
+    return out
 
 
 def _message(m: StreamMessage) -> Message:
@@ -177,21 +220,27 @@ def _message(m: StreamMessage) -> Message:
 
 async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.ndarray, budgets: Sequence[int],
                   out: Any, contexts: dict[tuple[str, int], list[str]], stats: dict[str, list[float]]) -> None:
-    """Route, build and ingest one stream's messages in order (see the module doc)."""
+    """Route, build and ingest one stream's messages in order (see the module doc). With anchor
+    routing ablated (``Ablation.ROUTING`` in the engine's ablations) every message continues the
+    one before it, sure of it: the session is one chain."""
     state = await engine.open_session(None, title=f"purity {lines[0].stream}")
     router = ChatStreamRouter(vectors)
+    latest = Ablation.ROUTING in engine.lab().ablation()
 
     def node(mid: str | None) -> str | None:
         view = state.messages.get(mid) if mid is not None else None
         return state.node_of(view.turn_id) if view is not None and view.turn_id else None
 
     for k, m in enumerate(lines):
-        decision = router.route(m)
-        parent = decision.anchor_id
-        # how the router split the message over branch trees (``session.membership``): read by the
-        # builds, and the chosen tree's share kept on the message's ``continues`` edge
-        routed = routed_shares([(n, c.score) for c in decision.candidates if (n := node(c.node_id))], node(parent),
-                               state.graph.root_of, router.weights.tau_new)
+        if latest:
+            parent, routed = (lines[k - 1].id if k else None), RoutedShares()
+        else:
+            decision = router.route(m)
+            parent = decision.anchor_id
+            # how the router split the message over branch trees (``session.membership``): read by
+            # the builds, and the chosen tree's share kept on the message's ``continues`` edge
+            routed = routed_shares([(n, c.score) for c in decision.candidates if (n := node(c.node_id))],
+                                   node(parent), state.graph.root_of, router.weights.tau_new)
         if m.scored:
             anchor = node(parent) or NEW_ROOT
             for budget in budgets:
@@ -203,16 +252,38 @@ async def _stream(engine: Engine, lines: Sequence[StreamMessage], vectors: np.nd
                 stats["build_ms"].append(timing.build_ms)
                 stats[f"tokens@{budget}"].append(record.context.tokens)
                 out.write(json.dumps({"id": m.id, "budget": budget, "tokens": record.context.tokens,
-                                      "blocks": blocks}, ensure_ascii=False) + "\n")
+                                      "build_ms": round(timing.build_ms, 2), "blocks": blocks},
+                                     ensure_ascii=False) + "\n")
         await engine.ingest(state.session_id, [_message(m)], chain=False, parents={m.id: parent},
                             routed={m.id: routed.share} if parent is not None else None)
         await engine.memory_idle()  # its topics and memories, before the next message (as between turns)
 
 
+def cut_streams(messages: Sequence[StreamMessage], limit: int | None) -> list[StreamMessage]:
+    """Each stream up to its first ceil(``limit`` / streams) scored messages (the context before
+    them whole): a sample that keeps every stream and the online order; all without a limit."""
+    if not limit:
+        return list(messages)
+    streams = group_streams(list(messages))
+    per = -(-limit // len(streams))
+    kept: list[StreamMessage] = []
+    for lines in streams.values():
+        scored = 0
+        for m in lines:
+            if scored >= per:
+                break
+            kept.append(m)
+            scored += m.scored
+    return kept
+
+
 async def run_purity_eval(engine: Engine, data_dir: Path, budgets: Sequence[int], out_path: Path, *,
-                          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Route, build at every budget, write PRED lines, score product and baselines (with gold)."""
-    messages = load_stream_messages(data_dir / "messages.jsonl")
+                          progress: Callable[[str], None] | None = None, limit: int | None = None,
+                          controls: dict[str, dict[tuple[str, int], list[str]]] | None = None) -> dict[str, Any]:
+    """Route, build at every budget, write PRED lines, score product and baselines (with gold).
+    ``limit``: about that many scored messages (``cut_streams``); ``controls`` receives the
+    baselines' contexts (``baselines``), for a report that scores them per message."""
+    messages = cut_streams(load_stream_messages(data_dir / "messages.jsonl"), limit)
     started = time.perf_counter()
     texts = [(f"{m.author} {m.text}" if m.kind == "action" else m.text) or "." for m in messages]
     vectors = await engine.embed(texts)
@@ -238,8 +309,11 @@ async def run_purity_eval(engine: Engine, data_dir: Path, budgets: Sequence[int]
     if gold_path.is_file():
         gold = load_gold(gold_path)
         methods = {"pcm": score_contexts(messages, gold, contexts)}
-        for name, ctx in baselines(messages, {m.id for m in messages if m.scored}, budgets).items():
+        by_id = dict(zip((m.id for m in messages), np.asarray(vectors)))
+        for name, ctx in baselines(messages, {m.id for m in messages if m.scored}, budgets, by_id).items():
             methods[name] = score_contexts(messages, gold, ctx)
+            if controls is not None:
+                controls[name] = ctx
         report["methods"] = {name: {str(b): r for b, r in res.items()} for name, res in methods.items()}
     return report
 

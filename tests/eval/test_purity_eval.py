@@ -70,11 +70,11 @@ def test_purity_eval_routes_builds_and_scores_against_baselines(make_engine: Eng
     report = make_engine.run(body)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 6 * 2 and {line["budget"] for line in lines} == {64, 256}
-    assert set(lines[0]) == {"id", "budget", "tokens", "blocks"}
+    assert set(lines[0]) == {"id", "budget", "tokens", "build_ms", "blocks"}
     assert all(set(b) == {"block_type", "source_ids", "content"} for line in lines for b in line["blocks"])
     assert all(line["tokens"] <= line["budget"] for line in lines)
     methods = report["methods"]
-    assert set(methods) == {"pcm", "recent", "bm25"}
+    assert set(methods) == {"pcm", "recent", "last_n", "bm25", "vector"}
     for budget in ("64", "256"):
         assert methods["pcm"][budget]["purity"] > methods["recent"][budget]["purity"]
         assert methods["pcm"][budget]["leak_words"] < methods["recent"][budget]["leak_words"]

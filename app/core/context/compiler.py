@@ -16,6 +16,10 @@ Order (seed 001 §1.3, "lost in the middle"): the salient parts sit at the edges
 instruction, goal and state open the context; the evidence closes it, right before the input,
 its groups arranged by their best score from the edges inwards (the best group last, the
 runner-up first, the weakest in the middle); conversation lines stay in time order.
+
+``plain=True`` (an evaluation's ablation of the structured template, ``Ablation.TEMPLATE``)
+packs the same way but splices the chosen lines one after another in the order they were taken,
+the instruction first: no section headers, no day labels, no edge order (nor their tokens).
 """
 
 from __future__ import annotations
@@ -137,10 +141,11 @@ class _Packing:
     """The running state of one compilation: what is chosen and what it costs so far (a
     segment's header and a group's label are paid by the first line that opens them)."""
 
-    def __init__(self, counter: TokenCounter, items: Sequence[Item]) -> None:
+    def __init__(self, counter: TokenCounter, items: Sequence[Item], *, plain: bool = False) -> None:
         self.counter = counter
+        self.plain = plain  # no headers, no group labels: they cost nothing
         self.cost = {it.item_id: it.tokens if it.tokens is not None else counter.count(it.text) for it in items}
-        self.header_cost = {seg: counter.count(h) for seg, h in HEADERS.items()}
+        self.header_cost = {seg: 0 if plain else counter.count(h) for seg, h in HEADERS.items()}
         self.chosen: list[Item] = []
         self.dropped: list[Dropped] = []
         self.used = 0
@@ -153,7 +158,7 @@ class _Packing:
         more = self.cost[it.item_id]
         if it.segment not in self.seg_open:
             more += self.header_cost[it.segment]
-        if it.group and (it.segment, it.group) not in self.groups_open:
+        if it.group and not self.plain and (it.segment, it.group) not in self.groups_open:
             more += self.counter.count(it.group)
         return more
 
@@ -183,10 +188,12 @@ class ContextCompiler:
         budget: int,
         quotas: dict[str, int],
         conflicts: Sequence[Conflict] = (),
+        plain: bool = False,
     ) -> CompiledContext:
         """The blocks that fit ``budget``: must items first, then each segment up to its
-        ``quotas``, then the best of the rest; the joined text trimmed until it fits."""
-        packing = _Packing(self.counter, items)
+        ``quotas``, then the best of the rest; the joined text trimmed until it fits (``plain``:
+        spliced without the template, module doc)."""
+        packing = _Packing(self.counter, items, plain=plain)
         self._pack(packing, items, budget, quotas)
         blocks = self._trim(packing, budget)
         total = self.counter.count(render(blocks))
@@ -233,7 +240,7 @@ class ContextCompiler:
         """The chosen items' blocks, the lowest priority dropped until the joined context fits
         by the counter too (tokenizers merge across joins)."""
         chosen = packing.chosen
-        blocks = self._blocks(chosen, packing.cost)
+        blocks = self._arranged(chosen, packing)
         while blocks and self.counter.count(render(blocks)) > budget:
             victim = max(
                 (it for it in chosen if it.priority != Priority.MUST),
@@ -244,8 +251,11 @@ class ContextCompiler:
                 break
             chosen.remove(victim)
             packing.drop(victim, "trimmed: joined context over budget")
-            blocks = self._blocks(chosen, packing.cost)
+            blocks = self._arranged(chosen, packing)
         return blocks
+
+    def _arranged(self, chosen: Sequence[Item], packing: _Packing) -> list[ContextBlock]:
+        return plain_blocks(chosen, packing.cost) if packing.plain else self._blocks(chosen, packing.cost)
 
     def _blocks(self, chosen: Sequence[Item], cost: dict[str, int]) -> list[ContextBlock]:
         """One block per (segment, group), in template order; lines in chronological order."""
@@ -266,8 +276,7 @@ class ContextCompiler:
                 parts.append(group)
             parts.extend(it.text for it in lines)
             content = "\n".join(parts)
-            refs = [ref for it in lines for ref in [*(Ref(evidence_id=e, selector=it.selector) for e in it.evidence_ids),
-                                                      *(Ref(evidence_id=s, selector=SOURCE) for s in it.sources)]]
+            refs = line_refs(lines)
             priority = min((it.priority for it in lines), key=lambda p: PRIORITY_RANK[p])
             block_id = f"{segment.value}:{group or 'all'}:{lines[0].item_id}"
             blocks.append(
@@ -283,6 +292,22 @@ class ContextCompiler:
                 )
             )
         return blocks
+
+
+def plain_blocks(chosen: Sequence[Item], cost: dict[str, int]) -> list[ContextBlock]:
+    """One block per chosen line, the instruction lines first, the rest in the order they were
+    taken: the lines spliced without the template (``plain``)."""
+    first = [it for it in chosen if it.segment == BlockType.INSTRUCTION]
+    rest = [it for it in chosen if it.segment != BlockType.INSTRUCTION]
+    return [ContextBlock(block_id=f"plain:{it.segment.value}:{it.item_id}", block_type=it.segment, priority=it.priority,
+                         token_estimate=cost[it.item_id], content=it.text, refs=line_refs([it]))
+            for it in [*first, *rest]]
+
+
+def line_refs(lines: Sequence[Item]) -> list[Ref]:
+    """The refs of ``lines``: each line's evidence with its selector, then what it was derived from."""
+    return [ref for it in lines for ref in [*(Ref(evidence_id=e, selector=it.selector) for e in it.evidence_ids),
+                                            *(Ref(evidence_id=s, selector=SOURCE) for s in it.sources)]]
 
 
 def edge_order(keys: list[tuple[BlockType, str]], sections: dict[tuple[BlockType, str], list[Item]]

@@ -95,16 +95,17 @@ class PromptFitter:
         return self._template
 
     def fit(self, items: Sequence[Item], *, text: str, input_id: str, budget: int, limit: int,
-            quotas: dict[str, int], conflicts: Sequence[Conflict]) -> Fitted:
+            quotas: dict[str, int], conflicts: Sequence[Conflict], plain: bool = False) -> Fitted:
         """Compile ``items`` and make the prompt for ``text`` so that it fits ``limit``
-        (context size − answer reserve); ``budget`` is the context's budget before the charge."""
+        (context size − answer reserve); ``budget`` is the context's budget before the charge.
+        ``plain``: the lines spliced without the template (``ContextCompiler.compile``)."""
         template = self.template_tokens()
         tokens = self.counter.count(text)
         room = charge_input(budget=budget, limit=limit, template=template, input_tokens=tokens,
                             floor_share=self.floor_share)
         attempt = _Attempt(room.context_budget)
         for _ in range(_PASSES):
-            compiled = self._compile(items, attempt, input_id, quotas, conflicts)
+            compiled = self._compile(items, attempt, input_id, quotas, conflicts, plain)
             free = max(0, limit - template - compiled.tokens)
             if attempt.cut is None and tokens > free:
                 # room for the note line, its numbers at their widest
@@ -117,16 +118,17 @@ class PromptFitter:
                 break
             self._tighten(attempt, over, room, text)
         else:  # out of passes: the last attempt as it stands
-            compiled = self._compile(items, attempt, input_id, quotas, conflicts)
+            compiled = self._compile(items, attempt, input_id, quotas, conflicts, plain)
             sent = attempt.cut.text if attempt.cut is not None else text
         charge = InputCharge(tokens=tokens, template=template, limit=limit, charged=room.budget - attempt.budget,
                              shortened=attempt.cut)
         return Fitted(compiled=compiled, prompt=messages(compiled.text(), sent), charge=charge)
 
     def _compile(self, items: Sequence[Item], attempt: _Attempt, input_id: str, quotas: dict[str, int],
-                 conflicts: Sequence[Conflict]) -> CompiledContext:
+                 conflicts: Sequence[Conflict], plain: bool) -> CompiledContext:
         extra = [note_item(attempt.cut, input_id)] if attempt.cut is not None else []
-        return self.compiler.compile([*items, *extra], budget=attempt.budget, quotas=quotas, conflicts=conflicts)
+        return self.compiler.compile([*items, *extra], budget=attempt.budget, quotas=quotas, conflicts=conflicts,
+                                     plain=plain)
 
     def _overflow(self, compiled: CompiledContext, sent: str, template: int, limit: int) -> int:
         """Tokens the prompt is over ``limit`` (≤ 0 when it fits): estimated as the sum of its

@@ -76,9 +76,10 @@ class EngineConfig:
     summary_model: str = "off"
     summary_timeout_s: float = 20.0
     summary_quiet_s: float = 2.0  # the model writes a summary only after this long without a call
-    # Recall channels switched off (an evaluation's ablation: "memory", "topic"): asked for nothing;
-    # "summaries": builds are offered no branch summary; "deadlines": recall's channels are waited
-    # for past the plan's time limit (evaluations: the same contexts however loaded the machine is).
+    # Mechanisms an evaluation closed (``app.core.types.Ablation``: routing, fences, progress,
+    # template, env, gate, compression, memory, topic, summaries; "deadlines": recall's channels
+    # are waited for past the plan's time limit, so the contexts do not depend on the machine's
+    # load) and recall channels switched off by name (e.g. "vector"). The app never sets it.
     ablate: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

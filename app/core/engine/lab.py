@@ -46,13 +46,18 @@ class EngineLab:
     # ------------------------------------------------------------------ switches
 
     def set_ablation(self, channels: Sequence[str]) -> tuple[str, ...]:
-        """Switch these recall channels off from the next build ("memory", "topic"; "summaries": no
-        branch summary is offered; "deadlines": recall waits for every channel, past the plan's time
-        limit, so a figure does not depend on how loaded the machine was); return the ones switched
-        off until now."""
+        """Close these mechanisms from the next build (``app.core.types.Ablation``: "routing",
+        "fences", "progress", "template", "env", "gate", "compression", "memory", "topic",
+        "summaries"; "deadlines": recall waits for every channel, past the plan's time limit, so a
+        figure does not depend on how loaded the machine was) or recall channels by name; return
+        what was closed until now."""
         config = self._ctx.config
         before, config.ablate = config.ablate, tuple(channels)
         return before
+
+    def ablation(self) -> tuple[str, ...]:
+        """What is closed now (``set_ablation``): an evaluation that routes by its own router reads it."""
+        return self._ctx.config.ablate
 
     def set_llm_intent(self, mode: str) -> str:
         """Ask the chat model for intent JSON when the fast intent is unsure ("auto"), or never

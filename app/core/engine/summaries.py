@@ -48,7 +48,7 @@ from app.core.memory.summary_subjects import (
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
-from app.core.types import Message, SummaryRecord
+from app.core.types import Ablation, Message, SummaryRecord
 
 
 @dataclass
@@ -112,8 +112,8 @@ class SummaryService:
 
     def offer(self, session_id: str) -> Mapping[str, Mapping[str, SummaryRecord]]:
         """The branch summaries of the session a build may use now (``branches``): none when the
-        service was made disabled or summaries are ablated (``EngineConfig.ablate`` holds "summaries")."""
-        if not self._offers or "summaries" in self.ctx.config.ablate:
+        service was made disabled or summaries are ablated (``Ablation.SUMMARIES`` in ``EngineConfig.ablate``)."""
+        if not self._offers or Ablation.SUMMARIES in self.ctx.config.ablate:
             return {}
         return self.branches(session_id)
 

@@ -10,6 +10,11 @@ channels, the model's JSON, tool results, ...) a replay's sources feed back as r
 builder orchestrates: the stages are intent (``intent/``), plan (``plan/``), routing
 (``routing/``), recall (``context/retrieval.py``), the tasks' frame (``tasks/``), and the
 prompt, compiled in one call into ``context/prompt.py``.
+
+An evaluation's ablations (``BuildInputs.ablate``, ``app.core.types.Ablation``) close a mechanism
+each: here anchor routing (the input continues the latest turn), the relevance gate (threshold 0),
+the environment channel (no env event reaches recall or the intent) and the memory and topic
+channels (asked for nothing); the prompt compiler closes the others.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import NoteView, SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_view, popped
 from app.core.tools.model import ToolRound
-from app.core.types import NodeKind, Role
+from app.core.types import Ablation, NodeKind, Role
 
 LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
 #: ``BuildRequest.anchor_override`` value that forces a new task root (``None`` = route normally).
@@ -159,7 +164,7 @@ class ContextBuilder:
             candidate_pool=plan.retrieval.candidate_pool,
             per_channel_cap=plan.rerank.per_channel_cap,
             # "deadlines" ablated (evaluations): every channel is waited for, whatever the machine's load
-            timeout_ms=0 if "deadlines" in inp.ablate else plan.budget.timeouts_ms.get("recall", 0),
+            timeout_ms=0 if Ablation.DEADLINES in inp.ablate else plan.budget.timeouts_ms.get("recall", 0),
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
             alternatives=list(routed.alternatives), routed=routed.judged,
@@ -184,6 +189,7 @@ class ContextBuilder:
         limits = sources.limits(state)
         context_size, answer_reserve = limits if limits is not None else (self.context_size, self.answer_reserve)
         inp, vectors, tool_step = await self.inputs(state, request, sources, timing)
+        inp = closed(state, inp) if inp.ablate else inp
         t0 = time.perf_counter()
         intent = self.infer_intent(state, inp)
         t1 = time.perf_counter()
@@ -194,7 +200,7 @@ class ContextBuilder:
                         running_tasks=[t.name for t in inp.tasks.running()], now=inp.at,
                         session_turns=len(state.turn_order), other_sessions=inp.other_sessions),
         )
-        plan = result.plan
+        plan = ungated(result.plan) if Ablation.GATE in inp.ablate else result.plan
         t2 = time.perf_counter()
         decision, anchor, stack, inp = self.route(state, inp, intent, vectors)
         t3 = time.perf_counter()
@@ -339,7 +345,26 @@ class ContextBuilder:
             tool_cap=max(64, plan.budget.segments.get("evidence", 0) * 2 // 3),
             offered_tools=tool_round.offered if tool_round is not None else [],
             surface_conflicts=plan.surface_conflicts, required=plan.required, budget=budget, limit=limit,
-            quotas=plan.budget.segments)
+            quotas=plan.budget.segments, ablate=frozenset(inp.ablate))
+
+
+def closed(state: SessionState, inp: BuildInputs) -> BuildInputs:
+    """The inputs with the ablated mechanisms of this stage closed (module doc): anchor routing —
+    the latest turn's node is the anchor, so routing's shares are none —, and the environment
+    channel — its notes kept out of recall, no recent event for the intent."""
+    if Ablation.ROUTING in inp.ablate and inp.anchor_override is None:
+        latest = next((state.turns[t].node_id for t in reversed(state.turn_order) if state.turns[t].node_id), None)
+        inp = replace(inp, anchor_override=latest or NEW_ROOT)
+    if Ablation.ENV in inp.ablate:
+        env = tuple(n.note_id for n in state.notes.values() if n.kind == "env")
+        inp = replace(inp, exclude_ids=(*inp.exclude_ids, *env), env_events=())
+    return inp
+
+
+def ungated(plan: ContextPlan) -> ContextPlan:
+    """The plan with the relevance gate closed: threshold 0, so recall grades nothing and the
+    history's summary lines pass as they are."""
+    return plan.model_copy(update={"rerank": plan.rerank.model_copy(update={"relevance_threshold": 0.0})})
 
 
 def running_tasks(tasks: TaskInputs) -> list[RunningTask]:

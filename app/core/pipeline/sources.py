@@ -95,7 +95,7 @@ class BuildInputs(BuildRequest):
     llm_status: str = "skipped"
     system_prompt: str = ""  # the user's standing instruction for the session ("" when none)
     other_sessions: int = 0  # how many other sessions the workspace has (the plan's recall scope reads it)
-    ablate: tuple[str, ...] = ()  # recall channels switched off (evaluation ablations: "memory", "topic")
+    ablate: tuple[str, ...] = ()  # mechanisms an evaluation closed (``types.Ablation``) or recall channels off
     # The branch summaries on offer (root node → level → summary; ``pipeline/summary_items``).
     summaries: Offered = field(default_factory=dict)
     detail: Detail = field(default_factory=Detail)  # the progressive detail the user set (``pipeline/detail``)
@@ -150,7 +150,7 @@ class BuildSources(Protocol):
         ...
 
     def ablate(self) -> tuple[str, ...]:
-        """Recall channels switched off (an evaluation's ablation)."""
+        """The mechanisms an evaluation closed (``app.core.types.Ablation``) and recall channels off."""
         ...
 
     # -- observations of the outside and the user's choices: live now, as recorded on replay

@@ -106,6 +106,16 @@ def fence(header: str, content: str, label: str = "") -> str:
     return f"[{head}]\n{opener}\n{neutralise(content).strip(chr(10))}\n{FENCE_CLOSE}"
 
 
+_FENCED = re.compile(r"\[[^\[\]\n]*\]\n" + FENCE_OPEN + r"(?: ([^\n]*))?\n(.*?)\n" + FENCE_CLOSE + r"(?=\n|$)", re.S)
+
+
+def unfence(text: str) -> str:
+    """Every quotation ``fence`` made in ``text`` spliced in plainly: no header, no markers, the
+    label (when there was one) on the line before the content. Only an evaluation's ablation of
+    evidence boundaries (``Ablation.FENCES``) uses it; the app never does."""
+    return _FENCED.sub(lambda m: f"{m.group(1)}\n{m.group(2)}" if m.group(1) else m.group(2), text)
+
+
 # --------------------------------------------------------------------------- answers as history
 
 _MARKER_PREFIX = re.compile(r"^(?:\[\d+\])?(<<<|>>>)")
