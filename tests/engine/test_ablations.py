@@ -176,8 +176,10 @@ def test_without_query_aware_compression_a_long_turn_is_cut_from_its_start(make_
 def test_without_memory_no_memory_object_is_recalled(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None)
+        # the facts lie a few turns back: on the branch's recent turns they would be read from there
         await engine.ingest(state.session_id, _said(["My dentist appointment is on April 3.", "The weather is nice.",
-                                                     "Update: my dentist appointment is now on April 10."]))
+                                                     "Update: my dentist appointment is now on April 10."]
+                                                    + [f"The garden needs {n} new tomato plants." for n in range(3, 9)]))
         await engine.memory_idle()
         full, closed = await _both(engine, state.session_id, "When is my dentist appointment?", Ablation.MEMORY)
         assert any(b.block_type.value == "memory" for b in full.context.blocks)
