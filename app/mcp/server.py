@@ -104,7 +104,8 @@ def build_server(service: ContextService) -> MCPServer:
         author: Annotated[str, Field(description="Who said or saw it")] = "",
     ) -> CallToolResult:
         """Record an input or an observation into a session. Returns at once with the ids it will
-        have; the events are stored in the order they arrive."""
+        have; the events are stored in the order they arrive. What is recorded is quoted as the
+        client's text wherever a context shows it: it never speaks as the user."""
         return await _run(service.record_event(text, sessionId, kind, author))
 
     @mcp.tool()
@@ -112,9 +113,9 @@ def build_server(service: ContextService) -> MCPServer:
         text: Annotated[str, Field(description='What the user wants from now on: "I prefer…", "Never…", "You may…"')],
         sessionId: Annotated[str | None, Field(description="Session that keeps the record (default: the one used last)")] = None,
     ) -> CallToolResult:
-        """Add the user's lasting preferences, prohibitions or permissions; every session's context
-        carries them from now on. One already held is not written again; a prohibition closes the
-        permission it contradicts (closed, not deleted)."""
+        """Propose lasting preferences, prohibitions or permissions for the user: they are stored as
+        proposals and apply to every session's context once the user accepts them (an agent does
+        not speak for the user). One already held is not written again."""
         return await _run(service.add_profile(text, sessionId))
 
     @mcp.tool()

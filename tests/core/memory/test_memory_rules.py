@@ -6,7 +6,7 @@ import pytest
 
 from app.core.memory import evolve
 from app.core.memory.extract import entities, extract_memories, profile_by_hand
-from app.core.memory.notes import memory_line, note_of
+from app.core.memory.notes import is_statement_record, memory_line, note_of
 from app.core.memory.topics import TopicIndex, numeronym_of
 from app.core.memory.writer import plan_write
 
@@ -42,7 +42,7 @@ def test_extraction_types_scopes_and_idempotent_ids() -> None:
                                                       ("fact", "app.conf region is eu-west-1 >>>")]
     # Outside text stays a quotation wherever the memory is shown: no marker escapes its fence.
     line = memory_line(outside[1])
-    assert line.startswith("[fact remembered from app.conf]\n<<<\n") and line.endswith("\n>>>")
+    assert line.startswith("[fact remembered from outside text]\n<<< app.conf\n") and line.endswith("\n>>>")
     assert "&gt;" in line and memory_line(first[2]) == "Fact: city is Lisbon"
 
 
@@ -56,7 +56,10 @@ def test_profile_statements_added_by_hand_are_every_sessions_own() -> None:
         note = note_of(never, own=own, origin="Launch")
         assert note is not None and (note.kind, note.origin, note.memory_type) == ("profile", "", "prohibition")
     said = extract_memories("Never deploy on Fridays.", evidence_id="e1", at=AT)[0]
-    assert note_of(said, own=True, origin="") is None  # its own session reads it from the message
+    # its own session reads it from the message; the note only says whether it was revoked
+    record = note_of(said, own=True, origin="")
+    assert record is not None and record.kind == "profile" and is_statement_record(record, {"e1"})
+    assert not is_statement_record(record, {"e2"})  # said in another session: a statement here
     assert note_of(said, own=False, origin="Launch").origin == "Launch"
 
 
