@@ -374,11 +374,10 @@ def _m0008_summaries(conn: sqlite3.Connection) -> None:
 
 def _m0009_provenance(conn: sqlite3.Connection) -> None:
     """Where a session's title, a message or a memory came from (``origin``: NULL made here,
-    'imported', 'agent') and
-    when the user accepted a memory from outside (``accepted_at``), kept beside the record and
-    never exported; and a write number (``rev``: the highest in the table plus one, given by every
-    write under SQLite's write lock) on memories and topics, so a process that keeps them in
-    memory reads again exactly what other processes wrote since (``memories_since``)."""
+    'imported', 'agent') and when the user accepted a memory from outside (``accepted_at``), kept
+    beside the record and never exported; and a write number on memories (``rev``: the highest in the table plus one,
+    given by every write under SQLite's write lock), so a process that keeps them in memory reads
+    again exactly what other processes wrote since (``memories_since``)."""
     _run(
         conn,
         (
@@ -388,8 +387,6 @@ def _m0009_provenance(conn: sqlite3.Connection) -> None:
             "ALTER TABLE memory_fragments ADD COLUMN accepted_at TEXT",
             "ALTER TABLE memory_fragments ADD COLUMN rev INTEGER NOT NULL DEFAULT 0",
             "CREATE INDEX memory_fragments_rev ON memory_fragments(rev)",
-            "ALTER TABLE topics ADD COLUMN rev INTEGER NOT NULL DEFAULT 0",
-            "CREATE INDEX topics_rev ON topics(rev)",
         ),
     )
 

@@ -359,7 +359,7 @@ class MemoryService:
 
             def write() -> None:
                 with self.ctx.store.transaction():
-                    self.ctx.store.save_topics([*change.topics, *change.updated], [], change.log)
+                    self.ctx.store.save_topics([*change.topics, *change.updated], [], change.log, replace=True)
                     self.ctx.store.move_topic_mentions(topic_id, alias, change.topics[0].topic_id)
 
             await self.ctx.on_store(write)
