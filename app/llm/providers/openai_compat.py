@@ -13,7 +13,12 @@ standard ``response_format={"type": "json_schema", ...}``, or ``{"type": "json_o
 "schema": ...}`` for servers that only know that (``json_schema_style``).
 
 The client's own retries are off (``max_retries=0``): the provider registry retries with backoff
-and falls back, and must see each failure. The API key is read from the named environment
+and falls back, and must see each failure. Every call has one total deadline (``timeout_s``:
+connect, first token and the whole answer — the client's read timeout alone restarts with every
+byte, so keep-alive comments or a stream without a finish reason would never end): the request
+runs on a worker thread that hands chunks over, and the caller stops waiting at the deadline. The
+app's own answer cap (``max_tokens`` of the request) is enforced on the stream as received, not
+left to the server. The API key is read from the named environment
 variable for each client; it is never stored, and an unnamed key is sent as a placeholder
 (never ``$OPENAI_API_KEY``, which the client would otherwise pick up and send to any endpoint).
 """
@@ -21,6 +26,8 @@ variable for each client; it is never stored, and an unnamed key is sent as a pl
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -154,22 +161,84 @@ class OpenAICompatibleProvider:
         call = _Call(self, stage, params, json_schema is not None)
         if cancel is not None and cancel.cancelled:
             return call.result("cancelled", messages)
+        request = self._request(messages, params, json_schema)
+        stream = _Stream(self.client(), request, self.config)
         try:
-            stream = self.client().chat.completions.create(**self._request(messages, params, json_schema))
-        except Exception as exc:  # noqa: BLE001 - classified into one line
-            raise classify(exc, self.config) from None
-        try:
-            call.consume(stream, on_token, cancel)
+            call.consume(stream, request["max_tokens"], on_token, cancel)
             if not call.ended and call.finish != "cancelled":  # the connection closed before the end
                 raise ConnectionError("the stream ended before the model finished")
         except Exception as exc:  # noqa: BLE001 - before the first piece: the registry may fall back
+            error = exc if isinstance(exc, _Late) else classify(exc, self.config)
             if not call.pieces:
-                raise classify(exc, self.config) from None
-            call.error = str(classify(exc, self.config))
+                raise error from None
+            call.error = str(error)
             call.finish = "error"
         finally:
             stream.close()
         return call.result(call.finish, messages)
+
+
+class _Late(ProviderError):
+    """The call passed its total deadline (not transient: a retry would wait as long again)."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(f"{config.label} ({config.base_url}) did not finish within {config.timeout_s:g} s "
+                         "(connect, first token and the whole answer)")
+
+
+class _Stream:
+    """One request's chunks, read on a worker thread and handed over until a total deadline:
+    ``next_chunk`` raises ``_Late`` when it passes, whatever the server keeps sending."""
+
+    _END = object()
+
+    def __init__(self, client: Any, request: dict[str, Any], config: ProviderConfig) -> None:
+        self.config = config
+        self.deadline = time.monotonic() + config.timeout_s
+        self._chunks: queue.Queue[tuple[str, Any]] = queue.Queue()  # unbounded: the worker never waits on the caller
+        self._stop = threading.Event()
+        self._stream: Any = None
+        threading.Thread(target=self._pump, args=(client.with_options(timeout=config.timeout_s), request),
+                         name="provider stream", daemon=True).start()
+
+    def _pump(self, client: Any, request: dict[str, Any]) -> None:
+        try:
+            self._stream = client.chat.completions.create(**request)
+            for chunk in self._stream:
+                if self._stop.is_set():
+                    break
+                self._chunks.put(("chunk", chunk))
+            self._chunks.put(("end", self._END))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who classifies it
+            self._chunks.put(("raise", exc))
+        finally:
+            self.close()
+
+    def next_chunk(self, cancel: CancelToken | None) -> Any:
+        """The next chunk, ``_END`` at the end of the stream, ``None`` when ``cancel`` is set."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise _Late(self.config)
+            try:
+                kind, value = self._chunks.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                if cancel is not None and cancel.cancelled:
+                    return None
+                continue
+            if kind == "raise":
+                raise value
+            return value
+
+    def close(self) -> None:
+        """Stop reading (the worker ends at its next chunk; the response is closed)."""
+        self._stop.set()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - closing from the other thread may race the reader
+                pass
 
 
 class _Call:
@@ -185,8 +254,21 @@ class _Call:
         self.error = ""
         self.reported: Any = None
 
-    def consume(self, stream: Any, on_token: TokenCallback | None, cancel: CancelToken | None) -> None:
-        for chunk in stream:
+    def consume(self, stream: _Stream, cap: int, on_token: TokenCallback | None, cancel: CancelToken | None) -> None:
+        """Take chunks until the model finishes, ``cancel`` is set, or ``cap`` pieces (the app's
+        answer cap: a piece is a token of the stream) were received."""
+        while True:
+            try:
+                chunk = stream.next_chunk(cancel)
+            except _Late:
+                if self.ended:  # finished; only the end of the stream (or its usage) is late
+                    return
+                raise
+            if chunk is _Stream._END:
+                return
+            if chunk is None or (cancel is not None and cancel.cancelled):
+                self.finish = "cancelled"
+                return
             if getattr(chunk, "usage", None) is not None:
                 self.reported = chunk.usage
             if not chunk.choices:
@@ -196,16 +278,18 @@ class _Call:
                 self.finish = _FINISH.get(choice.finish_reason, "stop")
                 self.ended = True
             piece = choice.delta.content if choice.delta is not None else None
-            if not piece:
-                continue
-            if cancel is not None and cancel.cancelled:
-                self.finish = "cancelled"
+            if piece:
+                self._take(piece, on_token)
+            if len(self.pieces) >= cap and not self.ended:
+                self.finish, self.ended = "length", True
                 return
-            if self.first_ms is None:
-                self.first_ms = (time.perf_counter() - self.started) * 1000
-            self.pieces.append(piece)
-            if on_token is not None:
-                on_token(piece)
+
+    def _take(self, piece: str, on_token: TokenCallback | None) -> None:
+        if self.first_ms is None:
+            self.first_ms = (time.perf_counter() - self.started) * 1000
+        self.pieces.append(piece)
+        if on_token is not None:
+            on_token(piece)
 
     def result(self, finish: str, messages: Sequence[ChatMessage]) -> ChatResult:
         provider, config = self.provider, self.provider.config
