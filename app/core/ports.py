@@ -331,11 +331,12 @@ class ToolServers(Protocol):
 
 
 def is_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine (localhost or a loopback address; no DNS lookup):
+    """Whether ``url``'s host is this machine (``localhost`` or a loopback address; no DNS lookup):
     what an endpoint must be for nothing to leave the machine (``ModelInfo.off_machine``, a tool
-    server's URL)."""
+    server's URL). A name under ``.localhost`` is not taken on trust: what it resolves to is up to
+    the resolver (a hosts file or DNS may send it anywhere)."""
     host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

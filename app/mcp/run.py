@@ -3,7 +3,7 @@ search, they do not generate), serve the MCP tools over stdio or HTTP, close cle
 
 Several processes may use one data folder at once (the desktop app and this server, say): the
 store's cross-process locks serialize every write and the run lease keeps each process's
-unfinished turns its own (``app/store/locks.py``, ``connection.RunLease``)."""
+unfinished turns its own (``app/locks.py``, ``connection.RunLease``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _say(line: str) -> None:
 
 def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
     from app import main as wiring
-    from app.llm.providers.settings import add_provider
+    from app.llm.providers.settings import add_agent_provider
     from app.mcp.server import build_server
     from app.mcp.service import ContextService
 
@@ -33,7 +33,7 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
             for line in (await engine.start()).lines():
                 _say(line)
             engine.set_watched_folders(settings.watched_folders)  # what attach_file (like read_file) may read
-            service = ContextService(engine, data_dir=settings.data_dir, add_provider=add_provider)
+            service = ContextService(engine, data_dir=settings.data_dir, add_provider=add_agent_provider)
             mcp = build_server(service)
             try:
                 if http:
@@ -59,7 +59,7 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
 
 async def serve_engine(engine: Any, data_dir: Any, port: int) -> None:
     """Serve ``engine``'s sessions over HTTP from inside the desktop app until cancelled."""
-    from app.llm.providers.settings import add_provider
+    from app.llm.providers.settings import add_agent_provider
     from app.mcp.http import bearer_token, serve
     from app.mcp.server import build_server
     from app.mcp.service import ContextService
@@ -70,7 +70,7 @@ async def serve_engine(engine: Any, data_dir: Any, port: int) -> None:
         except OSError as exc:
             raise CoreError(f"cannot serve MCP on 127.0.0.1:{port} ({exc.strerror or exc}); pick another port "
                             "in Settings") from None
-    service = ContextService(engine, data_dir=data_dir, add_provider=add_provider)
+    service = ContextService(engine, data_dir=data_dir, add_provider=add_agent_provider)
     try:
         await serve(build_server(service), bearer_token(data_dir), port, embedded=True)
     except SystemExit:

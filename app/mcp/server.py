@@ -90,9 +90,11 @@ def build_server(service: ContextService) -> MCPServer:
         config: ProviderConfig,
         setAsDefault: bool = False,
     ) -> CallToolResult:
-        """Configure an LLM provider (an OpenAI-compatible endpoint). API keys are never passed or
-        stored: name the environment variable (apiKeyEnv). An endpoint off this machine can only be
-        added by the user (pcm providers add --yes-send-off-machine)."""
+        """Add an LLM provider (an OpenAI-compatible endpoint on this machine) as a new entry named
+        mcp-<provider>: it never changes a provider the user configured, is tried after them, and
+        only the user makes it the default (setAsDefault is refused). API keys are never passed or
+        stored: name the environment variable (apiKeyEnv), not one a configured provider uses. An
+        endpoint off this machine can only be added by the user (pcm providers add --yes-send-off-machine)."""
         values = {k: v for k, v in config.model_dump().items() if v is not None}
         return await _run(service.configure_provider(provider, values, setAsDefault))
 

@@ -69,7 +69,7 @@ class ContextService:
 
     engine: Engine
     data_dir: Any = None
-    add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_provider
+    add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_agent_provider
     _queue: asyncio.Queue[tuple[str, Message]] | None = None
     _writer: asyncio.Task[None] | None = None
     # the latest message ids record_event stored, in order (bounded: the server may run for days)
@@ -333,10 +333,15 @@ class ContextService:
 
     async def configure_provider(self, provider: str, config: dict[str, Any],
                                  set_as_default: bool = False) -> tuple[str, dict[str, Any]]:
+        """A new provider entry named as this client's (``add_agent_provider``): never one the user
+        configured changed or redirected, never the default — only the user makes one the default."""
         if self.add_provider is None:
             raise ToolArgumentError("provider: this server cannot change providers")
-        added = self.add_provider(self.data_dir, {"provider": provider, **config}, set_as_default)
+        if set_as_default:
+            raise ToolArgumentError("setAsDefault: only the user makes a provider the default "
+                                    "(pcm providers default ID, or Settings → Providers)")
+        added = self.add_provider(self.data_dir, {"provider": provider, **config})
         reloaded = await self.engine.reload_providers()
         data = added.model_dump(mode="json") if hasattr(added, "model_dump") else dict(added)
-        return (f"Provider {data.get('id')} saved" + (" as the default" if set_as_default else "")
+        return (f"Provider {data.get('id')} saved, tried after the providers you configured"
                 + ("; in use now." if reloaded else "; used from the next start.")), {"provider": data}

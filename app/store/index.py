@@ -53,7 +53,7 @@ from lancedb.index import FTS
 from app.core.ports import CancelToken, Embedder
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
 from app.store.kind_vectors import KindVectors
-from app.store.locks import FileLock
+from app.locks import FileLock
 from app.store.search_rows import (
     SEARCH_KINDS,
     SearchRow,

@@ -203,8 +203,12 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
             local = {"endpoint": "http://127.0.0.1:11434/v1", "model": "qwen2.5:7b", "apiKeyEnv": "OLLAMA_KEY"}
             added = await client.call_tool("configure_llm_provider", {"provider": "ollama", "config": local})
             assert not added.is_error and added.structured_content["provider"]["model"] == "qwen2.5:7b"
+            assert added.structured_content["provider"]["id"] == "mcp-ollama"  # a new entry, named as the client's
             saved = (folder["data"] / "providers.json").read_text(encoding="utf-8")
             assert "qwen2.5:7b" in saved and "OLLAMA_KEY" in saved
+            default = await client.call_tool("configure_llm_provider", {"provider": "ollama", "config": local,
+                                                                        "setAsDefault": True})
+            assert default.is_error and "only the user makes a provider the default" in default.content[0].text
             away = await client.call_tool("configure_llm_provider", {
                 "provider": "openai", "config": {"endpoint": "https://api.example.com/v1", "model": "m"}})
             assert away.is_error and "not this machine" in away.content[0].text
