@@ -87,3 +87,14 @@ def test_an_answer_that_finished_is_kept_when_the_connection_stays_open(endpoint
     result, took = _timed_chat(_registry(endpoint, "finished-open"))
     assert result.finish_reason == "stop" and result.text == "all said" and result.usage.provider == "hostile"
     assert took < DEADLINE_S + 1.5
+
+
+def test_an_endpoint_that_repeats_the_key_does_not_get_it_into_the_answer(endpoint: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTILE_KEY", "sk-secret-0123456789")
+    config = ProviderConfig(id="hostile", kind="openai", base_url=f"{endpoint}/echo-key/v1", model="hostile",
+                            api_key_env="HOSTILE_KEY", timeout_s=DEADLINE_S, json_schema_style="none")
+    shown: list[str] = []
+    result = OpenAICompatibleProvider(config).chat(MESSAGES, on_token=shown.append)
+    assert result.text == "you sent Bearer [API key]" == "".join(shown)
+    assert "sk-secret" not in result.model_dump_json()

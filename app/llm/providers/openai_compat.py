@@ -175,7 +175,32 @@ class OpenAICompatibleProvider:
             call.finish = "error"
         finally:
             stream.close()
+            call.flush(on_token)
         return call.result(call.finish, messages)
+
+
+class _Redact:
+    """Takes the API key out of a streamed answer: an endpoint that repeats the key it was sent
+    does not get it shown, stored or exported (``[API key]`` instead). Holds back the end of the
+    text that may be the start of the key, until the next piece tells."""
+
+    MARK = "[API key]"
+
+    def __init__(self, key: str) -> None:
+        self.key = key if len(key) >= 8 else ""  # a placeholder or no key: nothing to hide
+        self.held = ""
+
+    def feed(self, piece: str) -> str:
+        if not self.key:
+            return piece
+        text = (self.held + piece).replace(self.key, self.MARK)
+        keep = next((n for n in range(min(len(self.key) - 1, len(text)), 0, -1) if self.key.startswith(text[-n:])), 0)
+        self.held = text[len(text) - keep:] if keep else ""
+        return text[:len(text) - keep]
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
 
 
 class _Late(ProviderError):
@@ -247,7 +272,9 @@ class _Call:
     def __init__(self, provider: OpenAICompatibleProvider, stage: str, params: GenerationParams, wants_json: bool) -> None:
         self.provider, self.stage, self.params, self.wants_json = provider, stage, params, wants_json
         self.started = time.perf_counter()
-        self.pieces: list[str] = []
+        self.pieces: list[str] = []  # as received (the answer cap counts them)
+        self.shown: list[str] = []  # as handed on: with the API key taken out (``_Redact``)
+        self._redact = _Redact(provider.config.api_key())
         self.first_ms: float | None = None
         self.finish = "stop"
         self.ended = False  # a chunk said why the model stopped (a finish reason)
@@ -288,12 +315,22 @@ class _Call:
         if self.first_ms is None:
             self.first_ms = (time.perf_counter() - self.started) * 1000
         self.pieces.append(piece)
-        if on_token is not None:
-            on_token(piece)
+        self._show(self._redact.feed(piece), on_token)
+
+    def _show(self, text: str, on_token: TokenCallback | None) -> None:
+        if text:
+            self.shown.append(text)
+            if on_token is not None:
+                on_token(text)
+
+    def flush(self, on_token: TokenCallback | None) -> None:
+        """Hand on what the key check still holds (the stream has ended)."""
+        self._show(self._redact.flush(), on_token)
 
     def result(self, finish: str, messages: Sequence[ChatMessage]) -> ChatResult:
+        """The call's result (its text as handed on: without the API key)."""
         provider, config = self.provider, self.provider.config
-        text = "".join(self.pieces)
+        text = "".join(self.shown)
         if self.reported is not None:
             prompt, completion, source = int(self.reported.prompt_tokens), int(self.reported.completion_tokens), "reported"
         else:
