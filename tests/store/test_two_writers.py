@@ -100,3 +100,27 @@ def test_two_writers_twenty_rounds(tmp_path: Path) -> None:
     held = run_rounds(tmp_path, 20)
     print(f"\ntwo writers, 20 rounds: held {held}")
     assert held == {"revoke": 20, "pin": 20, "edit": 20, "add": 20}
+
+
+def test_processes_naming_a_new_topic_at_once_write_one_topic(tmp_path: Path) -> None:
+    """Four ``pcm ask`` processes started at the same moment on one folder, each naming the same
+    new things: each name is one topic (its id comes from the name, and a second writer adds its
+    aliases to the stored topic), never one topic row per process."""
+    import time
+
+    data = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PCM_FAKE_TOKEN_DELAY": "0", "PCM_FAKE_REPLY_WORDS": "5",
+           "PCM_FAKE_START_AT": str(time.time() + 6)}
+    said = ["How do I scale Kubernetes and Grafana?", "Is kubernetes or grafana slower?",
+            "Grafana dashboards for Kubernetes, please.", "Kubernetes with Grafana on one box?"]
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.store.fake_pcm", "--data-dir", str(data), "ask", text],
+                              env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for text in said]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+    topics = json.loads(_pcm(data, {**env, "PCM_FAKE_START_AT": ""}, "topics", "--json"))["topics"]
+    names = sorted(t["name"].lower() for t in topics)
+    assert names.count("kubernetes") == 1 and names.count("grafana") == 1, names
+    kube = next(t for t in topics if t["name"].lower() == "kubernetes")
+    assert kube["mentions"] >= 2  # the mentions of several processes, under the one topic
