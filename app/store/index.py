@@ -52,8 +52,8 @@ from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
-from app.store.kind_vectors import KindVectors
 from app.locks import FileLock
+from app.store.kind_vectors import KindVectors
 from app.store.search_rows import (
     SEARCH_KINDS,
     SearchRow,

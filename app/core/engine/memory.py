@@ -466,7 +466,8 @@ class MemoryService:
         until the user accepts them (``accept``)."""
         async with self._lock:
             async with self._visible(session_id) as now:
-                found = [m.with_origin(origin) for m in profile_by_hand(text, at=now)]
+                found = [m.with_origin(origin).model_copy(update={"context": f"{m.type} proposed by an MCP client"})
+                         if origin else m for m in profile_by_hand(text, at=now)]
                 if not found:
                     return None
                 write = await self._write(session_id, lambda kept: plan_write(found, kept, now), TopicChange(), now)

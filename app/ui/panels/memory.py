@@ -96,8 +96,11 @@ def added_text(result: Any) -> str:
 
 def details_text(memory: Any, contents: dict[str, str]) -> str:
     """The selected memory: context, scope, keywords, links with their reasons, sources, versions."""
+    applies = "every session" if memory.scope == "workspace" else "its session"
+    if memory.pending:
+        applies = "no session until you accept it"
     lines = [memory.context or memory.type,
-             f"Applies to {'every session' if memory.scope == 'workspace' else 'its session'}; "
+             f"Applies to {applies}; "
              f"used {memory.access_count} time(s)"
              + (f", last {memory.last_accessed_at[:16].replace('T', ' ')}" if memory.last_accessed_at else "")]
     if memory.entities:
