@@ -106,12 +106,22 @@ def _title(text: Any) -> Mutation:
 Change = Callable[[dict[str, Any], str], None]
 
 
-def _evidence(kind: str, change: Change) -> Mutation:
+def _evidence(kind: str, change: Change, event: Change | None = None) -> Mutation:
+    """Change the evidences of ``kind``; ``event``: their env events too (the same record, which
+    is what recall reads)."""
     def mutate(doc: Doc, token: str) -> None:
         for evidence in doc["evidences"].values():
             if evidence["type"] == kind:
                 change(evidence, token)
+        for record in doc["pcm"]["env_events"] if event is not None else []:
+            event(record, token)  # type: ignore[misc]
     return mutate
+
+
+def _event(key: str, text: str) -> Change:
+    def change(record: dict[str, Any], token: str) -> None:
+        record[key] = _text(text, token) + (" rail notes March deadline" if key == "content" else "")
+    return change
 
 
 def _text(text: Any, token: str) -> Any:
@@ -193,10 +203,12 @@ def cases() -> list[Case]:
         out.append(Case("titles", f"hostile {n}", _title(text)))
     out += [Case("titles", f"not text {v!r}", _title(v)) for v in (None, 5, ["a"], {"a": 1}, "", " " * 3)]
     for n, text in enumerate(HOSTILE):
-        out.append(Case("evidences", f"file content {n}", _evidence("env_event", _set("content", text))))
+        out.append(Case("evidences", f"file content {n}", _evidence("env_event", _set("content", text),
+                                                                     _event("content", text))))
         out.append(Case("evidences", f"file name {n}", _evidence("env_event", _source("name", text))))
-        out.append(Case("evidences", f"file uri {n}", _evidence("env_event", _source("uri", text))))
-        out.append(Case("evidences", f"file title {n}", _evidence("env_event", _meta("title", text))))
+        out.append(Case("evidences", f"file uri {n}", _evidence("env_event", _source("uri", text), _event("uri", text))))
+        out.append(Case("evidences", f"file title {n}", _evidence("env_event", _meta("title", text),
+                                                                   _event("title", text))))
         out.append(Case("evidences", f"user input {n}", _said(text)))
     for key, value in [("content", None), ("content", 3), ("evidence_id", "other"), ("type", "rumour"),
                        ("valid_from", "soon"), ("source", ["x"]), ("source", "x"), ("metadata", "x"),
