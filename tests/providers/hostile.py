@@ -4,7 +4,8 @@ part of the request path names how it misbehaves (``http://127.0.0.1:PORT/<mode>
 Modes: ``silent`` (reads the request, never answers), ``headers`` (answers the headers, then
 nothing), ``keepalive`` (SSE comments forever), ``drip`` (one byte of a chunk every 0.2 s: a read
 timeout restarts with each), ``endless`` (tokens without a finish reason, fast, forever),
-``trickle`` (a token every 0.3 s forever), ``finished-open`` (a whole answer with its finish
+``trickle`` (a token every 0.3 s forever), ``stall`` (three tokens, then SSE comments forever),
+``finished-open`` (a whole answer with its finish
 reason, then the connection stays open without ``[DONE]``), ``echo-key`` (a normal answer whose
 text repeats the Authorization header it was sent)."""
 
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("silent", "headers", "keepalive", "drip", "endless", "trickle", "finished-open", "echo-key")
+MODES = ("silent", "headers", "keepalive", "drip", "endless", "trickle", "stall", "finished-open", "echo-key")
 
 
 def _chunk(content: str | None, finish: str | None = None) -> bytes:
@@ -81,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._forever(_chunk(" more"), 0.002)
         elif mode == "trickle":
             self._forever(_chunk(" slow"), 0.3)
+        elif mode == "stall":
+            self.wfile.write(_chunk("one") + _chunk(" two") + _chunk(" three"))
+            self._forever(b": keep-alive\n\n", 0.1)
         elif mode == "finished-open":
             self.wfile.write(_chunk("all said") + _chunk(None, "stop"))
             self.wfile.flush()

@@ -13,12 +13,13 @@ standard ``response_format={"type": "json_schema", ...}``, or ``{"type": "json_o
 "schema": ...}`` for servers that only know that (``json_schema_style``).
 
 The client's own retries are off (``max_retries=0``): the provider registry retries with backoff
-and falls back, and must see each failure. Every call has one total deadline (``timeout_s``:
-connect, first token and the whole answer — the client's read timeout alone restarts with every
-byte, so keep-alive comments or a stream without a finish reason would never end): the request
-runs on a worker thread that hands chunks over, and the caller stops waiting at the deadline. The
-app's own answer cap (``max_tokens`` of the request) is enforced on the stream as received, not
-left to the server. The API key is read from the named environment
+and falls back, and must see each failure. Every call has deadlines the server cannot stretch (the
+client's read timeout alone restarts with every byte, so keep-alive comments or a stream without a
+finish reason would never end): a token within ``timeout_s`` of the start and of the token before
+(connect and first token; a stall), and the whole call within ``timeout_s`` plus the answer cap at
+``min_tokens_per_s``. The request runs on a worker thread that hands chunks over, and the caller
+stops waiting at a deadline. The app's own answer cap (``max_tokens`` of the request) is enforced
+on the stream as received, not left to the server. The API key is read from the named environment
 variable for each client; it is never stored, and an unnamed key is sent as a placeholder
 (never ``$OPENAI_API_KEY``, which the client would otherwise pick up and send to any endpoint).
 """
@@ -204,27 +205,33 @@ class _Redact:
 
 
 class _Late(ProviderError):
-    """The call passed its total deadline (not transient: a retry would wait as long again)."""
+    """The call passed a deadline (not transient: a retry would wait as long again)."""
 
-    def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(f"{config.label} ({config.base_url}) did not finish within {config.timeout_s:g} s "
-                         "(connect, first token and the whole answer)")
+    def __init__(self, config: ProviderConfig, what: str) -> None:
+        super().__init__(f"{config.label} ({config.base_url}) {what}")
 
 
 class _Stream:
-    """One request's chunks, read on a worker thread and handed over until a total deadline:
-    ``next_chunk`` raises ``_Late`` when it passes, whatever the server keeps sending."""
+    """One request's chunks, read on a worker thread and handed over until a deadline (module
+    doc): ``next_chunk`` raises ``_Late`` when one passes, whatever the server keeps sending."""
 
     _END = object()
 
     def __init__(self, client: Any, request: dict[str, Any], config: ProviderConfig) -> None:
         self.config = config
-        self.deadline = time.monotonic() + config.timeout_s
+        started = time.monotonic()
+        self.total_s = config.timeout_s + request["max_tokens"] / config.min_tokens_per_s
+        self.deadline = started + self.total_s
+        self.stall_at = started + config.timeout_s  # the next token is due by then
         self._chunks: queue.Queue[tuple[str, Any]] = queue.Queue()  # unbounded: the worker never waits on the caller
         self._stop = threading.Event()
         self._stream: Any = None
         threading.Thread(target=self._pump, args=(client.with_options(timeout=config.timeout_s), request),
                          name="provider stream", daemon=True).start()
+
+    def progress(self) -> None:
+        """A token came: the next one is due ``timeout_s`` from now."""
+        self.stall_at = time.monotonic() + self.config.timeout_s
 
     def _pump(self, client: Any, request: dict[str, Any]) -> None:
         try:
@@ -242,12 +249,15 @@ class _Stream:
     def next_chunk(self, cancel: CancelToken | None) -> Any:
         """The next chunk, ``_END`` at the end of the stream, ``None`` when ``cancel`` is set."""
         while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise _Late(self.config)
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise _Late(self.config, f"did not finish within {self.total_s:g} s")
+            wait = 0.0 if now >= self.stall_at else min(self.deadline, self.stall_at, now + 0.2) - now
             try:
-                kind, value = self._chunks.get(timeout=min(left, 0.2))
+                kind, value = self._chunks.get(timeout=wait) if wait > 0 else self._chunks.get_nowait()
             except queue.Empty:
+                if now >= self.stall_at:
+                    raise _Late(self.config, f"sent no token for {self.config.timeout_s:g} s") from None
                 if cancel is not None and cancel.cancelled:
                     return None
                 continue
@@ -306,6 +316,7 @@ class _Call:
                 self.ended = True
             piece = choice.delta.content if choice.delta is not None else None
             if piece:
+                stream.progress()
                 self._take(piece, on_token)
             if len(self.pieces) >= cap and not self.ended:
                 self.finish, self.ended = "length", True

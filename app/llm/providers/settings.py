@@ -81,7 +81,8 @@ class ProviderConfig(BaseModel):
     context_size: int = Field(8192, ge=256)  # the served model's window (shown; prompts fit the local one)
     max_tokens: int | None = Field(None, ge=1)  # cap on answer tokens sent to the endpoint
     temperature: float | None = Field(None, ge=0, le=2)  # overrides the call's temperature
-    timeout_s: float = Field(60.0, gt=0)  # a call's total deadline: connect, first token and the whole answer
+    timeout_s: float = Field(60.0, gt=0)  # connect and first token, and each token after, within this
+    min_tokens_per_s: float = Field(2.0, gt=0)  # the whole call within timeout_s + the answer cap at this rate
     json_schema_style: SchemaStyle = "json_schema"  # json_object: llama-cpp-python's server
     off_machine_confirmed: bool = False  # the user agreed that prompts may leave the machine
 
