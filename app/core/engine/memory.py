@@ -480,8 +480,8 @@ class MemoryService:
 
     def _held(self, found: Sequence[MemoryFragment], written: set[str]) -> list[MemoryFragment]:
         """On the store thread: for each of ``found`` not written, the kept memory that says it."""
-        kept = [m for m in self._kept.known().values() if not m.pending]
-        same = [duplicate_of(m, kept) for m in found if m.fragment_id not in written]
+        kept = list(self._kept.known().values())  # a proposal is held by a proposal, a statement by a statement
+        same = [duplicate_of(m, [k for k in kept if k.pending == m.pending]) for m in found if m.fragment_id not in written]
         return [m for m in same if m is not None]
 
     async def list(self) -> list[tuple[str, MemoryFragment]]:

@@ -39,7 +39,8 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
     or ten thousand memories kept.
 
     A memory from outside that the user has not accepted (``MemoryFragment.pending``) speaks for
-    no one: it neither closes nor links nor repeats a kept one, and no new memory is compared with it.
+    no one: it neither closes nor links nor repeats a kept one, and no new memory is compared with it
+    (only a proposal that repeats a pending one is not written again).
     """
     similar = similar or {}
     write = Write()
@@ -48,8 +49,9 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
         memory = memory.model_copy(update={"recorded_at": now})  # learned now (a replay before this does not see it)
         if pool.has(memory.fragment_id) or evolve.duplicate_of(memory, pool.same_statement(memory)) is not None:
             continue
-        if memory.pending:  # from outside, not accepted: kept as it is; it closes and links nothing
-            pool.put(memory, write, new=True)
+        if memory.pending:  # from outside, not accepted: kept as it is (once); it closes and links nothing
+            if evolve.duplicate_of(memory, pool.same_proposal(memory)) is None:
+                pool.put(memory, write, new=True)
             continue
         replaced: list[dict[str, str]] = []
         for old in evolve.closes(memory, pool.rivals(memory)):
@@ -114,7 +116,8 @@ class _Kept:
 
     def _add(self, memory: MemoryFragment) -> None:
         self.by_id[memory.fragment_id] = memory
-        if memory.pending:  # known by id (not written twice), never compared
+        if memory.pending:  # known by id and by statement (not proposed twice), never compared with others
+            self.index[self._proposal(memory)].add(memory.fragment_id)
             return
         for key in self._keys(memory):
             self.index[key].add(memory.fragment_id)
@@ -138,6 +141,14 @@ class _Kept:
 
     def related(self, memory: MemoryFragment) -> list[MemoryFragment]:
         return self._find([k for k in self._keys(memory) if k[0] in ("subject", "entity")])
+
+    @staticmethod
+    def _proposal(memory: MemoryFragment) -> tuple[str, str]:
+        return ("proposal", f"{memory.type}\x1f{evolve.norm(memory.content)}")
+
+    def same_proposal(self, memory: MemoryFragment) -> list[MemoryFragment]:
+        """The pending memories from outside that say what ``memory`` says."""
+        return self._find([self._proposal(memory)])
 
     def small(self) -> list[MemoryFragment]:
         return [m for m in self.by_id.values() if m.importance < evolve.CONSOLIDATE_BELOW and not m.pending]
