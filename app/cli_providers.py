@@ -180,7 +180,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--context-size", type=int, help="the served model's context window in tokens")
     q.add_argument("--max-tokens", type=int, help="cap on answer tokens")
     q.add_argument("--temperature", type=float, help="override the temperature of every call")
-    q.add_argument("--timeout", type=float, help="seconds to wait for the endpoint (default 60)")
+    q.add_argument("--timeout", type=float, help="seconds to the first token and between tokens; the whole call gets that plus the answer cap at 2 tokens/s (default 60)")
     q.add_argument("--json-schema-style", choices=["json_schema", "json_object", "none"],
                    help="how to ask for JSON output: the standard json_schema; json_object with a schema "
                         "(llama-cpp-python's server); none")

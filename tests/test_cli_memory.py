@@ -1,4 +1,5 @@
-"""``pcm memory list|show|revoke`` and ``pcm topics`` over a real SQLite store (no models load)."""
+"""``pcm memory list|show|revoke|edit|pin|accept`` and ``pcm topics`` over a real SQLite store (no models
+load); ``pcm memory add`` through the engine."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from app.cli import main
 from app.core.memory.extract import extract_memories
 from app.core.memory.topics import TopicIndex
+from app.core.types import MemoryFragment
 from app.store.sqlite import SqliteStore
 
 
@@ -83,3 +85,42 @@ def test_memory_add_states_profile_statements_for_every_session(tmp_path: Path, 
     profile = {r["content"]: r for r in rows if r["scope"] == "workspace" and r["session_id"] == sid}
     assert profile["short answers"]["type"] == "preference" and profile["use sudo"]["type"] == "prohibition"
     assert main([*data, "memory", "add"]) == 2
+
+
+def test_memory_edit_pin_and_accept_are_decided_on_the_stored_memory(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Store-only actions: an edit is a new memory replacing the old (refused once it was revoked
+    or edited meanwhile: decided on the row as stored, never on a copy); pin and unpin; ``accept``
+    makes an imported prohibition the user's own statement (a memory said in no session), which
+    closes the permission it contradicts."""
+    sid, fact = _workspace(tmp_path)
+    data = ["--data-dir", str(tmp_path)]
+    store = SqliteStore(tmp_path / "pcm.sqlite3")
+    try:
+        allowed = extract_memories("You may use sudo.", evidence_id="m2", at="2026-11-01T10:00:00Z")[0]
+        store.add_memories(sid, [allowed])
+        imported = MemoryFragment(content="use sudo", type="prohibition", scope="workspace").with_origin("imported")
+        store.add_memory(sid, imported)
+    finally:
+        store.close()
+    assert main([*data, "memory", "list"]) == 0
+    assert f"{imported.fragment_id}\tprohibition\tworkspace\tpending" in capsys.readouterr().out
+    assert main([*data, "memory", "edit", fact, "city is Lisbon"]) == 0
+    edited_line = capsys.readouterr().out
+    assert edited_line.startswith(f"edited {fact}: now mem-") and "city is Lisbon" in edited_line
+    assert main([*data, "memory", "edit", fact, "city is Faro"]) == 2  # edited meanwhile: refused, one line
+    assert "revoked or edited meanwhile; nothing was changed" in capsys.readouterr().err
+    assert main([*data, "memory", "pin", allowed.fragment_id]) == 0 and "pinned" in capsys.readouterr().out
+    assert main([*data, "memory", "accept", fact]) == 2
+    assert "nothing to accept" in capsys.readouterr().err
+    assert main([*data, "memory", "accept", imported.fragment_id]) == 0
+    assert "your statement mem-" in capsys.readouterr().out
+    assert main([*data, "memory", "list", "--all", "--json"]) == 0
+    rows = {r["fragment_id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[imported.fragment_id]["state"] == "accepted" and rows[imported.fragment_id]["origin"] == "imported"
+    own = rows[rows[imported.fragment_id]["superseded_by"]]
+    assert (own["type"], own["content"], own["extractor"], own["origin"], own["source_evidence_ids"]) == (
+        "prohibition", "use sudo", "user", "", [])
+    assert rows[allowed.fragment_id]["state"] == "closed" and rows[allowed.fragment_id]["pinned"]
+    assert main([*data, "memory", "accept", imported.fragment_id]) == 0  # again: says so, writes nothing
+    assert "was accepted at" in capsys.readouterr().out

@@ -19,6 +19,11 @@ class NoRecordError(CoreError, LookupError):
     """
 
 
+class MemoryChanged(CoreError):
+    """A memory action that no longer applies: another window or process revoked, edited or
+    accepted the memory meanwhile (the action is decided on the memory as stored now)."""
+
+
 class ModelError(CoreError):
     """A model could not be loaded or used. ``str(err)`` is one line meant for the user."""
 

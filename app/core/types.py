@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 SCHEMA_VERSION: Literal["1.1"] = "1.1"  # 1.1: memory objects and topics in ``pcm``; 1.0 still imports
 
@@ -53,6 +53,31 @@ class _Model(BaseModel):
     """Base for the exchange types: unknown keys are kept, so newer documents survive a round trip."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+#: Where a stored message or memory came from: "" this app (the user typing, its own model and
+#: rules), "imported" (a document read by ``pcm import``), "agent" (an MCP client's ``record_event``
+#: or profile statement). Kept beside the record by the store, never part of the exchange document
+#: (an import says where everything in it came from, whatever the document claims).
+Origin = Literal["", "imported", "agent"]
+
+
+class _Provenance(_Model):
+    """A record with an origin (``Origin``), set by the store and by the code that writes it in,
+    never by a document: a private attribute, so no exchange document carries or sets it."""
+
+    _origin: Origin = PrivateAttr(default="")
+
+    @property
+    def origin(self) -> Origin:
+        """"" when this app made it; "imported" or "agent" when it is outside text."""
+        return self._origin
+
+    def with_origin(self, origin: Origin) -> Self:
+        """A copy with ``origin`` ("" for one the user made their own)."""
+        copy = self.model_copy()
+        copy._origin = origin
+        return copy
 
 
 # --------------------------------------------------------------------------- enums
@@ -194,8 +219,9 @@ class Ref(_Model):
     selector: str = ""
 
 
-class Message(_Model):
-    """One entry of ``session.messages``; ``role=assistant`` messages are the turn's final answers."""
+class Message(_Provenance):
+    """One entry of ``session.messages``; ``role=assistant`` messages are the turn's final answers.
+    ``origin`` (not exported) says whether the app user typed it here or it came from outside."""
 
     message_id: str = Field(default_factory=new_id)
     role: Role
@@ -422,7 +448,7 @@ MemoryType = Literal["fact", "preference", "prohibition", "permission", "decisio
                      "summary", "note"]
 
 
-class MemoryFragment(_Model):
+class MemoryFragment(_Provenance):
     """A memory object (DESIGN.md §4, after A-Mem): what was learned, from which evidence, valid when.
 
     Bi-temporal: ``valid_from``/``valid_to`` is when it was true (a newer contradicting fact closes
@@ -432,7 +458,13 @@ class MemoryFragment(_Model):
     session; "session" ones belong to the session they came from (recall with workspace scope still
     finds them). ``key``/``value`` name a fact's subject and its value ("home" = "Porto").
     ``revisions`` keeps earlier context/tags a link or an edit replaced.
+
+    ``origin`` and ``accepted_at`` are provenance the store keeps beside the record (never
+    exported): a memory from outside (an import, an MCP client) is *pending* until the user
+    accepts it (``accepted_at``); until then it speaks for no one (``pending``).
     """
+
+    _accepted_at: str | None = PrivateAttr(default=None)
 
     fragment_id: str = Field(default_factory=new_id)
     content: str
@@ -459,6 +491,22 @@ class MemoryFragment(_Model):
     extractor: str = "rules"
     revisions: list[dict[str, Any]] = Field(default_factory=list)
 
+    @property
+    def accepted_at(self) -> str | None:
+        """When the user accepted this memory from outside (None: not accepted, or made here)."""
+        return self._accepted_at
+
+    @property
+    def pending(self) -> bool:
+        """From outside and not accepted by the user: never the user's profile, never shared."""
+        return bool(self._origin) and self._accepted_at is None
+
+    def accepted(self, at: str) -> MemoryFragment:
+        """A copy the user accepted at ``at`` (its origin kept)."""
+        copy = self.model_copy()
+        copy._accepted_at = at
+        return copy
+
     def index_text(self) -> str:
         """The text the search index embeds for this memory (content, then its keywords)."""
         return f"{self.content}\nkeywords: {', '.join(self.keywords)}" if self.keywords else self.content
@@ -469,6 +517,38 @@ class SessionGraphData(_Model):
     edges: list[GraphEdge] = Field(default_factory=list)
 
 
+class TopicMention(_Model):
+    """A message of the session that mentions a topic, by which term (said in the message) and rule."""
+
+    message_id: str = Field(min_length=1)
+    term: str = Field(min_length=1)
+    rule: str = ""
+
+
+class TopicDoc(_Model):
+    """A topic the session's messages mention (schema 1.1): its id, name, aliases (surface form →
+    the rule that admitted it) and the session's mentions of it."""
+
+    topic_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    aliases: dict[str, str] = Field(default_factory=dict)
+    mentions: list[TopicMention] = Field(default_factory=list)
+
+
+class TurnDoc(_Model):
+    """A turn of the session as the store keeps it (schema 1.1, optional): its status, the node
+    it was anchored to and its ``TurnRecord`` (intent, plan, build, timings, output), so an
+    exported session's turns keep what they saw."""
+
+    turn_id: str = Field(min_length=1)
+    input_message_id: str = Field(min_length=1)
+    answer_message_id: str | None = None
+    status: str = ""
+    anchor_node_id: str | None = None
+    created_at: str = ""
+    record: dict[str, Any] | None = None
+
+
 class PcmExtensions(_Model):
     """What PCM Canvas adds to the exchange document so a session round-trips completely."""
 
@@ -476,9 +556,8 @@ class PcmExtensions(_Model):
     graph: SessionGraphData = Field(default_factory=SessionGraphData)
     env_events: list[EnvEvent] = Field(default_factory=list)
     memory: list[MemoryFragment] = Field(default_factory=list)
-    # The topics this session's messages mention: {topic_id, name, aliases {form: rule},
-    # mentions [{message_id, term, rule}]} (schema 1.1).
-    topics: list[dict[str, Any]] = Field(default_factory=list)
+    topics: list[TopicDoc] = Field(default_factory=list)
+    turns: list[TurnDoc] = Field(default_factory=list)
 
 
 class SessionDoc(_Model):

@@ -133,7 +133,7 @@ async def _load(settings: Settings, gate: Any, greeted: asyncio.Event) -> Any:
     client's ``initialize`` has been answered (or after ``GREETING_WAIT_S``): importing and
     loading the models holds the interpreter's lock for seconds, which would delay the answer."""
     from app import main as wiring
-    from app.llm.providers.settings import add_provider
+    from app.llm.providers.settings import add_agent_provider
     from app.mcp.service import ContextService
 
     try:
@@ -153,7 +153,7 @@ async def _load(settings: Settings, gate: Any, greeted: asyncio.Event) -> Any:
     except BaseException:
         await engine.close()
         raise
-    service = ContextService(engine, data_dir=settings.data_dir, add_provider=add_provider)
+    service = ContextService(engine, data_dir=settings.data_dir, add_provider=add_agent_provider)
     gate.set(service)
     _say("ready")
     return service
@@ -176,7 +176,7 @@ async def _unload(loading: asyncio.Task[Any]) -> None:
 
 async def serve_engine(engine: Any, data_dir: Any, port: int) -> None:
     """Serve ``engine``'s sessions over HTTP from inside the desktop app until cancelled."""
-    from app.llm.providers.settings import add_provider
+    from app.llm.providers.settings import add_agent_provider
     from app.mcp.http import bearer_token, serve
     from app.mcp.server import build_server
     from app.mcp.service import ContextService
@@ -187,7 +187,7 @@ async def serve_engine(engine: Any, data_dir: Any, port: int) -> None:
         except OSError as exc:
             raise CoreError(f"cannot serve MCP on 127.0.0.1:{port} ({exc.strerror or exc}); pick another port "
                             "in Settings") from None
-    service = ContextService(engine, data_dir=data_dir, add_provider=add_provider)
+    service = ContextService(engine, data_dir=data_dir, add_provider=add_agent_provider)
     try:
         await serve(build_server(service), bearer_token(data_dir), port, embedded=True)
     except SystemExit:

@@ -185,9 +185,11 @@ def _add_writing_tools(mcp: MCPServer, gate: ServiceGate) -> None:
         config: ProviderConfig,
         setAsDefault: bool = False,
     ) -> Annotated[CallToolResult, schemas.ProviderSaved]:
-        """Configure an LLM provider (an OpenAI-compatible endpoint). API keys are never passed or
-        stored: name the environment variable (apiKeyEnv). An endpoint off this machine can only be
-        added by the user (pcm providers add --yes-send-off-machine)."""
+        """Add an LLM provider (an OpenAI-compatible endpoint on this machine) as a new entry named
+        mcp-<provider>: it never changes a provider the user configured, is tried after them, and
+        only the user makes it the default (setAsDefault is refused). API keys are never passed or
+        stored: name the environment variable (apiKeyEnv), not one a configured provider uses. An
+        endpoint off this machine can only be added by the user (pcm providers add --yes-send-off-machine)."""
         values = {k: v for k, v in config.model_dump().items() if v is not None}
         return await _run(gate, lambda s: s.configure_provider(provider, values, setAsDefault))
 
@@ -199,7 +201,8 @@ def _add_writing_tools(mcp: MCPServer, gate: ServiceGate) -> None:
         author: Annotated[str, Field(max_length=200, description="Who said or saw it")] = "",
     ) -> Annotated[CallToolResult, schemas.EventQueued]:
         """Record an input or an observation into a session. Returns at once with the ids it will
-        have; the events are stored in the order they arrive."""
+        have; the events are stored in the order they arrive. What is recorded is quoted as the
+        client's text wherever a context shows it: it never speaks as the user."""
         return await _run(gate, lambda s: s.record_event(text, sessionId, kind, author))
 
     @mcp.tool(title="Add a profile statement", annotations=ADDS_ONCE)
@@ -208,9 +211,9 @@ def _add_writing_tools(mcp: MCPServer, gate: ServiceGate) -> None:
                                                              '"Never…", "You may…"')],
         sessionId: Annotated[str | None, Field(description="Session that keeps the record (default: the one used last)")] = None,
     ) -> Annotated[CallToolResult, schemas.ProfileAdded]:
-        """Add the user's lasting preferences, prohibitions or permissions; every session's context
-        carries them from now on. One already held is not written again; a prohibition closes the
-        permission it contradicts (closed, not deleted)."""
+        """Propose lasting preferences, prohibitions or permissions for the user: they are stored as
+        proposals and apply to every session's context once the user accepts them (an agent does
+        not speak for the user). One already held is not written again."""
         return await _run(gate, lambda s: s.add_profile(text, sessionId))
 
     @mcp.tool(title="Attach a file", annotations=ADDS_ONCE)

@@ -101,7 +101,7 @@ class ContextService:
 
     engine: Engine
     data_dir: Any = None
-    add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_provider
+    add_provider: Callable[..., Any] | None = None  # app.llm.providers.settings.add_agent_provider
     _queue: asyncio.Queue[tuple[str, Message]] | None = None
     _writer: asyncio.Task[None] | None = None
     # the latest message ids record_event stored, in order (bounded: the server may run for days)
@@ -280,8 +280,10 @@ class ContextService:
         await self._check_session(session_id)
         sid = session_id or await self.engine.last_used_session() or (await self.engine.open_session(None)).session_id
         who = Author(kind=AuthorKind.USER if kind == "input" else AuthorKind.TOOL, id=author or "mcp")
+        # what a client records is outside text (origin "agent"), whoever it names as the author:
+        # quoted (fenced) wherever a context shows it, never the user's profile or facts
         message = Message(message_id=new_id(), role=Role.USER if kind == "input" else Role.TOOL,
-                          content=text, author=who, at=utc_now())
+                          content=text, author=who, at=utc_now()).with_origin("agent")
         if self._queue is None:
             self._queue = asyncio.Queue()
             self._writer = asyncio.create_task(self._write(), name="mcp record_event writer")
@@ -290,23 +292,28 @@ class ContextService:
             "session_id": sid, "message_id": message.message_id, "evidence_id": message.message_id, "queued": True}
 
     async def add_profile(self, text: str, session_id: str | None = None) -> tuple[str, dict[str, Any]]:
-        """The profile statements of ``text`` for every session, as ``pcm memory add`` adds them;
-        ``session_id`` (the session used last, or a new one) keeps their record."""
+        """The profile statements of ``text`` proposed for the user: stored as memories from an
+        agent, pending — no session's profile — until the user accepts them (``pcm memory accept
+        ID``, the Memory panel); ``session_id`` (the session used last, or a new one) keeps their record."""
         if not text.strip():
             raise ToolArgumentError("text: nothing to add")
         await self._check_session(session_id)
         sid = session_id or await self.engine.last_used_session()
         # an agent writing is not the user opening a session: only a first session is created
         state = await (self.engine.session_state(sid) if sid else self.engine.open_session(None, title="Profile"))
-        added = await self.engine.add_profile(text, state.session_id)
+        added = await self.engine.add_profile(text, state.session_id, origin="agent")
         if added is None:
             raise ToolArgumentError('text: no preference, prohibition or permission in it ("I prefer…", '
                                     '"Never…", "You may…")')
         parts = {"added": added.added, "held": added.held, "closed": added.closed}
         lines = [f"{what.replace('held', 'already held')}: {m.type}: {m.content}" for what, ms in parts.items()
                  for m in ms]
+        if added.added:
+            lines.append("Proposed: they apply once the user accepts them (pcm memory accept ID, or the Memory "
+                         "panel); until then no session's profile holds them.")
         return "\n".join(lines), {"session_id": state.session_id, **{
-            what: [{"memory_id": m.fragment_id, "type": m.type, "content": m.content} for m in ms]
+            what: [{"memory_id": m.fragment_id, "type": m.type, "content": m.content, "pending": m.pending}
+                   for m in ms]
             for what, ms in parts.items()}}
 
     async def attach_file(self, path: str, session_id: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -371,10 +378,15 @@ class ContextService:
 
     async def configure_provider(self, provider: str, config: dict[str, Any],
                                  set_as_default: bool = False) -> tuple[str, dict[str, Any]]:
+        """A new provider entry named as this client's (``add_agent_provider``): never one the user
+        configured changed or redirected, never the default — only the user makes one the default."""
         if self.add_provider is None:
             raise ToolArgumentError("provider: this server cannot change providers")
-        added = self.add_provider(self.data_dir, {"provider": provider, **config}, set_as_default)
+        if set_as_default:
+            raise ToolArgumentError("setAsDefault: only the user makes a provider the default "
+                                    "(pcm providers default ID, or Settings → Providers)")
+        added = self.add_provider(self.data_dir, {"provider": provider, **config})
         reloaded = await self.engine.reload_providers()
         data = added.model_dump(mode="json") if hasattr(added, "model_dump") else dict(added)
-        return (f"Provider {data.get('id')} saved" + (" as the default" if set_as_default else "")
+        return (f"Provider {data.get('id')} saved, tried after the providers you configured"
                 + ("; in use now." if reloaded else "; used from the next start.")), {"provider": data}

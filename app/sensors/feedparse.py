@@ -7,8 +7,10 @@ to a child Python process (:func:`parse_in_child`), which is killed when it runs
 its time cap and whose address space is capped (it imports this module, and so the very code of the
 parent: its folder goes first on ``PYTHONPATH``); the child:
 
-* replaces character references to invalid code points by a marker, so that only the entries that
-  hold one are refused, not the document;
+* replaces character references to invalid code points, and control characters XML forbids, by a
+  marker, so that only the entries that hold one are refused, not the document; and writes HTML's
+  named references that XML does not define (``&nbsp;``, ``&copy;``) as numeric ones (feeds use
+  them freely, and one would make the whole document malformed);
 * tells a feed from what is not one (:func:`not_a_feed`: an empty body, an HTML page, JSON, other
   XML, text);
 * de-duplicates entries against the ids seen so far and turns each new one into the fields of a
@@ -21,6 +23,7 @@ The result is a JSON object (see :func:`parse_feed`); the parent turns it into c
 from __future__ import annotations
 
 import hashlib
+import html.entities
 import io
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +39,9 @@ MAX_ENTRY_CHARS = 20_000
 FIELD_LIMITS = {"id": 2_000, "title": 2_000, "link": 8_000, "author": 1_000, "published": 200}
 _MARKER = "\U0010fffd"  # stands for a character reference to an invalid code point
 _CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,16})|([0-9]{1,24}));")
+_NAMEDREF = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+_XML_NAMED = {b"amp", b"lt", b"gt", b"quot", b"apos"}
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # not allowed in XML 1.0, even as a reference
 
 
 # --------------------------------------------------------------------------- entries
@@ -142,19 +148,32 @@ def change_fields(url: str, eid: str, entry: Mapping[str, Any], feed_title: str,
 
 def mark_invalid_references(body: bytes) -> tuple[bytes, list[str]]:
     """``body`` with every numeric character reference to a code point that is not a Unicode
-    scalar value (a surrogate, or past U+10FFFF) replaced by a reference to the marker; the
-    replaced references, in order."""
+    scalar value (a surrogate, or past U+10FFFF), and every control character XML forbids,
+    replaced by a reference to the marker; HTML's named references XML lacks written as numeric
+    ones (a name no one defines, as text); and the replaced references and characters, in order."""
     found: list[str] = []
 
     def swap(match: re.Match[bytes]) -> bytes:
         hex_digits, decimal = match.groups()
         code = int(hex_digits, 16) if hex_digits else int(decimal)
-        if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+        if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF or (code < 0x20 and code not in (0x09, 0x0A, 0x0D)):
             found.append(match.group().decode("ascii"))
             return b"&#x10FFFD;"
         return match.group()
 
-    return _CHARREF.sub(swap, body), found
+    def control(match: re.Match[bytes]) -> bytes:
+        found.append(f"control character U+{match.group()[0]:04X}")
+        return b"&#x10FFFD;"
+
+    def named(match: re.Match[bytes]) -> bytes:
+        name = match.group(1)
+        code = html.entities.name2codepoint.get(name.decode("ascii"))
+        if name in _XML_NAMED:
+            return match.group()
+        return b"&amp;" + match.group()[1:] if code is None else b"&#%d;" % code  # unknown: shown as written
+
+    body = _CONTROL.sub(control, body)
+    return _NAMEDREF.sub(named, _CHARREF.sub(swap, body)), found
 
 
 def not_a_feed(body: bytes, parsed: Mapping[str, Any]) -> str | None:

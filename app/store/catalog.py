@@ -16,7 +16,7 @@ from app.store import records as R
 from app.store.connection import Database, NotFoundError, StoreError
 
 _LIST = (
-    "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.opened_at, s.archived_at, "
+    "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.opened_at, s.archived_at, s.origin, "
     "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count, "
     "(SELECT COUNT(*) FROM turns t WHERE t.session_id = s.session_id) AS turn_count "
     "FROM sessions s"
@@ -37,26 +37,28 @@ class SessionCatalog:
         self.db = db
 
     def create_session(self, title: str = "", session_id: str | None = None, *,
-                       created_at: str | None = None) -> str:
-        """Create a session and return its id; an existing ``session_id`` raises ``StoreError``."""
+                       created_at: str | None = None, origin: str | None = None) -> str:
+        """Create a session and return its id; an existing ``session_id`` raises ``StoreError``.
+        ``origin`` "imported": its title came with an import (outside text) until it is renamed."""
         session_id = session_id or new_id()
         created_at = created_at or utc_now()
         with self.db.transaction():
             if self.db.one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
                 raise StoreError(f"session {session_id!r} already exists")
             self.db.connection().execute(
-                "INSERT INTO sessions (session_id, title, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?)", (session_id, title, created_at, created_at))
+                "INSERT INTO sessions (session_id, title, created_at, updated_at, origin) "
+                "VALUES (?, ?, ?, ?, ?)", (session_id, title, created_at, created_at, origin or None))
             self.db.log(session_id, "session.created", {"title": title})
         return session_id
 
     def update_session(self, session_id: str, *, title: str | None = None,
                        meta: Meta | None = None, summary: Summary | None = None,
                        doc_extras: dict[str, Any] | None = None) -> None:
-        """Set the given session fields (``None`` leaves a field unchanged)."""
+        """Set the given session fields (``None`` leaves a field unchanged); a title set here is
+        the user's (its ``origin`` is cleared)."""
         values: dict[str, Any] = {}
         if title is not None:
-            values["title"] = title
+            values["title"], values["origin"] = title, None
         if meta is not None:
             values["meta"] = R.dumps(R.dump_model(meta))
         if summary is not None:
@@ -79,7 +81,7 @@ class SessionCatalog:
             return None
         return {
             "session_id": row["session_id"], "title": row["title"],
-            "created_at": row["created_at"], "updated_at": row["updated_at"],
+            "created_at": row["created_at"], "updated_at": row["updated_at"], "origin": row["origin"],
             "meta": None if row["meta"] is None else Meta.model_validate(json.loads(row["meta"])),
             "summary": None if row["summary"] is None
             else Summary.model_validate(json.loads(row["summary"])),
@@ -117,7 +119,7 @@ class SessionCatalog:
             return False
         with self.db.transaction():
             cursor = self.db.connection().execute(
-                "UPDATE sessions SET title = ? WHERE session_id = ? AND title = ''", (title, session_id))
+                "UPDATE sessions SET title = ?, origin = NULL WHERE session_id = ? AND title = ''", (title, session_id))
             if cursor.rowcount:
                 self.db.log(session_id, "session.updated", {"fields": ["title"], "automatic": True})
         return bool(cursor.rowcount)

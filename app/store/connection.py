@@ -31,8 +31,8 @@ from typing import Any
 
 from app.core.errors import CoreError, NoRecordError
 from app.core.types import new_id, utc_now
+from app.locks import FileLock, held_elsewhere
 from app.store import records as R
-from app.store.locks import FileLock, held_elsewhere
 from app.store.migrations import MIGRATIONS, applied_migrations, apply_migrations
 
 BUSY_TIMEOUT_MS = 5000

@@ -26,6 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
+from app.core.pipeline.record import TurnRecord
 from app.core.types import (
     SCHEMA_VERSION,
     ContextDocument,
@@ -44,8 +45,10 @@ from app.core.types import (
     TaskState,
     TodoList,
     ToolState,
+    TurnDoc,
 )
 from app.store.docfile import ExchangeError, check_values, format_path
+from app.store.recovery import UNFINISHED
 from app.store.sqlite import SqliteStore, StoreError
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -53,6 +56,10 @@ SCHEMA_ID = "https://pcm-canvas.local/schemas/context_model-1.1.json"
 SCHEMA_TITLE = "PCM Canvas structured context model 1.1"
 SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "resources" / "schemas"
                / "context_model-1.1.json")
+
+# What the export keeps of a turn (``pcm.turns``; the run that answered it, ``owner``, is this folder's).
+TURN_FIELDS = ("turn_id", "input_message_id", "answer_message_id", "status", "anchor_node_id", "created_at",
+               "record")
 
 # Containers whose unknown keys are kept across an import (path → model in the document).
 _EXTRA_PATHS = ("", "session", "session.task_state", "session.task_state.todo_list",
@@ -169,11 +176,41 @@ def _graph_ref_problems(doc: ContextDocument) -> Iterable[str]:
                        f"{getattr(edge, end)!r} is not a node_id of pcm.graph.nodes")
 
 
+def _topic_problems(doc: ContextDocument) -> Iterable[str]:
+    """Topic mentions that name no message of the session, or a term the message does not say."""
+    said = {m.message_id: m.content.casefold() for m in doc.session.messages}
+    for i, topic in enumerate(doc.pcm.topics):
+        for j, mention in enumerate(topic.mentions):
+            path = ["pcm", "topics", i, "mentions", j]
+            if mention.message_id not in said:
+                yield f"{format_path([*path, 'message_id'])}: {mention.message_id!r} is not a message_id of session.messages"
+            elif mention.term.casefold() not in said[mention.message_id]:
+                yield f"{format_path([*path, 'term'])}: message {mention.message_id!r} does not say {mention.term[:80]!r}"
+
+
+def _turn_problems(doc: ContextDocument) -> Iterable[str]:
+    """Turns whose messages are not the session's, and records that are not turn records."""
+    messages = {m.message_id for m in doc.session.messages}
+    for i, turn in enumerate(doc.pcm.turns):
+        for name in ("input_message_id", "answer_message_id"):
+            value = getattr(turn, name)
+            if value is not None and value not in messages:
+                yield f"{format_path(['pcm', 'turns', i, name])}: {value!r} is not a message_id of session.messages"
+        if turn.record:
+            try:
+                TurnRecord.model_validate(turn.record)
+            except ValidationError as err:
+                first = err.errors()[0]
+                yield f"{format_path(['pcm', 'turns', i, 'record', *first['loc']])}: {first['msg']}"
+
+
 def _ref_problems(doc: ContextDocument) -> Iterable[str]:
     evidence_ids = set(doc.evidences)
     yield from _evidence_ref_problems(doc, evidence_ids)
     yield from _record_ref_problems(doc, evidence_ids)
     yield from _graph_ref_problems(doc)
+    yield from _topic_problems(doc)
+    yield from _turn_problems(doc)
 
 
 def _duplicate_problems(doc: ContextDocument) -> Iterable[str]:
@@ -189,6 +226,8 @@ def _duplicate_problems(doc: ContextDocument) -> Iterable[str]:
         (["pcm", "graph", "edges"], doc.pcm.graph.edges, "edge_id"),
         (["pcm", "env_events"], doc.pcm.env_events, "event_id"),
         (["pcm", "memory"], doc.pcm.memory, "fragment_id"),
+        (["pcm", "topics"], doc.pcm.topics, "topic_id"),
+        (["pcm", "turns"], doc.pcm.turns, "turn_id"),
     ]
     for path, items, key in collections:
         seen: set[str] = set()
@@ -269,6 +308,7 @@ def export_session(store: SqliteStore, session_id: str) -> dict[str, Any]:
         env_events=store.list_env_events(session_id),
         memory=store.list_memory(session_id, include_superseded=True),
         topics=store.session_topics(session_id),
+        turns=[TurnDoc.model_validate({k: turn[k] for k in TURN_FIELDS}) for turn in store.list_turns(session_id)],
         **x("pcm"),
     )
     evidences = {e.evidence_id: e for e in store.list_evidences(session_id, include_superseded=True)}
@@ -345,35 +385,46 @@ def _collect_extras(doc: ContextDocument) -> dict[str, dict[str, Any]]:
     return extras
 
 
-def _turns(messages: Sequence[Message]) -> list[tuple[str, str, str | None, str]]:
-    """Rebuild (turn_id, input_message_id, answer_message_id, created_at) from message turn ids."""
+def _turns(doc: ContextDocument) -> list[TurnDoc]:
+    """The document's turns; for a document without them (1.0, or 1.1 before turns were kept),
+    rebuilt from the message turn ids (no record). A turn still unfinished in the document (it
+    was exported while it was answered) is interrupted here: no process of this folder answers it."""
+    if doc.pcm.turns:
+        return [t.model_copy(update={"status": "interrupted"}) if t.status in UNFINISHED else t
+                for t in doc.pcm.turns]
     grouped: dict[str, list[Message]] = {}
-    for message in messages:
+    for message in doc.session.messages:
         if message.turn_id:
             grouped.setdefault(message.turn_id, []).append(message)
     turns = []
     for turn_id, group in grouped.items():
         first = next((m for m in group if m.role == Role.USER), group[0])
         answers = [m for m in group if m.role == Role.ASSISTANT]
-        turns.append((turn_id, first.message_id, answers[-1].message_id if answers else None,
-                      first.at))
+        turns.append(TurnDoc(turn_id=turn_id, input_message_id=first.message_id, status="imported",
+                             answer_message_id=answers[-1].message_id if answers else None, created_at=first.at))
     return turns
 
 
 def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
-    """Every record of ``doc`` into the store as session ``sid`` (inside the caller's transaction)."""
+    """Every record of ``doc`` into the store as session ``sid`` (inside the caller's transaction).
+
+    Everything an import brings is outside text: the session's title, its messages and its
+    memories are stored with origin "imported" (``Message.origin``, ``MemoryFragment.origin``,
+    kept beside the records, never exported), so that no context reads them as the user's words
+    and no other session sees a memory of it until the user accepts it (``pcm memory accept``)."""
     created_at = doc.meta.created_at if doc.meta and doc.meta.created_at else None
-    store.create_session(doc.pcm.title, sid, created_at=created_at)
+    store.create_session(doc.pcm.title, sid, created_at=created_at, origin="imported")
     store.update_session(sid, meta=doc.meta, summary=doc.session.summary,
                          doc_extras=_collect_extras(doc))
     for evidence in doc.evidences.values():
         if store.get_evidence(evidence.evidence_id) is None:  # one of another session may be here already
             store.add_evidence(sid, evidence)
     for message in doc.session.messages:
-        store.add_message(sid, message)
-    for turn_id, input_id, answer_id, at in _turns(doc.session.messages):
-        store.add_turn(sid, turn_id, input_id, answer_message_id=answer_id,
-                       created_at=at)
+        store.add_message(sid, message.with_origin("imported"))
+    for turn in _turns(doc):
+        store.add_turn(sid, turn.turn_id, turn.input_message_id, answer_message_id=turn.answer_message_id,
+                       status=turn.status, created_at=turn.created_at or None, anchor_node_id=turn.anchor_node_id,
+                       record=turn.record)
     for task in doc.session.task_state.todo_list.tasks:
         store.add_task(sid, task)
     for call in doc.session.tool_state.tool_calls:
@@ -384,8 +435,8 @@ def _write_document(store: SqliteStore, sid: str, doc: ContextDocument) -> None:
     for event in doc.pcm.env_events:
         store.add_env_event(sid, event)
     for fragment in doc.pcm.memory:
-        store.add_memory(sid, fragment)
-    store.add_session_topics(sid, doc.pcm.topics)
+        store.add_memory(sid, fragment.with_origin("imported"))
+    store.add_session_topics(sid, [topic.model_dump(mode="json") for topic in doc.pcm.topics])
     for node in doc.pcm.graph.nodes:
         store.save_node(sid, node)
     for edge in doc.pcm.graph.edges:

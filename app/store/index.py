@@ -61,10 +61,10 @@ from lancedb.index import FTS
 
 from app.core.ports import CancelToken, Embedder
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
+from app.locks import FileLock
 from app.store import ann
 from app.store.ann import AnnPolicy, VectorPath
 from app.store.kind_vectors import KindVectors
-from app.store.locks import FileLock
 from app.store.search_rows import (
     SEARCH_KINDS,
     SearchRow,

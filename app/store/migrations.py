@@ -372,6 +372,25 @@ def _m0008_summaries(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0009_provenance(conn: sqlite3.Connection) -> None:
+    """Where a session's title, a message or a memory came from (``origin``: NULL made here,
+    'imported', 'agent') and when the user accepted a memory from outside (``accepted_at``), kept
+    beside the record and never exported; and a write number on memories (``rev``: the highest in the table plus one,
+    given by every write under SQLite's write lock), so a process that keeps them in memory reads
+    again exactly what other processes wrote since (``memories_since``)."""
+    _run(
+        conn,
+        (
+            "ALTER TABLE sessions ADD COLUMN origin TEXT",
+            "ALTER TABLE messages ADD COLUMN origin TEXT",
+            "ALTER TABLE memory_fragments ADD COLUMN origin TEXT",
+            "ALTER TABLE memory_fragments ADD COLUMN accepted_at TEXT",
+            "ALTER TABLE memory_fragments ADD COLUMN rev INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memory_fragments_rev ON memory_fragments(rev)",
+        ),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
@@ -381,6 +400,7 @@ MIGRATIONS: list[Migration] = [
     ("0006_model_usage_provider", _m0006_model_usage_provider),
     ("0007_topics", _m0007_topics),
     ("0008_summaries", _m0008_summaries),
+    ("0009_provenance", _m0009_provenance),
 ]
 
 

@@ -2,7 +2,8 @@
 
 A ``RecordSpec`` names the plain columns and the JSON columns of a model; every other field of
 the model dump (and every unknown key kept by ``extra="allow"``) goes into the ``data`` JSON
-column. Values are stored as they come (ISO strings stay strings), so a record read back dumps
+column. ``side`` columns hold what the store keeps beside a record and never dumps: a message's or
+memory's provenance (``origin``; a memory's ``accepted_at``), private attributes of the model. Values are stored as they come (ISO strings stay strings), so a record read back dumps
 byte-identically to the one written.
 """
 
@@ -50,6 +51,7 @@ class RecordSpec(Generic[M]):
     key: str
     columns: tuple[str, ...]
     json_columns: tuple[str, ...] = ()
+    side: tuple[str, ...] = ()  # columns read from and into the private attribute ``_<name>``
 
     def to_row(self, obj: M) -> dict[str, Any]:
         """Return the column values of ``obj`` (without ``session_id``/``seq``)."""
@@ -58,6 +60,8 @@ class RecordSpec(Generic[M]):
         for name in self.json_columns:
             row[name] = dumps(dumped.pop(name))
         row["data"] = dumps(dumped)
+        for name in self.side:
+            row[name] = getattr(obj, f"_{name}") or None  # "" (made here) is stored as NULL
         return row
 
     def from_row(self, row: sqlite3.Row) -> M:
@@ -66,12 +70,16 @@ class RecordSpec(Generic[M]):
         for name in self.json_columns:
             values[name] = json.loads(row[name])
         values.update(json.loads(row["data"]))
-        return self.model.model_validate(values)
+        obj = self.model.model_validate(values)
+        for name in self.side:
+            if row[name] is not None:
+                setattr(obj, f"_{name}", row[name])
+        return obj
 
 
 MESSAGES = RecordSpec(
     "messages", Message, "message_id", ("message_id", "role", "content", "at", "turn_id"),
-    ("author", "refs"),
+    ("author", "refs"), side=("origin",),
 )
 TASKS = RecordSpec(
     "tasks", Task, "task_id",
@@ -105,7 +113,7 @@ ENV_EVENTS = RecordSpec(
 MEMORY = RecordSpec(
     "memory_fragments", MemoryFragment, "fragment_id",
     ("fragment_id", "content", "importance", "valid_from", "valid_to"),
-    ("keywords", "source_evidence_ids"),
+    ("keywords", "source_evidence_ids"), side=("origin", "accepted_at"),
 )
 GRAPH_NODES = RecordSpec(
     "graph_nodes", GraphNode, "node_id",

@@ -21,16 +21,21 @@ class TopicStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def save_topics(self, topics: Iterable[Any], mentions: Iterable[Any], log: Iterable[dict[str, Any]]) -> None:
-        """Write topics (insert or replace), new mentions and log records in one transaction.
+    def save_topics(self, topics: Iterable[Any], mentions: Iterable[Any], log: Iterable[dict[str, Any]], *,
+                    replace: bool = False) -> None:
+        """Write topics, new mentions and log records in one transaction.
 
-        ``topics`` and ``mentions`` are ``app.core.memory.topics`` Topic / Mention values.
+        ``topics`` and ``mentions`` are ``app.core.memory.topics`` Topic / Mention values. A topic
+        already stored keeps the aliases it has and gains these (another process may have added
+        some since this one read it: a copy kept in memory never takes them away), unless
+        ``replace`` (a split takes an alias out).
         """
+        aliases = "excluded.aliases" if replace else "json_patch(topics.aliases, excluded.aliases)"
         with self.db.transaction():
             db = self.db.connection()
             for t in topics:
                 db.execute("INSERT INTO topics (topic_id, name, aliases, created_at) VALUES (?, ?, ?, ?) "
-                           "ON CONFLICT(topic_id) DO UPDATE SET name = excluded.name, aliases = excluded.aliases",
+                           f"ON CONFLICT(topic_id) DO UPDATE SET name = excluded.name, aliases = {aliases}",
                            (t.topic_id, t.name, R.dumps(t.aliases), t.created_at))
             for m in mentions:
                 db.execute("INSERT OR REPLACE INTO topic_mentions (topic_id, session_id, message_id, term, rule) "

@@ -68,12 +68,17 @@ class TurnRecords:
 
     def add_turn(self, session_id: str, turn_id: str, input_message_id: str, *,
                  answer_message_id: str | None = None, status: str = "imported",
-                 created_at: str | None = None) -> None:
-        """Record a turn over messages already stored (import and replay use this)."""
+                 created_at: str | None = None, anchor_node_id: str | None = None,
+                 record: dict[str, Any] | None = None) -> None:
+        """Record a turn over messages already stored (import and history ingest use this), with
+        the node it was anchored to and its record when it has them (an imported turn)."""
         with self.db.transaction():
             self.db.require_session(session_id)
             self._insert_turn(session_id, turn_id, input_message_id, status,
                               created_at or utc_now(), answer_message_id)
+            if anchor_node_id is not None or record:
+                self.db.connection().execute("UPDATE turns SET anchor_node_id = ?, record = ? WHERE turn_id = ?",
+                                             (anchor_node_id, R.dumps(record or {}), turn_id))
             self.db.log(session_id, "turn.added", {"turn_id": turn_id})
 
     def add_message(self, session_id: str, message: Message) -> Message:

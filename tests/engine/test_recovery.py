@@ -305,3 +305,36 @@ def test_failed_builds_and_answers_are_recorded_as_failed_with_what_streamed(mak
         await again.close()
 
     asyncio.run(main())
+
+
+def test_a_locked_database_delays_checkpoints_without_a_traceback(make_engine: EngineFactory,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Four concurrent asks on one folder: a checkpoint write may find the database locked past
+    the busy timeout. It is tried again with the next piece and reported once, in one line; the
+    answer is whole and stored, and no background task logs a traceback."""
+    async def main() -> None:
+        engine = make_engine([LONG], delay=0.002, config=_config(0.01))
+        await engine.start()
+        state = await engine.open_session(None, title="t")
+        store = engine._ctx.store
+        real, failed = store.save_answer_checkpoint, [0]
+
+        def locked(*args: Any) -> bool:
+            if failed[0] < 3:
+                failed[0] += 1
+                raise sqlite3.OperationalError("database is locked")
+            return bool(real(*args))
+
+        store.save_answer_checkpoint = locked  # type: ignore[method-assign]
+        shown: list[str] = []
+        run = await engine.submit(state.session_id, "Tell me everything", on_token=shown.append)
+        record = await run.done
+        assert record.output == LONG == "".join(shown) and failed[0] == 3
+        assert (await _turn(engine, run.turn_id))["status"] == "answered"
+        await engine.close()
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+    said = [r.getMessage() for r in caplog.records if "answer checkpoint" in r.getMessage()]
+    assert len(said) == 1 and "database is locked" in said[0] and "\n" not in said[0]

@@ -153,11 +153,17 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
             rule = {"text": "Never book trains before 7 am.", "sessionId": folder["trip"]}
             added = (await client.call_tool("add_profile_statement", rule)).structured_content
             assert [m["type"] for m in added["added"]] == ["prohibition"] and added["session_id"] == folder["trip"]
+            assert added["added"][0]["pending"]  # an agent proposes; it does not speak for the user
             again = (await client.call_tool("add_profile_statement", rule)).structured_content
             assert not again["added"] and again["held"][0]["memory_id"] == added["added"][0]["memory_id"]
-            brief = await client.call_tool("get_context_summary", {"query": "Which train do we take on day two?",
-                                                                   "conversationIds": [folder["bug"]]})
-            assert "before 7 am" in brief.content[0].text  # a profile holds in every session
+            ask = {"query": "Which train do we take on day two?", "conversationIds": [folder["bug"]]}
+            assert "before 7 am" not in (await client.call_tool("get_context_summary", ask)).content[0].text
+            accepted = subprocess.run([sys.executable, "-m", "app.cli", "--data-dir", str(folder["data"]), "memory",
+                                       "accept", added["added"][0]["memory_id"]], env=_env(folder["data"]),
+                                      cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+            assert accepted.returncode == 0 and "accepted" in accepted.stdout, accepted.stderr
+            brief = await client.call_tool("get_context_summary", ask)  # the running server takes it in
+            assert "before 7 am" in brief.content[0].text  # accepted: a profile holds in every session
 
             ferry = {"path": "ferry.md", "sessionId": folder["trip"]}  # relative to the watched folder
             attached = (await client.call_tool("attach_file", ferry)).structured_content
@@ -197,8 +203,12 @@ def test_the_tools_over_stdio_answer_from_the_sessions_with_their_evidence(folde
             local = {"endpoint": "http://127.0.0.1:11434/v1", "model": "qwen2.5:7b", "apiKeyEnv": "OLLAMA_KEY"}
             added = await client.call_tool("configure_llm_provider", {"provider": "ollama", "config": local})
             assert not added.is_error and added.structured_content["provider"]["model"] == "qwen2.5:7b"
+            assert added.structured_content["provider"]["id"] == "mcp-ollama"  # a new entry, named as the client's
             saved = (folder["data"] / "providers.json").read_text(encoding="utf-8")
             assert "qwen2.5:7b" in saved and "OLLAMA_KEY" in saved
+            default = await client.call_tool("configure_llm_provider", {"provider": "ollama", "config": local,
+                                                                        "setAsDefault": True})
+            assert default.is_error and "only the user makes a provider the default" in default.content[0].text
             away = await client.call_tool("configure_llm_provider", {
                 "provider": "openai", "config": {"endpoint": "https://api.example.com/v1", "model": "m"}})
             assert away.is_error and "not this machine" in away.content[0].text

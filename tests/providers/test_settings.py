@@ -4,6 +4,9 @@ the machine without confirmation) and seed 004 §6's configure_llm_provider name
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from app.llm.providers.settings import (
     LOCAL_ID,
     ProviderSettingsError,
+    add_agent_provider,
     add_provider,
     is_loopback,
     load_providers,
@@ -24,7 +28,8 @@ from app.llm.providers.settings import (
 def test_loopback_is_told_from_off_machine_without_dns() -> None:
     for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:9/v1", "http://127.8.0.1/v1"):
         assert is_loopback(url), url
-    for url in ("https://api.openai.com/v1", "http://192.168.1.5:8080/v1", "http://localhost.example.com/v1", ""):
+    for url in ("https://api.openai.com/v1", "http://192.168.1.5:8080/v1", "http://localhost.example.com/v1", "",
+                "http://evil.localhost:8080/v1"):  # a *.localhost name resolves wherever the resolver says
         assert not is_loopback(url), url
 
 
@@ -91,3 +96,39 @@ def test_limits_and_a_broken_file_say_what_to_do(tmp_path: Path) -> None:
     settings_path(tmp_path).write_text(json.dumps({"providers": [{"id": "x"}]}), encoding="utf-8")
     with pytest.raises(ProviderSettingsError, match="providers.0.kind"):
         load_providers(tmp_path)
+
+
+def test_an_mcp_client_adds_new_entries_only_and_never_redirects_the_users_provider(tmp_path: Path) -> None:
+    """configure_llm_provider (``add_agent_provider``): the user's "openai" entry, its key variable
+    and the default stay as the user set them; the client's entry is new, named as the client's,
+    tried after the user's; the same entry again is not added twice."""
+    mine = add_provider(tmp_path, {"provider": "openai", "endpoint": "http://127.0.0.1:8080/v1", "model": "gpt",
+                                   "apiKeyEnv": "OPENAI_API_KEY"}, set_as_default=True)
+    agent = {"provider": "openai", "endpoint": "http://127.0.0.1:9999/v1", "model": "gpt"}
+    with pytest.raises(ProviderSettingsError, match="OPENAI_API_KEY is the key of a provider you configured"):
+        add_agent_provider(tmp_path, {**agent, "apiKeyEnv": "OPENAI_API_KEY"})
+    added = add_agent_provider(tmp_path, agent)
+    assert added.id == "mcp-openai" and "MCP client" in added.name and added.api_key_env == ""
+    assert add_agent_provider(tmp_path, agent).id == "mcp-openai"  # the same again: the same entry
+    other = add_agent_provider(tmp_path, {**agent, "model": "other"})
+    assert other.id == "mcp-openai-2"
+    settings = load_providers(tmp_path)
+    assert settings.default == "openai" and settings.get("openai") == mine
+    assert [p.id for p in settings.ordered()] == ["openai", "mcp-openai", "mcp-openai-2", LOCAL_ID]
+    with pytest.raises(ProviderSettingsError, match="not this machine"):
+        add_agent_provider(tmp_path, {**agent, "endpoint": "http://evil.localhost:9/v1"})
+
+
+def test_processes_adding_providers_at_once_lose_none(tmp_path: Path) -> None:
+    """Each change re-reads providers.json under its lock: four processes adding twenty providers
+    each (real processes, at once) leave all eighty, never one written back from a stale copy."""
+    code = ("import sys\nfrom app.llm.providers.settings import add_provider\n"
+            "for i in range(20):\n"
+            "    add_provider(sys.argv[1], {'id': f'p{sys.argv[2]}-{i}', 'kind': 'openai', "
+            "'base_url': 'http://127.0.0.1:9/v1', 'model': 'm'})\n")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(n)], env=env) for n in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    ids = {p.id for p in load_providers(tmp_path).providers}
+    assert {f"p{n}-{i}" for n in range(4) for i in range(20)} <= ids

@@ -178,6 +178,24 @@ def test_an_invalid_character_reference_skips_only_its_entry(feed_server: FeedSe
     assert sensor.status()[0].counts["entries_skipped"] == 1
 
 
+@pytest.mark.parametrize(("written", "title", "reason"), [
+    (b"caf&eacute;&nbsp;du&nbsp;port", "caf\u00e9\u00a0du\u00a0port", ""),  # HTML names XML lacks: read
+    (b"&copy; 2026 &amp; more", "\u00a9 2026 & more", ""),
+    (b"&madeup; name", "&madeup; name", ""),  # a name nobody defines: shown as written
+    (b"bell \x07 here", "", "control character U+0007"),  # XML forbids it: its entry alone is skipped
+    (b"ref &#1; here", "", "&#1;"),
+])
+def test_an_html_entity_or_control_character_never_hides_the_feed(written: bytes, title: str, reason: str) -> None:
+    body = GOOD.replace(b"<title>Second</title>", b"<title>" + written + b"</title>")
+    outcome = parse_in_child(body, url="http://x/feed", timeout_s=30)
+    assert outcome["kind"] == "ok", outcome
+    titles = [c["title"] for c in outcome["changes"]]
+    if reason:
+        assert titles == ["Third", "First"] and reason in outcome["skipped"][0]["reason"]
+    else:
+        assert titles == ["Third", title, "First"] and not outcome["skipped"]
+
+
 def test_huge_fields_skip_their_entry_and_long_content_is_cut(feed_server: FeedServer) -> None:
     body = rss(("h1", "T" * 100_000, "x"), ("h2", "Fine", "<p>" + "long text " * 150_000 + "</p>"), ("h3", "Also fine", "y"))
     body = body.replace(b"<guid>h3</guid>", b"<guid>" + b"i" * 5_000 + b"</guid>")

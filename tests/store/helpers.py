@@ -97,8 +97,9 @@ def populate(store: SqliteStore, title: str = "Résumé: long work ✓") -> Popu
             store.save_edge(sid, GraphEdge(src=out.node_ids[-1], dst=node.node_id,
                                            kind="continues", attrs={"score": 0.75}))
         out.node_ids.append(node.node_id)
-        store.update_turn(turn_id, anchor_node_id=node.node_id, status="answered",
-                          record={"intent": {"mode": "ask"}, "budget": 2048})
+        # no record: an export carries only records the engine can read back (TurnRecord); the
+        # engine's own are round-tripped in tests/engine/test_round_trip.py
+        store.update_turn(turn_id, anchor_node_id=node.node_id, status="answered")
     store.set_node_position(out.node_ids[0], 120.5, -33.25)
     store.supersede_evidence(out.evidence_ids[0], at="2026-02-11T00:00:00Z")
     for text, kw in [("User prefers curl examples", ["curl"]),

@@ -97,3 +97,30 @@ def test_memory_dock_adds_to_the_profile(qtbot, aloop, settings: Settings) -> No
         "send emails to customers"]
     window.close()
     drive(aloop, until(lambda: window._shut, 30, "shutdown"))
+
+
+def test_memory_dock_accepts_a_proposal_from_outside(qtbot, aloop, settings: Settings) -> None:
+    """A prohibition an MCP client proposed is listed as not accepted and is no one's profile; Accept
+    makes it the user's own (then it applies to the open session)."""
+    window = MainWindow(settings, fake_services(["Noted."]))
+    qtbot.addWidget(window)
+    window.show()
+    c, panel = window.controller, window.memory
+    assert drive(aloop, c.load())
+    window.docks["memory"].raise_()
+    drive(aloop, c.engine.add_profile("Never send emails to customers.", c.state.session_id, origin="agent"))
+    panel.reload()
+    drive(aloop, until(lambda: _texts(window) == ["prohibition: send emails to customers"], 30, "the proposal listed"))
+    panel.list.setCurrentRow(0)
+    assert panel.list.item(0).text().split("\n")[1].endswith("proposed by an agent, not accepted")
+    assert panel.accept_button.isVisible() and c.engine.profile(c.state).prohibitions == []
+    assert panel.details.text().startswith("prohibition proposed by an MCP client\nApplies to no session until you "
+                                           "accept it")
+    panel.accept_button.click()
+    drive(aloop, until(lambda: c.engine.profile(c.state).prohibitions == ["send emails to customers"], 30,
+                       "the accepted prohibition in the profile"))
+    drive(aloop, until(lambda: panel.list.count() == 1 and "added by you" in panel.list.item(0).text(), 30,
+                       "the user's own statement listed"))
+    assert not panel.accept_button.isVisible()
+    window.close()
+    drive(aloop, until(lambda: window._shut, 30, "shutdown"))

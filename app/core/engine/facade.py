@@ -90,7 +90,7 @@ from app.core.session.membership import RoutedShares
 from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.governance import ToolApprover
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, SummaryRecord, Task, utc_now
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, Origin, SummaryRecord, Task, utc_now
 
 
 class Engine:
@@ -221,6 +221,7 @@ class Engine:
         any session."""
         report = await self._recovery.start()
         self._upkeep.start()  # the ANN index trained and new rows folded in, in the background
+        await self._memory.sync()  # every memory read once; later builds read only what was written since
         await self._memory.load_topics()  # the topic channel answers from the first build
         embedder = self._ctx.embedder
         if embedder is not None:
@@ -258,11 +259,17 @@ class Engine:
         """A new revision of a memory's content; the earlier one is kept in its ``revisions``."""
         return await self._memory.edit(memory_id, content)
 
-    async def add_profile(self, text: str, session_id: str) -> ProfileAdded | None:
+    async def add_profile(self, text: str, session_id: str, *, origin: Origin = "") -> ProfileAdded | None:
         """Add the profile statements of ``text`` ("I prefer…", "Never…", "You may…") for every
         session; ``session_id`` (the session open in the window) keeps their record. None when
-        ``text`` states no preference, prohibition or permission (``MemoryService.add_profile``)."""
-        return await self._memory.add_profile(session_id, text)
+        ``text`` states no preference, prohibition or permission (``MemoryService.add_profile``).
+        ``origin`` "agent" (an MCP client's): stored pending, no one's profile until accepted."""
+        return await self._memory.add_profile(session_id, text, origin=origin)
+
+    async def accept_memory(self, memory_id: str) -> MemoryFragment:
+        """The user accepts a memory from outside (an import's, an MCP client's); returns the memory
+        that stands for it now (a profile statement: the user's own, ``MemoryService.accept``)."""
+        return await self._memory.accept(memory_id)
 
     async def topics(self) -> TopicIndex:
         """The workspace's topic index (topics, aliases, mentions, the merge/split log)."""
@@ -290,6 +297,7 @@ class Engine:
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session.
         It becomes the last used session (``last_used_session``)."""
+        await self._memory.sync()
         state = await self._sessions.open(session_id, title=title)
         await self._ctx.on_store(self._ctx.store.mark_session_opened, state.session_id)
         return state
@@ -299,6 +307,7 @@ class Engine:
         counted as the user opening it (``last_used_session`` is unchanged)."""
         if session_id not in self._ctx.sessions and await self._ctx.on_store(self._ctx.store.get_session, session_id) is None:
             raise NoRecordError(f"no session {session_id!r}")
+        await self._memory.sync()
         return await self._sessions.open(session_id)
 
     async def list_sessions(self, *, archived: bool = False) -> list[dict[str, Any]]:
@@ -355,6 +364,7 @@ class Engine:
                     routed: RoutedShares | None = None) -> tuple[BuildRecord, StageTiming]:
         """Build the context for ``text`` without generating or recording (evaluation, MCP):
         ``query_vector`` and ``routed`` are an evaluation's own embedding and router's shares."""
+        await self._memory.sync()  # what another process revoked or edited holds here too
         state = await self._sessions.open(session_id)
         request = BuildRequest(text, at=at or utc_now(), budget=budget or self._ctx.config.default_budget,
                                anchor_override=anchor_override, query_vector=query_vector, routed=routed)
@@ -362,7 +372,9 @@ class Engine:
 
     async def submit(self, session_id: str, text: str, *, budget: int | None = None,
                      anchor_override: str | None = None, on_token: Callable[[str], None] | None = None) -> TurnRun:
-        """Record the input, build and attach its context, start the answer (``TurnService.submit``)."""
+        """Record the input, build and attach its context, start the answer (``TurnService.submit``);
+        the memory first takes in what other processes wrote (``MemoryService.sync``)."""
+        await self._memory.sync()
         return await self._turns.submit(session_id, text, budget=budget, anchor_override=anchor_override,
                                        on_token=on_token)
 

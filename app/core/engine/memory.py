@@ -25,26 +25,27 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.core.engine.context import EngineContext
+from app.core.engine.memory_kept import KeptMemories
 from app.core.engine.memory_model import ModelSignal
-from app.core.engine.sessions import SessionService
-from app.core.errors import NoRecordError
-from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, duplicate_of, edited, revoked
+from app.core.engine.sessions import SessionService, session_labels
+from app.core.errors import MemoryChanged, NoRecordError
+from app.core.memory.evolve import LINK_SIMILARITY, MAX_LINKS, duplicate_of, edited, revoked, still_valid
 from app.core.memory.extract import extract_memories, profile_by_hand
 from app.core.memory.notes import note_of
 from app.core.memory.topics import Mention, Topic, TopicChange, TopicIndex, name_terms
 from app.core.memory.vectors import VectorRows
-from app.core.memory.writer import Write, plan_write
+from app.core.memory.writer import Write, accept_write, plan_write
 from app.core.runtime.background import spawn
 from app.core.session.documents import BOOK_FORMATS, document
 from app.core.session.state import SessionState
 from app.core.text.quoting import quote_label
-from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragment, Message, NodeKind, utc_now
+from app.core.types import EdgeKind, EnvEvent, GraphEdge, GraphNode, MemoryFragment, Message, NodeKind, Origin, utc_now
 
 #: One piece of evidence for the writer: (evidence id, text, source as ``extract_memories`` names it, at).
 Piece = tuple[str, str, str, str]
@@ -88,7 +89,7 @@ class MemoryService:
         self.stats = WriterStats()
         self.model = ModelSignal(ctx)
         self._topics_loaded = False
-        self._kept: dict[str, MemoryFragment] | None = None  # every memory, latest version (store thread only)
+        self._kept = KeptMemories(ctx.store)  # every memory, kept current across processes (store thread only)
         self._vectors = VectorRows()  # embeddings of the memories (similarity links), read on first need
         self._vectors_loaded = False
         self._lock = asyncio.Lock()
@@ -111,9 +112,11 @@ class MemoryService:
 
     def _on_ingested(self, session_id: str, messages: list[Message]) -> None:
         """History ingested: its names join the topic index, its facts, decisions and events are
-        remembered for the session (not as the user's own profile: the speakers may be anyone)."""
+        remembered for the session (not as the user's own profile: the speakers may be anyone);
+        what an agent recorded (origin "agent") as memories from outside, pending until accepted."""
         if self.enabled and messages:
-            self.start(session_id, [(m.message_id, m.content, f"history:{m.author.id if m.author else ''}", m.at)
+            self.start(session_id, [(m.message_id, m.content,
+                                     f"{'agent' if m.origin else 'history'}:{m.author.id if m.author else ''}", m.at)
                                     for m in messages])
 
     def on_env_ingested(self, session_id: str, routed: Sequence[Any]) -> None:
@@ -153,12 +156,13 @@ class MemoryService:
                 if n % YIELD_EVERY == 0:  # a long import: let the loop breathe between chunks
                     await self._behind_ingest()
             found += await self.model.memories(session_id, pieces)  # the optional model signal
+            agents = {eid for eid, _, source, _ in pieces if source.startswith("agent:")}
+            found = [m.with_origin("agent") if agents & set(m.source_evidence_ids) else m for m in found]
             change = await self._observe_topics(session_id, pieces)
             similar, vectors = await self._similar(found)
             async with self._visible(session_id) as now:
-                write, titles = await self.ctx.on_store(self._write, session_id, found, change, now, similar)
-                self.sessions.titles.update(titles)
-                self._show(session_id, [*write.new, *write.changed.values()])
+                write = await self._write(session_id, lambda kept: plan_write(found, kept, now, similar) if found
+                                          else Write(), change, now)
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new, vectors)
             live = {eid for eid, _, source, _ in pieces if source in ("user", "answer")}  # an env event is its own node
@@ -180,26 +184,20 @@ class MemoryService:
         await self.sessions.ingest_quiet.wait()
 
     @contextlib.asynccontextmanager
-    async def _visible(self, session_id: str) -> AsyncIterator[str]:
+    async def _visible(self, session_id: str | None) -> AsyncIterator[str]:
         """Hold the locks of ``session_id`` and of every open session, and give the moment: what
         is stored and shown inside is stamped with it, between two of any session's turns, so a
         turn either saw it live and in replay, or in neither."""
         async with contextlib.AsyncExitStack() as stack:
-            for sid in sorted({session_id, *self.ctx.sessions}):
+            for sid in sorted({*([session_id] if session_id else []), *self.ctx.sessions}):
                 await stack.enter_async_context(self.ctx.lock(sid))
             yield utc_now()
-
-    def _read_kept(self) -> dict[str, MemoryFragment]:
-        """Every memory (store thread): read once; every later write goes through this service."""
-        if self._kept is None:
-            self._kept = {m.fragment_id: m for _, m in self.ctx.store.list_memories()}
-        return self._kept
 
     async def _similar(self, found: Sequence[MemoryFragment]
                        ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
         """The embeddings of the memories ``found`` that are not kept yet (reused by the index)
         and, for each, the memories (kept, or found before it) within ``LINK_SIMILARITY``."""
-        kept = await self.ctx.on_store(self._read_kept)
+        kept = await self.ctx.on_store(self._kept.current)
         fresh = list({m.fragment_id: m for m in found if m.fragment_id not in kept}.values())
         if not fresh or self.ctx.index is None or self.ctx.embedder is None:
             return {}, {}
@@ -217,32 +215,64 @@ class MemoryService:
             self._vectors.add(item, vector)
         return similar, vectors
 
-    def _write(self, session_id: str, found: list[MemoryFragment], change: TopicChange,
-               now: str, similar: dict[str, dict[str, float]]) -> tuple[Write, dict[str, str]]:
-        """On the store thread: decide against everything kept and store it in one transaction."""
+    async def _write(self, session_id: str, decide: Callable[[list[MemoryFragment]], Write], change: TopicChange,
+                     now: str) -> Write:
+        """Decide and store a write, then show it and what other processes wrote in every open
+        session (call it inside ``_visible``). On the store thread, in one transaction: read what
+        other processes wrote since (under the write lock: nothing comes in between), ``decide``
+        against every memory as stored now, store the write and the topic ``change``."""
         store = self.ctx.store
-        titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
-        titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
-        kept = self._read_kept()
-        write = plan_write(found, list(kept.values()), now, similar) if found else Write()
-        with store.transaction():
-            if write.new:
-                store.add_memories(session_id, write.new)
-            for memory in write.changed.values():
-                store.save_memory(memory)
-            if change.topics or change.updated or change.mentions or change.log:
-                store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
-        kept.update({m.fragment_id: m for m in [*write.new, *write.changed.values()]})
-        return write, titles
 
-    def _show(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
-        """Put (or replace) the memories in every open session that sees them."""
+        def write() -> tuple[Write, list[tuple[str, MemoryFragment]]]:
+            with store.transaction():
+                others = self._kept.refresh()
+                self.sessions.titles.update(session_labels(store.list_sessions(archived=True)))
+                done = decide(list(self._kept.known().values()))
+                if done.new:
+                    store.add_memories(session_id, done.new)
+                for memory in done.changed.values():
+                    store.save_memory(memory)
+                if change.topics or change.updated or change.mentions or change.log:
+                    store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
+            self._kept.put([*done.new, *done.changed.values()])
+            return done, others
+
+        done, others = await self.ctx.on_store(write)
+        self._show([*others, *((session_id, m) for m in [*done.new, *done.changed.values()])], now)
+        return done
+
+    def _show(self, rows: Sequence[tuple[str, MemoryFragment]], now: str) -> None:
+        """Put (or replace) the memories (session id, memory) in every open session that sees them;
+        one a session no longer sees (merged, accepted) is removed from its recall from ``now``."""
         for sid, state in self.ctx.sessions.items():
-            for memory in memories:
+            for session_id, memory in rows:
                 origin = self.sessions.titles.get(session_id) or "untitled session"
                 note = note_of(memory, own=sid == session_id, origin=origin)
                 if note is not None:
                     state.add_note(note)
+                elif (had := state.notes.get(memory.fragment_id)) is not None and not had.removed_at:
+                    state.add_note(replace(had, removed_at=now))
+
+    async def sync(self) -> None:
+        """Take in what other processes wrote to the memory since this one last read it (``pcm
+        memory revoke`` beside the app, ``pcm ask`` beside ``pcm mcp``): the open sessions' notes
+        follow, and the index drops what is no longer valid and adds what it lacks. One cheap read
+        when nothing moved; builds call it first (``Engine.build``, ``submit``, ``session_state``)."""
+        if not await self.ctx.on_store(self._kept.moved):
+            return
+        async with self._visible(None) as now:
+            others = await self.ctx.on_store(self._kept.refresh)
+            self._show(others, now)
+        index = self.ctx.index
+        if index is None or not others:
+            return
+        gone = [m.fragment_id for _, m in others if m.valid_to is not None]
+        if gone:
+            await self.ctx.on_index(index.remove, gone)
+        valid = {m.fragment_id: (sid, m) for sid, m in others if m.valid_to is None}
+        have = await self.ctx.on_index(index.vectors, list(valid)) if valid else {}
+        for sid, memory in (valid[i] for i in valid if i not in have):
+            await self.ctx.ex.run("embed", index.index_memory, sid, [memory])
 
     async def _place(self, session_id: str, memories: Sequence[MemoryFragment]) -> None:
         """Memory nodes on the session's canvas, each ``derived_from`` the node of the turn it came
@@ -307,7 +337,7 @@ class MemoryService:
     async def _observe_topics(self, session_id: str, pieces: Sequence[Piece]) -> TopicChange:
         index = await self.load_topics()
         total = TopicChange()
-        read = [(eid, text, at) for eid, text, source, at in pieces if source == "user" or source.startswith("history")]
+        read = [(eid, text, at) for eid, text, source, at in pieces if source == "user" or source.startswith(("history", "agent"))]
         await self._name_vectors(index, [text for _, text, _ in read])
         for n, (eid, text, at) in enumerate(read, start=1):
             if n % YIELD_EVERY == 0:
@@ -337,7 +367,7 @@ class MemoryService:
 
             def write() -> None:
                 with self.ctx.store.transaction():
-                    self.ctx.store.save_topics([*change.topics, *change.updated], [], change.log)
+                    self.ctx.store.save_topics([*change.topics, *change.updated], [], change.log, replace=True)
                     self.ctx.store.move_topic_mentions(topic_id, alias, change.topics[0].topic_id)
 
             await self.ctx.on_store(write)
@@ -353,25 +383,19 @@ class MemoryService:
 
     async def _rewrite(self, memory_id: str, change: Callable[[MemoryFragment, str], list[MemoryFragment]]
                        ) -> list[MemoryFragment]:
-        """Apply ``change(memory, now)`` (the memories it returns: rewritten or new) to the store
-        and every open session, stamped under their locks; then the canvas follows."""
-        session_id, memory = await self._memory(memory_id)
+        """Apply ``change(memory, now)`` to the memory as it is stored now (``update_memory``: read
+        and written in one transaction, so another process's revocation or edit is never undone;
+        ``change`` raises ``MemoryChanged`` when it no longer applies), then to every open session,
+        stamped under their locks; then the canvas follows."""
+        session_id, _ = await self._memory(memory_id)
         async with self._visible(session_id) as now:
-            changed = change(memory, now)
+            def save() -> list[MemoryFragment]:
+                changed = self.ctx.store.update_memory(memory_id, lambda m: change(m, now))
+                self._kept.put(changed)
+                return changed
 
-            def save() -> None:
-                store = self.ctx.store
-                with store.transaction():
-                    fresh = [m for m in changed if store.get_memory(m.fragment_id) is None]
-                    store.add_memories(session_id, fresh)
-                    for m in changed:
-                        if m not in fresh:
-                            store.save_memory(m)
-                if self._kept is not None:
-                    self._kept.update({m.fragment_id: m for m in changed})
-
-            await self.ctx.on_store(save)
-            self._show(session_id, changed)
+            changed = await self.ctx.on_store(save)
+            self._show([(session_id, m) for m in changed], now)
         for m in changed:
             await self._mark(session_id, m)
         return changed
@@ -391,10 +415,7 @@ class MemoryService:
     async def revoke(self, memory_id: str) -> MemoryFragment:
         """Revoke a memory: closed and marked revoked (kept), out of the index, never recalled again."""
         async with self._lock:
-            _, memory = await self._memory(memory_id)
-            if memory.revoked_at is not None:
-                return memory
-            [changed] = await self._rewrite(memory_id, lambda m, now: [revoked(m, now)])
+            [changed] = await self._rewrite(memory_id, lambda m, now: [m if m.revoked_at else revoked(m, now)])
             if self.ctx.index is not None:
                 await self.ctx.on_index(self.ctx.index.remove, [memory_id])
             return changed
@@ -410,27 +431,54 @@ class MemoryService:
         kept, marked replaced, so a replay of an earlier turn still reads the old words)."""
         async with self._lock:
             session_id, _ = await self._memory(memory_id)
-            old, new = await self._rewrite(memory_id, lambda m, now: edited(m, content, now))
+            old, new = await self._rewrite(memory_id, lambda m, now: edited(still_valid(m), content, now))
             if self.ctx.index is not None:
                 await self.ctx.on_index(self.ctx.index.remove, [old.fragment_id])
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, [new])
             return new
 
-    async def add_profile(self, session_id: str, text: str) -> ProfileAdded | None:
+    async def accept(self, memory_id: str) -> MemoryFragment:
+        """The user accepts a memory from outside (an import's, an MCP client's): a preference,
+        prohibition or permission becomes the user's own statement, said now, which replaces it
+        (``writer.accept_write``); any other memory is marked accepted and, if of workspace scope,
+        seen by every session (still quoted as outside text). Returns the memory that stands for
+        it now."""
+        async with self._lock:
+            session_id, memory = await self._memory(memory_id)
+            if not memory.origin:
+                raise MemoryChanged(f"memory {memory_id} was made here: there is nothing to accept")
+            async with self._visible(session_id) as now:
+                def decide(kept: list[MemoryFragment]) -> Write:
+                    current = next(m for m in kept if m.fragment_id == memory_id)  # as stored now
+                    return Write() if current.accepted_at else accept_write(current, kept, now)
+
+                write = await self._write(session_id, decide, TopicChange(), now)
+            if self.ctx.index is not None and write:
+                await self.ctx.on_index(self.ctx.index.remove, [memory_id])
+                if write.new:
+                    await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
+            marked = write.changed.get(memory_id) or await self.ctx.on_store(self.ctx.store.get_memory, memory_id)
+            assert marked is not None
+            successor = marked.superseded_by  # a statement: the user's own now
+            return (await self.ctx.on_store(self.ctx.store.get_memory, successor) if successor else None) or marked
+
+    async def add_profile(self, session_id: str, text: str, *, origin: Origin = "") -> ProfileAdded | None:
         """Profile statements the user typed in the Memory panel ("I prefer…", "Never…", "You
         may…", parsed as an input's are): stored as workspace memories under ``session_id`` (the
         session open in the window) through the writer's decision (a statement already held is not
         written again; a new prohibition closes a permission of the same words, and so on), and
         put at once into the profile of every open session; a session opened later reads them from
-        the store. No canvas node: no turn says them. None when ``text`` states none."""
+        the store. No canvas node: no turn says them. None when ``text`` states none.
+
+        ``origin`` "agent": an MCP client proposes them; they are pending (no one's profile)
+        until the user accepts them (``accept``)."""
         async with self._lock:
             async with self._visible(session_id) as now:
-                found = profile_by_hand(text, at=now)
+                found = [m.with_origin(origin).model_copy(update={"context": f"{m.type} proposed by an MCP client"})
+                         if origin else m for m in profile_by_hand(text, at=now)]
                 if not found:
                     return None
-                write, titles = await self.ctx.on_store(self._write, session_id, found, TopicChange(), now, {})
-                self.sessions.titles.update(titles)
-                self._show(session_id, [*write.new, *write.changed.values()])
+                write = await self._write(session_id, lambda kept: plan_write(found, kept, now), TopicChange(), now)
                 held = await self.ctx.on_store(self._held, found, {m.fragment_id for m in write.new})
             if write.new and self.ctx.index is not None:
                 await self.ctx.ex.run("embed", self.ctx.index.index_memory, session_id, write.new)
@@ -440,8 +488,8 @@ class MemoryService:
 
     def _held(self, found: Sequence[MemoryFragment], written: set[str]) -> list[MemoryFragment]:
         """On the store thread: for each of ``found`` not written, the kept memory that says it."""
-        kept = list(self._read_kept().values())
-        same = [duplicate_of(m, kept) for m in found if m.fragment_id not in written]
+        kept = list(self._kept.known().values())  # a proposal is held by a proposal, a statement by a statement
+        same = [duplicate_of(m, [k for k in kept if k.pending == m.pending]) for m in found if m.fragment_id not in written]
         return [m for m in same if m is not None]
 
     async def list(self) -> list[tuple[str, MemoryFragment]]:

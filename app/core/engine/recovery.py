@@ -53,7 +53,7 @@ class AnswerCheckpointer:
         self.shown = 0  # pieces handed to ``show``
         self.writes = self.failures = 0  # checkpoint writes done and failed (diagnostics, tests)
         self._last = float("-inf")
-        self._inflight: asyncio.Task[bool] | None = None
+        self._inflight: asyncio.Task[BaseException | None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -94,21 +94,32 @@ class AnswerCheckpointer:
             return
         self._last = time.monotonic()
         count = len(self.pieces)
-        task = spawn(self.ctx.on_store(self.ctx.store.save_answer_checkpoint, self.turn_id,
-                                       "".join(self.pieces[:count]), count), name=f"checkpoint {self.turn_id}")
+        task = spawn(self._write(count), name=f"checkpoint {self.turn_id}")
         self._inflight = task
         task.add_done_callback(lambda done: self._written(done, count))
+
+    async def _write(self, count: int) -> BaseException | None:
+        """One checkpoint write; its failure (another process holding the database past the busy
+        timeout: "database is locked") is returned, not raised — it is this object's to report and
+        retry, never a background task's traceback."""
+        try:
+            await self.ctx.on_store(self.ctx.store.save_answer_checkpoint, self.turn_id, "".join(self.pieces[:count]),
+                                    count)
+        except Exception as exc:  # noqa: BLE001 - reported once and retried (_written)
+            return exc
+        return None
 
     def _due(self) -> None:
         self._timer = None
         self._pump()
 
-    def _written(self, task: asyncio.Task[bool], count: int) -> None:
+    def _written(self, task: asyncio.Task[BaseException | None], count: int) -> None:
         self._inflight = None
-        if task.cancelled() or task.exception() is not None:
+        error = "cancelled" if task.cancelled() else task.result()
+        if error is not None:
             if not self.failures:
-                log.warning("answer checkpoint of %s failed: %s", self.turn_id,
-                            "cancelled" if task.cancelled() else task.exception())
+                log.warning("answer checkpoint of %s failed (tried again with the next piece): %s", self.turn_id,
+                            " ".join(str(error).split())[:200])
             self.failures += 1
         else:
             self.writes += 1

@@ -10,18 +10,20 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from app.core.context.compiler import Fact, extract_facts
 from app.core.engine.context import EngineContext
-from app.core.intent.profile import ProfileStatement, UserProfile
-from app.core.memory.notes import notes_for
+from app.core.intent.profile import ProfileStatement, UserProfile, parse_profile_statements
+from app.core.memory.extract import memory_id
+from app.core.memory.notes import is_statement_record, notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
 from app.core.session.documents import is_part, part_note
 from app.core.session.membership import ROUTED
-from app.core.session.state import NoteView, SessionState, override_spans, speaker_of
-from app.core.text.quoting import history_text
+from app.core.session.state import NoteView, SessionState, override_spans, quoted_message, speaker_of
+from app.core.text.quoting import history_text, quote_label
 from app.core.types import (
     EdgeKind,
     EnvEvent,
@@ -32,8 +34,21 @@ from app.core.types import (
     MemoryFragment,
     Message,
     NodeKind,
-    Role,
 )
+
+#: What a session's profile was computed from: the live profile notes, the revoked statements.
+_ProfileKey = tuple[tuple[str, ...], frozenset[str]]
+
+
+IMPORTED_LABEL = "an imported session"
+
+
+def session_labels(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Session id → how a context names the session (the session a memory or a message came
+    from): its title folded onto one line (``quote_label``); "an imported session" while its
+    title is one an import brought (outside text, ``origin``) and the user has not renamed it."""
+    return {r["session_id"]: IMPORTED_LABEL if r.get("origin") else quote_label(r.get("title") or "", 80)
+            for r in rows}
 
 
 def settle_heap() -> None:
@@ -59,10 +74,10 @@ class SessionService:
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
-        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile, tuple[str, ...]]] = (
+        self._profiles: weakref.WeakKeyDictionary[SessionState, tuple[int, UserProfile, _ProfileKey]] = (
             weakref.WeakKeyDictionary())
         self._facts: weakref.WeakKeyDictionary[SessionState, tuple[int, tuple[Fact, ...]]] = weakref.WeakKeyDictionary()
-        self.titles: dict[str, str] = {}  # every session of the workspace (archived too) → its title
+        self.titles: dict[str, str] = {}  # every session of the workspace (archived too) → its label (session_labels)
         # Set while no history is being ingested: the memory writer catches up behind an import.
         self.ingest_quiet = asyncio.Event()
         self.ingest_quiet.set()
@@ -97,8 +112,7 @@ class SessionService:
 
         def read() -> tuple[list[EnvEvent], list[Evidence], list[tuple[str, MemoryFragment]], dict[str, str]]:
             evidences = store.list_evidences(sid, include_superseded=True)  # a document's superseded parts too
-            titles = {s["session_id"]: s["title"] for s in store.list_sessions(archived=True)}
-            titles.update({s["session_id"]: s["title"] for s in store.list_sessions()})
+            titles = session_labels(store.list_sessions(archived=True))
             return store.list_env_events(sid), evidences, store.list_memories(), titles
 
         events, evidences, memories, titles = await self.ctx.on_store(read)
@@ -132,7 +146,9 @@ class SessionService:
             near = tuple(found[k][2].message_id for k in (n - 1, n + 1)
                          if 0 <= k < len(found) and found[k][0] == sid and abs(found[k][1] - seq) == 1)
             if m.message_id not in state.notes:
-                notes.append(NoteView(m.message_id, "outside", f"{speaker_of(m)}: {history_text(m.content)}", m.at,
+                text = (quoted_message(m.origin, m.role, speaker_of(m), m.content) if m.origin
+                        else f"{speaker_of(m)}: {history_text(m.content)}")
+                notes.append(NoteView(m.message_id, "outside", text, m.at,
                                       origin=self.titles.get(sid) or "untitled session", neighbours=near,
                                       speaker=speaker_of(m)))
         return notes
@@ -143,7 +159,7 @@ class SessionService:
         new: list[Fact] = []
         for mid in state.order[seen:]:
             view = state.messages[mid]
-            if view.role == Role.USER and view.speaker == Role.USER.value:
+            if view.said_by_user:
                 new.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
         facts = facts + tuple(new)
         self._facts[state] = (len(state.order), facts)
@@ -154,14 +170,18 @@ class SessionService:
         memories hold (the workspace's), then what was stated so far in this one, which wins,
         together with what the user added in the Memory panel, in time order (the later wins).
 
-        Only the app user's own inputs count (speaker "user"); named participants of imported
-        history are not the person at the keyboard. Cached per state and extended incrementally;
-        a change of the workspace's profile notes starts it over.
+        Only what the app user typed here counts (``MessageView.said_by_user``): named
+        participants of imported history, imported messages and what an agent recorded are not
+        the person at the keyboard. A statement of this session whose memory the user revoked is
+        left out (its memory is a ``profile`` note here: ``notes.is_statement_record``). Cached
+        per state and extended incrementally; a change of the profile notes starts it over.
         """
-        live = sorted((n for n in state.notes.values() if n.kind == "profile" and not n.removed_at
-                       and not n.valid_to), key=lambda n: (n.added_at, n.note_id))
-        key = tuple(n.note_id for n in live)
-        seen, profile, was = self._profiles.get(state, (0, UserProfile(), ()))
+        notes = [n for n in state.notes.values() if n.kind == "profile"]
+        revoked = frozenset(n.note_id for n in notes if n.removed_at)  # statements the user took back
+        live = sorted((n for n in notes if not n.removed_at and not n.valid_to and not is_statement_record(n, state.messages)),
+                      key=lambda n: (n.added_at, n.note_id))
+        key = (tuple(n.note_id for n in live), revoked)
+        seen, profile, was = self._profiles.get(state, (0, UserProfile(), ((), frozenset())))
         by_hand: list[NoteView] = []  # added in the Memory panel: placed among this session's inputs by time
         if was != key:
             seen, profile = 0, UserProfile()
@@ -174,8 +194,10 @@ class SessionService:
             view = state.messages[mid]
             while by_hand and by_hand[0].added_at <= view.at:
                 profile = _with_note(profile, by_hand.pop(0))
-            if view.role == Role.USER and view.speaker == Role.USER.value:
-                profile, _ = profile.updated_from(view.text, mid)
+            if view.said_by_user:
+                said = [st for st in parse_profile_statements(view.text)
+                        if memory_id(mid, st.kind, st.text) not in revoked]
+                profile = profile.with_statements(said, (mid,)) if said else profile
         for note in by_hand:
             profile = _with_note(profile, note)
         self._profiles[state] = (len(state.order), profile, key)

@@ -22,6 +22,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from app.core.errors import MemoryChanged
 from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, utc_now
 
@@ -57,6 +58,26 @@ def edited(memory: MemoryFragment, content: str, at: str) -> list[MemoryFragment
         "revisions": [*memory.revisions, {"at": at, "content": memory.content, "memory_id": memory.fragment_id}]})
     old = revoked(memory, at).model_copy(update={"superseded_by": new.fragment_id})
     return [old, new]
+
+
+def still_valid(memory: MemoryFragment) -> MemoryFragment:
+    """``memory``, when the user may still edit it; ``MemoryChanged`` when it was revoked or edited
+    meanwhile (by another window or process: the edit is decided on the memory as stored now)."""
+    if memory.revoked_at is not None:
+        raise MemoryChanged(f"memory {memory.fragment_id} was revoked or edited meanwhile; nothing was changed")
+    return memory
+
+
+def as_users_statement(memory: MemoryFragment, at: str) -> MemoryFragment:
+    """A memory from outside that the user accepts, as the user's own statement made at ``at``: a
+    memory added by hand (extractor "user", workspace scope, no source evidence: said in no
+    session), whose ``revisions`` name the memory it came from."""
+    return memory.model_copy(update={
+        "fragment_id": "mem-" + hashlib.sha1(f"{memory.fragment_id}\x1faccepted\x1f{at}".encode()).hexdigest()[:20],
+        "context": f"{memory.type} accepted by the user from {'an import' if memory.origin == 'imported' else 'an agent'}",
+        "extractor": "user", "scope": "workspace", "source_evidence_ids": [], "links": [], "recorded_at": at,
+        "valid_from": at, "valid_to": None, "closed_at": None, "superseded_by": None, "revoked_at": None,
+        "revisions": [*memory.revisions, {"at": at, "accepted": memory.fragment_id}]}).with_origin("")
 
 
 def duplicate_of(new: MemoryFragment, kept: Iterable[MemoryFragment]) -> MemoryFragment | None:

@@ -226,7 +226,8 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
 
     ``source``: "user" (the app user's own input: profile, facts, decisions, commitments, events),
     "history" or "history:SPEAKER" (imported history: facts, decisions, commitments and events of
-    the session only; a first-person fact is SPEAKER's),
+    the session only; a first-person fact is SPEAKER's; "agent:SPEAKER" the same, for what an MCP
+    client recorded: the engine marks those memories as from outside),
     "answer" (the model's answer: decisions only), or "env:NAME" / "tool:NAME" (an environment event
     or a tool result: its ``key: value`` lines as facts keyed by NAME).
     """
@@ -235,7 +236,7 @@ def extract_memories(text: str, *, evidence_id: str, at: str, source: str = "use
         found += _profile(text, evidence_id, at, "a user turn")
         found += _facts(text, evidence_id, at, "a user turn")
         found += _statements(text, evidence_id, at, "a user turn")
-    elif source.partition(":")[0] == "history":  # anyone may speak: no profile, nothing workspace-wide
+    elif source.partition(":")[0] in ("history", "agent"):  # anyone may speak: no profile, nothing workspace-wide
         speaker = source.partition(":")[2]
         found += [m.model_copy(update={"scope": "session"}) for m in
                   _facts(text, evidence_id, at, "history", speaker) + _statements(text, evidence_id, at, "history")]

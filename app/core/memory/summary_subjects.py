@@ -3,7 +3,7 @@
 
 - ``subjects_of(state, topics)``: the session, each branch (the turns of one root's lane: a tree of
   the session graph), each task (the turns that continue its node) and each main topic of the
-  session (the turns that mention it), with their turns in order.
+  session (the turns that mention it), with their turns in order (this app's messages only).
 - ``new_parts(turns, last)``: the turns after the ones already covered, cut into parts at a
   pause of an hour or more, at most ``PART_MESSAGES`` each (an update covers one part).
 - ``cache_key``: (subject, level, covered ids, based_on) → the key a summary is found again by.
@@ -50,8 +50,11 @@ class Subject:
 
 
 def _turns(state: SessionState, ids: Sequence[str]) -> tuple[SummaryTurn, ...]:
+    """The messages of ``ids`` a summary covers: not those from outside (an import, an MCP client),
+    which a context only ever quotes whole, fenced, never paraphrased into a summary line."""
     views = sorted((state.messages[m] for m in ids if m in state.messages), key=lambda v: v.seq)
-    return tuple(SummaryTurn(v.message_id, v.seq, v.speaker, v.text, v.at) for v in views if v.text.strip())
+    return tuple(SummaryTurn(v.message_id, v.seq, v.speaker, v.text, v.at) for v in views
+                 if v.text.strip() and not v.origin)
 
 
 def subjects_of(state: SessionState, topics: Mapping[str, Sequence[str]] | None = None) -> list[Subject]:

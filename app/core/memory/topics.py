@@ -37,6 +37,7 @@ from app.core.text.words import STOPWORDS, TOPIC_TERMS, TOPIC_WORDS, stem
 ALIAS_SIMILARITY = 0.89  # embedding cosine of two names above which they are one topic
 COMMON_SHARE = 0.05  # a topic mentioned in more than this share of the indexed messages ...
 COMMON_MIN = 20  # ... (and in more than this many) is too common to recall by
+COOCCUR_MOST = 32  # a message's topics counted for co-occurrence (a pasted list of names is not n² pairs)
 _NAME = re.compile(r"[\w./-]*[A-Za-z][\w./-]*")
 _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _CAPITAL_START = re.compile(r"(?:^|[.!?]\s+|\n)([A-Z][a-z]+)\b")
@@ -49,9 +50,24 @@ def topic_key(term: str) -> str:
     return stem(term.strip("./-_").lower())
 
 
-def new_topic_id(name: str, at: str) -> str:
-    """A topic's id: stable for a name and moment, unique across workspaces (import keeps it)."""
-    return "topic-" + hashlib.sha1(f"{name.lower()}\x1f{at}".encode()).hexdigest()[:12]
+def new_topic_id(name: str, at: str = "") -> str:
+    """A topic's id: the same for every spelling that is one topic by case or inflection
+    (``topic_key``), so two processes that start the same topic at once write one topic, not two;
+    ``at`` sets apart a topic that a split makes (its name already has a topic)."""
+    return "topic-" + hashlib.sha1(f"{topic_key(name)}\x1f{at}".encode()).hexdigest()[:12]
+
+
+def _shape(term: str) -> tuple[str, int, str] | None:
+    """(first letter, letters between, last letter) of a numeronym ("k8s") or of a word it may
+    stand for (alphabetic, 5+ letters: "kubernetes"); None for any other term. Two terms one of
+    which abbreviates the other (``numeronym_of``) have the same shape."""
+    low = term.lower()
+    m = _NUMERONYM.match(low)
+    if m is not None:
+        return m.group(1), int(m.group(2)), m.group(3)
+    if low.isalpha() and len(low) >= 5:
+        return low[0], len(low) - 2, low[-1]
+    return None
 
 
 def numeronym_of(short: str, word: str) -> bool:
@@ -141,6 +157,8 @@ class TopicIndex:
         self.cooccur: Counter[tuple[str, str]] = Counter()
         self.name_vectors = NameVectors()
         self._keys: dict[str, str] = {}  # topic_key of every alias → topic id
+        self._shapes: dict[tuple[str, int, str], set[str]] = {}  # numeronym shape of an alias → topic ids
+        self._rank: dict[str, int] = {}  # topic id → its place in ``topics`` (the first match wins)
         self._by_topic: dict[str, list[Mention]] = {}
         self._seen: set[str] = set()  # message ids already observed
         self._per_session: Counter[str] = Counter()  # messages observed, by session
@@ -161,8 +179,15 @@ class TopicIndex:
 
     def _put(self, topic: Topic) -> None:
         self.topics[topic.topic_id] = topic
+        self._rank.setdefault(topic.topic_id, len(self._rank))
         for alias in topic.aliases:
             self._keys[topic_key(alias)] = topic.topic_id
+            self._shaped(alias, topic.topic_id)
+
+    def _shaped(self, alias: str, topic_id: str) -> None:
+        shape = _shape(alias)
+        if shape is not None:
+            self._shapes.setdefault(shape, set()).add(topic_id)
 
     def _mention(self, mention: Mention) -> None:
         self.mentions.append(mention)
@@ -175,7 +200,7 @@ class TopicIndex:
             self._per_session[session_id] += 1
 
     def _count_pairs(self, ids: Collection[str]) -> None:
-        ordered = sorted(ids)
+        ordered = sorted(ids)[:COOCCUR_MOST]
         for i, a in enumerate(ordered):
             for b in ordered[i + 1:]:
                 self.cooccur[(a, b)] += 1
@@ -191,10 +216,10 @@ class TopicIndex:
                 return topic_id, topic.aliases[term]
             exact = any(a.lower() == term.lower() for a in topic.aliases)
             return topic_id, "case" if exact else "inflection"
-        for topic in self.topics.values():
-            for alias in topic.aliases:
-                if numeronym_of(term, alias) or numeronym_of(alias, term):
-                    return topic.topic_id, "numeronym"
+        shape = _shape(term)  # a numeronym and its word share a shape: only those topics are compared
+        for topic_id in sorted(self._shapes.get(shape, ()) if shape else (), key=self._rank.__getitem__):
+            if any(numeronym_of(term, a) or numeronym_of(a, term) for a in self.topics[topic_id].aliases):
+                return topic_id, "numeronym"
         return None, ""
 
     def unplaced_names(self) -> list[str]:
@@ -233,7 +258,7 @@ class TopicIndex:
             if topic_id is None and term in names:
                 topic_id, rule = self._similar(term)
             if topic_id is None and term in names:
-                topic = Topic(new_topic_id(term, at), term, {term: "first seen"}, at)
+                topic = Topic(new_topic_id(term), term, {term: "first seen"}, at)
                 self._put(topic)
                 self.name_vectors.place(topic.topic_id, term)
                 change.topics.append(topic)
@@ -260,6 +285,7 @@ class TopicIndex:
             return
         topic.aliases[term] = rule
         self._keys.setdefault(topic_key(term), topic_id)
+        self._shaped(term, topic_id)
         if numeronym_of(topic.name, term):  # the full word names the topic better than its numeronym
             topic.name = term
         change.updated.append(topic)

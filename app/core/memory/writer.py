@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.memory import evolve
+from app.core.memory.extract import WORKSPACE_TYPES
 from app.core.text.words import content_stems
 from app.core.types import MemoryFragment
 
@@ -36,6 +37,10 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
     fact subject, content words and entity; ``similar`` gives, per found memory, the memories
     whose embeddings are close to its own, with the cosine), so a write costs the same with ten
     or ten thousand memories kept.
+
+    A memory from outside that the user has not accepted (``MemoryFragment.pending``) speaks for
+    no one: it neither closes nor links nor repeats a kept one, and no new memory is compared with it
+    (only a proposal that repeats a pending one is not written again).
     """
     similar = similar or {}
     write = Write()
@@ -43,6 +48,10 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
     for memory in found:
         memory = memory.model_copy(update={"recorded_at": now})  # learned now (a replay before this does not see it)
         if pool.has(memory.fragment_id) or evolve.duplicate_of(memory, pool.same_statement(memory)) is not None:
+            continue
+        if memory.pending:  # from outside, not accepted: kept as it is (once); it closes and links nothing
+            if evolve.duplicate_of(memory, pool.same_proposal(memory)) is None:
+                pool.put(memory, write, new=True)
             continue
         replaced: list[dict[str, str]] = []
         for old in evolve.closes(memory, pool.rivals(memory)):
@@ -69,6 +78,24 @@ def plan_write(found: Sequence[MemoryFragment], kept: Sequence[MemoryFragment], 
     return write
 
 
+def accept_write(memory: MemoryFragment, kept: Sequence[MemoryFragment], now: str) -> Write:
+    """What the user's accepting ``memory`` (from outside, pending) writes at ``now``.
+
+    A preference, prohibition or permission becomes the user's own statement, said now
+    (``evolve.as_users_statement``), decided as one added by hand is (held already, or closing what
+    it contradicts), and ``memory`` is marked accepted and replaced by the statement that stands
+    for it (``superseded_by``). Any other memory is marked accepted, nothing more.
+    """
+    if memory.type not in WORKSPACE_TYPES:
+        return Write(changed={memory.fragment_id: memory.accepted(now)})
+    own = evolve.as_users_statement(memory, now)
+    write = plan_write([own], kept, now)
+    stands = own if write.new else evolve.duplicate_of(own, [m for m in kept if not m.pending]) or own
+    write.changed[memory.fragment_id] = memory.accepted(now).model_copy(update={
+        "superseded_by": stands.fragment_id, "valid_to": memory.valid_to or now})
+    return write
+
+
 class _Kept:
     """Every memory (kept or written now, latest version), indexed for the comparisons a write makes."""
 
@@ -89,6 +116,9 @@ class _Kept:
 
     def _add(self, memory: MemoryFragment) -> None:
         self.by_id[memory.fragment_id] = memory
+        if memory.pending:  # known by id and by statement (not proposed twice), never compared with others
+            self.index[self._proposal(memory)].add(memory.fragment_id)
+            return
         for key in self._keys(memory):
             self.index[key].add(memory.fragment_id)
 
@@ -112,8 +142,16 @@ class _Kept:
     def related(self, memory: MemoryFragment) -> list[MemoryFragment]:
         return self._find([k for k in self._keys(memory) if k[0] in ("subject", "entity")])
 
+    @staticmethod
+    def _proposal(memory: MemoryFragment) -> tuple[str, str]:
+        return ("proposal", f"{memory.type}\x1f{evolve.norm(memory.content)}")
+
+    def same_proposal(self, memory: MemoryFragment) -> list[MemoryFragment]:
+        """The pending memories from outside that say what ``memory`` says."""
+        return self._find([self._proposal(memory)])
+
     def small(self) -> list[MemoryFragment]:
-        return [m for m in self.by_id.values() if m.importance < evolve.CONSOLIDATE_BELOW]
+        return [m for m in self.by_id.values() if m.importance < evolve.CONSOLIDATE_BELOW and not m.pending]
 
     def put(self, memory: MemoryFragment, write: Write, *, new: bool = False) -> None:
         """Record a new memory or a rewrite (of a kept one: ``changed``; of a new one: in place)."""

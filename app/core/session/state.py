@@ -17,8 +17,17 @@ from typing import Any, NamedTuple
 from app.core.errors import NoRecordError
 from app.core.ports import SessionGeneration
 from app.core.session.graph import SessionGraph, edge_live_at
-from app.core.text.quoting import QUOTED_HEADER, fenced_lines, history_text, outside_keys
-from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Role, SessionGraphData
+from app.core.text.quoting import FENCE_CLOSE, QUOTED_HEADER, fence, fenced_lines, history_text, outside_keys
+from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Origin, Role, SessionGraphData
+
+#: How a message from outside is introduced in a context (the fence's header: the app's words).
+ORIGIN_HEADERS: dict[str, str] = {"imported": "imported {role} message", "agent": "{role} recorded by an MCP client"}
+
+
+def quoted_message(origin: Origin, role: Role, speaker: str, text: str) -> str:
+    """A message from outside (``origin`` "imported" or "agent") as a context quotes it: a fence
+    whose header says where it came from (the app's words) and whose opener names its speaker."""
+    return fence(ORIGIN_HEADERS[origin].format(role=role.value), text, speaker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +41,21 @@ class MessageView:
     text: str
     at: str
     seq: int  # position in the session, 0-based
+    origin: Origin = ""  # "" typed or answered in this app; "imported", "agent": outside text
 
     def render(self) -> str:
-        """``Speaker: text`` — the form messages take in a context and in the index."""
+        """``Speaker: text`` — the form messages take in a context; a message from outside (an
+        import, an MCP client) as a quotation whose opener names its speaker: its words are
+        never the app's history speaking, whatever speaker, role or marker they claim."""
+        if self.origin:
+            return quoted_message(self.origin, self.role, self.speaker, self.text)
         return f"{self.speaker}: {self.text}"
+
+    @property
+    def said_by_user(self) -> bool:
+        """Whether the app user typed this message here: an input with no other speaker named,
+        neither imported nor recorded by an agent (only these make the user's profile and facts)."""
+        return self.role == Role.USER and self.speaker == Role.USER.value and not self.origin
 
 
 @dataclass(slots=True)
@@ -45,6 +65,10 @@ class TurnView:
     at: str
     node_id: str | None = None
     message_ids: list[str] = field(default_factory=list)
+
+
+def _after(text: str, note: str) -> str:
+    return f"{text}{chr(10) if text.endswith(FENCE_CLOSE) else ' '}{note}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +95,22 @@ class NoteView:
     uri: str = ""  # a document part: its file (the Evidence tab opens it there)
 
     def render(self) -> str:
+        """The note's text with when it stopped being true and the session it came from; after a
+        quotation these go on a line of their own (the closer stays a line of its own)."""
         text = self.text
         if self.valid_to:
-            text = f"{text} (until {self.valid_to[:10]}; no longer true)"
+            text = _after(text, f"(until {self.valid_to[:10]}; no longer true)")
         if self.origin:
-            text = f"{text} (from session \u201c{self.origin}\u201d)"
+            text = _after(text, f"(from session \u201c{self.origin}\u201d)")
         return text
 
     def as_of(self, at: str) -> "NoteView | None":
-        """The note as a turn recorded at ``at`` saw it (None: it was not there, or revoked)."""
-        if self.added_at > at or (self.removed_at and self.removed_at <= at):
+        """The note as a turn recorded at ``at`` saw it (None: it was not there, or revoked; a
+        revoked ``profile`` note stays, revoked: the profile leaves the statement out, as it did)."""
+        if self.added_at > at:
             return None
+        if self.removed_at and self.removed_at <= at:
+            return self if self.kind == "profile" else None
         if (self.valid_to and self.closed_at > at) or self.removed_at:
             open_then = self.closed_at > at
             return replace(self, valid_to="" if open_then else self.valid_to,
@@ -153,6 +182,7 @@ class SessionState:
             text=message.content,
             at=message.at,
             seq=len(self.order),
+            origin=message.origin,
         )
         self._append_view(view)
         return view
@@ -268,14 +298,18 @@ class SessionState:
     def render_message(self, view: MessageView) -> str:
         """A message as it enters a context: ``Speaker: text``; an assistant's answer through
         ``history_text``, so outside text it copied (fenced lines, lines of the session's env
-        notes, lines that instruct the model) stays quoted and no copied marker forges a fence."""
-        if view.role != Role.ASSISTANT:
+        notes, lines that instruct the model) stays quoted and no copied marker forges a fence;
+        a message from outside as a quotation (``MessageView.render``)."""
+        if view.role != Role.ASSISTANT or view.origin:
             return view.render()
         return self.speaker_line(view, self.quoted_text(view))
 
     def quoted_text(self, view: MessageView) -> str:
         """The message's text as a context may carry it: an assistant's answer through
-        ``history_text`` (see ``render_message``), anything else as it is."""
+        ``history_text`` (see ``render_message``), a message from outside as its quotation,
+        anything else as it is."""
+        if view.origin:
+            return view.render()
         return self.quoted(view.text) if view.role == Role.ASSISTANT else view.text
 
     def quoted(self, text: str) -> str:
@@ -291,18 +325,18 @@ class SessionState:
     @staticmethod
     def speaker_line(view: MessageView, text: str) -> str:
         """``Speaker: text``; a quotation starts on a line of its own, so its header is never the
-        speaker's line."""
+        speaker's line; a message from outside is its quotation alone (its opener names the speaker)."""
+        if view.origin:
+            return text
         return f"{view.speaker}:{chr(10) if text.startswith('[' + QUOTED_HEADER) else ' '}{text}"
 
     def _append_view(self, view: MessageView) -> None:
-        """Add ``view`` at the end of the session (numbered by its position here)."""
-        if view.seq != len(self.order):
-            view = replace(view, seq=len(self.order))
-        self.messages[view.message_id] = view
-        self.order.append(view.message_id)
-        self._by_speaker.setdefault(view.speaker.lower(), []).append(view.message_id)
-        if view.turn_id is not None:
-            turn = self.turns.get(view.turn_id)
+        copy = replace(view, seq=len(self.order))
+        self.messages[copy.message_id] = copy
+        self.order.append(copy.message_id)
+        self._by_speaker.setdefault(copy.speaker.lower(), []).append(copy.message_id)
+        if copy.turn_id is not None:
+            turn = self.turns.get(copy.turn_id)
             if turn is None:
                 turn = TurnView(view.turn_id, len(self.turn_order), view.at)
                 self.turns[view.turn_id] = turn

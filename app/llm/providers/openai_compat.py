@@ -13,7 +13,13 @@ standard ``response_format={"type": "json_schema", ...}``, or ``{"type": "json_o
 "schema": ...}`` for servers that only know that (``json_schema_style``).
 
 The client's own retries are off (``max_retries=0``): the provider registry retries with backoff
-and falls back, and must see each failure. The API key is read from the named environment
+and falls back, and must see each failure. Every call has deadlines the server cannot stretch (the
+client's read timeout alone restarts with every byte, so keep-alive comments or a stream without a
+finish reason would never end): a token within ``timeout_s`` of the start and of the token before
+(connect and first token; a stall), and the whole call within ``timeout_s`` plus the answer cap at
+``min_tokens_per_s``. The request runs on a worker thread that hands chunks over, and the caller
+stops waiting at a deadline. The app's own answer cap (``max_tokens`` of the request) is enforced
+on the stream as received, not left to the server. The API key is read from the named environment
 variable for each client; it is never stored, and an unnamed key is sent as a placeholder
 (never ``$OPENAI_API_KEY``, which the client would otherwise pick up and send to any endpoint).
 """
@@ -21,6 +27,8 @@ variable for each client; it is never stored, and an unnamed key is sent as a pl
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -154,22 +162,118 @@ class OpenAICompatibleProvider:
         call = _Call(self, stage, params, json_schema is not None)
         if cancel is not None and cancel.cancelled:
             return call.result("cancelled", messages)
+        request = self._request(messages, params, json_schema)
+        stream = _Stream(self.client(), request, self.config)
         try:
-            stream = self.client().chat.completions.create(**self._request(messages, params, json_schema))
-        except Exception as exc:  # noqa: BLE001 - classified into one line
-            raise classify(exc, self.config) from None
-        try:
-            call.consume(stream, on_token, cancel)
+            call.consume(stream, request["max_tokens"], on_token, cancel)
             if not call.ended and call.finish != "cancelled":  # the connection closed before the end
                 raise ConnectionError("the stream ended before the model finished")
         except Exception as exc:  # noqa: BLE001 - before the first piece: the registry may fall back
+            error = exc if isinstance(exc, _Late) else classify(exc, self.config)
             if not call.pieces:
-                raise classify(exc, self.config) from None
-            call.error = str(classify(exc, self.config))
+                raise error from None
+            call.error = str(error)
             call.finish = "error"
         finally:
             stream.close()
+            call.flush(on_token)
         return call.result(call.finish, messages)
+
+
+class _Redact:
+    """Takes the API key out of a streamed answer: an endpoint that repeats the key it was sent
+    does not get it shown, stored or exported (``[API key]`` instead). Holds back the end of the
+    text that may be the start of the key, until the next piece tells."""
+
+    MARK = "[API key]"
+
+    def __init__(self, key: str) -> None:
+        self.key = key if len(key) >= 8 else ""  # a placeholder or no key: nothing to hide
+        self.held = ""
+
+    def feed(self, piece: str) -> str:
+        if not self.key:
+            return piece
+        text = (self.held + piece).replace(self.key, self.MARK)
+        keep = next((n for n in range(min(len(self.key) - 1, len(text)), 0, -1) if self.key.startswith(text[-n:])), 0)
+        self.held = text[len(text) - keep:] if keep else ""
+        return text[:len(text) - keep]
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
+class _Late(ProviderError):
+    """The call passed a deadline (not transient: a retry would wait as long again)."""
+
+    def __init__(self, config: ProviderConfig, what: str) -> None:
+        super().__init__(f"{config.label} ({config.base_url}) {what}")
+
+
+class _Stream:
+    """One request's chunks, read on a worker thread and handed over until a deadline (module
+    doc): ``next_chunk`` raises ``_Late`` when one passes, whatever the server keeps sending."""
+
+    _END = object()
+
+    def __init__(self, client: Any, request: dict[str, Any], config: ProviderConfig) -> None:
+        self.config = config
+        started = time.monotonic()
+        self.total_s = config.timeout_s + request["max_tokens"] / config.min_tokens_per_s
+        self.deadline = started + self.total_s
+        self.stall_at = started + config.timeout_s  # the next token is due by then
+        self._chunks: queue.Queue[tuple[str, Any]] = queue.Queue()  # unbounded: the worker never waits on the caller
+        self._stop = threading.Event()
+        self._stream: Any = None
+        threading.Thread(target=self._pump, args=(client.with_options(timeout=config.timeout_s), request),
+                         name="provider stream", daemon=True).start()
+
+    def progress(self) -> None:
+        """A token came: the next one is due ``timeout_s`` from now."""
+        self.stall_at = time.monotonic() + self.config.timeout_s
+
+    def _pump(self, client: Any, request: dict[str, Any]) -> None:
+        try:
+            self._stream = client.chat.completions.create(**request)
+            for chunk in self._stream:
+                if self._stop.is_set():
+                    break
+                self._chunks.put(("chunk", chunk))
+            self._chunks.put(("end", self._END))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who classifies it
+            self._chunks.put(("raise", exc))
+        finally:
+            self.close()
+
+    def next_chunk(self, cancel: CancelToken | None) -> Any:
+        """The next chunk, ``_END`` at the end of the stream, ``None`` when ``cancel`` is set."""
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise _Late(self.config, f"did not finish within {self.total_s:g} s")
+            wait = 0.0 if now >= self.stall_at else min(self.deadline, self.stall_at, now + 0.2) - now
+            try:
+                kind, value = self._chunks.get(timeout=wait) if wait > 0 else self._chunks.get_nowait()
+            except queue.Empty:
+                if now >= self.stall_at:
+                    raise _Late(self.config, f"sent no token for {self.config.timeout_s:g} s") from None
+                if cancel is not None and cancel.cancelled:
+                    return None
+                continue
+            if kind == "raise":
+                raise value
+            return value
+
+    def close(self) -> None:
+        """Stop reading (the worker ends at its next chunk; the response is closed)."""
+        self._stop.set()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - closing from the other thread may race the reader
+                pass
 
 
 class _Call:
@@ -178,15 +282,30 @@ class _Call:
     def __init__(self, provider: OpenAICompatibleProvider, stage: str, params: GenerationParams, wants_json: bool) -> None:
         self.provider, self.stage, self.params, self.wants_json = provider, stage, params, wants_json
         self.started = time.perf_counter()
-        self.pieces: list[str] = []
+        self.pieces: list[str] = []  # as received (the answer cap counts them)
+        self.shown: list[str] = []  # as handed on: with the API key taken out (``_Redact``)
+        self._redact = _Redact(provider.config.api_key())
         self.first_ms: float | None = None
         self.finish = "stop"
         self.ended = False  # a chunk said why the model stopped (a finish reason)
         self.error = ""
         self.reported: Any = None
 
-    def consume(self, stream: Any, on_token: TokenCallback | None, cancel: CancelToken | None) -> None:
-        for chunk in stream:
+    def consume(self, stream: _Stream, cap: int, on_token: TokenCallback | None, cancel: CancelToken | None) -> None:
+        """Take chunks until the model finishes, ``cancel`` is set, or ``cap`` pieces (the app's
+        answer cap: a piece is a token of the stream) were received."""
+        while True:
+            try:
+                chunk = stream.next_chunk(cancel)
+            except _Late:
+                if self.ended:  # finished; only the end of the stream (or its usage) is late
+                    return
+                raise
+            if chunk is _Stream._END:
+                return
+            if chunk is None or (cancel is not None and cancel.cancelled):
+                self.finish = "cancelled"
+                return
             if getattr(chunk, "usage", None) is not None:
                 self.reported = chunk.usage
             if not chunk.choices:
@@ -196,20 +315,33 @@ class _Call:
                 self.finish = _FINISH.get(choice.finish_reason, "stop")
                 self.ended = True
             piece = choice.delta.content if choice.delta is not None else None
-            if not piece:
-                continue
-            if cancel is not None and cancel.cancelled:
-                self.finish = "cancelled"
+            if piece:
+                stream.progress()
+                self._take(piece, on_token)
+            if len(self.pieces) >= cap and not self.ended:
+                self.finish, self.ended = "length", True
                 return
-            if self.first_ms is None:
-                self.first_ms = (time.perf_counter() - self.started) * 1000
-            self.pieces.append(piece)
+
+    def _take(self, piece: str, on_token: TokenCallback | None) -> None:
+        if self.first_ms is None:
+            self.first_ms = (time.perf_counter() - self.started) * 1000
+        self.pieces.append(piece)
+        self._show(self._redact.feed(piece), on_token)
+
+    def _show(self, text: str, on_token: TokenCallback | None) -> None:
+        if text:
+            self.shown.append(text)
             if on_token is not None:
-                on_token(piece)
+                on_token(text)
+
+    def flush(self, on_token: TokenCallback | None) -> None:
+        """Hand on what the key check still holds (the stream has ended)."""
+        self._show(self._redact.flush(), on_token)
 
     def result(self, finish: str, messages: Sequence[ChatMessage]) -> ChatResult:
+        """The call's result (its text as handed on: without the API key)."""
         provider, config = self.provider, self.provider.config
-        text = "".join(self.pieces)
+        text = "".join(self.shown)
         if self.reported is not None:
             prompt, completion, source = int(self.reported.prompt_tokens), int(self.reported.completion_tokens), "reported"
         else:

@@ -5,12 +5,18 @@ through the functions here, which the CLI (``pcm providers``), the desktop and t
 ``configure_llm_provider`` tool all call:
 
     add_provider(data_dir, config, set_as_default=False, allow_off_machine=False) -> ProviderConfig
+    add_agent_provider(data_dir, config) -> ProviderConfig    (an MCP client: new entries only)
     remove_provider(data_dir, provider_id)          set_default(data_dir, provider_id)
     set_limits(data_dir, daily=..., monthly=...)    load_providers(data_dir) -> ProviderSettings
 
 Privacy (seed 004 §9): an API key is never stored, only the *name* of the environment variable
 that holds it; and nothing leaves the machine unless a provider whose endpoint is not loopback
-was added with ``allow_off_machine=True`` (the CLI's ``--yes-send-off-machine``).
+was added with ``allow_off_machine=True`` (the CLI's ``--yes-send-off-machine``). An MCP client
+never changes or redirects what the user configured (``add_agent_provider``).
+
+Several processes may change the file (the desktop, ``pcm providers``, ``pcm mcp``): each change
+re-reads it and writes it back under a file lock (``providers.json.lock``), never from a copy read
+earlier.
 """
 
 from __future__ import annotations
@@ -18,14 +24,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.core.errors import CoreError
 from app.core.ports import is_loopback
+from app.locks import FileLock
 
 PROVIDERS_FILE = "providers.json"
 LOCAL_ID = "llama.cpp"  # the in-process model: the default and the fallback of last resort
@@ -46,6 +54,8 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ALIASES = {"endpoint": "base_url", "apiKeyEnv": "api_key_env", "maxTokens": "max_tokens",
             "provider": "kind", "type": "kind", "setAsDefault": None}
 _SECRET_KEYS = {"api_key", "apiKey", "key", "token", "secret"}
+AGENT_PREFIX = "mcp-"  # the id of a provider an MCP client added: mcp-<family>[-n]
+T = TypeVar("T")
 
 
 class ProviderSettingsError(CoreError):
@@ -71,7 +81,8 @@ class ProviderConfig(BaseModel):
     context_size: int = Field(8192, ge=256)  # the served model's window (shown; prompts fit the local one)
     max_tokens: int | None = Field(None, ge=1)  # cap on answer tokens sent to the endpoint
     temperature: float | None = Field(None, ge=0, le=2)  # overrides the call's temperature
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0)  # connect and first token, and each token after, within this
+    min_tokens_per_s: float = Field(2.0, gt=0)  # the whole call within timeout_s + the answer cap at this rate
     json_schema_style: SchemaStyle = "json_schema"  # json_object: llama-cpp-python's server
     off_machine_confirmed: bool = False  # the user agreed that prompts may leave the machine
 
@@ -162,6 +173,16 @@ def save_providers(data_dir: str | os.PathLike[str], settings: ProviderSettings)
     return path
 
 
+def _update(data_dir: str | os.PathLike[str], change: Callable[[ProviderSettings], T]) -> T:
+    """Apply ``change`` to the settings as stored now and save them, under the file's lock (another
+    process's change in between is kept, never overwritten)."""
+    with FileLock(settings_path(data_dir).with_suffix(".json.lock"), timeout=30, what="changing the providers"):
+        settings = load_providers(data_dir)
+        out = change(settings)
+        save_providers(data_dir, settings)
+        return out
+
+
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
@@ -192,15 +213,8 @@ def normalize_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def add_provider(data_dir: str | os.PathLike[str], config: dict[str, Any], set_as_default: bool = False, *,
-                 allow_off_machine: bool = False) -> ProviderConfig:
-    """Add (or replace, by id) a provider and save; return it as saved.
-
-    ``config`` takes ``ProviderConfig`` fields or seed 004 §6's (``provider`` ollama | openai |
-    anthropic | google, ``endpoint``, ``model``, ``apiKeyEnv``, ``maxTokens``, ``temperature``).
-    An endpoint that is not loopback is refused unless ``allow_off_machine`` (the user confirmed
-    that prompts may leave the machine). Raises ``ProviderSettingsError`` with one line.
-    """
+def _checked(config: dict[str, Any], allow_off_machine: bool) -> ProviderConfig:
+    """``config`` as a ``ProviderConfig`` that may be saved (module doc), or one line why not."""
     values = normalize_config(config)
     try:
         provider = ProviderConfig.model_validate(values)
@@ -220,12 +234,57 @@ def add_provider(data_dir: str | os.PathLike[str], config: dict[str, Any], set_a
                 f"{host} is not this machine: prompts (your sessions' text) would be sent there; add it "
                 "again with --yes-send-off-machine to confirm")
         provider = provider.model_copy(update={"off_machine_confirmed": True})
-    settings = load_providers(data_dir)
-    settings.providers = [p for p in settings.providers if p.id != provider.id] + [provider]
-    if set_as_default:
-        settings.default = provider.id
-    save_providers(data_dir, settings)
     return provider
+
+
+def add_provider(data_dir: str | os.PathLike[str], config: dict[str, Any], set_as_default: bool = False, *,
+                 allow_off_machine: bool = False) -> ProviderConfig:
+    """Add (or replace, by id) a provider and save; return it as saved.
+
+    ``config`` takes ``ProviderConfig`` fields or seed 004 §6's (``provider`` ollama | openai |
+    anthropic | google, ``endpoint``, ``model``, ``apiKeyEnv``, ``maxTokens``, ``temperature``).
+    An endpoint that is not loopback is refused unless ``allow_off_machine`` (the user confirmed
+    that prompts may leave the machine). Raises ``ProviderSettingsError`` with one line.
+    """
+    provider = _checked(config, allow_off_machine)
+
+    def change(settings: ProviderSettings) -> ProviderConfig:
+        settings.providers = [p for p in settings.providers if p.id != provider.id] + [provider]
+        if set_as_default:
+            settings.default = provider.id
+        return provider
+
+    return _update(data_dir, change)
+
+
+def add_agent_provider(data_dir: str | os.PathLike[str], config: dict[str, Any]) -> ProviderConfig:
+    """A provider an MCP client configures: always a new entry (``mcp-<family>``, numbered when
+    taken; the same endpoint and model again returns the entry already there), named as the
+    client's, tried after every provider already configured, never the default, on this machine
+    only, and never with the key variable of a provider already configured (the client cannot
+    change or redirect what the user set up, nor send the user's key to an endpoint it picked)."""
+    family = str(config.get("provider", "openai"))
+    asked = _checked({**config, "id": f"{AGENT_PREFIX}{family}"}, allow_off_machine=False)
+
+    def change(settings: ProviderSettings) -> ProviderConfig:
+        same = next((p for p in settings.providers if p.id.startswith(AGENT_PREFIX) and p.kind == asked.kind
+                     and (p.base_url, p.model, p.api_key_env) == (asked.base_url, asked.model, asked.api_key_env)),
+                    None)
+        if same is not None:
+            return same
+        keys = {p.api_key_env for p in settings.providers if p.api_key_env}
+        if asked.api_key_env in keys:
+            raise ProviderSettingsError(f"apiKeyEnv: ${asked.api_key_env} is the key of a provider you configured; "
+                                        "an MCP client cannot send it to another endpoint")
+        ids = {p.id for p in settings.providers}
+        pid = next(i for i in (asked.id, *(f"{asked.id}-{n}" for n in range(2, 1000))) if i not in ids)
+        last = max((p.priority for p in settings.providers if p.id != LOCAL_ID), default=100)
+        provider = asked.model_copy(update={"id": pid, "name": f"{pid} (added by an MCP client)",
+                                            "priority": min(last + 1, 999)})
+        settings.providers.append(provider)
+        return provider
+
+    return _update(data_dir, change)
 
 
 def remove_provider(data_dir: str | os.PathLike[str], provider_id: str) -> ProviderSettings:
@@ -233,38 +292,44 @@ def remove_provider(data_dir: str | os.PathLike[str], provider_id: str) -> Provi
     falls back to the in-process model when it was the one removed."""
     if provider_id == LOCAL_ID:
         raise ProviderSettingsError("the in-process model is the fallback of last resort and cannot be removed")
-    settings = load_providers(data_dir)
-    if settings.get(provider_id) is None:
-        raise ProviderSettingsError(f"no provider {provider_id!r} (see pcm providers list)")
-    settings.providers = [p for p in settings.providers if p.id != provider_id]
-    if settings.default == provider_id:
-        settings.default = LOCAL_ID
-    save_providers(data_dir, settings)
-    return settings
+
+    def change(settings: ProviderSettings) -> ProviderSettings:
+        if settings.get(provider_id) is None:
+            raise ProviderSettingsError(f"no provider {provider_id!r} (see pcm providers list)")
+        settings.providers = [p for p in settings.providers if p.id != provider_id]
+        if settings.default == provider_id:
+            settings.default = LOCAL_ID
+        return settings
+
+    return _update(data_dir, change)
 
 
 def set_default(data_dir: str | os.PathLike[str], provider_id: str) -> ProviderSettings:
     """Make ``provider_id`` the provider tried first."""
-    settings = load_providers(data_dir)
-    if provider_id != LOCAL_ID and settings.get(provider_id) is None:
-        raise ProviderSettingsError(f"no provider {provider_id!r} (see pcm providers list)")
-    settings.default = provider_id
-    save_providers(data_dir, settings)
-    return settings
+
+    def change(settings: ProviderSettings) -> ProviderSettings:
+        if provider_id != LOCAL_ID and settings.get(provider_id) is None:
+            raise ProviderSettingsError(f"no provider {provider_id!r} (see pcm providers list)")
+        settings.default = provider_id
+        return settings
+
+    return _update(data_dir, change)
 
 
 def set_limits(data_dir: str | os.PathLike[str], *, daily: float | None = None, monthly: float | None = None,
                clear: bool = False) -> ProviderSettings:
     """Set the daily and/or monthly spending limits over all priced providers (``clear``: none)."""
-    settings = load_providers(data_dir)
-    if clear:
-        settings.daily_limit = settings.monthly_limit = None
     for value in (daily, monthly):
         if value is not None and value < 0:
             raise ProviderSettingsError("a spending limit cannot be negative")
-    if daily is not None:
-        settings.daily_limit = daily
-    if monthly is not None:
-        settings.monthly_limit = monthly
-    save_providers(data_dir, settings)
-    return settings
+
+    def change(settings: ProviderSettings) -> ProviderSettings:
+        if clear:
+            settings.daily_limit = settings.monthly_limit = None
+        if daily is not None:
+            settings.daily_limit = daily
+        if monthly is not None:
+            settings.monthly_limit = monthly
+        return settings
+
+    return _update(data_dir, change)

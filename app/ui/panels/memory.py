@@ -1,5 +1,5 @@
 """The Memory dock: what PCM remembers across sessions — browse, search, add to your profile,
-edit, pin, revoke.
+edit, pin, revoke, accept.
 
 Every memory of the workspace is listed (newest first) with its type, the session it came from
 and whether it still holds; "Your profile" shows the preferences, prohibitions and permissions
@@ -10,7 +10,9 @@ then listed and selected; text that states none gets a plain note saying how to 
 Selecting a memory shows its context, links (with their reasons), source and earlier versions.
 Edit writes a new version (the old text is kept); Revoke asks once more, then closes the memory
 for good (it is kept, and never reaches a context again); Pin keeps it out of consolidation.
-Nothing is deleted from here.
+A memory from outside — an imported session's, or one an MCP client proposed — is listed as not
+accepted: it is nobody's profile and no other session sees it until Accept makes it yours
+(``Engine.accept_memory``). Nothing is deleted from here.
 
 It talks to the engine facade (``controller.engine``) through ``controller.spawn``; it reads
 again when shown, after each answered turn, and after each action.
@@ -43,9 +45,16 @@ NOTHING_TO_ADD = ("Nothing to add: say it as \u201cI prefer\u2026\u201d, \u201cA
                   "\u201cNever\u2026\u201d, \u201cDon't\u2026\u201d or \u201cYou may\u2026\u201d (not as a question).")
 
 
+_PENDING = {"imported": "from an import, not accepted", "agent": "proposed by an agent, not accepted"}
+
+
 def memory_state(memory: Any) -> str:
-    """One of: holds; closed DATE (a newer fact replaced it); merged into a note; replaced by an
-    edit; revoked."""
+    """One of: holds; from an import / proposed by an agent, not accepted; accepted as yours;
+    closed DATE (a newer fact replaced it); merged into a note; replaced by an edit; revoked."""
+    if memory.pending and not memory.valid_to:
+        return _PENDING.get(memory.origin, "not accepted")
+    if memory.accepted_at and memory.superseded_by:
+        return "accepted as yours"
     if memory.revoked_at:
         return "replaced by an edit" if memory.superseded_by else "revoked"
     if memory.valid_to:
@@ -55,15 +64,21 @@ def memory_state(memory: Any) -> str:
 
 def added_here(memory: Any) -> bool:
     """A profile statement the user added in this dock (no message of any session says it)."""
-    return memory.type in FILTERS["Your profile"] and not memory.source_evidence_ids
+    return memory.type in FILTERS["Your profile"] and not memory.source_evidence_ids and not memory.origin
+
+
+def current(memory: Any) -> bool:
+    """Shown without "Show closed and revoked": it holds, or it waits for the user to accept it."""
+    return memory_state(memory) == "holds" or (memory.pending and not memory.valid_to)
 
 
 def row_text(memory: Any, title: str) -> str:
     """Two lines: type and content; where it came from (the session, or this dock), since when,
     and whether it holds."""
     pin = " · pinned" if memory.pinned else ""
-    where = "added by you" if added_here(memory) else title or "untitled session"
-    return f"{memory.type}: {memory.content}\n{where} · since {memory.valid_from[:10]} · {memory_state(memory)}{pin}"
+    where = "added by you" if added_here(memory) else " ".join((title or "untitled session").split())
+    text = " ".join(memory.content.split())  # one line, whatever an import or an agent wrote
+    return f"{memory.type}: {text}\n{where} · since {memory.valid_from[:10]} · {memory_state(memory)}{pin}"
 
 
 def added_text(result: Any) -> str:
@@ -81,8 +96,11 @@ def added_text(result: Any) -> str:
 
 def details_text(memory: Any, contents: dict[str, str]) -> str:
     """The selected memory: context, scope, keywords, links with their reasons, sources, versions."""
+    applies = "every session" if memory.scope == "workspace" else "its session"
+    if memory.pending:
+        applies = "no session until you accept it"
     lines = [memory.context or memory.type,
-             f"Applies to {'every session' if memory.scope == 'workspace' else 'its session'}; "
+             f"Applies to {applies}; "
              f"used {memory.access_count} time(s)"
              + (f", last {memory.last_accessed_at[:16].replace('T', ' ')}" if memory.last_accessed_at else "")]
     if memory.entities:
@@ -137,8 +155,11 @@ class MemoryPanel(QWidget):
         self.edit_button = QPushButton("Edit", self)
         self.pin_button = QPushButton("Pin", self)
         self.revoke_button = QPushButton("Revoke…", self)
+        self.accept_button = QPushButton("Accept", self)
+        self.accept_button.setToolTip("Make this memory from an import or an agent yours: a preference, "
+                                      "prohibition or permission then applies to every session")
         actions = QHBoxLayout()
-        for button in (self.edit_button, self.pin_button, self.revoke_button):
+        for button in (self.accept_button, self.edit_button, self.pin_button, self.revoke_button):
             actions.addWidget(button)
 
         box = QVBoxLayout(self)
@@ -172,6 +193,7 @@ class MemoryPanel(QWidget):
         self.edit_box.returnPressed.connect(self._save_edit)
         self.pin_button.clicked.connect(self._toggle_pin)
         self.revoke_button.clicked.connect(self._revoke)
+        self.accept_button.clicked.connect(self._accept)
         self._on_selected(None, None)
 
     # ------------------------------------------------------------------ the engine side
@@ -215,7 +237,7 @@ class MemoryPanel(QWidget):
         text = self.search.text().strip().lower()
         closed = self.closed_box.isChecked()
         return [(sid, m) for sid, m in self.rows
-                if (not types or m.type in types) and (closed or memory_state(m) == "holds")
+                if (not types or m.type in types) and (closed or current(m))
                 and (not text or text in m.content.lower() or text in self.titles.get(sid, "").lower())]
 
     def _refill(self) -> None:
@@ -244,6 +266,7 @@ class MemoryPanel(QWidget):
         self.edit_box.setVisible(False)
         for button in (self.edit_button, self.pin_button, self.revoke_button):
             button.setEnabled(memory is not None and not memory.revoked_at)
+        self.accept_button.setVisible(memory is not None and memory.pending and not memory.valid_to)
         self.pin_button.setText("Unpin" if memory is not None and memory.pinned else "Pin")
         contents = {m.fragment_id: m.content for _, m in self.rows}
         self.details.setText("" if memory is None else details_text(memory, contents))
@@ -314,6 +337,20 @@ class MemoryPanel(QWidget):
         memory = self.selected()
         if memory is not None:
             self._act(self.controller.engine.pin_memory(memory.fragment_id, not memory.pinned), "Pinning the memory")
+
+    def _accept(self) -> None:
+        """The selected memory from outside becomes the user's own (then selected: a statement
+        is a new memory of the user's, which replaces it)."""
+        memory = self.selected()
+        if memory is None or not memory.pending:
+            return
+
+        async def run() -> None:
+            stands = await self.controller.engine.accept_memory(memory.fragment_id)
+            await self.refresh()
+            self.select(stands.fragment_id)
+
+        self.controller.spawn(run(), "Accepting the memory")
 
     def _revoke(self) -> None:
         """First click asks; the second revokes (kept, never recalled again)."""

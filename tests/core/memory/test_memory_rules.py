@@ -6,7 +6,7 @@ import pytest
 
 from app.core.memory import evolve
 from app.core.memory.extract import entities, extract_memories, profile_by_hand
-from app.core.memory.notes import memory_line, note_of
+from app.core.memory.notes import is_statement_record, memory_line, note_of
 from app.core.memory.topics import TopicIndex, numeronym_of
 from app.core.memory.writer import plan_write
 
@@ -42,7 +42,7 @@ def test_extraction_types_scopes_and_idempotent_ids() -> None:
                                                       ("fact", "app.conf region is eu-west-1 >>>")]
     # Outside text stays a quotation wherever the memory is shown: no marker escapes its fence.
     line = memory_line(outside[1])
-    assert line.startswith("[fact remembered from app.conf]\n<<<\n") and line.endswith("\n>>>")
+    assert line.startswith("[fact remembered from outside text]\n<<< app.conf\n") and line.endswith("\n>>>")
     assert "&gt;" in line and memory_line(first[2]) == "Fact: city is Lisbon"
 
 
@@ -56,7 +56,10 @@ def test_profile_statements_added_by_hand_are_every_sessions_own() -> None:
         note = note_of(never, own=own, origin="Launch")
         assert note is not None and (note.kind, note.origin, note.memory_type) == ("profile", "", "prohibition")
     said = extract_memories("Never deploy on Fridays.", evidence_id="e1", at=AT)[0]
-    assert note_of(said, own=True, origin="") is None  # its own session reads it from the message
+    # its own session reads it from the message; the note only says whether it was revoked
+    record = note_of(said, own=True, origin="")
+    assert record is not None and record.kind == "profile" and is_statement_record(record, {"e1"})
+    assert not is_statement_record(record, {"e2"})  # said in another session: a statement here
     assert note_of(said, own=False, origin="Launch").origin == "Launch"
 
 
@@ -173,3 +176,29 @@ def test_another_sessions_group_header_says_its_day_once() -> None:
     assert outside_group(note) == "2026-11-02, session \u201cShed project\u201d:"
     dated = NoteView("m2", "outside", "Ana: hi", "2026-11-02T10:00:00Z", origin="Standup 2026-11-02")
     assert outside_group(dated) == "session \u201cStandup 2026-11-02\u201d:"
+
+
+def test_twenty_thousand_topics_cost_a_message_only_what_its_names_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """20,000 imported topics: placing a message's new names compares each only with the topics of
+    its numeronym shape (k8s ~ kubernetes), not with all of them; a pasted list of names counts
+    at most COOCCUR_MOST of them for co-occurrence (not n² pairs). Counted, not timed: both were
+    linear in the topics (3.5x slower asks)."""
+    from app.core.memory import topics as topics_module
+    from app.core.memory.topics import COOCCUR_MOST, Topic
+
+    index = TopicIndex()
+    index.load([Topic(f"topic-{n}", f"Project{n}x", {f"Project{n}x": "first seen"}, AT) for n in range(20_000)], [], [])
+    calls = [0]
+    real = topics_module.numeronym_of
+
+    def counted(short: str, word: str) -> bool:
+        calls[0] += 1
+        return real(short, word)
+
+    monkeypatch.setattr(topics_module, "numeronym_of", counted)
+    change = index.observe("s1", "m1", "We moved Zephyrine and Quillbank onto the k8s cluster with Kubernetes.", AT)
+    assert {t.name for t in change.topics} >= {"Zephyrine", "Quillbank"}
+    assert calls[0] < 100, calls[0]
+    names = " ".join(f"Alpha{n}q" for n in range(300))
+    index.observe("s1", "m2", f"Names: {names}.", AT)
+    assert sum(1 for pair in index.cooccur if pair) <= COOCCUR_MOST * (COOCCUR_MOST - 1) // 2 + 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.core.context.compiler import Item
 from app.core.intent.model import Intent
+from app.core.text.quoting import quote_label
 from app.core.types import BlockType, Priority
 
 
@@ -14,7 +15,8 @@ def goal_items(intent: Intent, clarification: str | None = None) -> list[Item]:
     if intent.acceptance:
         lines.append("Done when: " + "; ".join(intent.acceptance))
     if intent.constraints:
-        lines.append("Constraints: " + "; ".join(intent.constraints))
+        # the user's statements (this input's, the profile's): each folded onto the line
+        lines.append("Constraints: " + "; ".join(quote_label(c, 400) for c in intent.constraints))
     if intent.sub_questions and len(intent.sub_questions) > 1:
         lines.append("Sub-questions: " + " | ".join(intent.sub_questions))
     if clarification:
