@@ -338,14 +338,14 @@ class SessionState:
         if copy.turn_id is not None:
             turn = self.turns.get(copy.turn_id)
             if turn is None:
-                turn = TurnView(view.turn_id, len(self.turn_order), view.at)
-                self.turns[view.turn_id] = turn
-                self.turn_order.append(view.turn_id)
+                turn = TurnView(copy.turn_id, len(self.turn_order), copy.at)
+                self.turns[copy.turn_id] = turn
+                self.turn_order.append(copy.turn_id)
             if self._near:  # its turn's messages, and the turns before and after it, have a new neighbour
                 for message_id in turn.message_ids:
                     self._near.pop(message_id, None)
                 self._forget_near(turn.node_id, around=True)
-            turn.message_ids.append(view.message_id)
+            turn.message_ids.append(copy.message_id)
 
     # ------------------------------------------------------------------ reading
 
