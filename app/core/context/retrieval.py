@@ -9,6 +9,9 @@ Channels (each bounded by the plan's recall size):
   recent      the most recent messages of the session
   memory      memory notes, and environment events when the input asks about files, feeds or
               API values (vector search restricted to those kinds)
+  topic       messages that mention the topics the input names (the topic index)
+  time        messages that mention a time inside the plan's date range; and when the input asks
+              for a time ("when…"), the candidates that mention one (``app.core.context.timeline``)
 
 The plan bounds what it names: a date range read from the input restricts the structured,
 vector and full-text channels (pushed into the index query) or, for long and vague spans, marks
@@ -37,7 +40,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from app.core.context import gate, ranking
+from app.core.context import gate, ranking, timeline
 from app.core.context.channels import TopicSearch, ranking_items, root_of_message
 from app.core.context.channels import graph as _graph
 from app.core.context.channels import memory_kinds as _memory_kinds
@@ -145,6 +148,7 @@ async def recall(
         given("recent", lambda: local(lambda: _recent(state, req, sizes["recent"]))),
         given("memory", memory),
         given("topic", lambda: local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
+        given("time", lambda: local(lambda: timeline.hits(state, req, sizes["time"]))),
     )
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
@@ -272,6 +276,15 @@ class _Pool:
             if req.in_range(at) and item not in marks:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
+
+    def mark_times(self, req: RecallRequest) -> None:
+        """When the input asks for a time, the time channel marks the candidates that mention one."""
+        if not req.asks_time:
+            return
+        marks = self.per_channel.setdefault("time", {})
+        for item in timeline.dated(self.state, [i for i in self.candidates if i not in marks]):
+            marks[item] = 1.0
+            self.candidates[item].channels["time"] = ChannelHit(rank=0, score=1.0)
 
     def relation(self, item: str, anchor_root: str | None, asked: frozenset[str] = frozenset()) -> Relation:
         """How ``item`` stands to the anchor: linked by the graph (or a fact whose subject the
@@ -481,6 +494,7 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
         pool.add_run(run)
     pool.mark_speakers(req.speakers)
     pool.mark_dates(req)
+    pool.mark_times(req)
     fused = pool.fused(strategy)
     scores = dict(fused)
     summary = pool.gate(req, fused, known_sem or {}, _choosable(req)) if req.relevance_threshold > 0 else None

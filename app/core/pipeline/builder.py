@@ -161,6 +161,7 @@ class ContextBuilder:
             timeout_ms=0 if "deadlines" in inp.ablate else plan.budget.timeouts_ms.get("recall", 0),
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
+            asks_time=plan.retrieval.time.asks, time_relation=plan.retrieval.time.relation,
             alternatives=list(routed.alternatives), routed=routed.judged,
         )
 
