@@ -114,6 +114,7 @@ class ChannelRun(BaseModel):
     channel: str
     size: int
     query: str = ""  # what it searched for when not the input (a sub-question, a reformulation)
+    round: int = 1  # 2: the retrieval loop's second round
     hits: list[tuple[str, float]] = Field(default_factory=list)
     elapsed_ms: float = 0.0
     error: str = ""
@@ -130,6 +131,20 @@ class Candidate(BaseModel):
     reason: str = ""
     grade: float | None = None  # the relevance gate's grade (None: not graded)
     relation: str = ""  # to the anchor: branch | linked | other
+    part: int | None = None  # the sub-question (index) it is among the best evidence of: kept first
+
+
+class PartRecall(BaseModel):
+    """One sub-question's own retrieval (``app.core.context.parts``): its best evidence (kept
+    before the rest), whether that covers it ("words", "meaning"; "" uncovered), the rounds it took
+    (2: the loop ran again for it) and the time a before/after relation bounded it to."""
+
+    question: str
+    lead: list[str] = Field(default_factory=list)
+    covered: str = ""
+    rounds: int = 1
+    since: str = ""
+    until: str = ""
 
 
 class RecallResult(BaseModel):
@@ -138,6 +153,9 @@ class RecallResult(BaseModel):
     strategy: str
     gate: GateSummary | None = None
     pool_left_out: int = 0  # distinct ids beyond the candidate pool
+    parts: list[PartRecall] = Field(default_factory=list)  # the sub-questions' own retrieval
+    rounds: int = 1  # 2: the retrieval loop ran a second round (for a part, or the whole question)
+    loop: str = ""  # why a second round that was wanted did not run (past the latency budget)
 
     def kept_ids(self) -> list[str]:
         return [c.id for c in self.candidates if c.kept]

@@ -18,6 +18,9 @@ The rules, tried in order (the first that applies wins):
   reads as "after", "until" as "before". A date is no event ("the week before August 3, 2023"
   is the plan's date range).
 
+``restate`` puts a question as the statement that would answer it, the reformulation the
+retrieval loop searches with when a part stayed uncovered.
+
 Pure and deterministic.
 """
 
@@ -130,3 +133,25 @@ def checked_model_parts(text: str, parts: Sequence[str]) -> list[str]:
             return []
         held |= words & asked
     return clean if 2 * len(held) >= len(asked) else []
+
+
+_WH = re.compile(r"^\W*(?:in\s+|on\s+|at\s+)?(?:what|which|who|whom|whose|when|where|why|"
+                 r"how(?:\s+(?:many|much|long|often|old))?)\b\s*", re.IGNORECASE)
+_AUX = re.compile(r"\b(?:did|does|do|is|are|was|were|has|have|had|can|could|will|would|should)\b\s*",
+                  re.IGNORECASE)
+_THIRD = re.compile(r"\b(?:her|his)\b", re.IGNORECASE)
+
+
+def restate(question: str, speakers: Sequence[str] = ()) -> str:
+    """``question`` put as the statement that would answer it, for a second retrieval: its
+    question word and first auxiliary dropped, and a person it asks about (one of ``speakers``)
+    speaking in the first person, as stored turns read ("Speaker: text"): "When did Melanie paint a
+    sunrise?" → "Melanie: I paint a sunrise"; "Which database did we pick?" → "database we pick".
+    A question's embedding sits nearer the questions asked around an answer than the answer."""
+    text = _AUX.sub("", _WH.sub("", question.strip().rstrip("?").strip(), count=1), count=1)
+    for name in speakers:
+        if re.search(rf"\b{re.escape(name)}\b", text):
+            text = re.sub(rf"\b{re.escape(name)}'s\b", "my", text)
+            text = _THIRD.sub("my", re.sub(rf"\b{re.escape(name)}\b", "I", text))
+            return f"{name}: {' '.join(text.split())}"
+    return " ".join(text.split())

@@ -311,7 +311,8 @@ class ContextBuilder:
         async def run_recall() -> tuple[RecallResult, list[NoteView]]:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
                                 run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
-                                outside=partial(sources.outside_notes, state), topics=sources.topics())
+                                outside=partial(sources.outside_notes, state), topics=sources.topics(),
+                                embed=sources.query_vector)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()
