@@ -9,7 +9,7 @@ After the first fusion (``app.core.context.retrieval``), ``Rounds``:
   to the candidates when the first fusion had dropped them) and marked with the part's index, so
   the compiler packs the best evidence of every part before filling the rest. A part after or
   before an event ("What did Caroline do after the adoption meeting?", ``time_relation``) is asked
-  about the time after (before) the time of the event part's lead;
+  about the time after (before) the time of the event part's lead: its channels keep to it;
 - checks whether each part (the whole question when it has none) is covered by the kept items
   (``gate.covering``: by words, or by meaning — the part's cosine with an item); an uncovered one
   gets one more round, searching with its restatement (``decompose.restate``: "When did Melanie
@@ -147,7 +147,7 @@ class Rounds:
             "candidate_pool": max(1, req.candidate_pool // share), "asks_time": req.asks_time or asks_time(question),
             "time_relation": ""}
         if since or until:
-            update.update(since=since, until=until, date_mode="prefer")
+            update.update(since=since, until=until, date_mode="filter")
         return req.model_copy(update=update)
 
     async def search(self, req: RecallRequest, text: str, *, ranged: bool, round_: int = 1,
@@ -162,8 +162,9 @@ class Rounds:
         async def timed() -> list[tuple[str, float]]:
             return timeline.hits(self.state, req, size["time"])
 
-        runs = list(await asyncio.gather(self.runner.vector(size["vector"], vector, text, ranged=ranged),
-                                         self.runner.fulltext(size["fulltext"], text, ranged=ranged)))
+        dated = req.index_range() if ranged else {}
+        runs = list(await asyncio.gather(self.runner.vector(size["vector"], vector, text, dated),
+                                         self.runner.fulltext(size["fulltext"], text, dated)))
         if req.since or req.until:
             runs.append(await self.runner.run("time", size["time"], timed, text))
         for run in runs:

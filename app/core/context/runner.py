@@ -71,6 +71,10 @@ class ChannelRunner:
         """Whether the record holds this run (replay)."""
         return run_key(channel, query) in self.recorded
 
+    def bounds(self, dated: Mapping[str, str | None] | None) -> Mapping[str, str | None]:
+        """The since/until an index query keeps to: ``dated``, else the plan's filtering range."""
+        return self.req.index_range() if dated is None else dated
+
     async def run(self, channel: str, size: int, work: Callable[[], Awaitable[Hits]], query: str = "") -> ChannelRun:
         """The channel's run: as recorded, else run now (an index channel within the time limit)."""
         found = self.recorded.get(run_key(channel, query))
@@ -80,26 +84,24 @@ class ChannelRunner:
         return await timed(channel, size, work, limit, query)
 
     async def vector(self, size: int, vector: Callable[[], Awaitable[Sequence[float] | None]], query: str = "",
-                     *, ranged: bool = True) -> ChannelRun:
+                     dated: Mapping[str, str | None] | None = None) -> ChannelRun:
         """The vector channel for the input (``query`` "") or another text, whose embedding
-        ``vector()`` gives (asked only when the run is not recorded); within the plan's date range
-        when it filters and ``ranged``."""
+        ``vector()`` gives (asked only when the run is not recorded); within ``dated`` (the index
+        query's since/until; None: the plan's date range when it filters)."""
         async def work() -> Hits:
             qv = await vector() if self.search is not None and size else None
             if self.search is None or qv is None or not size:
                 return []
-            dated = self.req.index_range() if ranged else {}
             return await self.run_blocking(self.search.search_vector, qv, size, session_id=self.scoped,
-                                           kinds=["message", "env"], **dated)
+                                           kinds=["message", "env"], **self.bounds(dated))
         return await self.run("vector", size, work, query)
 
-    async def fulltext(self, size: int, query: str = "", *, ranged: bool = True) -> ChannelRun:
-        """The full-text channel for the input (``query`` "") or another text."""
+    async def fulltext(self, size: int, query: str = "", dated: Mapping[str, str | None] | None = None) -> ChannelRun:
+        """The full-text channel for the input (``query`` "") or another text, within ``dated``."""
         async def work() -> Hits:
             if self.search is None or not size:
                 return []
             # memories are the memory channel's (it leaves out those that only restate this session)
-            dated = self.req.index_range() if ranged else {}
             return await self.run_blocking(self.search.search_text, query or self.req.query, size,
-                                           session_id=self.scoped, kinds=["message", "env"], **dated)
+                                           session_id=self.scoped, kinds=["message", "env"], **self.bounds(dated))
         return await self.run("fulltext", size, work, query)
