@@ -10,8 +10,9 @@ After the first fusion (``app.core.context.retrieval``), ``Rounds``:
   the compiler packs the best evidence of every part before filling the rest. A part after or
   before an event ("What did Caroline do after the adoption meeting?", ``time_relation``) is asked
   about the time after (before) the time of the event part's lead: its channels keep to it;
-- checks whether each part (the whole question when it has none) is covered by the kept items
-  (``gate.covering``: by words, or by meaning — the part's cosine with an item); an uncovered one
+- checks whether each part (the whole question when it has none: an input that asks, with the
+  gate on) is covered by the kept items (``gate.covering``: by words, or by meaning — the part's
+  cosine with an item); an uncovered one
   gets one more round, searching with its restatement (``decompose.restate``: "When did Melanie
   paint a sunrise?" → "Melanie: I paint a sunrise"), without the date range, while the recall's
   time limit allows (half of ``RecallRequest.timeout_ms`` left; none: always). Only a sub-question
@@ -32,7 +33,7 @@ from app.core.context.channels import item_text
 from app.core.context.gate import GatePolicy
 from app.core.context.recall_model import Candidate, ChannelRun, PartRecall, RecallRequest, RecallResult
 from app.core.context.runner import ChannelRunner
-from app.core.intent.decompose import restate
+from app.core.intent.decompose import is_question, restate
 from app.core.session.state import SessionState
 from app.core.text.times import asks_time
 
@@ -112,8 +113,8 @@ class Rounds:
         """The whole question: covered by what was kept, or searched again restated."""
         out = PartRecall(question=self.req.query)
         out.covered = gate.covering(self.req.query, kept, cosines, kept.values(), GatePolicy())
-        if out.covered or not kept and not self.req.relevance_threshold:
-            return out
+        if out.covered or not self.req.relevance_threshold or not is_question(self.req.query):
+            return out  # covered, or no gate to find it uncovered, or nothing asked
         return await self.again(out, self.req.model_copy(update={"sub_questions": []}), 1)
 
     async def covered(self, out: PartRecall, req: RecallRequest, found: _Found, kept: Mapping[str, str]) -> PartRecall:
