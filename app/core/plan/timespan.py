@@ -26,10 +26,11 @@ from app.core.text.times import asks_time, first_mention, parse_now
 
 #: Spans at most this long that end near the input are about when things were said ("what did we
 #: decide yesterday / last week"): recall is restricted to them. Longer or vaguer ones ("in March",
-#: "last year", "recently", "last summer") more often name when an event happened, which a turn
-#: may mention at any time: they only favour the items inside them.
+#: "last year", "recently", "last summer", "last weekend") more often name when an event happened,
+#: which a turn may mention at any time ("I volunteered at the shelter last weekend" said weeks
+#: before the question): they only favour the items inside them.
 FILTER_MAX_DAYS = 31
-_PREFER_KINDS = frozenset({"recent", "month", "since", "year", "season"})
+_PREFER_KINDS = frozenset({"recent", "month", "since", "year", "season", "weekend", "weekends_ago"})
 
 
 class DateRange(BaseModel):
