@@ -94,7 +94,7 @@ async def recall(
     ``recorded`` runs (by ``runner.run_key``) are used as observed; ``known_sem``: query cosines
     the caller has (recent turns), for the gate; ``topics(query, k, session or None)`` is the topic
     channel; ``outside(ids)`` reads other sessions' hits (workspace scope) as notes, fused on a view
-    of ``state``, returned; ``embed(texts)`` embeds a sub-question or a reformulation."""
+    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
     runner = ChannelRunner(req, search=search, run_blocking=run_blocking, scoped=scoped, recorded=recorded)
@@ -476,4 +476,3 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     ordered = sorted(pool.candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
     return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name, gate=summary,
                         pool_left_out=pool.left_out)
-
