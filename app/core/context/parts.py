@@ -15,7 +15,8 @@ After the first fusion (``app.core.context.retrieval``), ``Rounds``:
   cosine with an item); an uncovered one
   gets one more round, searching with its restatement (``decompose.restate``: "When did Melanie
   paint a sunrise?" → "Melanie: I paint a sunrise"), without the date range, while the recall's
-  time limit allows (half of ``RecallRequest.timeout_ms`` left; none: always). Only a sub-question
+  time limit allows (half of ``RecallRequest.timeout_ms`` left; none: always; on replay, when the
+  record holds its runs: the wall clock never decides a replay). Only a sub-question
   still uncovered after it is noted "uncovered" (``GateSummary.uncovered``), and the evidence is
   "insufficient" only when nothing passed in any round.
 
@@ -126,11 +127,15 @@ class Rounds:
 
     async def again(self, out: PartRecall, req: RecallRequest, share: int) -> PartRecall:
         """The loop's second round for ``out``: its restatement searched without the date range."""
+        text = restate(out.question, self.req.speakers)
         limit = self.req.timeout_ms
-        if limit > 0 and self.runner.elapsed_ms() > limit * (1 - LOOP_LEFT):
+        if self.runner.recorded:  # replay: the round ran live exactly when its runs were recorded
+            if not any(self.runner.has(c, text) for c in _SEARCHED):
+                self.loop = "no second round (as recorded)"
+                return out
+        elif limit > 0 and self.runner.elapsed_ms() > limit * (1 - LOOP_LEFT):
             self.loop = f"no second round: {self.runner.elapsed_ms():.0f} ms of the {limit} ms limit spent"
             return out
-        text = restate(out.question, self.req.speakers)
         req = req.model_copy(update={"query": text, "since": "", "until": "", "date_mode": ""})
         found = await self.search(req, text, ranged=False, round_=2, share=share)
         lead = [i for i in _lead(found.result) if i not in out.lead]

@@ -101,3 +101,9 @@ def test_no_second_round_past_half_the_time_limit() -> None:
                                    run_blocking=_blocking))
     assert index.asked == [question] and result.rounds == 1
     assert result.loop.startswith("no second round")
+    # replay follows the record, not the clock: no limit now, and still no second round
+    again = WordIndex()
+    replayed, _ = asyncio.run(recall(_state(), req.model_copy(update={"timeout_ms": 0}), query_vector=None,
+                                     search=again, run_blocking=_blocking,  # type: ignore[arg-type]
+                                     recorded=recorded_runs(result.channels)))
+    assert again.asked == [] and replayed.rounds == 1 and replayed.kept_ids() == result.kept_ids()
