@@ -3,9 +3,10 @@
 Each conversation of DIR/messages.jsonl is ingested into its own fresh session as history (no
 generation); then, for each question of DIR/questions.jsonl and each budget, the engine builds
 the context (no generation) and one line is written per (question, budget):
-``{"qid", "budget", "tokens", "build_ms", "blocks": [{"block_id", "block_type", "priority",
-"content", "source_ids"}]}``. Baselines run in the same command over the same data, index and
-token counter: most recent turns that fit, last-N turns, top-k vector, BM25, hybrid RRF.
+``{"qid", "budget", "tokens", "build_ms", "rounds" (2: the retrieval loop ran again), "blocks":
+[{"block_id", "block_type", "priority", "content", "source_ids"}]}``. Baselines run in the same
+command over the same data, index and token counter: most recent turns that fit, last-N turns,
+top-k vector, BM25, hybrid RRF.
 
 Scoring follows ../shared/tools/recall_bench.py: a gold turn counts when a block lists its id
 AND the block's content holds at least half of that turn's words. Also reported per budget:
@@ -162,7 +163,7 @@ async def run_recall_eval(
     prompt_tokens: dict[int, list[int]] = collections.defaultdict(list)
     flagged: dict[int, list[tuple[str, float]]] = collections.defaultdict(list)
     build_ms: list[float] = []
-    over = 0
+    over = second = 0
     with out_path.open("w", encoding="utf-8") as out:
         for n, q in enumerate(questions, start=1):
             state = sessions[q["conversation"]]
@@ -176,7 +177,9 @@ async def run_recall_eval(
                     for b in record.context.blocks
                 ]
                 over += record.context.tokens > budget
-                line = {"qid": q["qid"], "budget": budget, "tokens": record.context.tokens, "build_ms": round(timing.build_ms, 2), "blocks": blocks}
+                second += record.recall.rounds > 1
+                line = {"qid": q["qid"], "budget": budget, "tokens": record.context.tokens, "build_ms": round(timing.build_ms, 2),
+                        "rounds": record.recall.rounds, "blocks": blocks}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 scores["pcm"][budget].append((q["category"], recalled(blocks, q["gold"], turns)))
                 _precision(precise["pcm"][budget], q, blocks, turns)
@@ -202,6 +205,7 @@ async def run_recall_eval(
         "build_ms_p50": round(build_ms[len(build_ms) // 2], 2) if build_ms else None,
         "build_ms_p95": round(build_ms[int(len(build_ms) * 0.95)], 2) if build_ms else None,
         "over_budget": over,
+        "second_round": round(second / len(build_ms), 4) if build_ms else 0.0,  # share of builds the loop ran again
         "methods": {name: {str(b): summarize(rows) for b, rows in per.items()} for name, per in scores.items()},
         "precision": {name: {str(b): summarize(rows) for b, rows in per.items()} for name, per in precise.items()},
         "prompt_tokens": {str(b): round(sum(v) / len(v), 1) for b, v in prompt_tokens.items() if v},
@@ -254,5 +258,6 @@ def format_recall_report(report: dict[str, Any]) -> str:
     lines.append(
         f"{report['questions']} questions over {report['turns']} turns; ingest {report['ingest_s']} s; "
         f"build p50 {report['build_ms_p50']} ms, p95 {report['build_ms_p95']} ms; over budget: {report['over_budget']}"
+        + (f"; a second retrieval round in {report['second_round']:.1%} of builds" if "second_round" in report else "")
     )
     return "\n".join(lines)

@@ -271,7 +271,7 @@ def test_evidence_tab_lists_kept_and_dropped_candidates_with_reasons(panel: Insp
     values = [float(v) for v in _cells(table, fused)]
     assert values == sorted(values, reverse=True)
     # channel runs
-    runs = {r.channel: r for r in recall.channels}
+    runs = {f"{r.channel} (round {r.round}: {r.query})" if r.query else r.channel: r for r in recall.channels}
     channels = panel.evidence.channels
     for r in range(channels.rowCount()):
         run = runs[channels.item(r, 0).text()]

@@ -102,6 +102,15 @@ def recent(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str
     return [(m, (n - i) / n) for i, m in enumerate(ids)]
 
 
+def item_text(state: SessionState, item: str) -> str:
+    """A message's or note's text as recall reads it (its rendering; "" for an unknown id)."""
+    view = state.messages.get(item)
+    if view is not None:
+        return view.render()
+    note = state.notes.get(item)
+    return note.render() if note else ""
+
+
 def ranking_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     return [(i, scores[i]) for i in ranking.ranked(scores)]
 

@@ -52,7 +52,7 @@ Pure functions over ids, texts and scores.
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,7 +72,8 @@ class GatePolicy(BaseModel):
     sem_floor: float = 0.1  # a cosine at or below this is no semantic support at all
     sem_full: float = 0.3  # from this cosine up, full semantic support
     lex_full: float = 0.5  # this share of the query's weighted words is full lexical support
-    cover: float = 0.5  # a sub-question is covered by an item holding this share of its words
+    cover: float = 0.5  # a sub-question is covered by an item holding this share of its words ...
+    cover_sem: float = 0.3  # ... or whose cosine with it reaches this (sem_full: full semantic support)
     ref_rank: int = 3  # rel is measured against the score at this rank (a third of the list, if shorter)
     strict_other: bool = False  # a branch is continued, or there are several: other branches need both signals
     strict_tree: bool = False  # several conversations: the anchor tree's turns outside its window need them too
@@ -196,17 +197,18 @@ def reference(scores: Iterable[float], policy: GatePolicy) -> float:
     return ranked[max(1, min(policy.ref_rank, len(ranked) // 3)) - 1] if ranked else 0.0
 
 
-def uncovered(sub_questions: Sequence[str], passed_texts: Sequence[str], pool_texts: Sequence[str],
-              policy: GatePolicy) -> list[str]:
-    """The sub-questions (of a question with several) that no passing item covers by words."""
-    if len(sub_questions) < 2:
-        return []
-    out = []
-    for question in sub_questions:
-        w = weights(question, pool_texts)
-        if w and not any(coverage(w, text) >= policy.cover for text in passed_texts):
-            out.append(question)
-    return out
+def covering(question: str, texts: Mapping[str, str], cosines: Mapping[str, float], pool_texts: Iterable[str],
+             policy: GatePolicy) -> str:
+    """How the items ``texts`` (id → text) cover ``question``: "words" when one holds ``policy.cover``
+    of its words (weighted by their rarity in ``pool_texts``), "meaning" when one's cosine with
+    it (``cosines``, by id) reaches ``policy.cover_sem`` ("Which database did we pick?" and "We
+    decided to use Postgres" share no word); "" when none does."""
+    w = weights(question, pool_texts)
+    if w and any(coverage(w, text) >= policy.cover for text in texts.values()):
+        return "words"
+    if any(cosines.get(item, 0.0) >= policy.cover_sem for item in texts):
+        return "meaning"
+    return ""
 
 
 def reason(g: Grade, threshold: float) -> str:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
 
-CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic")
+CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic", "time")
 #: Channels that query the index: observations of the outside, replayed as recorded.
 INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic")  # observed (recorded, fed back in replay)
 
@@ -48,7 +48,7 @@ PCM_FUSION = RecallStrategy(
     name="pcm",
     fusion=FusionMethod.RELATIVE,
     weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5,
-             "topic": 0.2},
+             "topic": 0.2, "time": 0.3},
     neighbour_alpha=0.3,
 )
 HYBRID_RRF = RecallStrategy(
@@ -81,6 +81,11 @@ class RecallRequest(BaseModel):
     timeout_ms: int = 0  # each channel's time limit (0: none)
     relevance_threshold: float = 0.0  # the gate's threshold (0: every candidate passes)
     sub_questions: list[str] = Field(default_factory=list)
+    # What the input asks of time (the plan's ``retrieval.time``): ``asks_time`` marks the dated
+    # candidates; ``time_relation`` ("before" | "after") bounds the first sub-question's recall
+    # by the time of the last one's event (``app.core.context.parts``).
+    asks_time: bool = False
+    time_relation: str = ""
     scope: str = "session"  # "workspace": the index channels search every session (the plan's scope)
     # Other branch trees routing gave a share of the input (``session.membership``): (their best
     # node, the share); the graph channel adds their soft members. ``routed``: the shares are
@@ -109,6 +114,8 @@ class ChannelHit(BaseModel):
 class ChannelRun(BaseModel):
     channel: str
     size: int
+    query: str = ""  # what it searched for when not the input (a sub-question, a reformulation)
+    round: int = 1  # 2: the retrieval loop's second round
     hits: list[tuple[str, float]] = Field(default_factory=list)
     elapsed_ms: float = 0.0
     error: str = ""
@@ -126,6 +133,20 @@ class Candidate(BaseModel):
     reason: str = ""
     grade: float | None = None  # the relevance gate's grade (None: not graded)
     relation: str = ""  # to the anchor: branch | linked | other
+    part: int | None = None  # the sub-question (index) it is among the best evidence of: kept first
+
+
+class PartRecall(BaseModel):
+    """One sub-question's own retrieval (``app.core.context.parts``): its best evidence (kept
+    before the rest), whether that covers it ("words", "meaning"; "" uncovered), the rounds it took
+    (2: the loop ran again for it) and the time a before/after relation bounded it to."""
+
+    question: str
+    lead: list[str] = Field(default_factory=list)
+    covered: str = ""
+    rounds: int = 1
+    since: str = ""
+    until: str = ""
 
 
 class RecallResult(BaseModel):
@@ -134,6 +155,9 @@ class RecallResult(BaseModel):
     strategy: str
     gate: GateSummary | None = None
     pool_left_out: int = 0  # distinct ids beyond the candidate pool
+    parts: list[PartRecall] = Field(default_factory=list)  # the sub-questions' own retrieval
+    rounds: int = 1  # 2: the retrieval loop ran a second round (for a part, or the whole question)
+    loop: str = ""  # why a second round that was wanted did not run (past the latency budget)
 
     def kept_ids(self) -> list[str]:
         return [c.id for c in self.candidates if c.kept]

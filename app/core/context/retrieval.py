@@ -9,6 +9,9 @@ Channels (each bounded by the plan's recall size):
   recent      the most recent messages of the session
   memory      memory notes, and environment events when the input asks about files, feeds or
               API values (vector search restricted to those kinds)
+  topic       messages that mention the topics the input names (the topic index)
+  time        messages that mention a time inside the plan's date range; and when the input asks
+              for a time ("when…"), the candidates that mention one (``app.core.context.timeline``)
 
 The plan bounds what it names: a date range read from the input restricts the structured,
 vector and full-text channels (pushed into the index query) or, for long and vague spans, marks
@@ -31,20 +34,20 @@ too far below the best to pass (most of them: the neighbours of weak hits) are o
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
 
-from app.core.context import gate, ranking
-from app.core.context.channels import TopicSearch, ranking_items, root_of_message
+from app.core.context import gate, ranking, timeline
+from app.core.context.channels import TopicSearch, item_text, ranking_items, root_of_message
 from app.core.context.channels import graph as _graph
 from app.core.context.channels import memory_kinds as _memory_kinds
 from app.core.context.channels import recent as _recent
 from app.core.context.channels import structured as _structured
 from app.core.context.channels import topic as _topic
 from app.core.context.gate import GatePolicy, GateSummary, Relation
+from app.core.context.parts import Embed, Rounds
 from app.core.context.ranking import FusionMethod
 from app.core.context.recall_model import (
     CHANNELS,
@@ -60,6 +63,7 @@ from app.core.context.recall_model import (
     RecallStrategy,
     SearchPort,
 )
+from app.core.context.runner import ChannelRunner, RunBlocking
 from app.core.session.state import NoteView, SessionState
 from app.core.text.words import RANKING, content_stems
 
@@ -71,89 +75,59 @@ __all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES
            "recall", "ranking_items"]
 
 
-async def _timed(channel: str, size: int, work: Callable[[], Awaitable[list[tuple[str, float]]]],
-                 timeout_ms: int = 0) -> ChannelRun:
-    """Run one channel and time it; its failure is recorded on the run, and so is a channel past
-    ``timeout_ms`` (its hits are not waited for: it is skipped)."""
-    started = time.perf_counter()
-    run = ChannelRun(channel=channel, size=size)
-    try:
-        if timeout_ms > 0:
-            run.hits = await asyncio.wait_for(work(), timeout_ms / 1000)
-        else:
-            run.hits = await work()
-    except asyncio.TimeoutError:
-        run.skipped = True
-        run.error = f"skipped: past its time limit of {timeout_ms} ms"
-    except Exception as exc:  # a failing channel degrades recall, never the turn
-        run.error = f"{type(exc).__name__}: {exc}"
-    run.elapsed_ms = (time.perf_counter() - started) * 1000
-    return run
-
-
-async def _local(fn: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
-    """A channel answered in process (no index), as a coroutine like the others."""
-    return fn()
-
-
 async def recall(
     state: SessionState,
     req: RecallRequest,
     *,
     query_vector: Sequence[float] | None,
     search: SearchPort | None,
-    run_blocking: Callable[..., Awaitable[list[tuple[str, float]]]],
+    run_blocking: RunBlocking,
     recorded: Mapping[str, ChannelRun] | None = None,
     known_sem: Mapping[str, float] | None = None,
     outside: Callable[[list[str]], Awaitable[list[NoteView]]] | None = None,
     topics: TopicSearch | None = None,
+    embed: Embed | None = None,
 ) -> tuple[RecallResult, list[NoteView]]:
-    """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify.
+    """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify; then
+    the sub-questions' own retrieval and the loop's second round (``app.core.context.parts``).
     ``run_blocking(fn, *args, **kw)`` runs an index query off the event loop (an executor);
-    ``recorded`` runs are used as observed; ``known_sem``: query cosines the caller has (recent
-    turns), for the gate; ``topics(query, k, session or None)`` is the topic channel; ``outside(ids)``
-    reads other sessions' hits (workspace scope) as notes, fused on a view of ``state``, returned."""
+    ``recorded`` runs (by ``runner.run_key``) are used as observed; ``known_sem``: query cosines
+    the caller has (recent turns), for the gate; ``topics(query, k, session or None)`` is the topic
+    channel; ``outside(ids)`` reads other sessions' hits (workspace scope) as notes, fused on a view
+    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
-    paths: list[str] = []  # the path the index searched vectors by (the build record says it)
+    runner = ChannelRunner(req, search=search, run_blocking=run_blocking, scoped=scoped, recorded=recorded)
 
-    async def vector() -> list[tuple[str, float]]:
-        if search is None or query_vector is None or not sizes["vector"]:
-            return []
-        return await run_blocking(search.search_vector, query_vector, sizes["vector"], session_id=scoped,
-                                  kinds=["message", "env"], trace=paths, **req.index_range())
-
-    async def fulltext() -> list[tuple[str, float]]:
-        if search is None or not sizes["fulltext"]:
-            return []
-        # memories are the memory channel's (it leaves out those that only restate this session)
-        return await run_blocking(search.search_text, req.query, sizes["fulltext"], session_id=scoped,
-                                  kinds=["message", "env"], **req.index_range())
+    async def given() -> Sequence[float] | None:
+        return query_vector
 
     async def memory() -> list[tuple[str, float]]:
         if search is None or query_vector is None:
             return []
         return await _memory_channel(state, req, search, query_vector, sizes["memory"], run_blocking)
 
-    async def given(channel: str, work: Callable[[], Awaitable[list[tuple[str, float]]]]) -> ChannelRun:
-        if recorded and channel in recorded:
-            return recorded[channel]
-        return await _timed(channel, sizes[channel], work, req.timeout_ms if channel in INDEX_CHANNELS else 0)
+    def local(fn: Callable[[], list[tuple[str, float]]]) -> Callable[[], Awaitable[list[tuple[str, float]]]]:
+        async def work() -> list[tuple[str, float]]:
+            return fn()
+        return work
 
     runs = await asyncio.gather(
-        given("vector", vector),
-        given("fulltext", fulltext),
-        given("structured", lambda: _local(lambda: _structured(state, req, sizes["structured"]))),
-        given("graph", lambda: _local(lambda: _graph(state, req, sizes["graph"]))),
-        given("recent", lambda: _local(lambda: _recent(state, req, sizes["recent"]))),
-        given("memory", memory),
-        given("topic", lambda: _local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
+        runner.vector(sizes["vector"], given),
+        runner.fulltext(sizes["fulltext"]),
+        runner.run("structured", sizes["structured"], local(lambda: _structured(state, req, sizes["structured"]))),
+        runner.run("graph", sizes["graph"], local(lambda: _graph(state, req, sizes["graph"]))),
+        runner.run("recent", sizes["recent"], local(lambda: _recent(state, req, sizes["recent"]))),
+        runner.run("memory", sizes["memory"], memory),
+        runner.run("topic", sizes["topic"], local(lambda: _topic(state, req, topics, sizes["topic"], scoped))),
+        runner.run("time", sizes["time"], local(lambda: timeline.hits(state, req, sizes["time"]))),
     )
-    runs[0].path = paths[0] if paths else runs[0].path  # a recorded run keeps its own
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
-    return fuse(seen, req, STRATEGIES.get(req.strategy, PCM_FUSION), list(runs), known_sem=known_sem), notes
+    strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
+    rounds = Rounds(seen, req, runner, lambda st, rq, rs: fuse(st, rq, strategy, rs, known_sem=known_sem), embed, sizes)
+    return await rounds.recall(list(runs)), notes
 
 
 async def _memory_channel(state: SessionState, req: RecallRequest, search: SearchPort, query_vector: Sequence[float],
@@ -277,6 +251,15 @@ class _Pool:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
+    def mark_times(self, req: RecallRequest) -> None:
+        """When the input asks for a time, the time channel marks the candidates that mention one."""
+        if not req.asks_time:
+            return
+        marks = self.per_channel.setdefault("time", {})
+        for item in timeline.dated(self.state, [i for i in self.candidates if i not in marks]):
+            marks[item] = 1.0
+            self.candidates[item].channels["time"] = ChannelHit(rank=0, score=1.0)
+
     def relation(self, item: str, anchor_root: str | None, asked: frozenset[str] = frozenset()) -> Relation:
         """How ``item`` stands to the anchor: linked by the graph (or a fact whose subject the
         input names: every word of its key among ``asked``, the input's content words), in its
@@ -325,7 +308,7 @@ class _Pool:
         several = self.state.graph.several_conversations()
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
                             strict_tree=several)
-        texts = {i: _text(self.state, i) for i in fused}
+        texts = {i: item_text(self.state, i) for i in fused}
         w = gate.weights(req.query, texts.values())
         sem = dict(known_sem)
         for item, cand in self.candidates.items():
@@ -368,10 +351,8 @@ class _Pool:
             if not g.passed:
                 cand.reason = gate.reason(g, policy.threshold)
                 del fused[item]
-        summary = GateSummary(threshold=policy.threshold, graded=graded, passed=len(fused),
-                              insufficient=not fused, unlisted=unlisted)
-        summary.uncovered = gate.uncovered(req.sub_questions, [texts[i] for i in fused], list(texts.values()), policy)
-        return summary
+        return GateSummary(threshold=policy.threshold, graded=graded, passed=len(fused),
+                           insufficient=not fused, unlisted=unlisted)
 
 
 class _OnDemand(Mapping[str, _T]):
@@ -438,7 +419,7 @@ def _select(state: SessionState, req: RecallRequest, fused: Mapping[str, float],
     kept (MMR), and the items left out with why (near-duplicate of …, over the per-channel cap)."""
     order = [i for i in ranking.ranked(fused) if fused[i] > 0]
     pool = order[: _choosable(req)]
-    texts = {i: _text(state, i) for i in pool}
+    texts = {i: item_text(state, i) for i in pool}
     sim = ranking.jaccard_matrix([texts[i] for i in pool])
     dupes = ranking.near_duplicates(pool, texts, req.dedup_threshold, sim=sim)
     unique, over = _capped([i for i in pool if i not in dupes], candidates, req.per_channel_cap)
@@ -485,6 +466,7 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
         pool.add_run(run)
     pool.mark_speakers(req.speakers)
     pool.mark_dates(req)
+    pool.mark_times(req)
     fused = pool.fused(strategy)
     scores = dict(fused)
     summary = pool.gate(req, fused, known_sem or {}, _choosable(req)) if req.relevance_threshold > 0 else None
@@ -494,11 +476,3 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     ordered = sorted(pool.candidates.values(), key=lambda c: (not c.kept, c.rank, -c.fused, c.id))
     return RecallResult(channels=runs, candidates=ordered, strategy=strategy.name, gate=summary,
                         pool_left_out=pool.left_out)
-
-
-def _text(state: SessionState, item: str) -> str:
-    view = state.messages.get(item)
-    if view is not None:
-        return view.render()
-    note = state.notes.get(item)
-    return note.render() if note else ""

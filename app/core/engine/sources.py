@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from app.core.context.compiler import Fact
-from app.core.context.recall_model import INDEX_CHANNELS, ChannelRun, SearchPort
+from app.core.context.recall_model import ChannelRun, SearchPort
 from app.core.context.retrieval import TopicSearch
+from app.core.context.runner import recorded_runs
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskService
@@ -220,7 +221,7 @@ class RecordedSources(LiveSources):
         return self.recorded_detail
 
     def channels(self) -> Mapping[str, ChannelRun]:
-        return {run.channel: run for run in self.build.recall.channels if run.channel in INDEX_CHANNELS}
+        return recorded_runs(self.build.recall.channels)
 
 
 class PushSources(StoredReads):

@@ -31,6 +31,7 @@ from app.core.intent.cues import (
     env_goal,
     extract_entities,
 )
+from app.core.intent.decompose import TIME_RELATION, checked_model_parts, decompose
 from app.core.intent.model import (
     EnvEventRef,
     EvidenceSpan,
@@ -45,7 +46,6 @@ from app.core.intent.model import (
     r4,
 )
 from app.core.intent.profile import ProfileStatement, UserProfile
-from app.core.text.sentences import split_sub_questions
 from app.core.text.words import content_stems
 
 _LEVEL = {"low": 0, "normal": 1, "medium": 1, "high": 2}
@@ -171,19 +171,23 @@ def structured_fields(text: str, profile: UserProfile, entities: list[str], llm:
                       trace: Trace) -> IntentFields:
     """Return acceptance, constraints, prohibitions, entities and sub-questions from text, profile and LLM.
 
-    The text's criteria come first, then the profile signal's, then the LLM's lists; the LLM's
-    sub-questions are used only when the text has none.
+    The text's criteria come first, then the profile signal's, then the LLM's lists; the
+    sub-questions are the rules' (``app.core.intent.decompose``), else the LLM's when they pass
+    its check.
     """
     acceptance = [m.group("x") for m in ACCEPT_RE.finditer(text)]
     constraints = [m.group("x") for m in CONSTRAINT_RE.finditer(text)]
     prohibitions = [m.group("x") for m in PROHIB_RE.finditer(text)]
     for fld, found in (("acceptance", acceptance), ("constraints", constraints), ("prohibitions", prohibitions)):
         trace.spans.extend(EvidenceSpan(span=x.strip(), field=fld) for x in found)
+    parts = decompose(text)
     fields = IntentFields(acceptance=acceptance, constraints=constraints, prohibitions=prohibitions,
-                          entities=entities, sub_questions=split_sub_questions(text), conflicts=[], permitted=[])
+                          entities=entities, sub_questions=list(parts.parts), conflicts=[], permitted=[])
     profile_signal(text, profile, fields, trace)
     if fields.sub_questions:
         trace.hints.append(f"decompose:{len(fields.sub_questions)}")
+    if parts.relation:  # the first part is asked about the time before/after the last part's event
+        trace.hints.append(f"{TIME_RELATION}:{parts.relation}")
     _merge_llm_lists(text, fields, llm, trace)
     return fields
 
@@ -216,7 +220,7 @@ def _merge_llm_lists(text: str, fields: IntentFields, llm: LlmReading, trace: Tr
                         (trace.hints, "plan_hints")):
         target.extend(got.get(fld, []))
     if not fields.sub_questions:
-        fields.sub_questions.extend(got.get("sub_questions", []))
+        fields.sub_questions.extend(checked_model_parts(text, got.get("sub_questions", [])))
     low = text.lower()
     trace.spans.extend(EvidenceSpan(source="llm", span=s, field="llm") for s in got.get("evidence", [])
                        if s.lower() in low)

@@ -167,6 +167,7 @@ class ContextBuilder:
             timeout_ms=0 if Ablation.DEADLINES in inp.ablate else plan.budget.timeouts_ms.get("recall", 0),
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
+            asks_time=plan.retrieval.time.asks, time_relation=plan.retrieval.time.relation,
             alternatives=list(routed.alternatives), routed=routed.judged,
         )
 
@@ -317,7 +318,8 @@ class ContextBuilder:
         async def run_recall() -> tuple[RecallResult, list[NoteView]]:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
                                 run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
-                                outside=partial(sources.outside_notes, state), topics=sources.topics())
+                                outside=partial(sources.outside_notes, state), topics=sources.topics(),
+                                embed=sources.query_vector)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()

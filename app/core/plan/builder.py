@@ -50,7 +50,7 @@ from app.core.plan.model import (
     default_presets,
 )
 from app.core.plan.policies import concurrency_policy, dedup_stripped, history_policy, retrieval_filters
-from app.core.plan.timespan import date_range
+from app.core.plan.timespan import date_range, time_focus
 from app.core.plan.tool_filter import (
     DEFAULT_FILTER,
     ScoredTool,
@@ -145,7 +145,7 @@ class PlanContext(BaseModel):
 
 # --------------------------------------------------------------------------- configuration
 
-_SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory", "topic"})
+_SCALED_CHANNELS = frozenset({"vector", "fulltext", "structured", "memory", "topic", "time"})
 
 
 _POINTS_BACK = re.compile(  # pointing at earlier conversations, not at earlier events ("before May")
@@ -469,12 +469,12 @@ class PlanBuilder:
 
     def _retrieval(self, intent: Intent, preset: RecallPreset, scale: float, ctx: PlanContext) -> RetrievalPolicy:
         """Return the recall policy: channel sizes (scaled), the pool they are fused from, the date
-        range the input's time expression names (``app.core.plan.timespan``), the filters, and the
-        scope (``recall_scope``)."""
+        range the input's time expression names and what it asks of time (``app.core.plan.timespan``),
+        the filters, and the scope (``recall_scope``)."""
         channels = {c: _round_int(n * scale) if c in _SCALED_CHANNELS else n
                     for c, n in channel_sizes(intent, preset, self.config).items()}
         scope, why = recall_scope(intent.text, ctx, self.config)
         return RetrievalPolicy(channels=channels, candidate_pool=sum(channels.values()),
-                               date_range=date_range(intent.text, ctx.now), filters=retrieval_filters(intent),
-                               scope=scope, scope_reason=why)
+                               date_range=date_range(intent.text, ctx.now), time=time_focus(intent),
+                               filters=retrieval_filters(intent), scope=scope, scope_reason=why)
 

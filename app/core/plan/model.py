@@ -14,10 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from app.core.intent.model import IntentConfidence, Mode, TaskType
-from app.core.plan.timespan import DateRange
+from app.core.plan.timespan import DateRange, TimeFocus
 
 SEGMENTS: tuple[str, ...] = ("instruction", "state", "plan", "conversation", "evidence", "memory")
-CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory", "topic")
+CHANNELS: tuple[str, ...] = ("structured", "vector", "fulltext", "graph", "recent", "memory", "topic", "time")
 #: Stages the plan can bound: each index channel of recall runs under ``timeouts_ms["recall"]`` and
 #: is skipped (and recorded) past it. The pure stages (route, rerank, compile) cannot be stopped
 #: midway and the intent LLM runs before the plan exists, so the plan holds no limit for them.
@@ -75,11 +75,13 @@ class RetrievalFilters(BaseModel):
 
 
 class RetrievalPolicy(BaseModel):
-    """Recall: items per channel, the distinct candidates fused at most, the input's date range."""
+    """Recall: items per channel, the distinct candidates fused at most, the input's date range
+    and what it asks of time."""
 
     channels: dict[str, int]
     candidate_pool: int
     date_range: DateRange | None = None
+    time: TimeFocus = Field(default_factory=TimeFocus)
     filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
     # "session": the index channels search this session; "workspace": every session of the
     # workspace (other sessions' hits labelled with their title, gated like any candidate).
@@ -154,14 +156,14 @@ def default_presets() -> dict[str, RecallPreset]:
         return dict(zip(CHANNELS, sizes, strict=True))
 
     return {
-        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6, 6), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
+        "tight": RecallPreset(channels=ch(10, 20, 20, 8, 6, 6, 6, 10), top_k=8, per_channel_cap=6, relevance_threshold=0.35,
                               dedup_threshold=0.92, mmr_lambda=0.8, budget_fraction=0.7,
                               main_chain_turns=4, tool_calls=1, time_scale=0.75, tools_offered=8),
-        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10, 10), top_k=12, per_channel_cap=5,
+        "balanced": RecallPreset(channels=ch(20, 40, 40, 16, 8, 10, 10, 20), top_k=12, per_channel_cap=5,
                                  relevance_threshold=0.3,
                                  dedup_threshold=0.9, mmr_lambda=0.7, budget_fraction=0.85,
                                  main_chain_turns=6, tool_calls=2, time_scale=1.0, tools_offered=10),
-        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20, 20), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
+        "wide": RecallPreset(channels=ch(40, 80, 80, 32, 12, 20, 20, 40), top_k=16, per_channel_cap=4, relevance_threshold=0.25,
                              dedup_threshold=0.86, mmr_lambda=0.55, budget_fraction=1.0,
                              main_chain_turns=10, tool_calls=3, time_scale=1.5, tools_offered=10),
     }

@@ -161,7 +161,9 @@ class EvidenceTabWidget(ScrollTab):
             error = SortableItem(run.error or "")
             if run.error:  # a failure, or a channel skipped past the plan's time limit
                 error.setForeground(QColor(colors.error))
-            rows.append([run.channel, SortableItem(str(run.size), run.size), SortableItem(str(len(run.hits)), len(run.hits)),
+            # a sub-question's or the loop's second round's run says what it searched
+            name = f"{run.channel} (round {run.round}: {run.query})" if run.query else run.channel
+            rows.append([name, SortableItem(str(run.size), run.size), SortableItem(str(len(run.hits)), len(run.hits)),
                          SortableItem(f"{run.elapsed_ms:.2f} ms", run.elapsed_ms), error])
         fill_table(self.channels, rows)
         fit_height(self.channels, 8)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.context.gate import BELOW, GatePolicy, coverage, grade, reason, support, uncovered, unsaid, weights
+from app.core.context.gate import BELOW, GatePolicy, coverage, covering, grade, reason, support, unsaid, weights
 
 
 def test_weights_favour_rare_words_and_coverage_counts_them() -> None:
@@ -37,12 +37,14 @@ def test_grade_passes_the_branch_and_judges_the_rest_on_merit() -> None:
     assert reason(loose["weak"], 0.3).startswith(BELOW)
 
 
-def test_uncovered_sub_questions() -> None:
+def test_a_question_is_covered_by_words_or_by_meaning() -> None:
     pool = ["the hotel in Kyoto costs 90 euros", "the train leaves at nine", "lunch was ramen"]
-    missing = uncovered(["How much is the Kyoto hotel?", "What is the museum's address?"], pool[:1], pool,
-                        GatePolicy())
-    assert missing == ["What is the museum's address?"]
-    assert uncovered(["one question only"], [], pool, GatePolicy()) == []
+    kept = {"h": pool[0]}
+    assert covering("How much is the Kyoto hotel?", kept, {}, pool, GatePolicy()) == "words"
+    assert covering("What is the museum's address?", kept, {}, pool, GatePolicy()) == ""
+    # no shared word, but the item's cosine with the question reaches cover_sem
+    assert covering("What is the museum's address?", kept, {"h": 0.35}, pool, GatePolicy()) == "meaning"
+    assert covering("What is the museum's address?", kept, {"h": 0.2, "other": 0.9}, pool, GatePolicy()) == ""
 
 
 def test_bm25_standing_counts_except_for_another_conversation() -> None:

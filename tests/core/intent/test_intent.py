@@ -329,7 +329,17 @@ def test_llm_fields_are_merged() -> None:
     assert "Apache Kafka" in i.entities and i.acceptance == ["mentions partitions"]
     assert i.urgency == Urgency.HIGH and i.risk == Risk.MEDIUM
     assert [e.span for e in i.evidence_spans if e.source == "llm"] == ["Kafka"]
-    assert "llm: which version?" in i.uncertainty_reasons and i.sub_questions == ["What is a topic?"]
+    assert "llm: which version?" in i.uncertainty_reasons
+    assert i.sub_questions == []  # one part, about something the input does not ask: the check refuses it
+
+
+def test_the_models_split_is_used_when_it_passes_the_check() -> None:
+    text = "What did we pick for the database and the backups?"  # no rule splits it
+    parts = ["What did we pick for the database?", "What did we pick for the backups?"]
+    out = {"mode": "qa", "task_type": "retrieval", "goal": "Answer", "confidence": 0.8, "sub_questions": parts}
+    assert ENGINE.infer(text, IntentContext(llm_output=out, llm_status="ok")).sub_questions == parts
+    guessed = {**out, "sub_questions": ["What did we pick for the database?", "What does Postgres cost?"]}
+    assert ENGINE.infer(text, IntentContext(llm_output=guessed, llm_status="ok")).sub_questions == []
 
 
 @pytest.mark.parametrize("garbage", ["not json {", "[1, 2]", 42, [1, 2], {"mode": "dance"}, {"foo": "bar"},

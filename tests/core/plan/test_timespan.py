@@ -18,6 +18,8 @@ NOW = "2024-03-20T15:00:00Z"  # a Wednesday
     ("the plan we made in March", "2024-03-01T00:00:00", "2024-03-20T15:00:01", "prefer"),
     ("what did Anna do in May 2023", "2023-05-01T00:00:00", "2023-06-01T00:00:00", "prefer"),
     ("anything new recently?", "2024-03-13T15:00:00", "2024-03-20T15:00:00", "prefer"),
+    # an event's weekend, which a turn may speak of long after: favoured, not restricted to
+    ("what event did John volunteer at last weekend?", "2024-03-16T00:00:00", "2024-03-18T00:00:00", "prefer"),
     # calendar dates: one day; said within the last month → filter, earlier → prefer
     ("what did Maria plan on the evening of 7 March, 2024?", "2024-03-07T00:00:00", "2024-03-08T00:00:00", "filter"),
     ("notes of March 7th", "2024-03-07T00:00:00", "2024-03-08T00:00:00", "filter"),

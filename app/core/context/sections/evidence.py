@@ -3,7 +3,8 @@
 Each kept recall candidate not already in the conversation becomes a line bound to its evidence;
 a long one enters compressed to what the input asks (``app.core.context.compress``), and the
 lines are ranked by the plan's evidence priority (given as a list of evidence types). A fact's
-closed earlier values join it, each with its time. Pure functions of the session state and the
+closed earlier values join it, each with its time. The best evidence of each sub-question
+(``Candidate.part``, ``app.core.context.parts``) is packed before the rest. Pure functions of the session state and the
 recall result.
 """
 
@@ -62,13 +63,14 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
         number += 1
         tag = f"[{number}]"
         rank = type_rank(priority, evidence_type(state, cand.id))
+        level = Priority.MEDIUM if cand.part is None else Priority.HIGH  # a part's best evidence goes first
         if cand.id in state.messages:
             view = state.messages[cand.id]
             whole = state.render_message(view)  # an answer's copied outside text stays quoted
             text, cut = _fit(state.quoted_text(view), query, max(cap, LONG_TURN), counter,
                              counter.count(whole))  # a cached count
             line = whole if cut is None else state.speaker_line(view, text)
-            items.append(Item(cand.id, BlockType.EVIDENCE, f"{tag} {line}", Priority.MEDIUM, score=cand.fused,
+            items.append(Item(cand.id, BlockType.EVIDENCE, f"{tag} {line}", level, score=cand.fused,
                               group=f"{view.at[:10]}:", order=view.seq, evidence_ids=(cand.id,), rank=rank,
                               # both parts are cached counts; the joined context is re-counted exactly
                               tokens=None if cut else counter.count(tag) + counter.count(whole),
@@ -80,7 +82,7 @@ def recalled_items(state: SessionState, recalled: RecallResult, in_conversation:
             text, cut = _fit(whole, query, max(cap, LONG_TURN) if outside else cap, counter, counter.count(whole))
             group = outside_group(note) if outside else ""
             segment = BlockType.MEMORY if note.kind == "memory" else BlockType.EVIDENCE
-            items.append(Item(cand.id, segment, f"{tag} {text}", Priority.MEDIUM, score=cand.fused, group=group,
+            items.append(Item(cand.id, segment, f"{tag} {text}", level, score=cand.fused, group=group,
                               order=len(state.order) + number, evidence_ids=(cand.id,), rank=rank,
                               selector=note_selector(note, whole, cut), sources=note.source_ids))
         if cut is not None:
