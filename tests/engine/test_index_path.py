@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from app.core.engine.facade import Engine
 from app.core.pipeline.record import BuildRecord
 from app.core.types import Author, AuthorKind, Message, Role
@@ -26,9 +28,14 @@ def test_the_build_record_names_the_vector_path(make_engine: EngineFactory) -> N
         index = engine._ctx.index  # a test looks behind the facade
         assert index is not None
         index.ann_policy = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3)
-        # the engine's own upkeep loop may train first (it looks every second): either way it is trained now
-        done = await engine.lab().index_upkeep()
-        assert done.startswith("trained") or engine.lab().vector_path() == "ann", done
+        # the engine's own upkeep loop may be training already (it looks every second): ask until trained
+        done = ""
+        for _ in range(60):
+            done = await engine.lab().index_upkeep()
+            if engine.lab().vector_path() == "ann":
+                break
+            await asyncio.sleep(0.5)
+        assert engine.lab().vector_path() == "ann", done
         record, _ = await engine.build(state.session_id, "What about the garden plan?")
         assert _vector_path(record) == "ann" and engine.lab().vector_path() == "ann"
 

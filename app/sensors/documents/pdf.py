@@ -59,7 +59,8 @@ def _headings(outline: list[tuple[int, int, str]], pages: int) -> list[list[str]
 
 def _page_lines(reader: Any, n: int, name: str, broken: list[str]) -> list[str]:
     """The text lines of page ``n`` (0-based); a page pypdf cannot read is noted in ``broken``
-    and gives none, except one whose objects pass pypdf's size limits, which refuses the file."""
+    and gives none, except one whose objects pass pypdf's size limits, which refuses the file (and
+    one that runs out of memory, which the capped child reports)."""
     from pypdf.errors import LimitReachedError
 
     try:
@@ -68,6 +69,8 @@ def _page_lines(reader: Any, n: int, name: str, broken: list[str]) -> list[str]:
         raise DocumentRefused(f"{name}: page {n + 1} is nested too deeply to be read") from None
     except LimitReachedError:
         raise DocumentRefused(f"{name}: page {n + 1} holds an object too large to read") from None
+    except MemoryError:  # past the reading child's memory cap: the child says so in one line
+        raise
     except Exception as exc:  # noqa: BLE001 - a broken page is skipped, the rest is read
         broken.append(f"page {n + 1}: {type(exc).__name__}")
         text = ""
