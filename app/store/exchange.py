@@ -388,10 +388,11 @@ def _collect_extras(doc: ContextDocument) -> dict[str, dict[str, Any]]:
 def _turns(doc: ContextDocument) -> list[TurnDoc]:
     """The document's turns; for a document without them (1.0, or 1.1 before turns were kept),
     rebuilt from the message turn ids (no record). A turn still unfinished in the document (it
-    was exported while it was answered) is interrupted here: no process of this folder answers it."""
+    was exported while it was answered: no answer stored) is interrupted here: no process of this
+    folder answers it."""
     if doc.pcm.turns:
-        return [t.model_copy(update={"status": "interrupted"}) if t.status in UNFINISHED else t
-                for t in doc.pcm.turns]
+        return [t.model_copy(update={"status": "interrupted"})
+                if t.status in UNFINISHED and t.answer_message_id is None else t for t in doc.pcm.turns]
     grouped: dict[str, list[Message]] = {}
     for message in doc.session.messages:
         if message.turn_id:
