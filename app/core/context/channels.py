@@ -6,6 +6,7 @@ memory) run in ``app.core.context.retrieval``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 
 from app.core.context import ranking
@@ -21,15 +22,22 @@ def structured(state: SessionState, req: RecallRequest, size: int) -> list[tuple
     """The metadata filter: messages of the speakers the input names, notes of the kinds it
     names (files, feeds, API values, memory), and in "prefer" mode nothing else; all within the
     date range when it filters; most recent first."""
-    hits: list[tuple[str, str]] = []  # (at, id)
-    for name in req.speakers:
-        hits.extend((state.messages[m].at, m) for m in state.by_speaker(name))
+    if size <= 0:
+        return []
+    # (at, id) lists, each latest first: the speakers' (kept by the state) and the notes'
+    lists = [state.speaker_timeline(name) for name in dict.fromkeys(s.lower() for s in req.speakers)]
     wanted = {_NOTE_KINDS[k] for k in req.kinds if k in _NOTE_KINDS}
-    hits.extend((n.at, n.note_id) for n in state.notes.values() if n.kind in wanted)
-    if req.date_mode == "filter":
-        hits = [h for h in hits if req.in_range(h[0])]
-    ordered = sorted(set(hits), key=lambda h: (h[0], h[1]), reverse=True)
-    return [(item, 1.0) for _, item in ordered[:size]]
+    lists.append(sorted(((n.at, n.note_id) for n in state.notes.values() if n.kind in wanted), reverse=True))
+    out: list[tuple[str, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for hit in heapq.merge(*lists, reverse=True):
+        if hit in seen or (req.date_mode == "filter" and not req.in_range(hit[0])):
+            continue
+        seen.add(hit)
+        out.append((hit[1], 1.0))
+        if len(out) >= size:
+            break
+    return out
 
 
 def graph(state: SessionState, req: RecallRequest, size: int) -> list[tuple[str, float]]:

@@ -111,13 +111,14 @@ class GateSummary(BaseModel):
 
 def weights(query: str, texts: Iterable[str]) -> dict[str, float]:
     """The query's content words, each weighted by log(1 + N / (1 + df)) over ``texts``."""
-    bags = [RANKING.content(t) for t in texts]
-    n = len(bags)
-    out: dict[str, float] = {}
-    for word in sorted(RANKING.content(query)):
-        df = sum(1 for bag in bags if word in bag)
-        out[word] = math.log(1.0 + (n + 1) / (1.0 + df))
-    return out
+    asked = RANKING.content(query)
+    df = dict.fromkeys(asked, 0)
+    n = 0
+    for text in texts:  # each text's words met by set intersection (a build weighs hundreds)
+        n += 1
+        for word in asked & RANKING.content(text):
+            df[word] += 1
+    return {word: math.log(1.0 + (n + 1) / (1.0 + df[word])) for word in sorted(asked)}
 
 
 def coverage(word_weights: Mapping[str, float], text: str) -> float:

@@ -139,6 +139,8 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     kinds = _memory_kinds(state, req)
     if not size or not kinds:
         return []
+    if "env" not in kinds and not any(n.kind == "memory" for n in state.notes.values()):
+        return []  # only memories the state holds are recalled (``_recallable_memory``): none to find
     dated = req.index_range()
     hits = [] if "memory" not in kinds else await run_blocking(
         search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
@@ -197,7 +199,7 @@ class _Pool:
     def candidate(self, item: str) -> Candidate:
         if item not in self.candidates:
             kind = "message" if item in self.state.messages else self.state.notes[item].kind
-            self.candidates[item] = Candidate(id=item, kind=kind)
+            self.candidates[item] = Candidate.model_construct(id=item, kind=kind)  # hundreds a build: built unchecked
         return self.candidates[item]
 
     def add_run(self, run: ChannelRun) -> None:
@@ -207,7 +209,7 @@ class _Pool:
             if not self.known(item) or item in scores:
                 continue
             scores[item] = score
-            self.candidate(item).channels[run.channel] = ChannelHit(rank=rank, score=round(score, 6))
+            self.candidate(item).channels[run.channel] = ChannelHit.model_construct(rank=rank, score=round(float(score), 6))
         self.per_channel[run.channel] = scores
 
     def mark_speakers(self, speakers: Sequence[str]) -> None:

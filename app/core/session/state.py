@@ -156,6 +156,9 @@ class SessionState:
         self.turn_order: list[str] = []
         self._node_by_ref: dict[str, str] = {}
         self._by_speaker: dict[str, list[str]] = {}
+        # Each speaker's messages as (at, id), latest first: the structured channel's list for an
+        # input that names them (kept until that speaker says something new).
+        self._timelines: dict[str, list[tuple[str, str]]] = {}
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
         self._outside: set[str] | None = None  # match keys of the env notes' outside text (lazy)
         self._quoted: dict[str, str] = {}  # history_text of answers and summary parts, by text
@@ -335,6 +338,7 @@ class SessionState:
         self.messages[copy.message_id] = copy
         self.order.append(copy.message_id)
         self._by_speaker.setdefault(copy.speaker.lower(), []).append(copy.message_id)
+        self._timelines.pop(copy.speaker.lower(), None)
         if copy.turn_id is not None:
             turn = self.turns.get(copy.turn_id)
             if turn is None:
@@ -359,6 +363,16 @@ class SessionState:
     def by_speaker(self, name: str) -> list[str]:
         """Message ids spoken by ``name`` (case-insensitive), oldest first."""
         return self._by_speaker.get(name.lower(), [])
+
+    def speaker_timeline(self, name: str) -> list[tuple[str, str]]:
+        """(at, message id) of every message ``name`` spoke (case-insensitive), latest first (by
+        time, then id); remembered until ``name`` speaks again. Do not change the list."""
+        key = name.lower()
+        timeline = self._timelines.get(key)
+        if timeline is None:
+            timeline = self._timelines[key] = sorted({(self.messages[m].at, m) for m in self.by_speaker(key)},
+                                                     reverse=True)
+        return timeline
 
     def recent(self, n: int) -> list[str]:
         """The last ``n`` message ids, oldest first."""
