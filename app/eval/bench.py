@@ -5,9 +5,9 @@ For each size a fresh session is filled with a synthetic, deterministic history 
 talking about recurring topics), the index's upkeep is run (the ANN index trained when the table
 passed its threshold, as the background upkeep would within seconds), then the engine builds
 contexts (no generation) for a fixed set of questions. Reported: p50/p95 of the build split by
-stage; the bare LanceDB top-k vector query of the same run, flat (exact) and on the ANN path
-(alternating per query), the ANN path's recall@k against the flat hits, and the build's ratio to
-the flat query; the same builds with the memory and topic channels switched off (interleaved,
+stage; the bare LanceDB top-k vector query of the same run, flat (exact), on the ANN path and as
+the vector channel asks it (the session's vectors held in-process past the ANN threshold; in turn
+per query), the ANN path's recall@k against the flat hits, and the build's ratio to the flat query; the same builds with the memory and topic channels switched off (interleaved,
 each side first for every other question, so noise and warmed caches hit both alike); ingest
 throughput next to the bare embedder's on the same texts, the memory writer's catch-up behind
 it, and the process's peak memory. ``pcm bench ingest`` reports the ingest part alone.
@@ -129,11 +129,14 @@ async def ingest_history(engine: Engine, session_id: str, history: Sequence[Mess
 
 
 async def _vector_paths(engine: Engine, session_id: str, qvecs: Any, k: int = 20) -> dict[str, Any]:
-    """The bare top-``k`` query flat (exact) and on the index's ANN path, alternating per query,
-    and the ANN path's recall@k against the exact hits of the same queries."""
+    """The bare top-``k`` query flat (exact), on the index's ANN path and as the vector channel
+    asks it (past the ANN threshold: the session's vectors held in-process), in turn per query;
+    the ANN path's recall@k against the exact hits of the same queries."""
     lab = engine.lab()
     flat: list[float] = []
     approx: list[float] = []
+    channel: list[float] = []
+    paths: list[str] = []
     found = wanted = 0
     for v in qvecs:
         t0 = time.perf_counter()
@@ -142,9 +145,13 @@ async def _vector_paths(engine: Engine, session_id: str, qvecs: Any, k: int = 20
         t0 = time.perf_counter()
         hits = await lab.vector_query(v, k, session_id=session_id)
         approx.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        await lab.vector_query(v, k, session_id=session_id, held=True, trace=paths)
+        channel.append((time.perf_counter() - t0) * 1000)
         found += len({i for i, _ in hits} & {i for i, _ in exact})
         wanted += len(exact)
     return {"path": lab.vector_path(), "bare_vector_query": _stats(flat), "ann_vector_query": _stats(approx),
+            "channel_path": paths[-1] if paths else "", "channel_vector_query": _stats(channel),
             f"ann_recall_at_{k}": round(found / max(wanted, 1), 4)}
 
 
@@ -251,8 +258,10 @@ def format_bench_report(report: dict[str, Any]) -> str:
         )
         stages = ", ".join(f"{k[:-3]} {v['p50']}/{v['p95']}" for k, v in row["stages"].items())
         lines.append(f"{'':>8} stages p50/p95 ms: {stages}")
+        held = row["channel_vector_query"]
         lines.append(f"{'':>8} vector path {row['path']}: ANN query p50/p95 {ann['p50']}/{ann['p95']} ms, recall@20 "
-                     f"against flat {row['ann_recall_at_20']}; upkeep after the ingest: "
+                     f"against flat {row['ann_recall_at_20']}; the vector channel's path {row['channel_path']}: "
+                     f"p50/p95 {held['p50']}/{held['p95']} ms; upkeep after the ingest: "
                      f"{row['index_upkeep']['did'] or 'nothing due'} ({row['index_upkeep']['seconds']} s)")
         off, mem = row["without_memory_topic"], row["memory"]
         lines.append(f"{'':>8} memory and topic channels off: build p50/p95 {off['p50']}/{off['p95']} ms; on/off p95 "

@@ -46,6 +46,9 @@ class AnnPolicy:
     retrain_growth: float = 2.0  # rows / rows trained on, from which the partitions are trained again
     rows_per_partition: int = 4096  # the IVF partitions: rows / this (at least 1)
     num_sub_vectors: int = 48  # PQ: bytes per vector (384 dimensions: 8 per sub-vector)
+    # A session's rows up to this many are searched exactly in-process past ``min_rows``
+    # (``app.store.held_vectors``; 384 dimensions: 1.5 KB a row), a bigger one on the index.
+    held_rows: int = 120_000
 
 
 def index_name(rows: int) -> str:

@@ -64,6 +64,7 @@ from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
 from app.locks import FileLock
 from app.store import ann
 from app.store.ann import AnnPolicy, VectorPath
+from app.store.held_vectors import SessionVectors, VersionKey
 from app.store.kind_vectors import KindVectors
 from app.store.search_rows import (
     SEARCH_KINDS,
@@ -114,6 +115,7 @@ class SearchIndex:
         self._trained: int | None = None  # rows the table's ANN index was trained on (None: flat search)
         self._rows = 0  # rows in the table, as last counted plus rows written since
         self._memories = KindVectors()  # the memory channel's search, served in-process
+        self._held = SessionVectors()  # a session's vector search past the ANN threshold, in-process
         # Lance caches opened indices and file metadata per session, by default up to 6 GB and
         # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
         # (index MB, metadata MB); queries stay fast because the index is small and local.
@@ -299,7 +301,9 @@ class SearchIndex:
         ``.optimize.lock``); rows written meanwhile stay counted."""
         with self._counts:
             folded = self._unoptimized
+        before = self._version()
         self._retry(lambda: self._table.optimize())
+        self._held.unchanged(before, self._version())
         with self._counts:
             self._unoptimized = max(0, self._unoptimized - folded)
 
@@ -356,10 +360,12 @@ class SearchIndex:
         old one meanwhile; training takes seconds to minutes)."""
         name = ann.index_name(rows)
         config = ann.config(self.ann_policy, rows, self.embedder.dim)
+        before = self._version()
         self._retry(lambda: self._table.create_index("vector", config=config, name=name, replace=True))
         for old in ann.ann_indices(list(self._table.list_indices())):
             if old != name:
                 self._retry(lambda old=old: self._table.drop_index(old))
+        self._held.unchanged(before, self._version())
         self._trained = rows
 
     # ------------------------------------------------------------------ writing
@@ -389,8 +395,11 @@ class SearchIndex:
                 [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text,
                   "at": r.at, "vector": v} for r, v in zip(batch, embedded.tolist(), strict=True)],
                 schema=self._schema())
+            before = self._version()
             self._retry(lambda data=data: (self._table.merge_insert("id").when_matched_update_all()
                                            .when_not_matched_insert_all().execute(data)))
+            self._held.written(before, self._version(), [(r.id, r.session_id, r.kind, r.at, v)
+                                                         for r, v in zip(batch, embedded, strict=True)])
             done += len(batch)
             with self._counts:
                 self._unoptimized += len(batch)
@@ -426,7 +435,9 @@ class SearchIndex:
             chunk = wanted[start:start + 500]
             before = self.count()
             where = f"id IN ({', '.join(quote(i) for i in chunk)})"
+            version = self._version()
             self._retry(lambda where=where: self._table.delete(where))
+            self._held.removed(version, self._version(), chunk)
             removed += before - self.count()
         with self._counts:
             self._rows -= removed
@@ -437,13 +448,16 @@ class SearchIndex:
     def search_vector(self, query: str | Sequence[float] | np.ndarray, k: int = 10, *,
                       session_id: str | None = None,
                       kinds: Sequence[str] | None = None, since: str | None = None,
-                      until: str | None = None, exact: bool = False,
+                      until: str | None = None, exact: bool = False, held: bool = True,
                       trace: list[str] | None = None) -> list[tuple[str, float]]:
         """Return up to ``k`` (id, cosine similarity) pairs, best first (``since``/``until``:
         only rows with ``since <= at < until``). With an ANN index the candidates come from it
         and are re-ranked exactly; a query it answers with fewer than ``k`` rows (few rows of the
         filter in the probed partitions) is asked again flat. ``exact``: always flat. ``trace``
-        gets the path that served the query appended ("flat" or "ann")."""
+        gets the path that served the query appended ("flat", "ann" or "held"). Past the ANN
+        threshold a session's query is answered exactly from its vectors held in-process
+        (``app.store.held_vectors``: "held") unless the session has more than
+        ``ann_policy.held_rows`` rows or ``held`` is False."""
         if k <= 0:
             return []
         if isinstance(query, str):
@@ -459,6 +473,13 @@ class SearchIndex:
             return self._memories.search(self._fresh(lambda: (self._table, self._table.version)), self._memory_rows,
                                          vector, k, since=since, until=until)
         where = where_clause(session_id, kinds, since, until)
+        if session_id is not None and held and not exact and self._trained is not None:
+            held = self._held.search(session_id, self._fresh(self._version), self._session_rows, vector, k,
+                                     kinds=kinds, since=since, until=until)
+            if held is not None:
+                if trace is not None:
+                    trace.append("held")
+                return held
         path: VectorPath = "flat" if exact else self.vector_path
         rows = self._fresh(lambda: self._vector_rows(vector, k, where, path))
         if path == "ann" and len(rows) < k:
@@ -477,6 +498,19 @@ class SearchIndex:
         else:
             search = search.nprobes(self.ann_policy.nprobes).refine_factor(self.ann_policy.refine_factor)
         return (search if where is None else search.where(where, prefilter=True)).to_list()
+
+    def _version(self) -> VersionKey:
+        """The table handle and its version: what an in-process copy of rows belongs to."""
+        return self._table, self._table.version
+
+    def _session_rows(self, session_id: str) -> pa.Table | None:
+        """Every row of the session (id, kind, at, vector), or None when it has more than
+        ``ann_policy.held_rows``."""
+        where = where_clause(session_id, None)
+        if self._fresh(lambda: self._table.count_rows(where)) > self.ann_policy.held_rows:
+            return None
+        return self._fresh(lambda: self._table.search().where(where).select(["id", "kind", "at", "vector"])
+                           .limit(None).to_arrow())
 
     def _memory_rows(self) -> pa.Table:
         """Every memory row's id, time and vector (``KindVectors`` reads them when the table moved)."""

@@ -1,5 +1,7 @@
 """The search index's approximate (ANN) path on a real LanceDB: flat below the row threshold, an
-IVF-PQ index trained by the upkeep from it, exact re-ranking, flat fallback, retraining, folding."""
+IVF-PQ index trained by the upkeep from it, exact re-ranking, flat fallback, retraining, folding;
+past the threshold a session's vectors held in-process (``app.store.held_vectors``), exact, and
+kept in step with the index's writes."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from app.store.index import SearchIndex
 from app.store.search_rows import SearchRow
 
 DIM = 64
-POLICY = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3, refine_factor=10)
+# held_rows=0: no session is held in-process, so these queries take the ANN path
+POLICY = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3, refine_factor=10, held_rows=0)
+HELD = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3, refine_factor=10, held_rows=1000)
 
 
 def _rows(start: int, n: int, session: str = "s1") -> tuple[list[SearchRow], dict[str, np.ndarray]]:
@@ -103,3 +107,52 @@ def test_the_index_is_trained_again_once_the_table_doubled(index: SearchIndex) -
     index.add(more, vectors=more_vecs)
     assert index.upkeep().startswith("trained")
     assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001 - the old one dropped
+
+
+def _same_as_exact(index: SearchIndex, session: str, *, kinds: list[str] | None = None, since: str | None = None,
+                   k: int = 10) -> None:
+    for q in _queries(8):
+        trace: list[str] = []
+        held = index.search_vector(q, k=k, session_id=session, kinds=kinds, since=since, trace=trace)
+        exact = index.search_vector(q, k=k, session_id=session, kinds=kinds, since=since, exact=True)
+        assert trace == ["held"]
+        assert [i for i, _ in held] == [i for i, _ in exact]
+        assert np.allclose([s for _, s in held], [s for _, s in exact], atol=1e-5)
+
+
+def test_past_the_threshold_a_session_is_searched_exactly_in_process(tmp_path: Path) -> None:
+    index = SearchIndex(tmp_path / "idx", HashEmbedder(dim=DIM), batch_size=256, optimize_every=100, ann_policy=HELD)
+    rows, vecs = _rows(0, 700)
+    other, other_vecs = _rows(3000, 200, session="s2")
+    index.add(rows + other, vectors=vecs | other_vecs)
+    index.upkeep()
+    assert index.vector_path == "ann"
+    _same_as_exact(index, "s1")
+    _same_as_exact(index, "s2", kinds=["message", "env"], k=300)  # fewer rows than k: all of them
+    trace: list[str] = []
+    index.search_vector(_queries(1)[0], k=10, session_id="s1", held=False, trace=trace)
+    assert trace == ["ann"]
+    # The index's own writes carry the copy forward: new rows, a changed row, a removed one, a fold.
+    late, late_vecs = _rows(5000, 40)
+    moved = {"r3": late_vecs["r5001"]}
+    index.add(late + [SearchRow("r3", "s1", "env", "row 3 again", "2027")], vectors=late_vecs | moved)
+    index.remove(["r5000", "r10"])
+    index.optimize()
+    assert index.search_vector(late_vecs["r5007"], k=1, session_id="s1")[0][0] == "r5007"
+    assert "r5000" not in {i for i, _ in index.search_vector(late_vecs["r5000"], k=5, session_id="s1")}
+    _same_as_exact(index, "s1")
+    _same_as_exact(index, "s1", kinds=["env"], k=3)
+    _same_as_exact(index, "s1", since="2027")
+
+
+def test_a_session_bigger_than_the_bound_stays_on_the_ann_path(tmp_path: Path) -> None:
+    policy = AnnPolicy(min_rows=600, rows_per_partition=200, nprobes=3, refine_factor=10, held_rows=500)
+    index = SearchIndex(tmp_path / "idx", HashEmbedder(dim=DIM), batch_size=256, ann_policy=policy)
+    rows, vecs = _rows(0, 700)
+    small, small_vecs = _rows(3000, 100, session="s2")
+    index.add(rows + small, vectors=vecs | small_vecs)
+    index.upkeep()
+    for session, path in (("s1", "ann"), ("s2", "held"), ("s1", "ann")):
+        trace: list[str] = []
+        index.search_vector(_queries(1)[0], k=10, session_id=session, trace=trace)
+        assert trace == [path]

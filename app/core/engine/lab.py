@@ -121,13 +121,17 @@ class EngineLab:
         return vector, text
 
     async def vector_query(self, vector: Sequence[float] | np.ndarray, k: int, *, session_id: str,
-                           exact: bool = False) -> list[tuple[str, float]]:
+                           exact: bool = False, held: bool = False,
+                           trace: list[str] | None = None) -> list[tuple[str, float]]:
         """A bare top-``k`` vector query on the index (what a build's latency is compared with):
-        on its ANN index when it has one, or ``exact``: the flat scan."""
+        on its ANN index when it has one, or ``exact``: the flat scan; ``held``: as the vector
+        channel asks it (past the ANN threshold, the session's vectors held in-process).
+        ``trace`` gets the path that served it."""
         index = self._ctx.index
         if index is None:
             return []
-        return await self._ctx.on_index(index.search_vector, vector, k, session_id=session_id, exact=exact)
+        return await self._ctx.on_index(index.search_vector, vector, k, session_id=session_id, exact=exact,
+                                        held=held, trace=trace)
 
     async def index_upkeep(self) -> str:
         """Bring the index up to date now — the ANN index trained if due, every written row folded
