@@ -7,10 +7,11 @@ passed its threshold, as the background upkeep would within seconds), then the e
 contexts (no generation) for a fixed set of questions. Reported: p50/p95 of the build split by
 stage; the bare LanceDB top-k vector query of the same run, flat (exact), on the ANN path and as
 the vector channel asks it (the session's vectors held in-process past the ANN threshold; in turn
-per query), the ANN path's recall@k against the flat hits, and the build's ratio to the flat query; the same builds with the memory and topic channels switched off (interleaved,
-each side first for every other question, so noise and warmed caches hit both alike); ingest
-throughput next to the bare embedder's on the same texts, the memory writer's catch-up behind
-it, and the process's peak memory. ``pcm bench ingest`` reports the ingest part alone.
+per query), the ANN path's recall@k against the flat hits, and the build's ratio to the flat
+query; the same builds with the memory and topic channels switched off (interleaved, each side
+first for every other question, so noise and warmed caches hit both alike); ingest throughput
+next to the bare embedder's on the same texts, the memory writer's catch-up behind it, and the
+process's peak memory. ``pcm bench ingest`` reports the ingest part alone.
 """
 
 from __future__ import annotations

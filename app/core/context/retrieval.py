@@ -199,7 +199,7 @@ class _Pool:
     def candidate(self, item: str) -> Candidate:
         if item not in self.candidates:
             kind = "message" if item in self.state.messages else self.state.notes[item].kind
-            self.candidates[item] = Candidate.model_construct(id=item, kind=kind)  # hundreds a build: built unchecked
+            self.candidates[item] = Candidate.model_construct(id=item, kind=kind)  # unchecked: hundreds a build
         return self.candidates[item]
 
     def add_run(self, run: ChannelRun) -> None:
@@ -209,7 +209,8 @@ class _Pool:
             if not self.known(item) or item in scores:
                 continue
             scores[item] = score
-            self.candidate(item).channels[run.channel] = ChannelHit.model_construct(rank=rank, score=round(float(score), 6))
+            hit = ChannelHit.model_construct(rank=rank, score=round(float(score), 6))  # unchecked: hundreds a build
+            self.candidate(item).channels[run.channel] = hit
         self.per_channel[run.channel] = scores
 
     def mark_speakers(self, speakers: Sequence[str]) -> None:
