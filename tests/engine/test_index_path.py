@@ -1,5 +1,7 @@
 """The build record says which vector path served recall (issue 40): flat below the ANN threshold,
-"ann" once the engine's index upkeep trained the index; real SQLite + LanceDB, the hash embedder."""
+"held" once the engine's index upkeep trained the index (the session's vectors searched in-process;
+a session past ``AnnPolicy.held_rows`` takes the "ann" path: tests/store/test_index_ann.py); real
+SQLite + LanceDB, the hash embedder."""
 
 from __future__ import annotations
 
@@ -37,6 +39,6 @@ def test_the_build_record_names_the_vector_path(make_engine: EngineFactory) -> N
             await asyncio.sleep(0.5)
         assert engine.lab().vector_path() == "ann", done
         record, _ = await engine.build(state.session_id, "What about the garden plan?")
-        assert _vector_path(record) == "ann" and engine.lab().vector_path() == "ann"
+        assert _vector_path(record) == "held" and engine.lab().vector_path() == "ann"
 
     make_engine.run(body)
