@@ -1,0 +1,88 @@
+"""What a dependent input refers to: the conversation its words point to, else the latest one.
+
+A follow-up leans on what came before (``app.core.intent.dependence``). Among the anchor
+candidates, grouped by branch tree (a conversation), ``refer`` finds the one it continues: the
+tree whose own words it repeats — content words said on that tree's recent chain and on no other
+candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, the tree of the most recent turn ("the one we were
+just talking about"). The follow-up continues that tree's latest candidate node.
+
+Pure: plain values in, plain values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from app.core.intent.dependence import own_words
+from app.core.session.state import SessionState
+from app.core.text.words import content_stems
+
+#: How far back along a tree's chain its words are read (turns).
+CHAIN_TURNS = 12
+#: The share of an input's own content words a conversation must have said (and no other) for the
+#: input to point to it.
+POINTING = 0.25
+
+
+@dataclass(frozen=True)
+class Referent:
+    """``node``: the candidate a dependent input continues (None without candidates); ``pointed``:
+    the trees (root node ids) whose own words the input repeats."""
+
+    node: str | None = None
+    pointed: frozenset[str] = frozenset()
+
+
+def _order(state: SessionState, node_id: str) -> int:
+    """How late the turn of ``node_id`` is: its last message's place in the session (-1: none)."""
+    return max((state.messages[m].seq for m in state.turn_messages(node_id) if m in state.messages), default=-1)
+
+
+def _tree_words(state: SessionState, node_id: str) -> frozenset[str]:
+    """The content stems said on the chain back from ``node_id`` (``CHAIN_TURNS`` turns)."""
+    words: set[str] = set()
+    for node in state.graph.chain_back(node_id, limit=CHAIN_TURNS):
+        for mid in state.turn_messages(node):
+            if mid in state.messages:
+                words.update(content_stems(state.messages[mid].text))
+    return frozenset(words)
+
+
+def shared_words(text: str, words: Mapping[str, frozenset[str]]) -> dict[str, int]:
+    """Tree → how many of ``text``'s own content stems were said on that tree and on no other one."""
+    own = set(own_words(text))
+    return {tree: len(own & said - set().union(*(w for t, w in words.items() if t != tree)))
+            for tree, said in words.items()}
+
+
+def pointed(shared: Mapping[str, int], own: int, latest: str, meaning: Mapping[str, float]) -> dict[str, int]:
+    """The trees an input with ``own`` content words points to, given its ``shared`` words per tree
+    and how close in ``meaning`` it is to each: those words are at least ``POINTING`` of its own (a
+    long input shares a word or two with any conversation by chance; a short one names what it
+    means), and a tree other than the latest must share more words than it and be as close in
+    meaning (the conversation just had is where a follow-up belongs unless something says otherwise)."""
+    return {tree: n for tree, n in shared.items()
+            if n and n >= POINTING * own and (tree == latest or (
+                n > shared.get(latest, 0) and meaning.get(tree, 0.0) >= meaning.get(latest, 0.0)))}
+
+
+def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float]) -> Referent:
+    """The referent of ``text`` among the candidate ``nodes``, ``sem`` their closeness in meaning
+    to it (see the module doc)."""
+    if not nodes:
+        return Referent()
+    order = {n: _order(state, n) for n in nodes}
+    tips: dict[str, str] = {}  # tree → its latest candidate node
+    meaning: dict[str, float] = {}  # tree → its candidates' best closeness in meaning
+    for node in sorted(nodes, key=lambda n: (order[n], n)):
+        tree = state.graph.root_of(node)
+        tips[tree] = node
+        meaning[tree] = max(meaning.get(tree, 0.0), sem.get(node, 0.0))
+    latest = max(nodes, key=lambda n: (order[n], n))
+    shared = shared_words(text, {tree: _tree_words(state, tip) for tree, tip in tips.items()})
+    trees = pointed(shared, len(own_words(text)), state.graph.root_of(latest), meaning)
+    best = max(trees.values(), default=0)
+    leaders = [tree for tree, count in trees.items() if count == best]
+    node = tips[leaders[0]] if len(leaders) == 1 else latest
+    return Referent(node=node, pointed=frozenset(trees))
