@@ -48,6 +48,8 @@ def test_follow_ups_on_the_real_models(make_engine: EngineFactory) -> None:
         assert anchor == kyoto
         _, anchor, _ = await _ask(engine, one, "Which neighbourhood should we stay in?")
         assert anchor == follow  # a question with few words of its own goes on with the conversation
+        _, anchor, _ = await _ask(engine, one, "What is the capital of Peru?")
+        assert anchor is None  # a question with a subject of its own, unrelated: a new branch
 
         # 2. among three topics, a follow-up continues the one its words point to
         sid = (await engine.open_session(None, title="three topics")).session_id

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.core.text.words import content_stems, tokenize
+from app.core.text.words import STOPWORDS, content_stems, tokenize
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -41,6 +41,9 @@ def _rx(pattern: str) -> re.Pattern[str]:
 RESPONSE, CONNECTIVE, REFERENCE, ELLIPSIS, RELATIONAL, SELECTION = 0.5, 0.6, 0.35, 0.5, 0.25, 0.3
 FEW_WORDS = {0: 0.4, 1: 0.35, 2: 0.3, 3: 0.15, 4: 0.05}
 GREETING, ANNOUNCED = 0.6, 0.8
+#: Past this many content words of its own an input carries its subject in its words (its meaning
+#: speaks for it): what it says of its place in the conversation weighs less.
+OWN_LONG = 8
 
 _RESPONSE_RE = _rx(r"^(?:thanks|thank you|thx|ty|wow|whoa|yes|yeah|yep|yup|no|nope|nah|ok|okay|k|sure|"
                    r"great|cool|nice|perfect|awesome|amazing|right|exactly|true|indeed|agreed|fair enough|"
@@ -70,8 +73,15 @@ _PREPOSITION_RE = _rx(r"^(?:in|on|at|for|with|without|by|from|to|into|via|under|
 # adjective's degree or a preposition) selects from what the conversation provides.
 _SELECTION_RE = _rx(r"^(?:so\s+|and\s+|ok\s+|okay\s+)?(?:which|what)\s+(?!(?:is|are|was|were|do|does|did|can|could|"
                     r"would|should|will|about|if|else|kind|sort|type|time|day|year|a|an|the|of|to|for|in)\b)[a-z]+")
-# A name the input brings itself: a capitalised word inside the sentence (not its first word, not "I").
-_OWN_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b)[A-Z][\w-]+")
+# A name the input brings itself: a capitalised word inside the sentence (not its first word, not
+# "I"), or a token no conversation says by chance — a file name, a path, an identifier, a number
+# with letters ("plan.md", "src/parse.py", "sales_q3", "v2").
+_OWN_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b)[A-Z][\w-]+|\b\w+\.[A-Za-z]\w{0,4}\b|"
+                          r"\w/\w|\w_\w|\b(?=\w*\d)(?=\w*[A-Za-z])\w{2,}")
+# An indefinite noun phrase brings a new referent of the input's own ("a cat", "an email"), unlike
+# a quantity ("a lot", "a bit") or a relational one ("another", "a better one").
+_INDEFINITE_RE = _rx(r"\b(?:a|an)\s+(?!(?:lot|bit|little|few|couple|while|kind|sort|one|more|less|bigger|"
+                     r"smaller|better|cheaper|shorter|longer|different|similar|same)\b)[a-z]")
 # A greeting opens a conversation, unless it only leads into thanks ("Hi, thanks for asking").
 _GREETING_RE = _rx(r"^(?:hi|hey|hello|hiya|howdy|good (?:morning|afternoon|evening)|greetings|yo)\b"
                    r"(?![\s,!.]*(?:thanks|thank you|thx))")
@@ -83,6 +93,11 @@ _ANNOUNCED_RE = _rx(r"\b(?:by the way|btw|on (?:a|another) (?:different |separat
                     r"task|subject)|another (?:question|topic|thing)|different (?:question|topic|subject)|"
                     r"unrelated(?: question)?|changing the subject|change of (?:subject|topic)|switching gears|"
                     r"quick question|separate question|something (?:else|different))\b")
+
+# A function word contracted ("what's", "where's", "there'll"): as empty as the word itself (the
+# house tokenizer keeps contractions whole, and the light stemmer makes "what'" of "what's").
+_CONTRACTED_RE = re.compile(r"\b(?:" + "|".join(sorted(w for w in STOPWORDS if w.isalpha())) + r")'[a-z]+\b",
+                            re.IGNORECASE)
 
 #: The words the cues themselves are made of do not count as the input's own content words.
 _CUE_WORDS = frozenset(content_stems(
@@ -112,6 +127,7 @@ def own_words(text: str) -> list[str]:
     """The content stems of ``text`` that are its own: not the words its cues (a greeting, an
     opening formula, a response token, …) are made of."""
     bare = _OPENING_RE.sub(" ", _GREETING_RE.sub(" ", text.replace("\u2019", "'")))
+    bare = _CONTRACTED_RE.sub(" ", bare)
     return [s for s in content_stems(bare) if s not in _CUE_WORDS]
 
 
@@ -138,14 +154,16 @@ def read_dependence(text: str) -> Dependence:
     if _RELATIONAL_RE.search(head):
         found.append(("relational", RELATIONAL))
     named = _OWN_NAME_RE.search(t) is not None
-    if len(own) in FEW_WORDS and not opening and not named:  # a bare greeting is whole without words of its own
+    # Few words of its own leave the subject to the context, unless the input names it or brings it
+    # in itself ("a good name for a cat"); a bare greeting is whole without words of its own.
+    if len(own) in FEW_WORDS and not opening and not named and not _INDEFINITE_RE.search(t):
         found.append(("few words", FEW_WORDS[len(own)]))
-    if len(own) <= 3 and not named and _SELECTION_RE.match(t):
+    if len(own) <= 3 and not named and (chosen := _SELECTION_RE.match(t)) and not _VERB_RE.fullmatch(chosen[0].split()[-1]):
         found.append(("selection", SELECTION))
     remaining = 1.0
     for _, strength in found:
         remaining *= 1.0 - strength
-    damp = 1.0 if len(own) <= 8 else max(0.5, 1.0 - (len(own) - 8) / 16)
+    damp = 1.0 if len(own) <= OWN_LONG else max(0.5, 1.0 - (len(own) - OWN_LONG) / 16)
     shift = ANNOUNCED if _ANNOUNCED_RE.search(head) else GREETING if opening else 0.0
     return Dependence(score=round((1.0 - remaining) * damp, 4), topic_shift=shift,
                       cues=tuple(name for name, _ in found))

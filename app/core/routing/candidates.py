@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.intent.dependence import own_words
 from app.core.routing.anchor import (
     AnchorCandidate,
     Feature,
@@ -29,7 +30,7 @@ from app.core.routing.anchor import (
     mentioned_names,
     recency_by_time,
 )
-from app.core.routing.reference import Referent, refer
+from app.core.routing.reference import Referent, refer, unsaid_share
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
 
@@ -89,23 +90,30 @@ class Place:
     topic_shift: float = 0.0
 
 
-def _place_features(node_id: str, tree: str, place: Place, referent: Referent) -> dict[str, float]:
-    """The ``follow`` and ``shift`` features of a candidate (only those that are not 0)."""
+def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
+    """The ``follow`` and ``shift`` features of a candidate (only those that are not 0). ``shift``:
+    the input opens a new topic and names nothing of this tree, or (``unsaid``, the share of its
+    subject this conversation never mentioned) it brings a subject of its own, as far as it does
+    not lean on what came before."""
     out: dict[str, float] = {}
     if place.follow_up > 0 and node_id == referent.node:
         out[Feature.FOLLOW] = round(place.follow_up, 6)
-    if place.topic_shift > 0 and tree not in referent.pointed:
-        out[Feature.SHIFT] = round(place.topic_shift, 6)
+    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, unsaid * (1.0 - place.follow_up))
+    if shift > 0:
+        out[Feature.SHIFT] = round(shift, 6)
     return out
 
 
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n\"(]\s*)$")
+# A label the input opens with ("Small talk: …", "Kyoto trip: …"): it names the subject of what
+# follows, so its capitalised first word is a name the input gives, not a sentence's capital.
+_LABEL = re.compile(r"^\W*[A-Z][\w'-]*(?:\s+[\w'-]+){0,3}\s*:\s")
 
 
 def named_entities(text: str, entities: Sequence[str], speakers: set[str]) -> list[str]:
     """The intent's entities that ``text`` itself names, minus people's names and minus a plain
-    capitalised word that only opens a sentence ("Wow!", "Last week…"): what the ``task``
-    feature looks for in a candidate."""
+    capitalised word that only opens a sentence ("Wow!", "Last week…"; one that opens a label,
+    "Small talk: …", names the subject): what the ``task`` feature looks for in a candidate."""
     out = []
     for entity in entities:
         low = entity.lower()
@@ -113,16 +121,17 @@ def named_entities(text: str, entities: Sequence[str], speakers: set[str]) -> li
         if low in speakers or (not at and low not in text.lower()):
             continue
         plain = entity[:1].isupper() and entity[1:].islower() and " " not in entity
-        if plain and at and all(_SENTENCE_START.search(text[:i]) for i in at):
+        label = _LABEL.match(text)
+        if plain and at and all(_SENTENCE_START.search(text[:i]) and not (label and i < label.end()) for i in at):
             continue
         out.append(entity)
     return out
 
 
 def _names_in(entities: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """The ``entities`` some of ``texts`` hold as whole words (case aside)."""
-    joined = "\n".join(texts)
-    return [e for e in entities if re.search(r"(?<!\w)" + re.escape(e) + r"(?!\w)", joined, re.IGNORECASE)]
+    """The ``entities`` some of ``texts`` hold (case aside)."""
+    joined = "\n".join(texts).lower()
+    return [e for e in entities if e.lower() in joined]
 
 
 def anchor_candidates(
@@ -155,6 +164,7 @@ def anchor_candidates(
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
     referent = refer(state, nodes, text, sems) if place is not None else Referent()
+    own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:
         mids = state.turn_messages(node_id)
@@ -178,7 +188,7 @@ def anchor_candidates(
                     Feature.OVERRIDE: round(override, 6),
                     Feature.ADDRESS: address if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
                     Feature.CONFLICT: clash,
-                    **_place_features(node_id, tree, place, referent),
+                    **_place_features(node_id, tree, place, referent, unsaid_share(state, node_id, topical, own)),
                 },
             )
         )

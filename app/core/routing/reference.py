@@ -6,6 +6,9 @@ tree whose own words it repeats — content words said on that tree's recent cha
 candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, the tree of the most recent turn ("the one we were
 just talking about"). The follow-up continues that tree's latest candidate node.
 
+The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
+conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
+
 Pure: plain values in, plain values out.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.core.intent.dependence import own_words
+from app.core.intent.dependence import OWN_LONG, own_words
 from app.core.session.state import SessionState
 from app.core.text.words import content_stems
 
@@ -86,3 +89,15 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     leaders = [tree for tree, count in trees.items() if count == best]
     node = tips[leaders[0]] if len(leaders) == 1 else latest
     return Referent(node=node, pointed=frozenset(trees))
+
+
+def unsaid_share(state: SessionState, node_id: str, names: Sequence[str], own: int) -> float:
+    """How much of what an input talks about the conversation of ``node_id`` never mentioned: the
+    ``names`` the input brings itself ("Peru") that the chain back from the node (``CHAIN_TURNS``
+    turns) never said, as a share of the input's ``own`` content words (a short question about a
+    new name is all about it; an input of more than ``OWN_LONG`` such words speaks for itself by its meaning)."""
+    if not names or own <= 0 or own > OWN_LONG:
+        return 0.0
+    said = "\n".join(state.messages[mid].text for node in state.graph.chain_back(node_id, limit=CHAIN_TURNS)
+                     for mid in state.turn_messages(node) if mid in state.messages).lower()
+    return min(1.0, sum(1 for name in names if name.lower() not in said) / own)
