@@ -127,7 +127,7 @@ def score_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]
 
 
 #: The weights ``fit_weights`` fits: what a follow-up and an opening weigh in routing.
-FITTED = (Feature.FOLLOW.value, Feature.SHIFT.value)
+FITTED = (Feature.FOLLOW.value, Feature.SHIFT.value, Feature.REPLY.value)
 
 
 def decide(row: Mapping[str, Any], weights: Mapping[str, float], recorded: Mapping[str, float],

@@ -82,8 +82,8 @@ def test_fit_picks_the_weight_that_routes_the_fit_half_right() -> None:
     rows = [row("A", "y", "y"), row("A", "y", "y"), row("B", "y", "y")]
     assert decide(rows[0], {"follow": 0.5}, {"follow": 0.5}, 0.75) == "x"
     assert decide(rows[0], {"follow": 1.0}, {"follow": 0.5}, 0.75) == "y"
-    fitted = fit_weights(rows, "A", {"follow": 0.5, "shift": 0.5}, 0.75, (0.0, 0.5, 1.0))
-    assert fitted["weights"] == {"follow": 1.0, "shift": 0.0}
+    fitted = fit_weights(rows, "A", {"follow": 0.5, "shift": 0.5, "reply": 0.2}, 0.75, (0.0, 0.5, 1.0))
+    assert fitted["weights"] == {"follow": 1.0, "shift": 0.0, "reply": 0.0}
     assert fitted["accuracy"] == {"A": 100.0, "B": 100.0}
 
 

@@ -82,6 +82,9 @@ _OWN_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b)[A-Z][\w-]+|\b\w+\.[A-Za-
 # a quantity ("a lot", "a bit") or a relational one ("another", "a better one").
 _INDEFINITE_RE = _rx(r"\b(?:a|an)\s+(?!(?:lot|bit|little|few|couple|while|kind|sort|one|more|less|bigger|"
                      r"smaller|better|cheaper|shorter|longer|different|similar|same)\b)[a-z]")
+# The words a question opens with (a statement does not).
+_QUESTION_OPEN_RE = _rx(r"^\W*(?:who|what|when|where|why|how|which|whose|is|are|was|were|do|does|did|can|could|"
+                        r"would|will|should|shall|may|have|has|had)\b")
 # A greeting opens a conversation, unless it only leads into thanks ("Hi, thanks for asking").
 _GREETING_RE = _rx(r"^(?:hi|hey|hello|hiya|howdy|good (?:morning|afternoon|evening)|greetings|yo)\b"
                    r"(?![\s,!.]*(?:thanks|thank you|thx))")
@@ -129,6 +132,23 @@ def own_words(text: str) -> list[str]:
     bare = _OPENING_RE.sub(" ", _GREETING_RE.sub(" ", text.replace("\u2019", "'")))
     bare = _CONTRACTED_RE.sub(" ", bare)
     return [s for s in content_stems(bare) if s not in _CUE_WORDS]
+
+
+def responds(text: str) -> bool:
+    """Whether ``text`` opens with a response token ("Thanks!", "Wow, …", "Yes"): it reacts to what
+    was just said, whatever its later words name."""
+    return _RESPONSE_RE.match(" ".join(text.replace("\u2019", "'").split()).strip(" \"'")) is not None
+
+
+def asks(text: str) -> bool:
+    """Whether ``text``'s last sentence is a question (an answer that asks the user something)."""
+    return text.rstrip().rstrip(")\"'\u201d").endswith("?")
+
+
+def states(text: str) -> bool:
+    """Whether ``text`` opens with a statement, not a question: the reply a question waits for."""
+    first = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    return bool(first) and not first.endswith("?") and not _QUESTION_OPEN_RE.match(first)
 
 
 def read_dependence(text: str) -> Dependence:

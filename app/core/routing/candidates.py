@@ -88,6 +88,7 @@ class Place:
 
     follow_up: float = 0.0
     topic_shift: float = 0.0
+    replies: bool = False  # it opens with a statement: the reply to a question the latest answer asked
 
 
 def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
@@ -98,6 +99,8 @@ def _place_features(node_id: str, tree: str, place: Place, referent: Referent, u
     out: dict[str, float] = {}
     if place.follow_up > 0 and node_id == referent.node:
         out[Feature.FOLLOW] = round(place.follow_up, 6)
+    if place.replies and node_id == referent.asked:
+        out[Feature.REPLY] = 1.0
     shift = max(place.topic_shift if tree not in referent.pointed else 0.0, unsaid * (1.0 - place.follow_up))
     if shift > 0:
         out[Feature.SHIFT] = round(shift, 6)

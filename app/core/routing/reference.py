@@ -3,8 +3,11 @@
 A follow-up leans on what came before (``app.core.intent.dependence``). Among the anchor
 candidates, grouped by branch tree (a conversation), ``refer`` finds the one it continues: the
 tree whose own words it repeats — content words said on that tree's recent chain and on no other
-candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, the tree of the most recent turn ("the one we were
-just talking about"). The follow-up continues that tree's latest candidate node.
+candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, or
+when it opens with a response token ("Thanks! …": it reacts to what was just said), the tree of the
+most recent turn ("the one we were just talking about"). The follow-up continues that tree's latest
+candidate node. When the latest answer asked the user a question, ``Referent.asked`` names it: an
+input that opens with a statement is the reply it waits for (the ``reply`` feature).
 
 The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
 conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.core.intent.dependence import OWN_LONG, own_words
+from app.core.intent.dependence import OWN_LONG, asks, own_words, responds
 from app.core.session.state import SessionState
 from app.core.text.words import content_stems
 
@@ -35,6 +38,7 @@ class Referent:
 
     node: str | None = None
     pointed: frozenset[str] = frozenset()
+    asked: str | None = None  # the latest candidate, when its answer asks the user a question
 
 
 def _order(state: SessionState, node_id: str) -> int:
@@ -87,8 +91,10 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     trees = pointed(shared, len(own_words(text)), state.graph.root_of(latest), meaning)
     best = max(trees.values(), default=0)
     leaders = [tree for tree, count in trees.items() if count == best]
-    node = tips[leaders[0]] if len(leaders) == 1 else latest
-    return Referent(node=node, pointed=frozenset(trees))
+    node = tips[leaders[0]] if len(leaders) == 1 and not responds(text) else latest
+    mids = state.turn_messages(latest)
+    asked = latest if mids and mids[-1] in state.messages and asks(state.messages[mids[-1]].text) else None
+    return Referent(node=node, pointed=frozenset(trees), asked=asked)
 
 
 def unsaid_share(state: SessionState, node_id: str, names: Sequence[str], own: int) -> float:

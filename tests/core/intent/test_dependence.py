@@ -39,6 +39,9 @@ STANDALONE = [
     "Explain how a Kalman filter estimates position from noisy GPS readings.",
     "What is the capital of Peru?",  # short, but it names its own subject
     "Which programming language is best for beginners?",
+    "What's a good name for a cat?",  # "what's" is no word of its own; "a cat" brings its subject
+    "what changed in plan.md?",  # a file name is a subject of its own; "what changed" selects nothing
+    "Small talk: the lamp in room 3 is blue.",
 ]
 
 
@@ -87,3 +90,26 @@ def test_the_cues_carry_it_to_the_intent() -> None:
     cues = analyse_text("And how long does the train take?")
     assert cues.dependence == read_dependence("And how long does the train take?").score > 0.5
     assert analyse_text("By the way, what is the capital of Peru?").topic_shift == 0.8
+
+
+@pytest.mark.parametrize("text,responds,states", [
+    ("Thanks! It was great.", True, True),
+    ("Wow, that sounds amazing", True, True),
+    ("I just started going to boot camps. How about you?", False, True),
+    ("Gonna continue my studies", False, True),
+    ("What is it?", False, False),
+    ("Is it far from the station?", False, False),
+    ("The train, then?", False, False),
+])
+def test_response_tokens_and_statements(text: str, responds: bool, states: bool) -> None:
+    from app.core.intent import dependence
+
+    assert dependence.responds(text) is responds
+    assert dependence.states(text) is states
+
+
+def test_an_answer_asks_when_its_last_sentence_is_a_question() -> None:
+    from app.core.intent.dependence import asks
+
+    assert asks("That's cool. What now?") and asks('He said "why?"')
+    assert not asks("Is it? No, it is 450 km.") and not asks("Noted.")

@@ -20,11 +20,13 @@ TURNS = [
 ]
 
 
-def _session() -> tuple[SessionState, dict[str, str]]:
-    """A session of the three conversations, each a root; conversation → its turn's node."""
+def _session(last_answer: str | None = None) -> tuple[SessionState, dict[str, str]]:
+    """A session of the three conversations, each a root (``last_answer``: the latest one's answer
+    instead of its own); conversation → its turn's node."""
     state = SessionState("s")
     nodes: dict[str, str] = {}
-    for i, (name, said, answer) in enumerate(TURNS):
+    turns = TURNS if last_answer is None else [*TURNS[:-1], (*TURNS[-1][:2], last_answer)]
+    for i, (name, said, answer) in enumerate(turns):
         at = f"2024-01-01T10:0{i}:00"
         state.add_message(Message(message_id=f"u{i}", turn_id=f"t{i}", role=Role.USER, content=said, at=at,
                                   author=Author(kind=AuthorKind.USER)))
@@ -36,8 +38,10 @@ def _session() -> tuple[SessionState, dict[str, str]]:
     return state, nodes
 
 
-def _route(state: SessionState, text: str, place: Place | None) -> tuple[str | None, dict[str, dict[str, float]]]:
-    cands = anchor_candidates(state, {}, text=text, at="2024-01-01T10:05:00", query_vector=None, place=place)
+def _route(state: SessionState, text: str, place: Place | None,
+           entities: tuple[str, ...] = ()) -> tuple[str | None, dict[str, dict[str, float]]]:
+    cands = anchor_candidates(state, {}, text=text, at="2024-01-01T10:05:00", query_vector=None, place=place,
+                              intent_entities=entities)
     decision = AnchorRouter(SESSION_DEFAULT).route(cands)
     return (None if decision.new_root else decision.anchor_id), {c.node_id: dict(c.features) for c in cands}
 
@@ -99,3 +103,45 @@ def test_pointing_needs_a_fair_share_of_the_inputs_words_and_beats_the_latest_on
     # another tree must share more words than the latest one and be as close in meaning
     assert pointed({"a": 2, "b": 2}, 4, "b", {"a": 0.9, "b": 0.1}) == {"b": 2}
     assert pointed({"a": 3, "b": 1}, 4, "b", {"a": 0.1, "b": 0.5}) == {"b": 1}
+
+
+def test_a_short_question_about_a_name_no_conversation_said_leaves_them_all() -> None:
+    state, nodes = _session()
+    anchor, features = _route(state, "What is the capital of Peru?", Place(), ("Peru",))
+    assert anchor is None
+    # "Peru" is one of its two own words ("capital", "peru"), said on no conversation
+    assert all(f[Feature.SHIFT] == 0.5 for f in features.values())
+    # a name a conversation said is no shift from it; a leaning input shifts by what it does not lean on
+    _, features = _route(state, "What about the shinkansen from Kyoto to Osaka?", Place(follow_up=0.8),
+                         ("Kyoto", "Osaka"))
+    assert features[nodes["kyoto"]][Feature.SHIFT] == round(1 / 3 * 0.2, 6)  # "Osaka" is new to it
+    assert features[nodes["python"]][Feature.SHIFT] == round(2 / 3 * 0.2, 6)
+    # a long input speaks for itself by its meaning
+    long = ("What is the capital of Peru and which of its museums, markets, parks and old churches would suit "
+            "a family with two small children?")
+    _, features = _route(state, long, Place(), ("Peru",))
+    assert all(Feature.SHIFT not in f for f in features.values())
+
+
+def test_a_label_names_its_subject_but_a_sentence_capital_does_not() -> None:
+    from app.core.routing.candidates import named_entities
+
+    assert named_entities("Small talk: the lamp in room 3 is blue.", ["Small", "3"], set()) == ["Small", "3"]
+    assert named_entities("Wow! Last week was great.", ["Wow", "Last"], set()) == []
+    assert named_entities("We met Ana in Lisbon.", ["Ana", "Lisbon"], {"ana"}) == ["Lisbon"]
+
+
+def test_a_statement_after_an_answer_that_asked_replies_to_it_and_thanks_react_to_the_latest() -> None:
+    state, nodes = _session("Here is the draft. Should I mention the deposit too?")
+    _, features = _route(state, "I think the deposit can wait.", Place(replies=True))
+    assert features[nodes["email"]][Feature.REPLY] == 1.0
+    assert all(Feature.REPLY not in features[nodes[n]] for n in ("kyoto", "python"))
+    # a question is no reply; an answer that asks nothing waits for none
+    _, features = _route(state, "Is the deposit refundable?", Place(replies=False))
+    assert all(Feature.REPLY not in f for f in features.values())
+    plain, _ = _session("Here is the draft.")
+    _, features = _route(plain, "I think the deposit can wait.", Place(replies=True))
+    assert all(Feature.REPLY not in f for f in features.values())
+    # "Thanks! …" reacts to what was just said, even when its words name another conversation
+    assert refer(state, list(nodes.values()), "Thanks! The rail pass and the shinkansen sound good", {}).node == nodes["email"]
+    assert refer(state, list(nodes.values()), "The rail pass and the shinkansen sound good", {}).node == nodes["kyoto"]
