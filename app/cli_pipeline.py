@@ -554,7 +554,7 @@ def add_parsers(sub: Any) -> None:
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
-    p.add_argument("--fit", metavar="HALF", help="followups: fit the follow-up weights on half A or B (on the gold "
+    p.add_argument("--fit", metavar="HALF", help="followups: fit the follow/shift/reply weights on half A or B (on the gold "
                                                  "graph) and report both halves with them")
     p.add_argument("--write", metavar="DIR", help="followups: also write the dev sessions made from LoCoMo to "
                                                   "DIR/sessions.jsonl (keep it outside the repository)")
