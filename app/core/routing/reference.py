@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from app.core.intent.dependence import OWN_LONG, asks, own_words, responds
 from app.core.session.state import SessionState
 from app.core.text.words import content_stems
+from app.core.types import NodeKind
 
+#: Nodes whose text the session state does not hold (an attached document, an env event, a
+#: task's result): a conversation they are linked to may have said any name.
+_HOLDING_TEXT = frozenset({NodeKind.ARTIFACT, NodeKind.ENV})
 #: How far back along a tree's chain its words are read (turns).
 CHAIN_TURNS = 12
 #: The share of an input's own content words a conversation must have said (and no other) for the
@@ -101,9 +105,14 @@ def unsaid_share(state: SessionState, node_id: str, names: Sequence[str], own: i
     """How much of what an input talks about the conversation of ``node_id`` never mentioned: the
     ``names`` the input brings itself ("Peru") that the chain back from the node (``CHAIN_TURNS``
     turns) never said, as a share of the input's ``own`` content words (a short question about a
-    new name is all about it; an input of more than ``OWN_LONG`` such words speaks for itself by its meaning)."""
+    new name is all about it; an input of more than ``OWN_LONG`` such words speaks for itself by its
+    meaning). 0 for a conversation linked to text the state does not hold (``_HOLDING_TEXT``)."""
     if not names or own <= 0 or own > OWN_LONG:
         return 0.0
-    said = "\n".join(state.messages[mid].text for node in state.graph.chain_back(node_id, limit=CHAIN_TURNS)
+    graph = state.graph
+    chain = list(graph.chain_back(node_id, limit=CHAIN_TURNS))
+    if any(e.src in graph and graph.node(e.src).kind in _HOLDING_TEXT for node in chain for e in graph.in_edges(node)):
+        return 0.0  # a document attached to it, a file or feed item routed to it: it may say anything
+    said = "\n".join(state.messages[mid].text for node in chain
                      for mid in state.turn_messages(node) if mid in state.messages).lower()
     return min(1.0, sum(1 for name in names if name.lower() not in said) / own)

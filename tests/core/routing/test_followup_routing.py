@@ -145,3 +145,13 @@ def test_a_statement_after_an_answer_that_asked_replies_to_it_and_thanks_react_t
     # "Thanks! …" reacts to what was just said, even when its words name another conversation
     assert refer(state, list(nodes.values()), "Thanks! The rail pass and the shinkansen sound good", {}).node == nodes["email"]
     assert refer(state, list(nodes.values()), "The rail pass and the shinkansen sound good", {}).node == nodes["kyoto"]
+
+
+def test_a_conversation_holding_a_document_may_have_said_the_name() -> None:
+    state, nodes = _session()
+    doc = GraphNode(kind=NodeKind.ARTIFACT, label="Attached: peru.pdf v1", created_at="2024-01-01T10:03:00")
+    state.add_node(doc)
+    state.add_edge(GraphEdge(src=doc.node_id, dst=nodes["kyoto"], kind=EdgeKind.REFERENCES))
+    _, features = _route(state, "What is the capital of Peru?", Place(), ("Peru",))
+    assert Feature.SHIFT not in features[nodes["kyoto"]]
+    assert features[nodes["python"]][Feature.SHIFT] == 0.5
