@@ -133,7 +133,7 @@ class ContextBuilder:
         entities, target task and reading of the input's place in the conversation among them)."""
         target = intent.hint("target_task")
         task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
-        place = Place(follow_up=intent.dependence, topic_shift=intent.topic_shift, replies=states(inp.text))
+        place = Place(follow_up=intent.dependence, topic_shift=intent.topic_shift, statement=states(inp.text))
         return anchor_candidates(state, vectors, text=inp.text, at=inp.at, query_vector=inp.query_vector,
                                  focus_node=inp.focus_node, focus_chosen=inp.focus_chosen, overrides=inp.overrides,
                                  exclude_ids=inp.exclude_ids, task_of_turn=task_of_turn,

@@ -88,20 +88,23 @@ class Place:
 
     follow_up: float = 0.0
     topic_shift: float = 0.0
-    replies: bool = False  # it opens with a statement: the reply to a question the latest answer asked
+    # It opens with a statement, not a question: the reply to a question the latest answer asked;
+    # it adds to a conversation rather than asks about a subject (``unsaid`` weighs a question only).
+    statement: bool = False
 
 
 def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
-    """The ``follow`` and ``shift`` features of a candidate (only those that are not 0). ``shift``:
+    """The ``follow``, ``reply`` and ``shift`` features of a candidate (only those not 0). ``shift``:
     the input opens a new topic and names nothing of this tree, or (``unsaid``, the share of its
-    subject this conversation never mentioned) it brings a subject of its own, as far as it does
-    not lean on what came before."""
+    subject this conversation never mentioned) it asks about a subject of its own, as far as it
+    does not lean on what came before."""
     out: dict[str, float] = {}
     if place.follow_up > 0 and node_id == referent.node:
         out[Feature.FOLLOW] = round(place.follow_up, 6)
-    if place.replies and node_id == referent.asked:
+    if place.statement and node_id == referent.asked:
         out[Feature.REPLY] = 1.0
-    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, unsaid * (1.0 - place.follow_up))
+    asked_about = 0.0 if place.statement else unsaid * (1.0 - place.follow_up)
+    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, asked_about)
     if shift > 0:
         out[Feature.SHIFT] = round(shift, 6)
     return out

@@ -133,14 +133,14 @@ def test_a_label_names_its_subject_but_a_sentence_capital_does_not() -> None:
 
 def test_a_statement_after_an_answer_that_asked_replies_to_it_and_thanks_react_to_the_latest() -> None:
     state, nodes = _session("Here is the draft. Should I mention the deposit too?")
-    _, features = _route(state, "I think the deposit can wait.", Place(replies=True))
+    _, features = _route(state, "I think the deposit can wait.", Place(statement=True))
     assert features[nodes["email"]][Feature.REPLY] == 1.0
     assert all(Feature.REPLY not in features[nodes[n]] for n in ("kyoto", "python"))
     # a question is no reply; an answer that asks nothing waits for none
-    _, features = _route(state, "Is the deposit refundable?", Place(replies=False))
+    _, features = _route(state, "Is the deposit refundable?", Place(statement=False))
     assert all(Feature.REPLY not in f for f in features.values())
     plain, _ = _session("Here is the draft.")
-    _, features = _route(plain, "I think the deposit can wait.", Place(replies=True))
+    _, features = _route(plain, "I think the deposit can wait.", Place(statement=True))
     assert all(Feature.REPLY not in f for f in features.values())
     # "Thanks! …" reacts to what was just said, even when its words name another conversation
     assert refer(state, list(nodes.values()), "Thanks! The rail pass and the shinkansen sound good", {}).node == nodes["email"]
