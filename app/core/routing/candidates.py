@@ -5,9 +5,10 @@
 focus, the user's earlier overrides, addressing, the conflict feature (the input addresses someone
 absent from the candidate, or names a task the candidate's branch does not belong to), and what the
 input's place in the conversation says (``app.core.intent.dependence``, through
-``routing.reference``): a follow-up continues what it refers to (``follow``), an input opening a
-new topic leaves what it does not name (``shift``). Pure; it reads the input as plain values (the build passes its
-own, ``app.core.pipeline.builder``).
+``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
+an answer that asked the user something replies to it (``reply``), an input opening a new topic
+or asking about a name a conversation never said leaves it (``shift``). Pure; it reads the input
+as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
