@@ -17,6 +17,7 @@
     pcm [--data-dir DIR] topics [--json]
     pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
     pcm eval route DIR --out PRED.jsonl
+    pcm eval followups DIR [--out PRED.jsonl] [--fit A|B] [--write DIR]   (follow-ups stay on their conversation)
     pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
     pcm eval documents DIR --out PRED.jsonl [--budgets 512,1024]   (gold page/section recall vs fixed-size chunks)
     pcm eval tools [DIR] [--out PRED.jsonl] [--report FILE]   (the plan's tool filter over ~300 tools)

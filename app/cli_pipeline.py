@@ -534,7 +534,8 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools", "report"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools",
+                                    "followups", "report"])
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
                         "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
@@ -553,6 +554,10 @@ def add_parsers(sub: Any) -> None:
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--fit", metavar="HALF", help="followups: fit the follow/shift/reply weights on half A or B (on the gold "
+                                                 "graph) and report both halves with them")
+    p.add_argument("--write", metavar="DIR", help="followups: also write the dev sessions made from LoCoMo to "
+                                                  "DIR/sessions.jsonl (keep it outside the repository)")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
                                                   "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
                                                   "by_category, latency, runs, paired, answers}")

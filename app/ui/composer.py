@@ -1,8 +1,9 @@
 """Where input is typed, and where the routing of the last input is shown.
 
 ``ComposerWidget`` is the text box with a per-turn budget, an anchor chip, a paperclip button
-("Attach file…", the File menu's action: ``attach_actions``) and Send. Until the models are
-ready it keeps what is typed and says why Send is off. The anchor chip ("pending
+("Attach file…", the File menu's action: ``attach_actions``), Send, and Stop beside it while any
+answer streams or waits (Ctrl+. too; it says "Stopping…" at once, before the answers end). Until
+the models are ready it keeps what is typed and says why Send is off. The anchor chip ("pending
 input") can be dragged onto a canvas node to choose where the next input goes (the engine then
 takes that node as the user's override), or cleared to let routing decide.
 
@@ -46,6 +47,7 @@ from PySide6.QtWidgets import (
 )
 
 PENDING_MIME = "application/x-pcm-pending-input"
+STOP, STOPPING = "Stop", "Stopping…"
 
 
 def paperclip_icon(color: QColor | str = "#6b7785", size: int = 32) -> QIcon:
@@ -109,9 +111,10 @@ class PendingChip(QLabel):
 
 
 class ComposerWidget(QWidget):
-    """Input box, per-turn budget, anchor chip, the paperclip and Send."""
+    """Input box, per-turn budget, anchor chip, the paperclip, Send and Stop."""
 
     submitted = Signal(str, object, int)  # (text, anchor node id or None, budget)
+    stop_requested = Signal()  # Stop was clicked: stop every answer streaming or waiting
     attach_requested = Signal()  # the paperclip was clicked (the window runs File › Attach file…)
 
     def __init__(self, default_budget: int, parent: QWidget | None = None) -> None:
@@ -143,6 +146,11 @@ class ComposerWidget(QWidget):
         self.send = QPushButton("Send", self)
         self.send.setDefault(True)
         self.send.clicked.connect(self._on_send)
+        self.stop = QPushButton(STOP, self)
+        self.stop.setObjectName("stopButton")
+        self.stop.setToolTip("Stop every answer that is streaming or waiting (Ctrl+.)")
+        self.stop.clicked.connect(self.stop_requested)
+        self.stop.setVisible(False)
         self.reason = QLabel(self)
         self.reason.setObjectName("composerReason")
         self.reason.setWordWrap(True)
@@ -171,6 +179,7 @@ class ComposerWidget(QWidget):
         row.addWidget(QLabel("Budget", self))
         row.addWidget(self.budget)
         row.addWidget(self.send)
+        row.addWidget(self.stop)
         box = QVBoxLayout(self)
         box.setContentsMargins(6, 4, 6, 6)
         box.addLayout(notice_row)
@@ -192,6 +201,18 @@ class ComposerWidget(QWidget):
         self.send.setEnabled(ready)
         self.reason.setText("" if ready else reason)
         self.reason.setVisible(not ready)
+
+    def set_busy(self, busy: bool) -> None:
+        """Show Stop while any answer streams or waits; hide it (and end "Stopping…") when none does."""
+        self.stop.setVisible(busy)
+        if not busy:
+            self.stop.setText(STOP)
+            self.stop.setEnabled(True)
+
+    def set_stopping(self) -> None:
+        """Acknowledge a stop at once: Stop reads "Stopping…" until the answers have ended."""
+        self.stop.setText(STOPPING)
+        self.stop.setEnabled(False)
 
     def set_anchor(self, node_id: str | None, label: str) -> None:
         """Pin the next input to ``node_id`` (None: routing decides)."""

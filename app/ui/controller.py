@@ -68,6 +68,7 @@ class EngineController(QObject):
     turn_routed = Signal(str, str, str, object)  # (stream id, turn_id, node_id, TurnRecord without answer)
     answer_updated = Signal(str, str)  # (turn_id, answer text so far)
     turn_finished = Signal(str, object)  # (turn_id, TurnRecord)
+    busy_changed = Signal(bool)  # whether any input of the open session is queued, building or streaming
     turn_failed = Signal(str, str, str)  # (turn_id or queue key, message, the input's text if it was never recorded)
     reanchored = Signal(object)  # the engine's Reanchored result
     env_ingested = Signal(object)  # list of the engine's EnvRouted: stored, on the canvas, routed
@@ -296,6 +297,7 @@ class EngineController(QObject):
 
     def _on_stream_queued(self, handle: StreamHandle) -> None:
         self.handles[handle.stream_id] = handle
+        self.busy_changed.emit(True)
         if handle.on_token is None:  # read per token, so setting it now is in time
             handle.on_token = lambda piece, h=handle: self._on_token(h, piece)
         self.turn_queued.emit(handle.stream_id, handle.text)
@@ -309,6 +311,8 @@ class EngineController(QObject):
 
     def _on_stream_finished(self, handle: StreamHandle, outcome: TurnRecord | BaseException | None) -> None:
         self.handles.pop(handle.stream_id, None)
+        if not self.handles:
+            self.busy_changed.emit(False)
         turn_id = handle.turn_id
         if turn_id is not None and turn_id in self.live:
             self._on_flush()

@@ -58,5 +58,5 @@ def build_menus(w: Any) -> None:
     action(w, view, "Toggle &dark theme", w.file_actions.toggle_theme, "Ctrl+Shift+T")
     turn = w.menuBar().addMenu("&Turn")
     action(w, turn, "Focus the &composer", lambda: w.composer.edit.setFocus(), "Ctrl+L")
-    action(w, turn, "&Stop all answers", w.controller.stop_all, "Ctrl+.")
+    action(w, turn, "&Stop all answers", w.stop_all, "Ctrl+.")
     add_help_menu(w)

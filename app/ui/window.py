@@ -113,6 +113,7 @@ class MainWindow(QMainWindow):
         self.env = EnvPanel(self)
         self.sessions = SessionsPanel(self)
         self.transcript = TranscriptPanel(self)
+        self.transcript.stored = lambda: self.controller.statuses
         self.memory = MemoryPanel(self)
         self.docks = {
             "inspector": self._dock("Inspector", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea),
@@ -203,6 +204,8 @@ class MainWindow(QMainWindow):
         c.off_machine.connect(self.scene.mark_off_machine)
         self.env.selected.connect(self._on_env_selected)
         self.composer.submitted.connect(self._on_submitted)
+        self.composer.stop_requested.connect(self.stop_all)
+        c.busy_changed.connect(self.composer.set_busy)
         self.scene.node_selected.connect(self._on_node_selected)
         self.streams.stop_requested.connect(self.controller.stop)
         self.streams.priority_changed.connect(self.controller.set_priority)
@@ -310,6 +313,7 @@ class MainWindow(QMainWindow):
         self.undo.clear()
         self.banner.hide()
         self.composer.set_anchor(None, "")  # a node pinned in the session left behind is not in this one
+        self.transcript.finishes.clear()
         self.transcript.show_branch(None, None)
         self._update_status_labels()
         QTimer.singleShot(0, self.view.fit_readable)
@@ -345,6 +349,20 @@ class MainWindow(QMainWindow):
         self.controller.spawn(self.controller.open_session(None), "Creating a session")  # its first input names it
 
     # ------------------------------------------------------------------ turns
+
+    def stop_all(self) -> None:
+        """Stop every answer (Stop, Ctrl+.): acknowledged in this event-loop turn — Stop reads
+        "Stopping…", each running row says "stopping…" and the status bar says so — before the
+        answers end (a stream stops within a token; one waiting for the model when it gets it)."""
+        c = self.controller
+        if not c.busy():
+            self.status_line.say("Nothing is answering.", 3000)
+            return
+        self.composer.set_stopping()
+        for turn_id, live in c.live.items():
+            self.streams.update_stream(turn_id, live.pieces, "stopping…")
+        self.status_line.say(f"Stopping {len(c.handles)} answer(s)…")
+        c.stop_all()
 
     def _on_submitted(self, text: str, anchor: str | None, budget: int) -> None:
         self.controller.submit(text, anchor=anchor, budget=budget)
@@ -382,6 +400,7 @@ class MainWindow(QMainWindow):
         status = {"stop": "answered", "length": "answered", "cancelled": "stopped", "error": "failed"}.get(record.finish_reason, "answered")
         self.scene.set_node_body(node_id, record.output, streaming=False)
         self.scene.set_node_status(node_id, status)
+        self.transcript.finishes[turn_id] = record.finish_reason
         if self.transcript.node_id is not None:  # its answer may be on the branch read there
             self.transcript.show_branch(self.controller.state, self.transcript.node_id)
         self.streams.finish_stream(turn_id, status)
@@ -395,6 +414,7 @@ class MainWindow(QMainWindow):
 
     def _on_turn_failed(self, key: str, message: str, text: str) -> None:
         self.streams.finish_stream(key, "failed")
+        self.transcript.finishes.setdefault(key, "error")
         live_node = self._node_of_key.get(key)
         if live_node:
             self.scene.set_node_status(live_node, "failed")

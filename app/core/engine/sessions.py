@@ -207,9 +207,11 @@ class SessionService:
 
     async def ingest(self, session_id: str, messages: Sequence[Message], *, chain: bool = True,
                      parents: Mapping[str, str | None] | None = None, routed: Mapping[str, float] | None = None) -> int:
-        """Store messages as history turns (one turn each), link them along ``continues``, index them.
+        """Store messages as history turns, link them along ``continues``, index them.
 
-        ``chain``: each message continues the previous one. ``parents`` (message id → the id of the
+        Each message is a turn of its own, except that a message whose ``turn_id`` is that of the
+        message given just before (an input and its answer, in one call) joins that turn as its
+        answer. ``chain``: each turn continues the previous one. ``parents`` (message id → the id of the
         earlier message it continues, None for a new root) links the given ones instead — a
         conversation with branches, such as a routed chat stream. ``routed`` (message id → the
         share routing gave the tree it continues, ``session.membership``) marks the unsure edges.
@@ -231,10 +233,15 @@ class SessionService:
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
         edges: list[GraphEdge] = []
+        answers: dict[str, str] = {}  # turn id → its answer's message id
         for m in messages:
             if m.turn_id is None:
                 m.turn_id = m.message_id
+            joins = bool(nodes) and m.turn_id == nodes[-1].ref_id and m.turn_id not in answers
             state.add_message(m)
+            if joins:
+                answers[m.turn_id] = m.message_id
+                continue
             node = GraphNode(kind=NodeKind.TURN, label=m.content[:40], ref_id=m.turn_id, created_at=m.at)
             state.add_node(node)
             nodes.append(node)
@@ -250,24 +257,31 @@ class SessionService:
                 edges.append(edge)
             previous = node.node_id
 
-        def write() -> None:
-            with ctx.store.transaction():
-                for m in messages:
-                    ctx.store.add_message(session_id, m)
-                    ctx.store.add_turn(session_id, m.turn_id or m.message_id, m.message_id, status="history",
-                                       created_at=m.at)
-                for n in nodes:
-                    ctx.store.save_node(session_id, n)
-                for e in edges:
-                    ctx.store.save_edge(session_id, e)
-
-        await ctx.on_store(write)
+        await ctx.on_store(self._write_ingested, session_id, messages, answers, nodes, edges)
         if ctx.index is not None:
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages))
         await self.warm_counts(state, [m.message_id for m in messages])
         self.ctx.ingested.emit(session_id, list(messages))
         settle_heap()
         return len(messages)
+
+    def _write_ingested(self, session_id: str, messages: Sequence[Message], answers: Mapping[str, str],
+                        nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> None:
+        """Store thread: write ingested messages, their turns (``answers``: turn id → the message
+        that answers it in the same turn), nodes and edges in one transaction."""
+        store = self.ctx.store
+        with store.transaction():
+            for m in messages:
+                store.add_message(session_id, m)
+            for m in messages:
+                if m.message_id not in answers.values():
+                    turn_id = m.turn_id or m.message_id
+                    store.add_turn(session_id, turn_id, m.message_id, status="history", created_at=m.at,
+                                   answer_message_id=answers.get(turn_id))
+            for n in nodes:
+                store.save_node(session_id, n)
+            for e in edges:
+                store.save_edge(session_id, e)
 
     async def warm_counts(self, state: SessionState, ids: Sequence[str]) -> None:
         """Count new messages' tokens once, off the build path (the counter caches them)."""

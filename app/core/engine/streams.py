@@ -32,6 +32,7 @@ from app.core.runtime.scheduler import (
     StreamStopped,
     pending_inputs,
 )
+from app.core.session import versions
 from app.core.session.state import SessionState
 from app.core.tasks.stack import FINAL, OPEN, StackDecision, TaskInputs, count_steps, summarize_result
 from app.core.text.quoting import quote_label
@@ -195,7 +196,8 @@ class EngineStreams:
         change, persist = self.tasks.new_task(
             state.session_id, decision.name, parent_task_id=parent, acceptance=decision.acceptance,
             turn_node=record.node_id, task_id=decision.current, turn_id=record.turn_id,
-            message_id=message.message_id, handle=handle, at=message.at)
+            message_id=message.message_id, handle=handle, at=message.at,
+            version_of=versions.task_version_of(state.graph, record.node_id) if record.node_id else None)
         handle.task_id = decision.current
         book.live[decision.current] = handle
         self.tasks.announce(state.session_id, change.tasks)
@@ -233,12 +235,12 @@ class EngineStreams:
 
     def _artifact(self, session_id: str, task: Task, result: Evidence) -> tuple[list[GraphNode], list[GraphEdge]]:
         """A completed task's result as an artifact node (``derived_from`` the task's node, bound to
-        the result's evidence); a task completed again makes the next version."""
+        the result's evidence); a task completed again, or a new version of the task, makes the next
+        version."""
         state = self.ctx.sessions[session_id]
         if task.node_id is None or task.node_id not in state.graph:
             return [], []
-        version = 1 + sum(1 for n in state.graph.nodes()
-                          if n.kind == NodeKind.ARTIFACT and n.attrs.get("task_id") == task.task_id)
+        version = 1 + versions.results_before(state.graph, task.node_id)
         at = result.valid_from
         node = GraphNode(kind=NodeKind.ARTIFACT, label=quote_label(f"Result v{version}: {task.name}", 60),
                          ref_id=result.evidence_id, created_at=at, attrs={"task_id": task.task_id, "version": version})

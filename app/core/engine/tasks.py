@@ -28,6 +28,7 @@ from typing import Any
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.runtime.scheduler import StreamHandle
+from app.core.session import versions
 from app.core.signals import Signal
 from app.core.tasks.replay import TASK_EVENT, compare, fold
 from app.core.tasks.stack import LiveTask, TaskError, TaskInputs, TaskStack, count_steps
@@ -201,14 +202,19 @@ class TaskService:
     def new_task(self, session_id: str, name: str, *, parent_task_id: str | None, acceptance: str,
                   turn_node: str | None, task_id: str | None = None, turn_id: str | None = None,
                   message_id: str | None = None, handle: StreamHandle | None = None,
-                  at: str | None = None) -> tuple[TaskChange, Callable[[], None]]:
+                  at: str | None = None, version_of: str | None = None) -> tuple[TaskChange, Callable[[], None]]:
+        """Create a task with its node (``version_of``: the first node of the task it is a new
+        version of, ``app.core.session.versions``), its ``spawned`` edges and goal evidence, as one
+        revision; return the change and its write."""
         book = self.books[session_id]
         state = self.ctx.sessions[session_id]
         at = at or utc_now()
         node_id = new_id()
         task = book.stack.create(name, parent_task_id=parent_task_id, acceptance=acceptance, task_id=task_id,
                                  turn_id=turn_id, node_id=node_id, at=at)
-        extra = {"stream_id": handle.stream_id} if handle is not None else {}
+        extra: dict[str, Any] = {"stream_id": handle.stream_id} if handle is not None else {}
+        if version_of is not None:
+            extra[versions.VERSION_OF] = version_of
         node = GraphNode(node_id=node_id, kind=NodeKind.TASK, label=name[:40], ref_id=task.task_id, created_at=at,
                          attrs=task_node_attrs(task, tokens=0, steps=0, **extra))
         edges = []

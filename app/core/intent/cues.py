@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.core.intent.dependence import read_dependence
 from app.core.intent.model import EnvEventRef, EvidenceSpan, RunningTask, Urgency
 from app.core.text.words import (
     STOPWORDS,
@@ -160,6 +161,8 @@ class TextCues:
     status_query: bool = False
     refers_back: bool = False
     follow_up: bool = False
+    dependence: float = 0.0  # how much it leans on what came before (``intent.dependence``)
+    topic_shift: float = 0.0  # how plainly it opens a new topic
     ack: bool = False
     vague: bool = False
     urgency: Urgency = Urgency.NORMAL
@@ -177,7 +180,8 @@ def analyse_text(text: str) -> TextCues:
     """Read cue words and sentence form from ``text`` (no context): the rules signal's input.
 
     Returns the cues in a fixed order of reading: control words, question form, request form,
-    task-type words, dialogue flags (ack, follow-up, vague), urgency, risk words, time hints.
+    task-type words, dialogue flags (ack, follow-up, vague), how much it depends on what came
+    before and whether it opens a new topic, urgency, risk words, time hints.
     """
     t = re.sub(r"\s+", " ", text.replace("\u2019", "'")).strip()
     c = TextCues()
@@ -196,6 +200,8 @@ def analyse_text(text: str) -> TextCues:
     negated = negated_stems(t)
     _task_type_cues(t, c, body_words, negated)
     _dialogue_cues(t, c)
+    place = read_dependence(t)
+    c.dependence, c.topic_shift = place.score, place.topic_shift
     _urgency_cues(t, c)
     for word in tokenize(t):
         if stem(word) in _RISK_STEMS and stem(word) not in negated and word not in c.risk_words:

@@ -333,6 +333,7 @@ class IntentEngine:
             risk=risk_of(task_type, acting, risk_words, fields, llm), confidence=conf,
             needs_clarification=any(r.split(":", 1)[0] in CLARIFY_CODES for r in reasons),
             sub_questions=dedup_texts(fields.sub_questions, w.max_items),
+            dependence=r4(cues.dependence), topic_shift=r4(cues.topic_shift),
             distribution={"mode": mode_dist, "task_type": task_dist}, signals=trace.records, llm=llm.report,
         )
 

@@ -114,6 +114,10 @@ class Intent(BaseModel):
     confidence: IntentConfidence = Field(default_factory=IntentConfidence)
     needs_clarification: bool = False
     sub_questions: list[str] = Field(default_factory=list)
+    # The input's place in a conversation (``intent.dependence``), read by anchor routing: how much
+    # it leans on what came before (the follow-up signal) and how plainly it opens a new topic.
+    dependence: float = 0.0
+    topic_shift: float = 0.0
     distribution: dict[str, dict[str, float]] = Field(default_factory=dict)
     signals: list[SignalRecord] = Field(default_factory=list)
     llm: LlmReport = Field(default_factory=LlmReport)

@@ -2,8 +2,10 @@
 
 A ``UserProfile`` holds three lists of short statements: preferences ("short answers"),
 prohibitions ("delete files in /data") and permissions ("deploy to staging"). The engine keeps it
-current by parsing user inputs with :func:`parse_profile_statements`, which recognises plain
-statements such as "never X", "don't X", "I prefer X", "always X" and "you may X".
+current by parsing user inputs with :func:`parse_profile_statements`, which recognises statements
+such as "never X", "don't X", "I prefer X", "always X" and "you may X" anywhere in a sentence
+("By the way, I prefer metric units"), guarded against questions, conditions, quotes and other
+people's words ("my friend said she prefers…").
 
 Matching a request against a statement is deliberately coarse and explainable: light stemming,
 stop words removed, and words inside a negated clause of the request ("... but don't delete
@@ -49,34 +51,74 @@ def statement_matches(statement: str, text: str, min_share: float = 0.5) -> bool
 
 StatementKind = Literal["preference", "prohibition", "permission"]
 
-_LEAD = r"^(?:(?:and|also|but|so|please|oh|ok|okay)[,]?\s+)*"
+#: Words a statement may open with that do not change it ("please always…", "btw, I prefer…").
+STATEMENT_LEAD = (r"(?:(?:and|also|but|so|please|oh|ok|okay|well|actually|anyway|btw|by\s+the\s+way|just|basically|"
+         r"honestly|personally|generally|in\s+general|for\s+the\s+record|fyi|just\s+so\s+you\s+know|"
+         r"(?:please\s+)?(?:note|remember|keep\s+in\s+mind)(?:\s+that)?)[,:]?\s+)*")
 _PATTERNS: tuple[tuple[StatementKind, re.Pattern[str]], ...] = (
     (
         "prohibition",
         re.compile(
-            _LEAD + r"(?:you\s+(?:must|should)\s+)?(?:never(?:\s+ever)?|don'?t(?:\s+ever)?|"
-            r"do\s+not(?:\s+ever)?|must\s+not|mustn't|should\s+not|shouldn't)\s+(?P<x>.+)$",
+            STATEMENT_LEAD + r"(?:you\s+(?:must|should)\s+)?(?:never(?:\s+ever)?|don'?t(?:\s+ever)?|"
+            r"do\s+not(?:\s+ever)?|must\s+not|mustn't|should\s+not|shouldn't|"
+            r"i\s+(?:don'?t|do\s+not|never)\s+want\s+you\s+to(?:\s+ever)?)\s+(?P<x>.+)$",
             re.IGNORECASE,
         ),
     ),
     (
         "preference",
         re.compile(
-            _LEAD + r"(?:i\s+(?:would\s+|'d\s+)?(?:prefer|like)\s+|i\s+want\s+you\s+to\s+always\s+|"
-            r"always\s+)(?P<x>.+)$",
+            STATEMENT_LEAD + r"(?:i(?:\s+would|'d)?\s+(?:like|want|need)\s+you\s+to\s+always\s+|"
+            r"i(?:\s+would|'d)?\s+(?:really\s+|generally\s+|usually\s+|much\s+|also\s+)*"
+            r"(?:prefer|like)\s+(?!it\b|that\b|this\b|them\b|when\b|how\b|you\b)|"
+            r"always\s+|from\s+now\s+on[,]?\s+(?:please\s+)?)(?P<x>.+)$",
             re.IGNORECASE,
         ),
     ),
     (
         "permission",
         re.compile(
-            _LEAD + r"(?:you\s+(?:may|are\s+allowed\s+to|have\s+(?:my\s+)?permission\s+to)|"
+            STATEMENT_LEAD + r"(?:you\s+(?:may|are\s+allowed\s+to|have\s+(?:my\s+)?permission\s+to)|"
             r"you're\s+allowed\s+to|feel\s+free\s+to|it'?s\s+ok(?:ay)?\s+to|"
             r"it\s+is\s+ok(?:ay)?\s+to)\s+(?P<x>.+)$",
             re.IGNORECASE,
         ),
     ),
 )
+
+# Where a statement may start inside a sentence: its start, after a clause mark, or after a word
+# that joins clauses ("By the way, I prefer…", "…, and never use emojis", "because I prefer…").
+_STARTS = re.compile(r"(?:^|[,:(\u2014\u2013]|\s-\s|\b(?:and|but|so|because|since|also|plus|btw|though|"
+                     r"although|anyway|actually)\b)\s*", re.IGNORECASE)
+# What, said before it in the sentence, makes a statement not the user's own standing wish:
+# a condition or supposition ("if I preferred…"), a question's opening ("do you think I prefer"),
+# and another person's words ("my friend said always…"; the user's own "as I told you" is theirs).
+_HYPOTHETICAL = re.compile(r"\b(?:if|unless|suppose|supposing|imagine|assuming|assume|whether|in\s+case|"
+                           r"what\s+if|let'?s\s+say|pretend|hypothetically|wonder)\b", re.IGNORECASE)
+_QUESTION_OPEN = re.compile(r"^\W*(?:do|does|did|am|is|are|was|were|what|why|how|when|where|who|which|shall|"
+                            r"should\s+i|can\s+i|could\s+i)\b", re.IGNORECASE)
+_REPORTED = re.compile(r"\b(?P<who>\w+)\s+(?:\w+ly\s+)?(?:said|says|told|tells|wrote|writes|thinks|thought|"
+                       r"claims|claimed|asked|asks|believes|reckons|insists|insisted|wants|wanted)\b|"
+                       r"\baccording\s+to\b", re.IGNORECASE)
+_QUOTES = re.compile("[\"\u201c\u201d]")
+
+
+def _own_voice(before: str) -> bool:
+    """Whether a statement after ``before`` (the start of its sentence) is the user's own: not
+    inside quotation marks, not under a condition or a question, not reported from someone else."""
+    if len(_QUOTES.findall(before)) % 2 or _HYPOTHETICAL.search(before) or _QUESTION_OPEN.search(before):
+        return False
+    return all((m.group("who") or "").lower() in {"i", "we"} for m in _REPORTED.finditer(before))
+
+
+def statement_starts(sentence: str) -> list[int]:
+    """The offsets in ``sentence`` where a statement of the user's own may start (see ``_STARTS``
+    and ``_own_voice``): the rules of the profile and of memory facts match there."""
+    out: list[int] = []
+    for m in _STARTS.finditer(sentence):
+        if m.end() < len(sentence) and (not out or m.end() != out[-1]) and _own_voice(sentence[:m.start()]):
+            out.append(m.end())
+    return out
 
 
 class ProfileStatement(BaseModel):
@@ -94,17 +136,30 @@ def _clean_object(text: str) -> str:
 
 
 def parse_profile_statements(text: str) -> list[ProfileStatement]:
-    """Return the profile statements found in ``text``, in order; questions are never statements."""
+    """Return the profile statements found anywhere in ``text``'s sentences, in order ("By the way,
+    I prefer metric units", "…, and never use emojis"); questions, conditions, quotes and other
+    people's words are never statements (``statement_starts``). A statement runs to the next one."""
     out: list[ProfileStatement] = []
     for body in statements(text, CLAUSE_ENDS):
-        for kind, pattern in _PATTERNS:
-            match = pattern.match(body)
-            if match:
-                obj = _clean_object(match.group("x"))
-                if content_stems(obj):
-                    out.append(ProfileStatement(kind=kind, text=obj, span=body))
-                break
+        found: list[tuple[int, StatementKind, re.Match[str]]] = []
+        for at in statement_starts(body):
+            hit = next(((kind, m) for kind, p in _PATTERNS if (m := p.match(body, at))), None)
+            if hit is not None and not (found and at < found[-1][2].start("x")):
+                found.append((at, hit[0], hit[1]))
+        clauses = [at for at in statement_starts(body) if _SUBJECT.match(body, at)]
+        nexts = [at for at, _, _ in found[1:]] + [len(body)]
+        for (_, kind, m), nxt in zip(found, nexts, strict=False):
+            end = min([at for at in clauses if at > m.start("x")] + [nxt])
+            obj = _clean_object(_JOINER.sub("", body[m.start("x"):end]))
+            if content_stems(obj):
+                out.append(ProfileStatement(kind=kind, text=obj, span=body[m.start():end].strip(" ,")))
     return out
+
+
+# A clause with a subject of its own ends the statement before it ("I prefer tea, and I'm vegan").
+_SUBJECT = re.compile(r"(?:i|i'm|i've|i'd|you|you're|we|we're|he|she|they|it's|my|our)\b", re.IGNORECASE)
+_JOINER = re.compile(r"[\s,;:(\u2014\u2013-]*(?:\b(?:and|but|so|because|since|also|plus|btw|though|although|"
+                     r"anyway|actually)\s*)?$", re.IGNORECASE)
 
 
 def _dedup(items: Iterable[str]) -> list[str]:

@@ -21,8 +21,8 @@ import hashlib
 import re
 
 from app.core.context.compiler import extract_facts
-from app.core.intent.profile import parse_profile_statements
-from app.core.text.sentences import statements
+from app.core.intent.profile import STATEMENT_LEAD, parse_profile_statements, statement_starts
+from app.core.text.sentences import CLAUSE_ENDS, statements
 from app.core.text.words import content_stems
 from app.core.types import MemoryFragment, MemoryType
 
@@ -49,6 +49,20 @@ _COMMITMENT = re.compile(
 _USER_FACT = re.compile(
     r"\bi\s+(?:now\s+|currently\s+)?(?P<verb>live|work|moved|study|studied)\s+(?P<prep>in|at|for|to|as)\s+"
     r"(?P<x>[^,.;!?\n]{2,60})",
+    re.IGNORECASE,
+)
+#: Lasting facts about the user stated in the first person ("btw I'm vegetarian", "I'm allergic to
+#: peanuts", "I don't eat pork"): a diet, an allergy or intolerance, a lasting condition. Matched
+#: where a statement of the user's own may start (``statement_starts``), so "my friend is vegan",
+#: "if I were vegan" and "am I diabetic" are not the user's.
+_USER_TRAIT = re.compile(
+    STATEMENT_LEAD + r"i(?:'m|\s+am)\s+(?:(?:a|an|also|now|strictly|strict|lifelong|practi[cs]ing)\s+)*"
+    r"(?P<x>(?:vegetarian|vegan|pescatarian|teetotal|diabetic|coeliac|celiac|colou?r[\s-]?blind|left[\s-]handed|"
+    r"deaf|hard\s+of\s+hearing|(?:lactose|gluten)[\s-]intolerant|allergic\s+to\s+[^,.;!?\n]{2,40}|"
+    r"intolerant\s+(?:to|of)\s+[^,.;!?\n]{2,40})\b)|"
+    + STATEMENT_LEAD + r"i\s+(?P<neg>don'?t|do\s+not|can'?t|cannot|never)\s+"
+    r"(?P<verb>eat|drink)\s+(?!(?:much|a\s+lot|many|enough|anything|that|this|it|well|out|there|here)\b)"
+    r"(?P<y>[^,.;!?\n]{2,40})",
     re.IGNORECASE,
 )
 _USER_FACT_KEYS = {"live": "home", "moved": "home", "work": "work", "study": "studies", "studied": "studies"}
@@ -151,6 +165,25 @@ def _facts(text: str, evidence_id: str, at: str, source: str, speaker: str = "")
         memory = _memory("fact", f"{key} is {value}", evidence_id=evidence_id, at=at, source=source,
                          key=key, value=value)
         out.append(memory.model_copy(update={"scope": "workspace"}))  # about the user: every session's
+    if not speaker:  # a trait is the app user's own, never a speaker's of imported history
+        out += _traits(text, evidence_id, at, source)
+    return out
+
+
+def _traits(text: str, evidence_id: str, at: str, source: str) -> list[MemoryFragment]:
+    """The user's lasting facts of ``text`` (``_USER_TRAIT``), as workspace facts "the user …"."""
+    out: list[MemoryFragment] = []
+    for sentence in statements(text, CLAUSE_ENDS):
+        for start in statement_starts(sentence):
+            m = _USER_TRAIT.match(sentence, start)
+            if m is None:
+                continue
+            said = _TRAILING.sub("", " ".join((m.group("x") or m.group("y")).split()))
+            if not content_stems(said):  # "I don't eat much": says nothing
+                continue
+            content = f"the user is {said}" if m.group("x") else f"the user does not {m.group('verb').lower()} {said}"
+            memory = _memory("fact", content, evidence_id=evidence_id, at=at, source=source)
+            out.append(memory.model_copy(update={"scope": "workspace"}))
     return out
 
 

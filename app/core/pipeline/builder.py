@@ -30,6 +30,7 @@ import numpy as np
 
 from app.core.context.prompt import SYSTEM_INSTRUCTION, CompiledPrompt, PromptCompiler, PromptSections
 from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, recall
+from app.core.intent.dependence import states
 from app.core.intent.engine import IntentEngine
 from app.core.intent.model import Intent, IntentContext, RecentTurn, RunningTask
 from app.core.pipeline.record import BuildRecord, StageTiming
@@ -44,7 +45,7 @@ from app.core.routing.anchor import (
     RoutingDecision,
     mention,
 )
-from app.core.routing.candidates import anchor_candidates
+from app.core.routing.candidates import Place, anchor_candidates
 from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import NoteView, SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_view, popped
@@ -126,17 +127,18 @@ class ContextBuilder:
         )
         return self.intents.infer(inp.reading or inp.text, ctx)
 
-    def anchor_candidates(
-        self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
-        intent_entities: Sequence[str] = (), intent_target: str | None = None,
-    ) -> list[AnchorCandidate]:
-        """Branch frontiers plus the most recent turns, with their routing features."""
-        task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if intent_target else {}
+    def anchor_candidates(self, state: SessionState, inp: BuildInputs, vectors: Mapping[str, Sequence[float] | np.ndarray],
+                          intent: Intent) -> list[AnchorCandidate]:
+        """Branch frontiers plus the most recent turns, with their routing features (the intent's
+        entities, target task and reading of the input's place in the conversation among them)."""
+        target = intent.hint("target_task")
+        task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
+        place = Place(follow_up=intent.dependence, topic_shift=intent.topic_shift, statement=states(inp.text))
         return anchor_candidates(state, vectors, text=inp.text, at=inp.at, query_vector=inp.query_vector,
                                  focus_node=inp.focus_node, focus_chosen=inp.focus_chosen, overrides=inp.overrides,
                                  exclude_ids=inp.exclude_ids, task_of_turn=task_of_turn,
-                                 intent_entities=intent_entities, intent_target=intent_target,
-                                 candidate_turns=self.candidate_turns)
+                                 intent_entities=intent.entities, intent_target=target,
+                                 candidate_turns=self.candidate_turns, place=place)
 
     def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                        anchor: str | None) -> RecallRequest:
@@ -286,7 +288,7 @@ class ContextBuilder:
               vectors: Mapping[str, Sequence[float] | np.ndarray]) -> tuple[RoutingDecision, str | None, StackDecision, BuildInputs]:
         """The anchor (the router's, or the user's override), the task-stack frame, and the inputs
         with routing's shares over trees and the answers of popped subtasks excluded from recall."""
-        candidates = self.anchor_candidates(state, inp, vectors, intent.entities, intent.hint("target_task"))
+        candidates = self.anchor_candidates(state, inp, vectors, intent)
         decision: RoutingDecision = self.router.route(candidates)
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:

@@ -1,18 +1,25 @@
 """Anchor routing's candidates for one input: branch frontiers and recent turns with their features.
 
 ``anchor_candidates`` computes, for every candidate node, the features ``AnchorRouter`` fuses
-(``app.core.routing.anchor.Feature``): meaning, task entities, time recency, focus, the user's
-earlier overrides, addressing, and the conflict feature (the input addresses someone absent from
-the candidate, or names a task the candidate's branch does not belong to). Pure; it reads the
-input as plain values (the build passes its own, ``app.core.pipeline.builder``).
+(``app.core.routing.anchor.Feature``): meaning, the names the input shares with it, time recency,
+focus, the user's earlier overrides, addressing, the conflict feature (the input addresses someone
+absent from the candidate, or names a task the candidate's branch does not belong to), and what the
+input's place in the conversation says (``app.core.intent.dependence``, through
+``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
+an answer that asked the user something replies to it (``reply``), an input opening a new topic
+or asking about a name a conversation never said leaves it (``shift``). Pure; it reads the input
+as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.intent.dependence import own_words
 from app.core.routing.anchor import (
     AnchorCandidate,
     Feature,
@@ -24,6 +31,7 @@ from app.core.routing.anchor import (
     mentioned_names,
     recency_by_time,
 )
+from app.core.routing.reference import Referent, refer, unsaid_share
 from app.core.session.state import SessionState
 from app.core.types import NodeKind
 
@@ -67,12 +75,78 @@ def _candidate_nodes(state: SessionState, candidate_turns: int) -> list[str]:
     return list(nodes)
 
 
+def _meaning(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray],
+             mids: Sequence[str]) -> float:
+    """The ``sem`` feature: the best cosine of the input and the turn's messages, clipped to [0, 1]."""
+    sims = [cosine(query, vectors[m]) for m in mids if m in vectors] if query is not None else []
+    return max(0.0, min(1.0, max(sims))) if sims else 0.0
+
+
+@dataclass(frozen=True)
+class Place:
+    """What the input says of its place in the conversation (the intent's reading): how much it
+    leans on what came before (``follow_up``) and how plainly it opens a new topic (``topic_shift``)."""
+
+    follow_up: float = 0.0
+    topic_shift: float = 0.0
+    # It opens with a statement, not a question: the reply to a question the latest answer asked;
+    # it adds to a conversation rather than asks about a subject (``unsaid`` weighs a question only).
+    statement: bool = False
+
+
+def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
+    """The ``follow``, ``reply`` and ``shift`` features of a candidate (only those not 0). ``shift``:
+    the input opens a new topic and names nothing of this tree, or (``unsaid``, the share of its
+    subject this conversation never mentioned) it asks about a subject of its own, as far as it
+    does not lean on what came before."""
+    out: dict[str, float] = {}
+    if place.follow_up > 0 and node_id == referent.node:
+        out[Feature.FOLLOW] = round(place.follow_up, 6)
+    if place.statement and node_id == referent.asked:
+        out[Feature.REPLY] = 1.0
+    asked_about = 0.0 if place.statement else unsaid * (1.0 - place.follow_up)
+    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, asked_about)
+    if shift > 0:
+        out[Feature.SHIFT] = round(shift, 6)
+    return out
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n\"(]\s*)$")
+# A label the input opens with ("Small talk: …", "Kyoto trip: …"): it names the subject of what
+# follows, so its capitalised first word is a name the input gives, not a sentence's capital.
+_LABEL = re.compile(r"^\W*[A-Z][\w'-]*(?:\s+[\w'-]+){0,3}\s*:\s")
+
+
+def named_entities(text: str, entities: Sequence[str], speakers: set[str]) -> list[str]:
+    """The intent's entities that ``text`` itself names, minus people's names and minus a plain
+    capitalised word that only opens a sentence ("Wow!", "Last week…"; one that opens a label,
+    "Small talk: …", names the subject): what the ``task`` feature looks for in a candidate."""
+    out = []
+    for entity in entities:
+        low = entity.lower()
+        at = [m.start() for m in re.finditer(r"\b" + re.escape(entity) + r"\b", text)]
+        if low in speakers or (not at and low not in text.lower()):
+            continue
+        plain = entity[:1].isupper() and entity[1:].islower() and " " not in entity
+        label = _LABEL.match(text)
+        if plain and at and all(_SENTENCE_START.search(text[:i]) and not (label and i < label.end()) for i in at):
+            continue
+        out.append(entity)
+    return out
+
+
+def _names_in(entities: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """The ``entities`` some of ``texts`` hold (case aside)."""
+    joined = "\n".join(texts).lower()
+    return [e for e in entities if e.lower() in joined]
+
+
 def anchor_candidates(
     state: SessionState, vectors: Mapping[str, Sequence[float] | np.ndarray], *, text: str, at: str,
     query_vector: Sequence[float] | None, focus_node: str | None = None, focus_chosen: bool = False,
     overrides: Sequence[tuple[str, str]] = (), exclude_ids: Sequence[str] = (),
     task_of_turn: Mapping[str, str] | None = None, intent_entities: Sequence[str] = (),
-    intent_target: str | None = None, candidate_turns: int = 12,
+    intent_target: str | None = None, candidate_turns: int = 12, place: Place | None = None,
 ) -> list[AnchorCandidate]:
     """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
     version the user put away, or what continues it), with their routing features (the
@@ -80,47 +154,48 @@ def anchor_candidates(
 
     ``text``/``at``/``query_vector``: the input; ``focus_node`` the node the user works on and
     ``focus_chosen`` whether they chose it; ``overrides`` (earlier input text, node chosen by the
-    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task."""
-    nodes = _candidate_nodes(state, candidate_turns)
+    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task;
+    ``place``: what the intent read of the input's place in the conversation."""
+    excluded = set(exclude_ids)  # e.g. versions the user put away, with what continues them
+    nodes = [n for n in _candidate_nodes(state, candidate_turns)
+             if (mids := state.turn_messages(n)) and not excluded.intersection(mids)]
     now = _iso_seconds(at)
     frontier = set(state.graph.frontiers())
     out: list[AnchorCandidate] = []
     q = query_vector
     speakers = {name.lower() for name in state.speakers()}
-    said = text.lower()
     addressed = [n for n, how in mentioned_names(text, state.speakers()).items() if how == Mention.ADDRESS]
     target = intent_target
     task_of_turn = task_of_turn if target and task_of_turn else {}
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
-    topical = [e for e in intent_entities if e.lower() in said and e.lower() not in speakers]
-    excluded = set(exclude_ids)  # e.g. versions the user put away, with what continues them
+    topical = named_entities(text, intent_entities, speakers)
+    sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
+    referent = refer(state, nodes, text, sems) if place is not None else Referent()
+    own = len(own_words(text)) if place is not None else 0
+    place = place or Place()
     for node_id in nodes:
         mids = state.turn_messages(node_id)
-        if not mids or excluded.intersection(mids):
-            continue
-        sem = 0.0
-        if q is not None:
-            sims = [cosine(q, vectors[m]) for m in mids if m in vectors]
-            sem = max(sims) if sims else 0.0
+        sem = sems[node_id]
         last = state.messages[mids[-1]]
         age = max(0.0, now - _iso_seconds(last.at))
         override, chain_tasks = _branch_features(state, node_id, text, overrides, task_of_turn)
-        entity_hits = [e for e in topical if any(e.lower() in state.messages[m].text.lower() for m in mids)]
-        task = len(entity_hits) / len(topical) if topical else 0.0
+        task = len(_names_in(topical, [state.messages[m].text for m in mids])) / len(topical) if topical else 0.0
+        tree = state.graph.root_of(node_id)
         address = max((1.0 if mention(text, state.messages[m].speaker) else 0.0) for m in mids)
         clash = conflict(addressed, [state.messages[m].speaker for m in mids], target, chain_tasks)
         out.append(
             AnchorCandidate(
                 node_id=node_id,
-                group=state.graph.root_of(node_id),
+                group=tree,
                 features={
-                    Feature.SEM: round(max(0.0, min(1.0, sem)), 6),
+                    Feature.SEM: round(sem, 6),
                     Feature.TASK: round(task, 6),
                     Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
                     Feature.FOCUS: 1.0 if focus_chosen and node_id == focus_node else (0.5 if node_id in frontier else 0.0),
                     Feature.OVERRIDE: round(override, 6),
                     Feature.ADDRESS: address if state.graph.node(node_id).kind != NodeKind.TURN or len(state.speakers()) > 2 else 0.0,
                     Feature.CONFLICT: clash,
+                    **_place_features(node_id, tree, place, referent, unsaid_share(state, node_id, topical, own)),
                 },
             )
         )

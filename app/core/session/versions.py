@@ -8,6 +8,11 @@ place; the earlier versions stay where they were). Exactly one of them is shown;
 canvas, of routing (an input never continues a version the user put away) and of the recall of
 a new version (it answers afresh instead of repeating the one it replaces).
 
+A turn that started a task makes, answered again, a version of that task: the new task node
+carries ``version_of`` the first task node (``task_version_of``), stands in its place and numbers
+its result after the results of the earlier versions ("Result v2"); it shows with the turn version
+that spawned it, as the earlier ones hide with theirs.
+
 Pure functions over the session graph and state.
 """
 
@@ -20,7 +25,7 @@ from typing import Any
 from app.core.errors import CoreError
 from app.core.session.graph import SessionGraph
 from app.core.session.state import SessionState
-from app.core.types import NodeKind
+from app.core.types import EdgeKind, NodeKind
 
 VERSION_OF = "version_of"
 HIDDEN = "version_hidden"
@@ -50,10 +55,30 @@ def group_of(graph: SessionGraph, node_id: str) -> str:
 
 
 def versions(graph: SessionGraph, node_id: str) -> list[str]:
-    """The versions of ``node_id``'s turn, oldest first (just ``[node_id]`` when it has none)."""
+    """The versions of ``node_id``'s turn (or task), oldest first (just ``[node_id]`` when it has none)."""
     group = group_of(graph, node_id)
-    found = [n for n in graph.nodes(NodeKind.TURN) if n.node_id == group or n.attrs.get(VERSION_OF) == group]
+    kind = graph.node(node_id).kind
+    found = [n for n in graph.nodes(kind) if n.node_id == group or n.attrs.get(VERSION_OF) == group]
     return [n.node_id for n in sorted(found, key=lambda n: n.created_at)] or [node_id]
+
+
+def task_version_of(graph: SessionGraph, turn_node: str) -> str | None:
+    """The task node (its first version) that an earlier version of ``turn_node``'s turn started:
+    the task a new version of a task turn makes a version of (None: not a version, or no task)."""
+    if not graph.node(turn_node).attrs.get(VERSION_OF):
+        return None
+    for earlier in versions(graph, turn_node):
+        for edge in graph.out_edges(earlier, EdgeKind.SPAWNED) if earlier != turn_node else ():
+            if edge.dst in graph and graph.node(edge.dst).kind == NodeKind.TASK and not edge.attrs.get("subtask"):
+                return group_of(graph, edge.dst)
+    return None
+
+
+def results_before(graph: SessionGraph, task_node: str) -> int:
+    """How many results (artifacts ``derived_from`` a task node) the versions of ``task_node``'s
+    task have: the next result is numbered after them."""
+    return sum(1 for n in versions(graph, task_node) for e in graph.in_edges(n, EdgeKind.DERIVED_FROM)
+               if e.src in graph and graph.node(e.src).kind == NodeKind.ARTIFACT)
 
 
 def put_away_messages(state: SessionState) -> list[str]:

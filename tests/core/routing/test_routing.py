@@ -69,7 +69,7 @@ def test_feature_names_are_the_weight_fields() -> None:
     fields = set(RoutingWeights.model_fields) - {"name", "tau_new", "delta"}
     assert fields == {f.value for f in Feature}
     assert FEATURE_ORDER == tuple(Feature)
-    assert NEGATIVE_FEATURES == {Feature.CONFLICT}
+    assert NEGATIVE_FEATURES == {Feature.CONFLICT, Feature.SHIFT}
 
 
 def test_candidate_features_must_lie_in_unit_interval() -> None:

@@ -1,0 +1,118 @@
+"""What a dependent input refers to: the conversation its words point to, else the latest one.
+
+A follow-up leans on what came before (``app.core.intent.dependence``). Among the anchor
+candidates, grouped by branch tree (a conversation), ``refer`` finds the one it continues: the
+tree whose own words it repeats — content words said on that tree's recent chain and on no other
+candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, or
+when it opens with a response token ("Thanks! …": it reacts to what was just said), the tree of the
+most recent turn ("the one we were just talking about"). The follow-up continues that tree's latest
+candidate node. When the latest answer asked the user a question, ``Referent.asked`` names it: an
+input that opens with a statement is the reply it waits for (the ``reply`` feature).
+
+The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
+conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
+
+Pure: plain values in, plain values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from app.core.intent.dependence import OWN_LONG, asks, own_words, responds
+from app.core.session.state import SessionState
+from app.core.text.words import content_stems
+from app.core.types import NodeKind
+
+#: Nodes whose text the session state does not hold (an attached document, an env event, a
+#: task's result): a conversation they are linked to may have said any name.
+_HOLDING_TEXT = frozenset({NodeKind.ARTIFACT, NodeKind.ENV})
+#: How far back along a tree's chain its words are read (turns).
+CHAIN_TURNS = 12
+#: The share of an input's own content words a conversation must have said (and no other) for the
+#: input to point to it.
+POINTING = 0.25
+
+
+@dataclass(frozen=True)
+class Referent:
+    """``node``: the candidate a dependent input continues (None without candidates); ``pointed``:
+    the trees (root node ids) whose own words the input repeats."""
+
+    node: str | None = None
+    pointed: frozenset[str] = frozenset()
+    asked: str | None = None  # the latest candidate, when its answer asks the user a question
+
+
+def _order(state: SessionState, node_id: str) -> int:
+    """How late the turn of ``node_id`` is: its last message's place in the session (-1: none)."""
+    return max((state.messages[m].seq for m in state.turn_messages(node_id) if m in state.messages), default=-1)
+
+
+def _tree_words(state: SessionState, node_id: str) -> frozenset[str]:
+    """The content stems said on the chain back from ``node_id`` (``CHAIN_TURNS`` turns)."""
+    words: set[str] = set()
+    for node in state.graph.chain_back(node_id, limit=CHAIN_TURNS):
+        for mid in state.turn_messages(node):
+            if mid in state.messages:
+                words.update(content_stems(state.messages[mid].text))
+    return frozenset(words)
+
+
+def shared_words(text: str, words: Mapping[str, frozenset[str]]) -> dict[str, int]:
+    """Tree → how many of ``text``'s own content stems were said on that tree and on no other one."""
+    own = set(own_words(text))
+    return {tree: len(own & said - set().union(*(w for t, w in words.items() if t != tree)))
+            for tree, said in words.items()}
+
+
+def pointed(shared: Mapping[str, int], own: int, latest: str, meaning: Mapping[str, float]) -> dict[str, int]:
+    """The trees an input with ``own`` content words points to, given its ``shared`` words per tree
+    and how close in ``meaning`` it is to each: those words are at least ``POINTING`` of its own (a
+    long input shares a word or two with any conversation by chance; a short one names what it
+    means), and a tree other than the latest must share more words than it and be as close in
+    meaning (the conversation just had is where a follow-up belongs unless something says otherwise)."""
+    return {tree: n for tree, n in shared.items()
+            if n and n >= POINTING * own and (tree == latest or (
+                n > shared.get(latest, 0) and meaning.get(tree, 0.0) >= meaning.get(latest, 0.0)))}
+
+
+def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float]) -> Referent:
+    """The referent of ``text`` among the candidate ``nodes``, ``sem`` their closeness in meaning
+    to it (see the module doc)."""
+    if not nodes:
+        return Referent()
+    order = {n: _order(state, n) for n in nodes}
+    tips: dict[str, str] = {}  # tree → its latest candidate node
+    meaning: dict[str, float] = {}  # tree → its candidates' best closeness in meaning
+    for node in sorted(nodes, key=lambda n: (order[n], n)):
+        tree = state.graph.root_of(node)
+        tips[tree] = node
+        meaning[tree] = max(meaning.get(tree, 0.0), sem.get(node, 0.0))
+    latest = max(nodes, key=lambda n: (order[n], n))
+    shared = shared_words(text, {tree: _tree_words(state, tip) for tree, tip in tips.items()})
+    trees = pointed(shared, len(own_words(text)), state.graph.root_of(latest), meaning)
+    best = max(trees.values(), default=0)
+    leaders = [tree for tree, count in trees.items() if count == best]
+    node = tips[leaders[0]] if len(leaders) == 1 and not responds(text) else latest
+    mids = state.turn_messages(latest)
+    asked = latest if mids and mids[-1] in state.messages and asks(state.messages[mids[-1]].text) else None
+    return Referent(node=node, pointed=frozenset(trees), asked=asked)
+
+
+def unsaid_share(state: SessionState, node_id: str, names: Sequence[str], own: int) -> float:
+    """How much of what an input talks about the conversation of ``node_id`` never mentioned: the
+    ``names`` the input brings itself ("Peru") that the chain back from the node (``CHAIN_TURNS``
+    turns) never said, as a share of the input's ``own`` content words (a short question about a
+    new name is all about it; an input of more than ``OWN_LONG`` such words speaks for itself by its
+    meaning). 0 for a conversation linked to text the state does not hold (``_HOLDING_TEXT``)."""
+    if not names or own <= 0 or own > OWN_LONG:
+        return 0.0
+    graph = state.graph
+    chain = list(graph.chain_back(node_id, limit=CHAIN_TURNS))
+    if any(e.src in graph and graph.node(e.src).kind in _HOLDING_TEXT for node in chain for e in graph.in_edges(node)):
+        return 0.0  # a document attached to it, a file or feed item routed to it: it may say anything
+    said = "\n".join(state.messages[mid].text for node in chain
+                     for mid in state.turn_messages(node) if mid in state.messages).lower()
+    return min(1.0, sum(1 for name in names if name.lower() not in said) / own)
