@@ -280,6 +280,11 @@ class TaskStack:
             fields["checkpoint_id"] = checkpoint_id
         return [self._set(task_id, TaskStatus.BLOCKED, at, **fields)]
 
+    def keep(self, task_id: str, checkpoint_id: str, *, at: str | None = None) -> list[Task]:
+        """Keep ``checkpoint_id`` (the output so far) as the task's checkpoint, its status as it is
+        (a step restarted from it); return the change."""
+        return [self._set(task_id, None, at, checkpoint_id=checkpoint_id)]
+
     def resume(self, task_id: str, *, at: str | None = None) -> list[Task]:
         """Take a paused task up again (active, no longer paused); return the change."""
         task = self.get(task_id)

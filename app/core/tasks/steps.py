@@ -72,6 +72,7 @@ class StepPlan(BaseModel):
     steps: list[Step]
     source: str = "rules"
     problems: list[str] = Field(default_factory=list)
+    proposal: str = ""  # the model's answer as it came (logged with the plan)
 
 
 def steps_messages(prompt: Sequence[ChatMessage]) -> list[ChatMessage]:

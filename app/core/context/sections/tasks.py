@@ -135,17 +135,8 @@ def stack_items(view: StackView) -> list[Item]:
     for n, note in enumerate(current.notes):
         add(f"{current.task_id}:note:{n}", BlockType.PLAN, f"{indent}Note: {note}", Priority.HIGH,
             (current.task_id,), stack_group)
-    for frame in frames:  # an amendment of the task holds for each of its steps
-        for n, constraint in enumerate(frame.constraints):
-            add(f"{frame.task_id}:constraint:{n}", BlockType.PLAN, f"{indent}Constraint: {constraint}",
-                Priority.MUST, (frame.task_id,), stack_group)
-    for event_id, note in view.changes:
-        add(f"{event_id}:change", BlockType.EVIDENCE, f"Changed meanwhile: {note}", Priority.MUST, (event_id,),
-            stack_group)
-    if view.checkpoint is not None:
-        evidence_id, text = view.checkpoint
-        add(f"{current.task_id}:checkpoint", BlockType.STATE, f"{indent}Work so far: {text}", Priority.MUST,
-            (evidence_id,), stack_group)
+    for key, segment, text, refs in steering_lines(view, indent):
+        add(key, segment, text, Priority.MUST, refs, stack_group)
     for task in view.around:
         if task.status == TaskStatus.COMPLETE:
             add(f"{task.task_id}:result", BlockType.STATE, f"Done: {task.name} → {task.result_summary or 'no result'}",
@@ -154,6 +145,20 @@ def stack_items(view: StackView) -> list[Item]:
             add(f"{task.task_id}:failed", BlockType.STATE, f"Failed: {task.name} ({task.error or 'no reason'})",
                 Priority.LOW, (task.task_id,), results_group)
     return items
+
+
+def steering_lines(view: StackView, indent: str) -> list[tuple[str, BlockType, str, tuple[str, ...]]]:
+    """The must lines a frame owes to its steering: the constraints that joined it or the task it
+    is a step of, what changed meanwhile, the work kept at its checkpoint (key, segment, text, refs)."""
+    lines = [(f"{frame.task_id}:constraint:{n}", BlockType.PLAN, f"{indent}Constraint: {constraint}", (frame.task_id,))
+             for frame in view.path for n, constraint in enumerate(frame.constraints)]
+    lines += [(f"{event_id}:change", BlockType.EVIDENCE, f"Changed meanwhile: {note}", (event_id,))
+              for event_id, note in view.changes]
+    if view.checkpoint is not None:
+        evidence_id, text = view.checkpoint
+        lines.append((f"{view.path[-1].task_id}:checkpoint", BlockType.STATE, f"{indent}Work so far: {text}",
+                      (evidence_id,)))
+    return lines
 
 
 def running_items(running: Sequence[Running], *, order: int = 2000) -> list[Item]:
