@@ -191,6 +191,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         state = await engine.open_session(session_id, title=args.text[:40])
         engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
+        if engine.input_kind(state.session_id, args.text) == "task":  # planned, its steps run to the end
+            from app.cli_tasks import ask_task
+
+            return await ask_task(engine, state.session_id, args.text, budget=args.budget, as_json=args.json)
         stream_out = sys.stderr if args.json else sys.stdout
         held: list[str] | None = None if args.json else []  # pieces that come before the "assistant: " label
 

@@ -20,13 +20,13 @@ def _say(line: str) -> None:
     print(f"pcm mcp: {line}", file=sys.stderr, flush=True)  # stdout is the protocol's (stdio)
 
 
-def run(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
+def run(settings: Settings, *, http: bool = False, port: int = 8765, chat: bool = False) -> int:
     from app import main as wiring
     from app.llm.providers.settings import add_provider
     from app.mcp.server import build_server
     from app.mcp.service import ContextService
 
-    engine = wiring.build_engine(settings, chat=False, counter="words", progress=_say)
+    engine = wiring.build_engine(settings, chat=chat, counter="words", progress=_say)
 
     async def main() -> None:
         try:
@@ -92,12 +92,14 @@ def add_parser(sub: Any) -> None:
         description="Serve PCM's sessions to MCP clients: tools get_context_summary, get_relevant_snippets, "
                     "configure_llm_provider, record_event, add_profile_statement, "
                     "attach_file (files in the watched folders only), search_memory, search_facts, list_sessions, "
-                    "get_status; resources pcm://sessions, pcm://sessions/{id}, pcm://turns/{id}. Over stdio by "
+                    "get_status, start_task, get_task_status, control_task (with --chat); resources pcm://sessions, pcm://sessions/{id}, pcm://turns/{id}. Over stdio by "
                     "default (register the command `pcm mcp` in the client); --http serves streamable HTTP on "
                     "127.0.0.1 with a bearer token ($PCM_MCP_TOKEN, else kept in the data folder: --print-token).")
     p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
     p.add_argument("--print-token", action="store_true", help="print the HTTP bearer token and exit")
+    p.add_argument("--chat", action="store_true", help="load the chat model, so that start_task runs tasks "
+                                                        "(without it the server generates nothing)")
     p.set_defaults(func=_cmd)
 
 
@@ -105,4 +107,4 @@ def _cmd(args: Any) -> int:
     settings = Settings.load(args.data_dir)
     if args.print_token:
         return print_token(settings)
-    return run(settings, http=args.http, port=args.port)
+    return run(settings, http=args.http, port=args.port, chat=args.chat)

@@ -3,7 +3,8 @@
 Tools with the names, parameters and defaults of the design's §6 (``get_context_summary``,
 ``get_relevant_snippets``, ``configure_llm_provider``) and what agents using memory servers rely
 on (``record_event``, ``add_profile_statement``, ``attach_file``, ``search_memory``,
-``search_facts``, ``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
+``search_facts``, ``list_sessions``, ``get_status``), the task tools (``start_task``,
+``get_task_status``, ``control_task``: ``tasks.TaskTools``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
 and ``pcm://turns/{turn_id}``. Each tool returns text within its token limit and structured content
 with evidence, session and turn ids (``service.ContextService``). A bad argument is an MCP error
 naming the field. Nothing deletes: a prohibition closes the permission it contradicts, keeping it.
@@ -23,13 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.errors import CoreError, NoRecordError
 from app.mcp.service import ContextService
+from app.mcp.tasks import TaskTools
 
 INSTRUCTIONS = (
     "PCM Canvas keeps every input, answer and environment event of the user's sessions, and "
     "compiles budgeted contexts whose every line names its evidence. Use get_relevant_snippets "
     "for passages, get_context_summary for a compiled context about a question, search_facts for "
     "what the user stated (with validity times), record_event to add what happened, attach_file "
-    "for a text file in a folder the user watches."
+    "for a text file in a folder the user watches, start_task / get_task_status / control_task to "
+    "have PCM carry out a task in steps and steer it."
 )
 
 
@@ -149,8 +152,42 @@ def build_server(service: ContextService) -> MCPServer:
         """Sessions, turns, indexed records, the chat model, events waiting to be stored."""
         return await _run(service.status())
 
+    _add_task_tools(mcp, TaskTools(service.engine))
     _add_resources(mcp, service)
     return mcp
+
+
+def _add_task_tools(mcp: MCPServer, tools: TaskTools) -> None:
+    """start_task, get_task_status, control_task (``tasks.TaskTools``)."""
+
+    @mcp.tool()
+    async def start_task(
+        text: Annotated[str, Field(description="What the task is, e.g. 'Plan and draft the offsite agenda'")],
+        sessionId: Annotated[str | None, Field(description="Session to run it in (default: the one used last)")] = None,
+    ) -> CallToolResult:
+        """Start a task: PCM splits it into 2-7 steps and runs them in order with its local model.
+        Returns once the plan is made, with the task id; get_task_status follows it."""
+        return await _run(tools.start(text, sessionId))
+
+    @mcp.tool()
+    async def get_task_status(
+        taskId: str,
+        sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
+    ) -> CallToolResult:
+        """A task's state (pending, active, paused, complete, failed), its steps with their states and
+        dependencies, and its result once complete."""
+        return await _run(tools.status(taskId, sessionId))
+
+    @mcp.tool()
+    async def control_task(
+        taskId: str,
+        action: Literal["pause", "resume", "amend", "cancel"],
+        text: Annotated[str, Field(description="amend: what to add to the task's constraints")] = "",
+        sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
+    ) -> CallToolResult:
+        """Steer a task: pause it (its work so far kept), resume it from there, amend it (the text joins
+        its constraints and takes effect at its next step or by restarting the running one) or cancel it."""
+        return await _run(tools.control(taskId, action, text, sessionId))
 
 
 def _add_resources(mcp: MCPServer, service: ContextService) -> None:

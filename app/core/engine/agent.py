@@ -39,7 +39,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,11 @@ class TaskAgent:
         self._outputs: dict[str, str] = {}  # evidence id → text (checkpoints, step results) read back
         self._waiting: set[tuple[str, str]] = set()  # tasks waiting for the others to be done
         self.closing = False  # the engine is closing: nothing new starts
+        self._hold: weakref.WeakSet[StreamHandle] = weakref.WeakSet()  # planned, then kept paused
+
+    def hold(self, handle: StreamHandle) -> None:
+        """The task this stream makes is planned and kept paused (its steps edited, then resumed)."""
+        self._hold.add(handle)
 
     def close(self) -> None:
         """The engine is closing: every task something works on is paused (its streams keep their
@@ -187,6 +192,8 @@ class TaskAgent:
         await self.ctx.on_store(self.ctx.store.append_event, sid, "task.planned", {
             "task_id": task.task_id, "turn_id": record.turn_id, "source": plan.source, "problems": plan.problems,
             "proposal": plan.proposal, "steps": [t.task_id for t in change.tasks if t.step]})
+        if handle in self._hold and not book.stack.get(task.task_id).paused:
+            self._commit_now(sid, "pause", book.stack.pause(task.task_id))
         self.advance(sid, task.task_id)
 
     # ------------------------------------------------------------------ runs
@@ -198,7 +205,7 @@ class TaskAgent:
         book = self.tasks.books[session_id]
         if key in self._queued or task.task_id in book.live:
             return None
-        kept = [s for s in book.stack.steps(root.task_id) if s.attempts or s.status != TaskStatus.FAILED]
+        kept = self._kept(book, root.task_id)
         what = f"Step {task.step} of {len(kept)}: {task.name}" if task.step else task.name
         text = f"Continue {what[:1].lower()}{what[1:]}" if task.checkpoint_id else what
         handle = self._scheduler(session_id).submit(
@@ -373,8 +380,9 @@ class TaskAgent:
         return handle is not None and handle in self._plans
 
     def _stalled(self, session_id: str, book: TaskBook, task: Task) -> bool:
-        """An active task no stream works on (stopped to restart, failed once, resumed)."""
-        return (task.status == TaskStatus.ACTIVE and not task.paused and task.attempts > 0
+        """An active task no stream works on (stopped to restart, failed once, resumed): it has
+        run (as a step, or as a single-stream task's own turn, which leaves a checkpoint)."""
+        return (task.status == TaskStatus.ACTIVE and not task.paused and (task.attempts > 0 or bool(task.checkpoint_id))
                 and task.task_id not in book.live and (session_id, task.task_id) not in self._queued)
 
     @staticmethod
@@ -406,7 +414,7 @@ class TaskAgent:
         root = book.stack.get(root_id)
         if root.status in FINAL:
             return
-        kept = [s for s in book.stack.steps(root_id) if s.attempts or s.status != TaskStatus.FAILED]
+        kept = self._kept(book, root_id)
         failed = next((s for s in kept if s.status == TaskStatus.FAILED), None)
         if failed is not None:
             await self._fail(session_id, root_id, f"step {failed.step} \u201c{failed.name}\u201d failed: {failed.error}")
@@ -476,7 +484,7 @@ class TaskAgent:
         changed += book.stack.note(root.task_id, amended_note(constraint, effect))
         change: TaskChange | None
         if extra is not None:
-            last = [s for s in book.stack.steps(root.task_id) if s.attempts or s.status != TaskStatus.FAILED]
+            last = self._kept(book, root.task_id)
             change, persist = self.tasks.add_steps(session_id, root.task_id, [(extra.name, extra.acceptance,
                                                    [last[-1].task_id] if last else [])], op="amend", more=changed)
             self.tasks.write_now(persist)
@@ -505,6 +513,64 @@ class TaskAgent:
         change = self._commit_now(session_id, "cancel", changed)
         self._release_waiting(session_id, root.task_id)
         return Steered(session_id, book.stack.get(root.task_id), change, line=f"Cancelled \u201c{root.name}\u201d.")
+
+    def edit_steps(self, session_id: str, task_id: str, *, add: Sequence[tuple[str, str]],
+                   rename: Mapping[int, str], remove: Sequence[int]) -> Steered:
+        """Change a task's plan (one revision, ``edit``): steps that have not started are renamed or
+        removed by number; new ones (name, acceptance) go at its end, after its last step."""
+        book = self.tasks.books[session_id]
+        root = root_task(book.stack, task_id)
+        if root.status in FINAL:
+            raise TaskError(f"task \u201c{root.name}\u201d is {root.status.value}: its steps cannot change")
+        by_number = {s.step: s for s in book.stack.steps(root.task_id)}
+        for number in [*rename, *remove]:
+            if number not in by_number:
+                raise TaskError(f"task \u201c{root.name}\u201d has no step {number}")
+        changed: list[Task] = []
+        for number, name in rename.items():
+            changed += book.stack.rename(by_number[number].task_id, " ".join(name.split()))
+        for number in remove:
+            changed += book.stack.drop_step(by_number[number].task_id, "removed from the plan by the user")
+        kept = self._kept(book, root.task_id)
+        rows: list[tuple[str, str, Sequence[int | str]]] = []
+        for n, (name, acceptance) in enumerate(add):
+            rows.append((" ".join(name.split()), acceptance or "it is done and written out",
+                         [n] if n else ([kept[-1].task_id] if kept else [])))
+        change, persist = self.tasks.add_steps(session_id, root.task_id, rows, op="edit", more=changed)
+        self.tasks.write_now(persist)
+        self.tasks.announce(session_id, change.tasks)
+        self.advance(session_id, root.task_id)
+        return Steered(session_id, book.stack.get(root.task_id), change,
+                       line=f"The plan of \u201c{root.name}\u201d has {len(self._kept(book, root.task_id))} steps.")
+
+    @staticmethod
+    def _kept(book: TaskBook, root_id: str) -> list[Task]:
+        """A plan's steps but those removed before they ran."""
+        return [s for s in book.stack.steps(root_id) if s.attempts or s.status != TaskStatus.FAILED]
+
+    async def result_text(self, session_id: str, task_id: str) -> str:
+        """The whole result of a completed task (its result evidence), else its checkpoint's text."""
+        task = (await self.tasks.book(session_id)).stack.get(task_id)
+        evidence_id = task.result_evidence_ids[0] if task.result_evidence_ids else task.checkpoint_id
+        await self.load([evidence_id])
+        return self._outputs.get(evidence_id or "", "")
+
+    async def wait(self, session_id: str, task_id: str, timeout: float | None = None) -> Task:
+        """Wait until a task is complete, failed or paused; return it."""
+        book = self.tasks.books[session_id]
+        settled: asyncio.Future[Task] = asyncio.get_running_loop().create_future()
+
+        def check(sid: str, task: Task) -> None:
+            if sid == session_id and task.task_id == task_id and (task.status in FINAL or task.paused):
+                if not settled.done():
+                    settled.set_result(task)
+
+        self.tasks.task_updated.connect(check)
+        try:
+            check(session_id, book.stack.get(task_id))
+            return await asyncio.wait_for(asyncio.shield(settled), timeout)
+        finally:
+            self.tasks.task_updated.disconnect(check)
 
     def note_event(self, session_id: str, task_id: str, event_id: str, amend: str | None) -> Steered | None:
         """An env event reached an open task: its next step's context shows it; ``amend`` (the

@@ -65,6 +65,7 @@ class EngineStreams:
         self.agent = TaskAgent(ctx, sessions, tasks, self.scheduler)  # plans, steps, steering
         # What the intent rules read of each queued input (``predict_kind``), for its build.
         self._readings: weakref.WeakKeyDictionary[StreamHandle, InputReading] = weakref.WeakKeyDictionary()
+        self._forced: weakref.WeakSet[StreamHandle] = weakref.WeakSet()  # inputs made tasks whatever their intent
         tasks.task_updated.connect(self._on_task_updated)
 
     def _on_task_updated(self, session_id: str, task: Task) -> None:
@@ -118,11 +119,17 @@ class EngineStreams:
         """The path an input will probably take, from the fast intent rules and the running tasks
         (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue. What the rules
         read of the text is kept for the stream's build, which reads it no more."""
+        self._readings[handle] = reading = self.ctx.builder.intents.read(handle.text)
+        return self._kind(handle.session_id, reading)
+
+    def kind_of(self, session_id: str, text: str) -> str:
+        """``predict_kind`` for a text not queued (``Engine.input_kind``)."""
+        return self._kind(session_id, self.ctx.builder.intents.read(text))
+
+    def _kind(self, session_id: str, reading: InputReading) -> str:
         running = [RunningTask(task_id=t.task_id, name=t.name, status="paused" if t.paused else t.status.value)
-                   for t in self.addressable(handle.session_id)]
-        intents = self.ctx.builder.intents
-        self._readings[handle] = reading = intents.read(handle.text)
-        mode = intents.infer(reading, IntentContext(running_tasks=running)).mode.value
+                   for t in self.addressable(session_id)]
+        mode = self.ctx.builder.intents.infer(reading, IntentContext(running_tasks=running)).mode.value
         return mode if mode in ("interrupt", "task") else "qa"
 
     def log_input(self, session_id: str, type: str, payload: dict[str, Any]) -> None:
@@ -144,7 +151,7 @@ class EngineStreams:
             return await self.turns.submit_locked(
                 state, text, handle.budget, anchor, on_token, version=version, detail=detail,
                 hooks=self._hooks(handle, reading if reading is not None and text == handle.text else None),
-                author=AGENT if handle.run_task_id else None)
+                author=AGENT if handle.run_task_id or handle.by_agent else None)
 
     def _hooks(self, handle: StreamHandle, reading: InputReading | None) -> TurnHooks:
         """The hooks that make the turn run ``handle``'s input as a qa, task or interruption
@@ -153,13 +160,23 @@ class EngineStreams:
 
         def inputs(state: SessionState) -> TaskInputs:
             run = self._run_of(state, handle)
-            return self.tasks.inputs(session_id, new_task_id=None if run else new_id(),
-                                     parent_task_id=handle.parent_task_id, snapshots=True, run=run)
+            inputs = self.tasks.inputs(session_id, new_task_id=None if run else new_id(),
+                                       parent_task_id=handle.parent_task_id, snapshots=True, run=run)
+            return inputs.model_copy(update={"force_task": True}) if handle in self._forced else inputs
 
         def attached(state: SessionState, record: TurnRecord, message: Message) -> Attachment:
             return self._attach(state, record, message, handle)
 
         return TurnHooks(inputs, attached, reading)
+
+    def submit_task(self, session_id: str, text: str, *, hold: bool = False, budget: int | None = None,
+                    on_token: Callable[[str], None] | None = None) -> StreamHandle:
+        """Queue ``text`` as a new task whatever its intent says (``Engine.run_task``)."""
+        handle = self.scheduler(session_id).submit(text, budget=budget, on_token=on_token)
+        self._forced.add(handle)
+        if hold:
+            self.agent.hold(handle)
+        return handle
 
     def _run_of(self, state: SessionState, handle: StreamHandle) -> TaskRun | None:
         """What a stream that runs an existing task gives its build: the work kept at its checkpoint
@@ -185,6 +202,8 @@ class EngineStreams:
         turn_node = record.node_id
         writes: list[Write] = []
         params = answer_params(state, build, self.ctx.config.generation)
+        if handle.answer_cap:
+            params = params.model_copy(update={"max_tokens": min(params.max_tokens, handle.answer_cap)})
         urgent = False
         cut_in = self.runtime.config.cut_in
         handle.kind = decision.path

@@ -159,6 +159,8 @@ class StreamHandle:
     run_task_id: str | None = None
     resume_from: str | None = None
     steer: str = ""
+    by_agent: bool = False  # the agent's input (a proactive answer), not the user's
+    answer_cap: int = 0  # at most this many answer tokens (0: the answer length rules alone)
     on_token: Callable[[str], None] | None = None
     max_tokens: int = 0
     tokens: int = 0
@@ -251,7 +253,8 @@ class SessionScheduler:
     def submit(self, text: str, *, anchor_override: str | None = None, budget: int | None = None,
                priority: int = 0, on_token: Callable[[str], None] | None = None,
                parent_task_id: str | None = None, version_of: str | None = None,
-               run_task_id: str | None = None, resume_from: str | None = None) -> StreamHandle:
+               run_task_id: str | None = None, resume_from: str | None = None, by_agent: bool = False,
+               answer_cap: int = 0) -> StreamHandle:
         """Queue an input; return its handle at once (call on the engine's loop).
 
         ``parent_task_id`` makes the input, if it turns out to be a task, a subtask of that task
@@ -259,12 +262,14 @@ class SessionScheduler:
         ``version_of`` (a turn's node; ``text`` is its input) answers that input again as a new
         version of the turn, where the turn is (the anchor is then ignored). ``run_task_id``: the
         input is the agent's, running that existing task (a step, a resumed task) from the
-        checkpoint evidence ``resume_from`` if given.
+        checkpoint evidence ``resume_from`` if given. ``by_agent``: the input is the agent's (a
+        proactive answer), ``answer_cap`` its most answer tokens.
         """
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id, handle.version_of = parent_task_id, version_of
         handle.run_task_id, handle.resume_from = run_task_id, resume_from
+        handle.by_agent, handle.answer_cap = by_agent, answer_cap
         handle.predicted = handle.kind = "task" if run_task_id else self.host.predict_kind(handle)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).

@@ -409,6 +409,7 @@ class TaskInputs(BaseModel):
     new_task_id: str | None = None  # the id a task-mode input's task gets (None: no task is made)
     parent_task_id: str | None = None  # an explicit parent for that task (None: from the anchor)
     run: TaskRun | None = None  # the existing task the stream runs (no new task is made)
+    force_task: bool = False  # the input is a new task whatever its intent says (``Engine.run_task``)
 
     def running(self) -> list[Task]:
         """The tasks an interruption may address, in creation order: open tasks (not steps) that a
@@ -481,7 +482,7 @@ def decide(inputs: TaskInputs, *, mode: str, chain_turns: Sequence[str], goal: s
         if task.turn_id is not None:
             by_turn.setdefault(task.turn_id, task)
     branch = next((by_turn[t] for t in chain_turns if t in by_turn), None)
-    if mode == "task" and inputs.new_task_id is not None:
+    if (mode == "task" or inputs.force_task) and inputs.new_task_id is not None:
         parent = inputs.parent_task_id if inputs.parent_task_id in stack else None
         if parent is None and branch is not None:
             if branch.status in OPEN:

@@ -134,7 +134,7 @@ def check_steps(steps: Sequence[Step], goal: str = "") -> list[str]:
 
 _ACTION_VERBS = frozenset("book buy order pick choose invite call research collect gather review test prepare "
                           "set pack print label ask email confirm reserve decide estimate measure read note "
-                          "sort share tidy visit contact arrange finish start".split())
+                          "sort share tidy visit contact arrange finish start file archive clean".split())
 
 
 def _is_action(clause: str) -> bool:

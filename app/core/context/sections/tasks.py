@@ -150,8 +150,9 @@ def stack_items(view: StackView) -> list[Item]:
 def steering_lines(view: StackView, indent: str) -> list[tuple[str, BlockType, str, tuple[str, ...]]]:
     """The must lines a frame owes to its steering: the constraints that joined it or the task it
     is a step of, what changed meanwhile, the work kept at its checkpoint (key, segment, text, refs)."""
-    lines = [(f"{frame.task_id}:constraint:{n}", BlockType.PLAN, f"{indent}Constraint: {constraint}", (frame.task_id,))
-             for frame in view.path for n, constraint in enumerate(frame.constraints)]
+    lines: list[tuple[str, BlockType, str, tuple[str, ...]]] = [
+        (f"{frame.task_id}:constraint:{n}", BlockType.PLAN, f"{indent}Constraint: {constraint}", (frame.task_id,))
+        for frame in view.path for n, constraint in enumerate(frame.constraints)]
     lines += [(f"{event_id}:change", BlockType.EVIDENCE, f"Changed meanwhile: {note}", (event_id,))
               for event_id, note in view.changes]
     if view.checkpoint is not None:

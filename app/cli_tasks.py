@@ -1,0 +1,133 @@
+"""``pcm task list|show|pause|resume|amend|cancel`` and what ``pcm ask`` does with a task.
+
+A task runs inside the process that started it (``pcm ask``, the window, the MCP server); when
+that process ends, its engine pauses the tasks at work, their work so far kept. From here a task
+is listed and shown (the store only, no model), paused, amended or cancelled (recorded in the
+session), or resumed: ``pcm task resume`` runs it to its end, printing its progress, like
+``pcm ask`` does for an input the intent rules read as a task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from app.core.engine.facade import Engine
+from app.core.errors import CoreError, NoRecordError
+from app.core.tasks.report import is_settled, roots, task_lines, task_report
+from app.core.types import Task
+
+POLL_S = 0.25  # how often a running task's progress is looked at
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def match_task(tasks: list[Task], text: str) -> Task:
+    """The task (not a step) ``text`` names: ``last`` (the newest), a whole id or a prefix of 4+."""
+    tops = roots(tasks)
+    if text == "last":
+        if not tops:
+            raise NoRecordError("there is no task in this session yet")
+        return tops[-1]
+    found = [t for t in tops if t.task_id.startswith(text)] if len(text) >= 4 else []
+    if not found:
+        raise NoRecordError(f"no task {text!r} in this session (`pcm task list` shows them)")
+    if len(found) > 1:
+        raise CoreError(f"{text!r} is the start of several task ids: give more characters")
+    return found[0]
+
+
+def _session(args: argparse.Namespace) -> str:
+    from app.cli_pipeline import _stored
+    from app.core.engine.ids import resolve_id
+
+    found: str = _stored(args.data_dir, lambda store: resolve_id(store, "session", args.session or "last"))
+    return found
+
+
+def cmd_task(args: argparse.Namespace) -> int:
+    """``pcm task ACTION``: list and show read the store; the others run on an engine."""
+    from app.cli_pipeline import _stored, _with_engine
+
+    session_id = _session(args)
+    if args.action in ("list", "show"):
+        tasks: list[Task] = _stored(args.data_dir, lambda store: store.list_tasks(session_id))
+        chosen = roots(tasks) if args.action == "list" else [match_task(tasks, args.task or "last")]
+        reports = [task_report(tasks, t.task_id) for t in chosen]
+        if args.json:
+            print(json.dumps({"session_id": session_id, "tasks": reports}, indent=2, ensure_ascii=False))
+        else:
+            print("\n".join(line for r in reports for line in task_lines(r)) or "No tasks in this session.")
+        return 0
+    if args.action == "amend" and not (args.text or "").strip():
+        _err("pcm: error: amend: say what to add, e.g. pcm task amend last \"add a budget section\"")
+        return 2
+
+    async def work(engine: Engine) -> int:
+        task = match_task(await engine.list_tasks(session_id), args.task or "last")
+        if args.action == "pause":
+            steered = await engine.pause_task(session_id, task.task_id)
+        elif args.action == "amend":
+            steered = await engine.amend_task(session_id, task.task_id, args.text)
+        elif args.action == "cancel":
+            steered = await engine.cancel_task(session_id, task.task_id)
+        else:
+            steered = await engine.resume_task(session_id, task.task_id)
+            _err(steered.line)
+            return await follow(engine, session_id, task.task_id, as_json=args.json)
+        print(steered.line)
+        return 0
+
+    return _with_engine(args, work)
+
+
+async def follow(engine: Engine, session_id: str, task_id: str, *, as_json: bool = False) -> int:
+    """Print a task's steps as they change until it is complete, failed or paused, then its
+    result (``as_json``: the task's report with its result); exit code 0 only when it completed."""
+    seen: dict[str, str] = {}
+    while True:
+        tasks = await engine.list_tasks(session_id)
+        report = task_report(tasks, task_id)
+        for step in report["steps"]:
+            if seen.get(step["task_id"]) != step["state"]:
+                seen[step["task_id"]] = step["state"]
+                _err(f"  step {step['step']}/{len(report['steps'])} [{step['state']}] {step['name']}")
+        task = next(t for t in tasks if t.task_id == task_id)
+        if is_settled(task):
+            break
+        await asyncio.sleep(POLL_S)
+    result = await engine.task_result(session_id, task_id)
+    if as_json:
+        print(json.dumps({**report, "result_text": result}, indent=2, ensure_ascii=False))
+    else:
+        print(result if task.status.value == "complete" else "\n".join(task_lines(report)))
+    _err(f"task {task_id[:8]}: {report['state']}" + (f" ({report['error']})" if report["error"] else ""))
+    return 0 if task.status.value == "complete" else 1
+
+
+async def ask_task(engine: Engine, session_id: str, text: str, *, budget: int | None, as_json: bool) -> int:
+    """``pcm ask`` on an input the intent rules read as a task: the task is made and planned
+    (its plan printed), its steps run to the end (their progress on stderr), its result printed."""
+    handle = engine.run_task(session_id, text, budget=budget)
+    record = await handle.done
+    if handle.task_id is None:
+        _err(f"pcm: error: no task was made ({record.finish_reason if record else 'no answer'})")
+        return 1
+    _err(record.output if record is not None else "")
+    return await follow(engine, session_id, handle.task_id, as_json=as_json)
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``pcm task``."""
+    p = sub.add_parser("task", help="tasks: list, show, pause, resume (runs it to its end), amend, cancel")
+    p.add_argument("action", choices=["list", "show", "pause", "resume", "amend", "cancel"])
+    p.add_argument("task", nargs="?", metavar="ID", help="a task id, its first characters, or 'last' (default)")
+    p.add_argument("text", nargs="?", help="amend: what to add to the task's constraints")
+    p.add_argument("--session", metavar="ID", help="the session (an id, its first characters or 'last', the default)")
+    p.add_argument("--json", action="store_true", help="list / show / resume: print JSON")
+    p.set_defaults(func=cmd_task)
