@@ -330,6 +330,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
     from app.cli_tools import cmd_eval_tools
 
+    if args.kind == "streams":
+        from app.cli_tasks import cmd_eval_streams
+
+        return cmd_eval_streams(args)
     return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
 
 
@@ -468,7 +472,8 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools",
+                                    "streams"])
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
                         "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
@@ -489,7 +494,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
                                                   "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
-                                                  "by_category, latency, runs, paired, answers}")
+                                                  "by_category, latency, runs, paired, answers}; streams: the "
+                                                  "figures and every scenario")
     p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
     p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
                                                    "names, files in models/ or paths; default: the configured one)")
@@ -501,5 +507,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
-                                                          "answers: N questions spread evenly over the file")
+                                                          "answers: N questions spread evenly over the file; "
+                                                          "streams: N scenarios (default 40, a multiple of 5)")
+    p.add_argument("--steps", choices=["rules", "model"], default="rules",
+                   help="streams: how the scenarios' tasks are planned (default rules; model asks the chat model)")
     p.set_defaults(func=cmd_eval)  # app.cli hands "documents" to app.cli_documents

@@ -122,6 +122,31 @@ async def ask_task(engine: Engine, session_id: str, text: str, *, budget: int | 
     return await follow(engine, session_id, handle.task_id, as_json=as_json)
 
 
+def cmd_eval_streams(args: argparse.Namespace) -> int:
+    """``pcm eval streams``: the resident agent's scripted scenarios on the real model."""
+    import tempfile
+    from pathlib import Path
+
+    from app.cli_pipeline import _with_engine
+    from app.config import Settings
+    from app.eval.streams import format_streams_eval, run_streams_eval
+
+    settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-eval-streams-"))
+    per_kind = max(1, (args.limit or 40) // 5)
+
+    def write(report: dict[str, Any]) -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+
+    async def work(engine: Engine) -> int:
+        report = await run_streams_eval(engine, per_kind=per_kind, steps=args.steps, progress=_err, partial=write)
+        print(format_streams_eval(report))
+        write(report)
+        return 0
+
+    return _with_engine(args, work, settings=settings)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``pcm task``."""
     p = sub.add_parser("task", help="tasks: list, show, pause, resume (runs it to its end), amend, cancel")

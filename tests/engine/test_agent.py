@@ -344,3 +344,27 @@ def test_an_event_on_an_idle_branch_leaves_a_notice_or_an_answer(make_engine: En
         assert [e["payload"]["stream_id"] for e in events if e["type"] == "env.noticed"] == [handle.stream_id]
 
     _run(make_engine, body, AgentModel())
+
+
+def test_twenty_task_inputs_are_planned_and_run_to_completion(make_engine: EngineFactory) -> None:
+    from tests.core.tasks.test_steps import TASK_INPUTS
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        handles = [engine.run_task(sid, text) for text in TASK_INPUTS]
+        for handle in handles:
+            await handle.done
+        for handle, text in zip(handles, TASK_INPUTS):
+            assert handle.task_id is not None, text
+            done = await engine.wait_task(sid, handle.task_id, timeout=120)
+            assert done.status == TaskStatus.COMPLETE, (text, done.error)
+            steps = sorted((t for t in await engine.list_tasks(sid) if t.parent_task_id == done.task_id and t.step),
+                           key=lambda t: t.step)
+            assert 2 <= len(steps) <= 7, text
+            assert all(s.acceptance and s.status == TaskStatus.COMPLETE for s in steps), [
+                (s.name, s.status, s.error, s.acceptance) for s in steps]
+            assert all(s.depends_on for s in steps[1:]), text
+        assert await engine.replay_state(sid) == []
+
+    _run(make_engine, body, AgentModel(words=8), task_steps="rules", max_streams=4)

@@ -408,6 +408,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data", max_concurrent_streams=4)
     engine = build_engine(settings)
     engine._ctx.config.generation = GenerationParams(max_tokens=200, temperature=0.0)
+    engine.lab().set_task_steps("off")  # the task's own answer streams (its steps: tests/engine/test_agent.py)
 
     async def main() -> None:
         await engine.start()

@@ -272,7 +272,8 @@ class TaskAgent:
 
     async def _keep(self, handle: StreamHandle, task: Task, output: str, record: TurnRecord | None) -> None:
         """A stream stopped to pause or restart its task: what it produced becomes the task's
-        checkpoint (an evidence), the task is paused (a pause); ``task.paused`` logs how many
+        checkpoint (an evidence), the task is paused (a pause — unless it was resumed while the
+        stream stopped: then it runs again from the checkpoint); ``task.paused`` logs how many
         tokens the model produced after the stop was asked and how long stopping took."""
         sid, book = handle.session_id, self.tasks.books[handle.session_id]
         after = self._produced_after(handle)
@@ -288,7 +289,7 @@ class TaskAgent:
             evidences.append(evidence)
             checkpoint_id = evidence.evidence_id
             self._outputs[evidence.evidence_id] = output
-        if handle.steer == "pause" and task.status in OPEN:
+        if handle.steer == "pause" and task.status in OPEN and root_task(book.stack, task.task_id).paused:
             changed = book.stack.pause(task.task_id, checkpoint_id=checkpoint_id) if checkpoint_id or task.step else []
         else:
             changed = book.stack.keep(task.task_id, checkpoint_id) if checkpoint_id else []
