@@ -192,7 +192,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
         if engine.input_kind(state.session_id, args.text) == "task":  # planned, its steps run to the end
-            from app.cli_tasks import ask_task
+            from app.cli_follow import ask_task
 
             return await ask_task(engine, state.session_id, args.text, budget=args.budget, as_json=args.json)
         stream_out = sys.stderr if args.json else sys.stdout
@@ -330,10 +330,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``pcm eval KIND``: the tool filter's own data, or replay over a data folder."""
     from app.cli_tools import cmd_eval_tools
 
-    if args.kind == "streams":
-        from app.cli_tasks import cmd_eval_streams
-
-        return cmd_eval_streams(args)
     return cmd_eval_tools(args) if args.kind == "tools" else cmd_eval_data(args)
 
 

@@ -4,23 +4,21 @@ A task runs inside the process that started it (``pcm ask``, the window, the MCP
 that process ends, its engine pauses the tasks at work, their work so far kept. From here a task
 is listed and shown (the store only, no model), paused, amended or cancelled (recorded in the
 session), or resumed: ``pcm task resume`` runs it to its end, printing its progress, like
-``pcm ask`` does for an input the intent rules read as a task.
+``pcm ask`` does for an input the intent rules read as a task (``app.cli_follow``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
 
+from app.cli_follow import follow
 from app.core.engine.facade import Engine
 from app.core.errors import CoreError, NoRecordError
-from app.core.tasks.report import is_settled, roots, task_lines, task_report
+from app.core.tasks.report import roots, task_lines, task_report
 from app.core.types import Task
-
-POLL_S = 0.25  # how often a running task's progress is looked at
 
 
 def _err(text: str) -> None:
@@ -84,42 +82,6 @@ def cmd_task(args: argparse.Namespace) -> int:
         return 0
 
     return _with_engine(args, work)
-
-
-async def follow(engine: Engine, session_id: str, task_id: str, *, as_json: bool = False) -> int:
-    """Print a task's steps as they change until it is complete, failed or paused, then its
-    result (``as_json``: the task's report with its result); exit code 0 only when it completed."""
-    seen: dict[str, str] = {}
-    while True:
-        tasks = await engine.list_tasks(session_id)
-        report = task_report(tasks, task_id)
-        for step in report["steps"]:
-            if seen.get(step["task_id"]) != step["state"]:
-                seen[step["task_id"]] = step["state"]
-                _err(f"  step {step['step']}/{len(report['steps'])} [{step['state']}] {step['name']}")
-        task = next(t for t in tasks if t.task_id == task_id)
-        if is_settled(task):
-            break
-        await asyncio.sleep(POLL_S)
-    result = await engine.task_result(session_id, task_id)
-    if as_json:
-        print(json.dumps({**report, "result_text": result}, indent=2, ensure_ascii=False))
-    else:
-        print(result if task.status.value == "complete" else "\n".join(task_lines(report)))
-    _err(f"task {task_id[:8]}: {report['state']}" + (f" ({report['error']})" if report["error"] else ""))
-    return 0 if task.status.value == "complete" else 1
-
-
-async def ask_task(engine: Engine, session_id: str, text: str, *, budget: int | None, as_json: bool) -> int:
-    """``pcm ask`` on an input the intent rules read as a task: the task is made and planned
-    (its plan printed), its steps run to the end (their progress on stderr), its result printed."""
-    handle = engine.run_task(session_id, text, budget=budget)
-    record = await handle.done
-    if handle.task_id is None:
-        _err(f"pcm: error: no task was made ({record.finish_reason if record else 'no answer'})")
-        return 1
-    _err(record.output if record is not None else "")
-    return await follow(engine, session_id, handle.task_id, as_json=as_json)
 
 
 def cmd_eval_streams(args: argparse.Namespace) -> int:

@@ -439,7 +439,8 @@ class TaskAgent:
         for handle in self._working(session_id, root.task_id):
             handle.steer = "pause"
             handle.stop(reason)
-        self._stop_queued(session_id, [s.task_id for s in [root, *book.stack.steps(root.task_id)]], reason)
+        self._stop_queued(session_id, [s.task_id for s in [root, *book.stack.steps(root.task_id)]], reason,
+                          steer="pause")
         change = self._commit_now(session_id, "pause", book.stack.pause(root.task_id))
         return Steered(session_id, book.stack.get(root.task_id), change,
                        line=f"Paused \u201c{root.name}\u201d: its work so far is kept; resume continues it.")
@@ -450,10 +451,13 @@ class TaskAgent:
         ids = [root_id, *(s.task_id for s in book.stack.steps(root_id))]
         return [book.live[t] for t in ids if t in book.live and book.live[t] not in self._plans]
 
-    def _stop_queued(self, session_id: str, task_ids: Sequence[str], reason: str) -> None:
+    def _stop_queued(self, session_id: str, task_ids: Sequence[str], reason: str, steer: str = "") -> None:
+        """Stop the runs queued (or starting) for ``task_ids``; ``steer`` "pause": what a run that
+        had started keeps is its checkpoint, and its step is paused, not failed."""
         for task_id in task_ids:
             handle = self._queued.pop((session_id, task_id), None)
             if handle is not None:
+                handle.steer = steer or handle.steer
                 handle.stop(reason)
 
     async def resume(self, session_id: str, task_id: str) -> Steered:
