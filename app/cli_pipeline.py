@@ -229,6 +229,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         state = await engine.open_session(session_id, title=args.text[:40])
         engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
+        if engine.input_kind(state.session_id, args.text) == "task":  # planned, its steps run to the end
+            from app.cli_follow import ask_task
+
+            return await ask_task(engine, state.session_id, args.text, budget=args.budget, as_json=args.json)
         stream_out = sys.stderr if args.json else sys.stdout
         held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
 
@@ -534,7 +538,8 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
-    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools", "report"])
+    p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools",
+                                    "report", "streams"])
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
                         "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
@@ -555,7 +560,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
                                                   "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
-                                                  "by_category, latency, runs, paired, answers}")
+                                                  "by_category, latency, runs, paired, answers}; streams: the "
+                                                  "figures and every scenario")
     p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
     p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
                                                    "names, files in models/ or paths; default: the configured one); "
@@ -568,7 +574,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
-                                                          "answers: N questions spread evenly over the file")
+                                                          "answers: N questions spread evenly over the file; "
+                                                          "streams: N scenarios (default 40, a multiple of 5)")
+    p.add_argument("--steps", choices=["rules", "model"], default="rules",
+                   help="streams: how the scenarios' tasks are planned (default rules; model asks the chat model)")
     from app.cli_report import add_options
 
     add_options(p)

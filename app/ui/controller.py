@@ -358,6 +358,18 @@ class EngineController(QObject):
         if handle is not None:
             handle.stop("stopped by the user")
 
+    def pause_task_of(self, key: str) -> None:
+        """Pause the task a stream (by turn id or stream id) works on: its streams stop within one
+        token, their work kept as checkpoints; says so in the status line."""
+        handle = self._handle(key)
+        if handle is None or self.engine is None or self.session_id is None:
+            return
+        if handle.task_id is None:
+            self.error.emit("This answer is not a task's: Stop ends it.")
+            return
+        self.call("Pausing the task", self.engine.pause_task, self.session_id, handle.task_id,
+                  then=lambda steered: self.status_changed.emit(steered.line))
+
     def set_priority(self, key: str, priority: int) -> None:
         """Reorder a queued input (a running stream keeps its place)."""
         handle = self._handle(key)

@@ -107,6 +107,27 @@ def test_streams_queue_beyond_the_limit_and_stop_is_prompt(qtbot, aloop, setting
     _close(window, aloop)
 
 
+def test_pause_its_task_from_the_streams_dock_keeps_the_work(qtbot, aloop, settings: Settings) -> None:
+    long = " ".join(f"w{i}" for i in range(400))
+    window = _open(qtbot, settings, fake_services([long], delay=0.01))
+    drive(aloop, window.controller.load())
+    _send(window, "Write a plan with numbered steps for the garden party")
+    c = window.controller
+    drive(aloop, until(lambda: c.live and next(iter(c.live.values())).pieces > 5, 30, "the task streams"))
+    window.streams.pause_requested.emit(next(iter(c.live)))
+
+    async def paused() -> None:  # the task paused, its work so far kept as its checkpoint
+        for _ in range(1500):
+            tasks = await c.engine.list_tasks(c.session_id)
+            if tasks and tasks[0].paused and tasks[0].checkpoint_id:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the task did not pause: {tasks}")
+
+    drive(aloop, paused())
+    _close(window, aloop)
+
+
 def test_export_import_round_trip_through_the_file_menu_paths(qtbot, aloop, tmp_path: Path) -> None:
     first = _open(qtbot, Settings.load(tmp_path / "a"), fake_services(["Sure [1]."]))
     drive(aloop, first.controller.load())
