@@ -127,6 +127,26 @@ def test_a_proposal_that_fails_the_check_is_replaced_by_the_rules_plan(make_engi
     _run(make_engine, body, AgentModel(plan=bad))
 
 
+def test_a_statement_to_remember_is_never_planned_into_steps(make_engine: EngineFactory) -> None:
+    """"Remember that …" reads as a task to the intent rules (an imperative verb), yet asks for no
+    work: no plan is asked for, no step is made, and ``pcm ask`` answers it as a turn."""
+    model = AgentModel()
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        for text in ("Remember that the launch is on Friday.", "Never deploy on Fridays."):
+            assert engine.input_kind(sid, text) == "qa"
+            record = await engine.scheduler(sid).submit(text).done
+            assert record is not None and not record.output.startswith("Plan for")
+        assert engine.input_kind(sid, TASK) == "task"
+        assert not [t for t in await engine.list_tasks(sid) if t.step]
+        assert "plan" not in model.kinds
+        await _replays(engine, sid)
+
+    _run(make_engine, body, model)
+
+
 def test_pause_by_words_keeps_the_work_and_resume_continues_it(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
         sid, handle, root_id = await _started(engine)

@@ -47,6 +47,7 @@ from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
 from app.core.engine.tasks import TaskBook, TaskChange, TaskService
 from app.core.engine.turns import Attachment, TurnRun
+from app.core.intent.profile import to_remember
 from app.core.pipeline.record import TurnRecord
 from app.core.ports import ChatResult, GenerationParams
 from app.core.runtime.background import spawn
@@ -138,13 +139,14 @@ class TaskAgent:
 
     # ------------------------------------------------------------------ plan
 
-    def plan_attachment(self, handle: StreamHandle, task: Task, prompt: list[Any], params: GenerationParams,
-                        concurrent: bool) -> Attachment | None:
-        """How a new task's turn answers: with its plan (None: ``task_steps`` "off", one stream).
-        The model is asked for the steps as JSON (the rules check them; the answer is the plan),
-        or, with "rules", the rules' plan is the answer at once (no model call)."""
+    def plan_attachment(self, handle: StreamHandle, task: Task, text: str, prompt: list[Any],
+                        params: GenerationParams, concurrent: bool) -> Attachment | None:
+        """How a new task's turn answers: with its plan (None: ``task_steps`` "off", or ``text``,
+        the turn's input, only states something to remember: one stream). The model is asked for
+        the steps as JSON (the rules check them; the answer is the plan), or, with "rules", the
+        rules' plan is the answer at once (no model call)."""
         mode = self.ctx.config.task_steps
-        if mode not in ("model", "rules"):
+        if mode not in ("model", "rules") or to_remember(text):
             return None
         if not concurrent:
             self._waiting.add((handle.session_id, task.task_id))

@@ -534,7 +534,8 @@ class Engine:
 
     def input_kind(self, session_id: str, text: str) -> str:
         """The path ``text`` would probably take in the session now, by the fast intent rules and
-        its running tasks (no model): "task", "interrupt" or "qa"."""
+        its running tasks (no model): "task" (planned into steps and run), "interrupt" or "qa"
+        (answered as one turn; so is a task that only states something to remember)."""
         return self._streams.kind_of(session_id, text)
 
     async def _agent_ready(self, session_id: str) -> TaskAgent:

@@ -23,6 +23,7 @@ from app.core.engine.tasks import TaskBook, TaskService
 from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
 from app.core.intent.decision import InputReading
 from app.core.intent.model import IntentContext, RunningTask
+from app.core.intent.profile import to_remember
 from app.core.pipeline.record import TurnRecord
 from app.core.plan.model import ConcurrencyPolicy, MergeRule
 from app.core.runtime.background import spawn
@@ -123,8 +124,10 @@ class EngineStreams:
         return self._kind(handle.session_id, reading)
 
     def kind_of(self, session_id: str, text: str) -> str:
-        """``predict_kind`` for a text not queued (``Engine.input_kind``)."""
-        return self._kind(session_id, self.ctx.builder.intents.read(text))
+        """``predict_kind`` for a text not queued (``Engine.input_kind``); a task that only states
+        something to remember is not planned into steps (``TaskAgent.plan_attachment``): "qa"."""
+        kind = self._kind(session_id, self.ctx.builder.intents.read(text))
+        return "qa" if kind == "task" and to_remember(text) else kind
 
     def _kind(self, session_id: str, reading: InputReading) -> str:
         running = [RunningTask(task_id=t.task_id, name=t.name, status="paused" if t.paused else t.status.value)
@@ -217,8 +220,8 @@ class EngineStreams:
         elif decision.path == "task" and decision.current is not None:
             handle.max_tokens = params.max_tokens
             writes.append(self._attach_task(state, book, decision, record, message, handle))
-            answer = self.agent.plan_attachment(handle, book.stack.get(decision.current), build.prompt, params,
-                                                concurrency.allow_concurrent)
+            answer = self.agent.plan_attachment(handle, book.stack.get(decision.current), message.content,
+                                                build.prompt, params, concurrency.allow_concurrent)
         elif decision.path == "interrupt":
             urgent = cut_in and beside
             params = params.model_copy(update={

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.text.sentences import CLAUSE_ENDS, statements
+from app.core.text.sentences import CLAUSE_ENDS, SENTENCE_ENDS, statements
 from app.core.text.words import content_stems, negated_stems
 
 # --------------------------------------------------------------------------- matching
@@ -105,6 +105,24 @@ def parse_profile_statements(text: str) -> list[ProfileStatement]:
                     out.append(ProfileStatement(kind=kind, text=obj, span=body))
                 break
     return out
+
+
+_NOTE = re.compile(
+    _LEAD + r"(?:remember|note|keep\s+in\s+mind|bear\s+in\s+mind|don'?t\s+forget|do\s+not\s+forget|"
+    r"make\s+a\s+note|for\s+the\s+record|fyi|just\s+so\s+you\s+know)\b(?:\s+that)?[\s:,]+\S",
+    re.IGNORECASE,
+)
+
+
+def to_remember(text: str) -> bool:
+    """Whether ``text`` only states something to keep: each of its sentences asks to remember or
+    note a fact ("Remember that the launch is on Friday.", "Note: …", "Keep in mind …") or is a
+    profile statement ("Never deploy on Fridays."). Such an input asks for no work, so it is never
+    planned into steps (``app.core.engine.agent``) and ``pcm ask`` answers it as a turn; a
+    question or an added request ("… Draft the announcement.") makes it work again."""
+    parts = statements(text, SENTENCE_ENDS)
+    return bool(parts) and len(parts) == len(statements(text.replace("?", "."), SENTENCE_ENDS)) and all(
+        _NOTE.match(part) or parse_profile_statements(part) for part in parts)
 
 
 def _dedup(items: Iterable[str]) -> list[str]:
