@@ -23,6 +23,7 @@ from app.core.types import BlockType
 if TYPE_CHECKING:  # the engine's modules load when a command runs, not when `pcm` parses its arguments
     from app.core.engine.facade import Engine
     from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import SessionState
 
 
 def _err(text: str) -> None:
@@ -218,9 +219,6 @@ def _session_to_continue(args: argparse.Namespace) -> str | None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from app.core.engine.answer_length import CONTINUE_TEXT
-    from app.core.pipeline.record import TurnRecord
-
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
@@ -233,48 +231,57 @@ def cmd_ask(args: argparse.Namespace) -> int:
             from app.cli_follow import ask_task
 
             return await ask_task(engine, state.session_id, args.text, budget=args.budget, as_json=args.json)
-        stream_out = sys.stderr if args.json else sys.stdout
-        held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
-
-        def show(piece: str) -> None:
-            if held is not None:
-                held.append(piece)
-            else:
-                print(piece, end="", file=stream_out, flush=True)
-
-        run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
-        if held is not None:
-            built = TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
-                               build=run.build, timing=run.timing)
-            anchor = run.build.anchor_node
-            label = state.graph.node(anchor).label if anchor and anchor in state.graph else ""
-            _err(summary(built) if args.verbose else used_line(built, label))
-            print("".join(held), end="", flush=True)
-            held = None
-        try:
-            record = await run.done
-        except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line
-            print(file=stream_out)
-            _err(f"pcm: error: turn {run.turn_id} got no answer: {' '.join(str(exc).split()) or type(exc).__name__}")
-            return 1
-        print(file=stream_out)
-        if args.json:
-            print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
-        failed = answer_failure(record)
-        if failed is not None:  # never an empty answer and a zero exit
-            _err(failed)
-            return 1
-        if not args.json:
-            for line in provider_lines(record, always=args.verbose):
-                _err(line)
-            if args.verbose:
-                _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
-            if record.finish_reason == "length":
-                _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
-                     f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
-        return 0
+        return await _ask_turn(engine, state, args)
 
     return _with_engine(args, work)
+
+
+async def _ask_turn(engine: Engine, state: SessionState, args: argparse.Namespace) -> int:
+    """``pcm ask`` on a turn: its answer streamed (after the line on what it used), its record
+    with ``--json``, the provider's lines and a note when the answer stopped at its limit."""
+    from app.core.engine.answer_length import CONTINUE_TEXT
+    from app.core.pipeline.record import TurnRecord
+
+    stream_out = sys.stderr if args.json else sys.stdout
+    held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
+
+    def show(piece: str) -> None:
+        if held is not None:
+            held.append(piece)
+        else:
+            print(piece, end="", file=stream_out, flush=True)
+
+    run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
+    if held is not None:
+        built = TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
+                           build=run.build, timing=run.timing)
+        anchor = run.build.anchor_node
+        label = state.graph.node(anchor).label if anchor and anchor in state.graph else ""
+        _err(summary(built) if args.verbose else used_line(built, label))
+        print("".join(held), end="", flush=True)
+        held = None
+    try:
+        record = await run.done
+    except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line
+        print(file=stream_out)
+        _err(f"pcm: error: turn {run.turn_id} got no answer: {' '.join(str(exc).split()) or type(exc).__name__}")
+        return 1
+    print(file=stream_out)
+    if args.json:
+        print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    failed = answer_failure(record)
+    if failed is not None:  # never an empty answer and a zero exit
+        _err(failed)
+        return 1
+    if not args.json:
+        for line in provider_lines(record, always=args.verbose):
+            _err(line)
+        if args.verbose:
+            _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+        if record.finish_reason == "length":
+            _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
+                 f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
