@@ -248,7 +248,7 @@ def _add_task_tools(mcp: MCPServer, gate: ServiceGate) -> None:
     async def start_task(
         text: Annotated[str, Field(min_length=1, description="What the task is, e.g. 'Plan and draft the offsite agenda'")],
         sessionId: Annotated[str | None, Field(description="Session to run it in (default: the one used last)")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.TaskReport]:
         """Start a task: PCM splits it into 2-7 steps and runs them in order with its local model.
         Returns once the plan is made, with the task id; get_task_status follows it."""
         return await _run(gate, lambda s: TaskTools(s.engine).start(text, sessionId))
@@ -257,7 +257,7 @@ def _add_task_tools(mcp: MCPServer, gate: ServiceGate) -> None:
     async def get_task_status(
         taskId: Annotated[str, Field(min_length=1)],
         sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.TaskStatus]:
         """A task's state (pending, active, paused, complete, failed), its steps with their states and
         dependencies, and its result once complete."""
         return await _run(gate, lambda s: TaskTools(s.engine).status(taskId, sessionId))
@@ -268,7 +268,7 @@ def _add_task_tools(mcp: MCPServer, gate: ServiceGate) -> None:
         action: Literal["pause", "resume", "amend", "cancel"],
         text: Annotated[str, Field(max_length=4000, description="amend: what to add to the task's constraints")] = "",
         sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, schemas.TaskSteered]:
         """Steer a task: pause it (its work so far kept), resume it from there, amend it (the text joins
         its constraints and takes effect at its next step or by restarting the running one) or cancel it."""
         return await _run(gate, lambda s: TaskTools(s.engine).control(taskId, action, text, sessionId))

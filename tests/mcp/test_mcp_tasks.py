@@ -62,6 +62,39 @@ def test_a_task_started_over_mcp_runs_to_its_end_and_is_steered(make_engine: Eng
     make_engine.run(body, chat=AgentModel(delay=0.003), max_streams=2)
 
 
+def test_the_task_tools_results_meet_their_output_schemas_over_the_client(make_engine: EngineFactory) -> None:
+    """Through the official client in-process: the SDK checks each result against the tool's
+    output schema (``schemas.TaskReport``, ``TaskStatus``, ``TaskSteered``) before it leaves."""
+    from mcp import Client
+
+    from app.mcp.server import build_server
+    from app.mcp.service import ContextService
+
+    async def body(engine: Engine) -> None:
+        async with Client(build_server(ContextService(engine)), mode="legacy") as client:
+            schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+            started = await client.call_tool("start_task", {"text": "Plan and draft the team offsite with numbered steps"})
+            assert not started.is_error, started.content[0].text
+            task_id = started.structured_content["task_id"]
+            assert set(schemas["start_task"]["required"]) <= set(started.structured_content)
+            for _ in range(3000):
+                status = await client.call_tool("get_task_status", {"taskId": task_id})
+                assert not status.is_error, status.content[0].text
+                if status.structured_content["state"] in ("complete", "failed"):
+                    break
+                await asyncio.sleep(0.02)
+            assert status.structured_content["state"] == "complete" and status.structured_content["result_text"]
+            assert set(schemas["get_task_status"]["required"]) <= set(status.structured_content)
+            steered = await client.call_tool("control_task", {"taskId": task_id, "action": "pause"})
+            assert steered.is_error and "taskId" in steered.content[0].text  # a complete task has nothing to pause
+            _, second = await TaskTools(engine).start("Write the packing list for the trip with numbered steps")
+            steered = await client.call_tool("control_task", {"taskId": second["task_id"], "action": "cancel"})
+            assert not steered.is_error, steered.content[0].text
+            assert steered.structured_content["state"] == "failed" and "effect" in steered.structured_content
+
+    make_engine.run(body, chat=AgentModel(delay=0.003), max_streams=2)
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_start_task_over_stdio_runs_to_the_end(tmp_path: Path) -> None:
