@@ -224,7 +224,8 @@ class TaskAgent:
 
     def _anchor(self, session_id: str, root: Task, task: Task) -> str | None:
         """Where a run continues: its own last run (a continuation), else the last run of the
-        latest step it depends on, else the task's turn."""
+        latest step it depends on, else the task's turn, else the turn whose node spawned the
+        task's node (a task restored from a checkpoint: its new branch starts there)."""
         state, stack = self.ctx.sessions[session_id], self.tasks.books[session_id].stack
         for turns in (task.runs, *(stack.get(d).runs for d in reversed(task.depends_on) if d in stack),
                       [t for t in (root.turn_id,) if t]):
@@ -232,7 +233,10 @@ class TaskAgent:
                 node = state.node_of(turn_id)
                 if node is not None:
                     return node
-        return None
+        if root.node_id is None or root.node_id not in state.graph:
+            return None
+        return next((e.src for e in state.graph.in_edges(root.node_id, EdgeKind.SPAWNED)
+                     if state.graph.node(e.src).kind == NodeKind.TURN), None)
 
     def attached(self, handle: StreamHandle) -> None:
         """A run's turn is attached: it is no longer queued."""

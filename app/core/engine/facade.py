@@ -7,7 +7,8 @@ private, and every public method delegates to one of them:
 ==============  ===========================================================================
 sessions        open a session, history ingest, the user's facts and profile (``sessions.py``)
 turns           build, submit, answer, read and replay turns (``turns.py``)
-branches        re-anchor, focus, inject, checkpoints, collapse, versions shown, positions (``branches.py``)
+branches        re-anchor, focus, inject, collapse, versions shown, positions (``branches.py``); checkpoints
+                that keep their branch's state and restore it on a sibling branch (``checkpoints.py``)
 tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
@@ -43,6 +44,7 @@ from app.core.context.compiler import Fact
 from app.core.engine.agent import Steered, TaskAgent
 from app.core.engine.attachments import Attached, AttachmentService
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
+from app.core.engine.checkpoints import CheckpointService, Restored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.detail import Detailed, DetailService, SubtreeSummary
 from app.core.engine.env_answers import EnvResponder
@@ -142,6 +144,8 @@ class Engine:
         self._turns = TurnService(ctx, self._sessions, self._tasks, self._tools, topics=self._memory.topic_search,
                                   offer=self._summaries.offer)
         self._branches = BranchService(ctx, self._sessions, self._turns)
+        self._checkpoints = CheckpointService(ctx, self._sessions, self._turns, self._tasks, self._branches,
+                                              self._summaries.offer)
         self._streams = EngineStreams(ctx, self._sessions, self._turns, self._tasks)
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
@@ -444,7 +448,14 @@ class Engine:
         return await self._branches.set_focus(session_id, node_id)
 
     async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False) -> GraphChange:
-        return await self._branches.checkpoint(session_id, node_id, label, remove=remove)
+        """Mark a node as a checkpoint keeping its branch's state: task stack, summaries, detail
+        settings (``checkpoints.py``); ``remove`` clears the mark."""
+        return await self._checkpoints.mark(session_id, node_id, label, remove=remove)
+
+    async def restore_checkpoint(self, session_id: str, node_id: str) -> Restored:
+        """Start a sibling branch from a checkpoint: the tasks open then, paused as they were, and
+        where the branch starts with its detail settings (``Restored``; ``checkpoints.py``)."""
+        return await self._checkpoints.restore(session_id, node_id)
 
     async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:
         return await self._branches.set_collapsed(session_id, node_id, collapsed)

@@ -90,7 +90,7 @@ class EngineStreams:
                                             budget=item.get("budget"), priority=int(item.get("priority") or 0),
                                             parent_task_id=item.get("parent_task_id"),
                                             version_of=item.get("version_of"), run_task_id=item.get("run_task_id"),
-                                            resume_from=item.get("resume_from")))
+                                            resume_from=item.get("resume_from"), detail_from=item.get("detail_from")))
         return handles
 
     async def close(self) -> None:
@@ -150,6 +150,8 @@ class EngineStreams:
             if handle.version_of:  # regenerate: the turn's input again, where the turn is, with its detail
                 text, anchor, version = again(state, handle.version_of)
                 detail = await self.turns.detail_of(state.graph.node(handle.version_of).ref_id)
+            elif handle.detail_from:  # a branch started from a restored checkpoint: its detail settings
+                detail = await self.turns.detail_of(handle.detail_from)
             reading = self._readings.pop(handle, None)
             return await self.turns.submit_locked(
                 state, text, handle.budget, anchor, on_token, version=version, detail=detail,

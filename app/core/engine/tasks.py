@@ -209,12 +209,12 @@ class TaskService:
         book = self.books[session_id]
         task = book.stack.create(name, parent_task_id=parent_task_id, acceptance=acceptance, task_id=task_id,
                                  turn_id=turn_id, node_id=new_id(), at=at or utc_now())
-        node, edges, evidence = self._frame_records(session_id, task, turn_node, message_id,
+        node, edges, evidence = self.frame_records(session_id, task, turn_node, message_id,
                                                     {"stream_id": handle.stream_id} if handle is not None else {})
         return self.commit(session_id, "create", [task], nodes=[node], edges=edges, evidences=[evidence],
                             stream_seq=handle.seq if handle is not None else None)
 
-    def _frame_records(self, session_id: str, task: Task, turn_node: str | None, message_id: str | None,
+    def frame_records(self, session_id: str, task: Task, turn_node: str | None, message_id: str | None,
                        extra: dict[str, Any]) -> tuple[GraphNode, list[GraphEdge], Evidence]:
         """A new task's node, its ``spawned`` edges (from ``turn_node`` and from its parent's node)
         and its goal evidence (same id as the task)."""
@@ -255,7 +255,7 @@ class TaskService:
             depends_on = [tasks[d - 1].task_id if isinstance(d, int) else d for d in needs]
             task = book.stack.create(name, parent_task_id=parent_id, acceptance=acceptance, node_id=new_id(),
                                      at=at, step=first + n, depends_on=depends_on)
-            node, spawned, evidence = self._frame_records(session_id, task, None, None, {})
+            node, spawned, evidence = self.frame_records(session_id, task, None, None, {})
             tasks.append(task)
             nodes.append(node)
             edges += spawned

@@ -152,6 +152,7 @@ class StreamHandle:
     budget: int | None = None
     anchor_override: str | None = None
     version_of: str | None = None  # answer this turn node's input again, as a new version of it
+    detail_from: str | None = None  # the turn whose detail settings the build starts with (a restored checkpoint's)
     parent_task_id: str | None = None
     # The existing task the stream runs (a step of a task's plan, or a task resumed), and the
     # checkpoint evidence whose text it continues; ``steer`` says why it was stopped, when it was
@@ -254,7 +255,7 @@ class SessionScheduler:
                priority: int = 0, on_token: Callable[[str], None] | None = None,
                parent_task_id: str | None = None, version_of: str | None = None,
                run_task_id: str | None = None, resume_from: str | None = None, by_agent: bool = False,
-               answer_cap: int = 0) -> StreamHandle:
+               answer_cap: int = 0, detail_from: str | None = None) -> StreamHandle:
         """Queue an input; return its handle at once (call on the engine's loop).
 
         ``parent_task_id`` makes the input, if it turns out to be a task, a subtask of that task
@@ -263,19 +264,21 @@ class SessionScheduler:
         version of the turn, where the turn is (the anchor is then ignored). ``run_task_id``: the
         input is the agent's, running that existing task (a step, a resumed task) from the
         checkpoint evidence ``resume_from`` if given. ``by_agent``: the input is the agent's (a
-        proactive answer), ``answer_cap`` its most answer tokens.
+        proactive answer), ``answer_cap`` its most answer tokens. ``detail_from``: a turn whose
+        detail settings (expand, collapse, focus) the build starts with (a restored checkpoint's).
         """
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id, handle.version_of = parent_task_id, version_of
         handle.run_task_id, handle.resume_from = run_task_id, resume_from
-        handle.by_agent, handle.answer_cap = by_agent, answer_cap
+        handle.by_agent, handle.answer_cap, handle.detail_from = by_agent, answer_cap, detail_from
         handle.predicted = handle.kind = "task" if run_task_id else self.host.predict_kind(handle)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
                                  "budget": budget, "priority": int(priority), "parent_task_id": parent_task_id,
-                                 "version_of": version_of, "run_task_id": run_task_id, "resume_from": resume_from})
+                                 "version_of": version_of, "run_task_id": run_task_id, "resume_from": resume_from,
+                                 **({"detail_from": detail_from} if detail_from else {})})
         self.runtime.enqueue(handle)
         self.stream_queued.emit(handle)
         return handle
