@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import QInputDialog
 
-from app.core.engine.facade import Injected, Reanchored
+from app.core.engine.facade import Injected, Reanchored, Restored
 from app.core.session import versions
 from app.ui.canvas.overlay import ACTION_TEXT
 from app.ui.canvas.scene import CanvasScene
@@ -145,16 +145,16 @@ class CanvasActions:
         self.composer.edit.setFocus()
 
     def node_action(self, action: str, node_id: str) -> None:
-        """Do what the node menu's ``action`` says to ``node_id`` (reply, checkpoint, focus,
-        inject, collapse or expand, undo the re-anchor, answer again, steer a task)."""
+        """Do what the node menu's ``action`` says to ``node_id`` (reply, checkpoint, restore a
+        checkpoint, focus, inject, collapse or expand, undo the re-anchor, answer again, steer a task)."""
         c, sid = self.controller, self.controller.session_id
         engine = c.engine
         if engine is None or sid is None:
             return
         if action == "reply":
             self._on_pending_dropped(node_id)
-        elif action == "checkpoint":
-            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+        elif action in ("checkpoint", "restore"):
+            self._checkpoint(action, sid, node_id)
         elif action == "focus":
             result = engine.set_focus(sid, node_id)
             if inspect.isawaitable(result):
@@ -175,6 +175,23 @@ class CanvasActions:
             self.ask_again(node_id)
         elif action.endswith("_task"):
             self._steer_task(action, sid, node_id)
+
+    def _checkpoint(self, action: str, sid: str, node_id: str) -> None:
+        """Mark (or unmark) a checkpoint keeping its branch's state, or restore one."""
+        c, engine = self.controller, self.controller.engine
+        if engine is None:
+            return
+        if action == "checkpoint":
+            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+        else:
+            c.call("Restoring the checkpoint", engine.restore_checkpoint, sid, node_id, then=self._restored)
+
+    def _restored(self, restored: Restored) -> None:
+        """A checkpoint restored: the next input starts the new branch there, with the detail
+        settings the checkpoint kept; its restored tasks are on the canvas, paused."""
+        self.controller.start_branch(restored.anchor, restored.turn_id)
+        self._on_pending_dropped(restored.anchor)
+        self.status.say(restored.line, 8000)
 
     def _steer_task(self, action: str, sid: str, node_id: str) -> None:
         """Pause, resume, amend (asks for the amendment) or cancel the task of a task card; the

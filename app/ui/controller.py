@@ -90,6 +90,7 @@ class EngineController(QObject):
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
         self.statuses: dict[str, str] = {}  # turn id → stored status, of the open session
         self.handles: dict[str, StreamHandle] = {}  # stream id → the scheduler's handle, until finished
+        self._branch_detail: dict[str, str] = {}  # anchor → the turn whose detail a branch restored there starts with
         self._scheduler_slots: list[tuple[CoreSignal[Any], Callable[..., None]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: set[str] = set()
@@ -275,8 +276,14 @@ class EngineController(QObject):
         scheduler = self.engine.scheduler(self.state.session_id)
         scheduler.set_limit(max(1, int(self.settings.max_concurrent_streams)))
         handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority,
-                                  version_of=version_of)
+                                  version_of=version_of, detail_from=self._branch_detail.pop(anchor or "", None))
         return handle.stream_id
+
+    def start_branch(self, anchor: str, detail_from: str | None) -> None:
+        """The next input sent from ``anchor`` starts a branch restored from a checkpoint there,
+        with the detail settings of the turn ``detail_from`` (``Engine.restore_checkpoint``)."""
+        if detail_from:
+            self._branch_detail[anchor] = detail_from
 
     def busy(self) -> bool:
         """True while any input of the open session is queued, building or streaming (its

@@ -174,6 +174,41 @@ def test_inject_from_the_node_menu_is_undone_and_redone_with_ctrl_z(qtbot, aloop
     _close(window, aloop)
 
 
+def test_restore_from_a_checkpoint_card_starts_a_sibling_branch(qtbot, aloop, settings: Settings) -> None:
+    """A checkpoint's card menu offers Restore: the open task the checkpoint kept comes back as a
+    paused copy on the canvas, and the next input starts a new branch beside the one that went on."""
+    window = _open(qtbot, settings, fake_services(["Noted [1]."]))
+    drive(aloop, window.controller.load())
+    _send(window, "Plan the garden: tomatoes along the south wall")
+    [t1] = drive(aloop, _answered(window, 1))
+    c, state = window.controller, window.controller.state
+    first = state.node_of(t1)
+    task = drive(aloop, c.engine.create_task(state.session_id, "Order the seeds", turn_id=t1)).tasks[0]
+    window.canvas_actions.node_action("reply", first)
+    _send(window, "And the beans along the fence?")
+    [_, t2] = drive(aloop, _answered(window, 2))
+    assert state.graph.parent(state.node_of(t2)) == first
+    assert "restore" not in window.scene.node_actions(first)
+    window.canvas_actions.node_action("checkpoint", first)
+    drive(aloop, until(lambda: "restore" in window.scene.node_actions(first), 30, "the checkpoint on the card"))
+    kept = state.graph.node(first).attrs["checkpoint_state"]
+    assert task.task_id in [t["task_id"] for t in kept["tasks"]]  # (beside the garden task its turn made, done)
+    menu = window.scene.build_node_menu(first)
+    [restore] = [a for a in menu.actions() if a.data() == "restore"]
+    assert restore.text() == "Restore: new branch from this checkpoint"
+    restore.trigger()
+    drive(aloop, until(lambda: window.composer.anchor == first, 30, "the composer anchored at the checkpoint"))
+    assert "Restored the checkpoint" in window.statusBar().currentMessage()
+    copies = [n for n in state.graph.nodes(NodeKind.TASK) if n.attrs.get("restored") == first]
+    assert [n.label for n in copies] == ["Order the seeds"]  # the open one, not the one done
+    assert window.scene.item(copies[0].node_id) is not None and copies[0].attrs["paused"]
+    _send(window, "Then plan it with peppers instead")
+    [_, _, t3] = drive(aloop, _answered(window, 3))
+    assert state.graph.parent(state.node_of(t3)) == first
+    assert set(state.graph.children(first)) == {state.node_of(t2), state.node_of(t3)}
+    _close(window, aloop)
+
+
 def test_settings_dialog_rejects_a_bad_model_file(qtbot, aloop, settings: Settings, tmp_path: Path) -> None:
     window = _open(qtbot, settings, fake_services())
     bad = tmp_path / "broken.gguf"

@@ -11,12 +11,13 @@ from app.ui.canvas.edges import edge_path
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.style import CanvasStyle
 
-ACTIONS = ("reply", "checkpoint", "focus", "inject", "collapse", "expand", "undo_reanchor", "regenerate",
+ACTIONS = ("reply", "checkpoint", "restore", "focus", "inject", "collapse", "expand", "undo_reanchor", "regenerate",
            "pause_task", "resume_task", "amend_task", "cancel_task")
 TASK_OPEN = ("pending", "active", "blocked", "paused")  # a task card's statuses that take steering
 ACTION_TEXT = {
     "reply": "Reply from here (branch)",
     "checkpoint": "Mark as checkpoint",
+    "restore": "Restore: new branch from this checkpoint",
     "focus": "Focus",
     "inject": "Inject selected nodes here",
     "collapse": "Collapse branch",
@@ -42,6 +43,8 @@ def node_actions(item: NodeItem, *, others_selected: bool, has_children: bool, c
         actions.append("regenerate")
     if kind in (NodeKind.TURN, NodeKind.TASK):
         actions.append("checkpoint")
+        if item.checkpoint:
+            actions.append("restore")
     actions.append("focus")
     if others_selected and kind in (NodeKind.TURN, NodeKind.TASK):
         actions.append("inject")
