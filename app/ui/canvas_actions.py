@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from functools import partial
 from typing import Any, Protocol
 
 from PySide6.QtGui import QUndoCommand, QUndoStack
@@ -177,12 +178,14 @@ class CanvasActions:
             self._steer_task(action, sid, node_id)
 
     def _checkpoint(self, action: str, sid: str, node_id: str) -> None:
-        """Mark (or unmark) a checkpoint keeping its branch's state, or restore one."""
-        c, engine = self.controller, self.controller.engine
-        if engine is None:
+        """Mark a checkpoint keeping its branch's state (or remove the mark: the menu's "Remove
+        checkpoint" on a marked card), or restore one."""
+        c, engine, state = self.controller, self.controller.engine, self.controller.state
+        if engine is None or state is None or node_id not in state.graph:
             return
         if action == "checkpoint":
-            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+            marked = bool(state.graph.node(node_id).attrs.get("checkpoint"))
+            c.call("Checkpoint", partial(engine.checkpoint, remove=marked), sid, node_id)
         else:
             c.call("Restoring the checkpoint", engine.restore_checkpoint, sid, node_id, then=self._restored)
 

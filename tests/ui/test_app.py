@@ -206,6 +206,12 @@ def test_restore_from_a_checkpoint_card_starts_a_sibling_branch(qtbot, aloop, se
     [_, _, t3] = drive(aloop, _answered(window, 3))
     assert state.graph.parent(state.node_of(t3)) == first
     assert set(state.graph.children(first)) == {state.node_of(t2), state.node_of(t3)}
+    menu = window.scene.build_node_menu(first)
+    [remove] = [a for a in menu.actions() if a.data() == "checkpoint"]
+    assert remove.text() == "Remove checkpoint"
+    remove.trigger()
+    drive(aloop, until(lambda: "restore" not in window.scene.node_actions(first), 30, "the mark removed"))
+    assert state.graph.node(first).attrs.get("checkpoint_state") is None
     _close(window, aloop)
 
 
