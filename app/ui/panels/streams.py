@@ -283,7 +283,7 @@ class StreamsPanel(QWidget):
         r = self.table.rowAt(at.y())
         menu = self.row_menu(self._order[r]) if 0 <= r < len(self._order) else None
         if menu is not None:
-            menu.exec(self.table.viewport().mapToGlobal(at))
+            menu.popup(self.table.viewport().mapToGlobal(at))  # non-modal, as every menu here
 
     def _on_priority(self, turn_id: str, value: int) -> None:
         row = self._rows.get(turn_id)
