@@ -36,6 +36,14 @@ def test_restore_starts_a_sibling_branch_with_the_task_stack_and_detail_kept(mak
         assert [t["task_id"] for t in kept["tasks"]][0] == root_id and len(kept["tasks"]) == 1 + len(PLAN["steps"])
         assert kept["detail"]["focus"] == focused.detail.focus == first.node_id and kept["turn_id"] == record.turn_id
 
+        step = next(t for t in await engine.list_tasks(sid) if t.parent_task_id == root_id)
+        assert step.node_id is not None
+        await engine.checkpoint(sid, step.node_id)  # a step's card: its task's branch
+        on_step = state.graph.node(step.node_id).attrs["checkpoint_state"]
+        assert on_step["turn_id"] == record.turn_id and on_step["tasks"][0]["task_id"] == root_id
+        await engine.checkpoint(sid, step.node_id, remove=True)
+        assert state.graph.node(step.node_id).attrs["checkpoint_state"] is None
+
         await engine.resume_task(sid, root_id)  # the first branch goes on to the end
         assert (await engine.wait_task(sid, root_id, timeout=60)).status == TaskStatus.COMPLETE
         with pytest.raises(BranchError):

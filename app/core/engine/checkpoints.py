@@ -36,6 +36,14 @@ from app.core.tasks.restore import branch_tasks, restored
 from app.core.types import NodeKind, Task, utc_now
 
 
+def _root_of(tasks: list[Task], task_id: str) -> str:
+    """The root of ``task_id`` among ``tasks`` (a step's card carries the mark: its task's)."""
+    parents = {t.task_id: t.parent_task_id for t in tasks}
+    while parents.get(task_id):
+        task_id = parents[task_id] or task_id
+    return task_id
+
+
 @dataclass(frozen=True)
 class Restored:
     """A checkpoint restored: where the new branch starts (the checkpoint's turn node), the turn
@@ -72,8 +80,9 @@ class CheckpointService:
         graph = state.graph
         chain = [graph.node(n).ref_id for n in graph.chain_back(node_id) if graph.node(n).kind == NodeKind.TURN]
         node = graph.node(node_id)
-        named = [node.ref_id] if node.kind == NodeKind.TASK and node.ref_id else []
-        tasks = branch_tasks(await self.tasks.tasks(state.session_id), {t for t in chain if t}, named)
+        every = await self.tasks.tasks(state.session_id)
+        named = [_root_of(every, node.ref_id)] if node.kind == NodeKind.TASK and node.ref_id else []
+        tasks = branch_tasks(every, {t for t in chain if t}, named)
         turn_id = self._turn_of(state, node_id, tasks)
         detail = await self.turns.detail_of(turn_id) if turn_id else None
         summaries = {root: {level: record.summary_id for level, record in levels.items()}
@@ -87,7 +96,8 @@ class CheckpointService:
         node = state.graph.node(node_id)
         if node.kind == NodeKind.TURN:
             return node.ref_id
-        return next((t.turn_id for t in tasks if t.task_id == node.ref_id), None)
+        root = _root_of(tasks, node.ref_id or "")
+        return next((t.turn_id for t in tasks if t.task_id == root), None)
 
     async def restore(self, session_id: str, node_id: str) -> Restored:
         """Copy the open tasks a checkpoint kept onto a sibling branch started there (module doc)."""
