@@ -500,9 +500,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_tool_parsers(sub)
     add_memory_parsers(sub)
     from app.cli_attach import add_parser as add_attach_parser
+    from app.cli_tasks import add_parser as add_task_parser
     from app.mcp.run import add_parser as add_mcp_parser
 
     add_attach_parser(sub)
+    add_task_parser(sub)
     add_mcp_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks (medians and p95 over repeated runs)")

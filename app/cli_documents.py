@@ -25,14 +25,18 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_eval_any(args: argparse.Namespace) -> int:
-    """``pcm eval KIND DIR``: documents here, follow-ups in ``app.cli_followups``, the replay
-    evaluations in ``app.cli_pipeline``."""
+    """``pcm eval KIND DIR``: documents here, follow-ups in ``app.cli_followups``, streams in
+    ``app.cli_tasks``, the replay evaluations in ``app.cli_pipeline``."""
     if args.kind == "documents":
         return cmd_eval_documents(args, Path(args.dir))
     if args.kind == "followups":
         from app.cli_followups import cmd_eval_followups
 
         return cmd_eval_followups(args, Path(args.dir or ""))
+    if args.kind == "streams":  # the resident agent's scenarios (no data folder)
+        from app.cli_tasks import cmd_eval_streams
+
+        return cmd_eval_streams(args)
     from app.cli_pipeline import cmd_eval
 
     return cmd_eval(args)

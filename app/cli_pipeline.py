@@ -23,6 +23,7 @@ from app.core.types import BlockType
 if TYPE_CHECKING:  # the engine's modules load when a command runs, not when `pcm` parses its arguments
     from app.core.engine.facade import Engine
     from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import SessionState
 
 
 def _err(text: str) -> None:
@@ -218,9 +219,6 @@ def _session_to_continue(args: argparse.Namespace) -> str | None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from app.core.engine.answer_length import CONTINUE_TEXT
-    from app.core.pipeline.record import TurnRecord
-
     session_id = _session_to_continue(args)  # before any model loads: a typo costs nothing
 
     async def work(engine: Engine) -> int:
@@ -229,48 +227,61 @@ def cmd_ask(args: argparse.Namespace) -> int:
         state = await engine.open_session(session_id, title=args.text[:40])
         engine.set_tool_approver(cli_approver(args.allow_tool))
         await engine.sync_tool_servers(wait_s=args.tool_wait)  # the first turn sees the servers' tools
-        stream_out = sys.stderr if args.json else sys.stdout
-        held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
+        if engine.input_kind(state.session_id, args.text) == "task":  # planned, its steps run to the end
+            from app.cli_follow import ask_task
 
-        def show(piece: str) -> None:
-            if held is not None:
-                held.append(piece)
-            else:
-                print(piece, end="", file=stream_out, flush=True)
-
-        run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
-        if held is not None:
-            built = TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
-                               build=run.build, timing=run.timing)
-            anchor = run.build.anchor_node
-            label = state.graph.node(anchor).label if anchor and anchor in state.graph else ""
-            _err(summary(built) if args.verbose else used_line(built, label))
-            print("".join(held), end="", flush=True)
-            held = None
-        try:
-            record = await run.done
-        except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line
-            print(file=stream_out)
-            _err(f"pcm: error: turn {run.turn_id} got no answer: {' '.join(str(exc).split()) or type(exc).__name__}")
-            return 1
-        print(file=stream_out)
-        if args.json:
-            print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
-        failed = answer_failure(record)
-        if failed is not None:  # never an empty answer and a zero exit
-            _err(failed)
-            return 1
-        if not args.json:
-            for line in provider_lines(record, always=args.verbose):
-                _err(line)
-            if args.verbose:
-                _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
-            if record.finish_reason == "length":
-                _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
-                     f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
-        return 0
+            return await ask_task(engine, state.session_id, args.text, budget=args.budget, as_json=args.json)
+        return await _ask_turn(engine, state, args)
 
     return _with_engine(args, work)
+
+
+async def _ask_turn(engine: Engine, state: SessionState, args: argparse.Namespace) -> int:
+    """``pcm ask`` on a turn: its answer streamed (after the line on what it used), its record
+    with ``--json``, the provider's lines and a note when the answer stopped at its limit."""
+    from app.core.engine.answer_length import CONTINUE_TEXT
+    from app.core.pipeline.record import TurnRecord
+
+    stream_out = sys.stderr if args.json else sys.stdout
+    held: list[str] | None = None if args.json else []  # pieces that come before the line on what it used
+
+    def show(piece: str) -> None:
+        if held is not None:
+            held.append(piece)
+        else:
+            print(piece, end="", file=stream_out, flush=True)
+
+    run = await engine.submit(state.session_id, args.text, budget=args.budget, on_token=show)
+    if held is not None:
+        built = TurnRecord(turn_id=run.turn_id, session_id=state.session_id, node_id=run.node_id,
+                           build=run.build, timing=run.timing)
+        anchor = run.build.anchor_node
+        label = state.graph.node(anchor).label if anchor and anchor in state.graph else ""
+        _err(summary(built) if args.verbose else used_line(built, label))
+        print("".join(held), end="", flush=True)
+        held = None
+    try:
+        record = await run.done
+    except Exception as exc:  # noqa: BLE001 - the turn is stored; say what failed in one line
+        print(file=stream_out)
+        _err(f"pcm: error: turn {run.turn_id} got no answer: {' '.join(str(exc).split()) or type(exc).__name__}")
+        return 1
+    print(file=stream_out)
+    if args.json:
+        print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    failed = answer_failure(record)
+    if failed is not None:  # never an empty answer and a zero exit
+        _err(failed)
+        return 1
+    if not args.json:
+        for line in provider_lines(record, always=args.verbose):
+            _err(line)
+        if args.verbose:
+            _err(f"session {state.session_id}; first token {record.timing.first_token_ms or 0:.0f} ms")
+        if record.finish_reason == "length":
+            _err(f"the answer stopped at its limit of {record.params.get('max_tokens')} tokens; "
+                 f"`pcm ask \"{CONTINUE_TEXT}\"` continues it")
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -535,7 +546,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("eval", help="replay evaluation against baselines")
     p.add_argument("kind", choices=["recall", "route", "purity", "summaries", "answers", "documents", "tools",
-                                    "followups", "report"])
+                                    "followups", "report", "streams"])
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="a folder in the format of ../shared/data/README.md (documents: the documents and their "
                         "questions.jsonl, e.g. tests/data/documents; tools: registry.json and requests.jsonl, "
@@ -560,7 +571,8 @@ def add_parsers(sub: Any) -> None:
                                                   "DIR/sessions.jsonl (keep it outside the repository)")
     p.add_argument("--json", metavar="FILE", help="summaries: write {levels: {brief|standard|detailed: {...}}, "
                                                   "cache_hit_rate} to FILE; answers: {model, n, f1, exact, "
-                                                  "by_category, latency, runs, paired, answers}")
+                                                  "by_category, latency, runs, paired, answers}; streams: the "
+                                                  "figures and every scenario")
     p.add_argument("--budget", type=int, default=1024, help="answers: the context budget (default 1024)")
     p.add_argument("--models", metavar="A,B", help="answers: chat models to compare, comma-separated (manifest "
                                                    "names, files in models/ or paths; default: the configured one); "
@@ -573,7 +585,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-model", action="store_true",
                    help="summaries: the extractive summarizer only (no chat model is loaded)")
     p.add_argument("--limit", type=int, metavar="N", help="summaries: only the first N messages of each conversation; "
-                                                          "answers: N questions spread evenly over the file")
+                                                          "answers: N questions spread evenly over the file; "
+                                                          "streams: N scenarios (default 40, a multiple of 5)")
+    p.add_argument("--steps", choices=["rules", "model"], default="rules",
+                   help="streams: how the scenarios' tasks are planned (default rules; model asks the chat model)")
     from app.cli_report import add_options
 
     add_options(p)

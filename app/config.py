@@ -197,6 +197,9 @@ class Settings(BaseModel):
     # "auto": the memory writer also asks the chat model which memories a turn states (a background
     # call that gives way to your inputs; only memories in the turn's own words are kept). "off": rules only.
     memory_model: Literal["off", "auto"] = "off"
+    # An env event relevant to a branch nobody works on: "notify" leaves a notice on it, "answer"
+    # a short answer by the chat model, "off" nothing (the event's node is on the canvas either way).
+    proactive: Literal["off", "notify", "answer"] = "notify"
     # The desktop app serves its sessions to MCP clients over HTTP on 127.0.0.1 at this port
     # (bearer token: `pcm mcp --print-token`); 0 leaves it off.
     mcp_port: int = Field(0, ge=0, le=65535)

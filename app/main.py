@@ -170,7 +170,7 @@ def build_engine(
     context_size = settings.context_size if chat else 1 << 20
     config = EngineConfig(default_budget=settings.default_budget, context_size=context_size,
                           max_streams=settings.max_concurrent_streams, memory_model=settings.memory_model,
-                          summary_model="auto" if chat else "off")
+                          summary_model="auto" if chat else "off", proactive=settings.proactive)
     return Engine(
         store=store, index=search_index, embedder=embedder, chat=answering,
         counter=token_counter, executors=executors, config=config, folder_files=ConfinedFolders,

@@ -51,6 +51,7 @@ def engine_in(
     budget: int = 400,
     llm_intent: str = "off",
     max_streams: int | None = None,
+    task_steps: str | None = None,
     executors: Executors | None = None,
     tool_servers: Any = None,
 ) -> Engine:
@@ -60,8 +61,9 @@ def engine_in(
     The chat model is ``chat``, else a ``ScriptedChatModel`` that streams ``replies`` in turn
     (``delay`` seconds a token); the embedder is ``embedder`` (e.g. the real ``SentenceEmbedder``),
     else ``HashEmbedder(dim=64)``; the counter counts words unless told otherwise. ``config``
-    replaces the whole ``EngineConfig``; without it one is made from ``budget``, ``llm_intent``
-    and ``max_streams``. ``read_file`` reads through the app's confined opener (``ConfinedFolders``);
+    replaces the whole ``EngineConfig``; without it one is made from ``budget``, ``llm_intent``,
+    ``max_streams`` and ``task_steps`` (how a new task gets its steps: "model", the default,
+    "rules" or "off", one stream). ``read_file`` reads through the app's confined opener (``ConfinedFolders``);
     ``attach_file`` through the app's ``read_attachment``; export and import through ``StoreExchange``;
     ``tool_servers`` is the ``ToolServers`` port (e.g. ``app.toolservers.client.McpToolServers`` over
     real servers), none by default.
@@ -92,6 +94,8 @@ def engine_in(
         config = EngineConfig(default_budget=budget, llm_intent=llm_intent)
         if max_streams is not None:
             config = replace(config, max_streams=max_streams)
+        if task_steps is not None:
+            config = replace(config, task_steps=task_steps)
     return Engine(
         store=store,
         index=SearchIndex(layout.index_dir, embedder),

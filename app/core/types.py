@@ -292,6 +292,18 @@ class Task(_Model):
     node_id: str | None = None
     progress: float = 0.0
     notes: list[str] = Field(default_factory=list)
+    # The resident agent (app.core.tasks.steering): a step's place among its parent's steps
+    # (1-based; 0: not a step), the amendments that joined the task's constraints, the evidence
+    # holding the output kept when it was paused or restarted, whether the user paused it (its
+    # status is then "blocked"), how often it was run (a failed step runs once more) and the turns
+    # that ran it, and the env events that reached it while it ran (its next step's context shows them).
+    step: int = 0
+    constraints: list[str] = Field(default_factory=list)
+    checkpoint_id: str | None = None
+    paused: bool = False
+    attempts: int = 0
+    runs: list[str] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
 
 
 class TodoList(_Model):

@@ -18,7 +18,9 @@ The measurements, each in fresh sessions of the same engine:
    an update after every answered turn, written by the chat model (a background call the
    interruption stops) — and off, in turn.
 
-The optional LLM intent signal (``EngineConfig.llm_intent``) is off during the run: it asks the
+A task runs as one stream, as before tasks had steps (``EngineConfig.task_steps`` "off"), so
+that an interruption always meets a task's answer streaming; ``pcm eval streams`` measures the
+agent's steps, pauses and amendments. The optional LLM intent signal (``EngineConfig.llm_intent``) is off during the run: it asks the
 model only when the rules are unsure, which happens for the bare question but not for the same
 question while a task runs, and would make the two first tokens incomparable.
 """
@@ -199,6 +201,7 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
                               "runs": runs}
     lab = engine.lab()
     saved, configured = lab.set_llm_intent("off"), lab.background()
+    steps = lab.set_task_steps("off")  # a task is one stream here (its steps: ``pcm eval streams``)
     try:
         await _bare(engine, 1)  # warm-up: first builds pay for opening index files
         say(f"{n} inputs with k={k}")
@@ -219,6 +222,7 @@ async def bench_streams(engine: Engine, *, k: int = 4, n: int = 8, runs: int = 5
     finally:
         lab.set_llm_intent(saved)
         lab.set_background(configured)
+        lab.set_task_steps(steps)
     base = report["bare"]["first_token_ms"]
     off = report["interrupt_writer_off"]["first_token_ms"]
     report["writer_cost_p95"] = round(report["writer_on"]["first_token_ms"]["p95"] / max(off["p95"], 1e-6), 2)

@@ -1,5 +1,5 @@
 """``pcm mcp``: serve the MCP tools over stdio or HTTP at once, wire an engine on the data folder
-in the background (no chat model: the tools compile contexts and search, they do not generate;
+in the background (no chat model unless ``--chat``, which start_task needs: the tools compile contexts and search, they do not generate;
 the tools wait for it), close cleanly. Logging goes to stderr, quiet by default (``--log-level``).
 
 Several processes may use one data folder at once (the desktop app and this server, say): the
@@ -84,7 +84,8 @@ def configure_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
-def run(settings: Settings, *, http: bool = False, port: int = 8765, log_level: str = "warning") -> int:
+def run(settings: Settings, *, http: bool = False, port: int = 8765, log_level: str = "warning",
+        chat: bool = False) -> int:
     """Serve at once; load the engine in the background (``ready.ServiceGate``: the tools wait)."""
     from app.mcp.ready import ServiceGate
     from app.mcp.server import build_server
@@ -103,7 +104,7 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765, log_level: 
     mcp.middleware.append(note_greeting)
 
     async def main() -> None:
-        loading = asyncio.create_task(_load(settings, gate, greeted), name="pcm mcp engine")
+        loading = asyncio.create_task(_load(settings, gate, greeted, chat), name="pcm mcp engine")
         try:
             if http:
                 from app.mcp.http import bearer_token, serve
@@ -127,7 +128,7 @@ def run(settings: Settings, *, http: bool = False, port: int = 8765, log_level: 
 GREETING_WAIT_S = 1.0  # the engine starts loading after `initialize` was answered, or after this
 
 
-async def _load(settings: Settings, gate: Any, greeted: asyncio.Event) -> Any:
+async def _load(settings: Settings, gate: Any, greeted: asyncio.Event, chat: bool = False) -> Any:
     """Wire and start the engine off the loop, then open the gate; returns the service (None
     when the engine could not load: the gate says why to every call). The load starts once the
     client's ``initialize`` has been answered (or after ``GREETING_WAIT_S``): importing and
@@ -141,7 +142,7 @@ async def _load(settings: Settings, gate: Any, greeted: asyncio.Event) -> Any:
     except TimeoutError:
         pass
     try:
-        engine = await asyncio.to_thread(wiring.build_engine, settings, chat=False, counter="words", progress=_say)
+        engine = await asyncio.to_thread(wiring.build_engine, settings, chat=chat, counter="words", progress=_say)
     except CoreError as exc:
         _say(f"error: {exc}")
         gate.fail(str(exc))
@@ -209,7 +210,7 @@ def add_parser(sub: Any) -> None:
         description="Serve PCM's sessions to MCP clients: tools get_context_summary, get_relevant_snippets, "
                     "configure_llm_provider, record_event, add_profile_statement, "
                     "attach_file (files in the watched folders only), search_memory, search_facts, list_sessions, "
-                    "get_status; resources pcm://sessions, pcm://sessions/{id}, pcm://turns/{id}. Over stdio by "
+                    "get_status, start_task, get_task_status, control_task (with --chat); resources pcm://sessions, pcm://sessions/{id}, pcm://turns/{id}. Over stdio by "
                     "default (register the command `pcm mcp` in the client); --http serves streamable HTTP on "
                     "127.0.0.1 with a bearer token ($PCM_MCP_TOKEN, else kept in the data folder: --print-token).")
     p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
@@ -218,6 +219,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
                    help="what goes to stderr (default warning: quiet, one line per problem; debug: everything, "
                         "with tracebacks)")
+    p.add_argument("--chat", action="store_true", help="load the chat model, so that start_task runs tasks "
+                                                        "(without it the server generates nothing)")
     p.set_defaults(func=_cmd)
 
 
@@ -225,4 +228,4 @@ def _cmd(args: Any) -> int:
     settings = Settings.load(args.data_dir)
     if args.print_token:
         return print_token(settings)
-    return run(settings, http=args.http, port=args.port, log_level=args.log_level)
+    return run(settings, http=args.http, port=args.port, log_level=args.log_level, chat=args.chat)

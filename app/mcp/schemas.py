@@ -127,3 +127,40 @@ class Status(BaseModel):
     chat_model: str | None
     token_counter: str
     pending_events: int
+
+
+class TaskStep(BaseModel):
+    step: int = Field(description="Its number in the task's plan, from 1")
+    task_id: str
+    name: str
+    acceptance: str = Field(description="When the step is done")
+    state: str = Field(description="pending, active, paused, complete or failed")
+    depends_on: list[int] = Field(description="The numbers of the steps it needs first")
+    attempts: int
+    result: str = Field(description="A summary of its output once complete")
+    error: str
+
+
+class TaskReport(BaseModel):
+    session_id: str
+    task_id: str
+    name: str
+    state: str = Field(description="pending, active, paused, complete or failed")
+    status: str
+    paused: bool
+    constraints: list[str] = Field(description="What amendments added to the task")
+    error: str = Field(description="Why it failed; empty otherwise")
+    result: str = Field(description="A summary of the result once complete")
+    result_evidence_ids: list[str]
+    checkpoint_id: str | None = Field(description="The evidence holding the work kept at the last pause")
+    card: str = Field(description="The line the task's card shows")
+    updated_at: str
+    steps: list[TaskStep]
+
+
+class TaskStatus(TaskReport):
+    result_text: str = Field(description="The whole result once the task is complete; empty before")
+
+
+class TaskSteered(TaskReport):
+    effect: str = Field(description="amend: where it takes effect (next_step, restart, on_resume); else empty")

@@ -3,7 +3,8 @@
 Tools with the names, parameters and defaults of the design's §6 (``get_context_summary``,
 ``get_relevant_snippets``, ``configure_llm_provider``) and what agents using memory servers rely
 on (``record_event``, ``add_profile_statement``, ``attach_file``, ``search_memory``,
-``search_facts``, ``list_sessions``, ``get_status``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
+``search_facts``, ``list_sessions``, ``get_status``), the task tools (``start_task``,
+``get_task_status``, ``control_task``: ``tasks.TaskTools``); resources ``pcm://sessions`` and ``pcm://sessions/{session_id}``
 and ``pcm://turns/{turn_id}``. Each tool returns text within its token limit and structured content
 with evidence, session and turn ids (``service.ContextService``), whose shape is the tool's
 output schema (``schemas.py``); each tool says in its annotations whether it only reads. A bad
@@ -31,6 +32,7 @@ from app.core.errors import CoreError, NoRecordError
 from app.mcp import schemas
 from app.mcp.ready import ServiceGate
 from app.mcp.service import MAX_LIMIT, MAX_TOKENS, ContextService
+from app.mcp.tasks import TaskTools
 
 # What each tool does to the user's data (MCP tool annotations): reading tools change nothing;
 # the writing ones add (record_event, a profile statement, an attachment, a provider) and never
@@ -44,7 +46,8 @@ INSTRUCTIONS = (
     "compiles budgeted contexts whose every line names its evidence. Use get_relevant_snippets "
     "for passages, get_context_summary for a compiled context about a question, search_facts for "
     "what the user stated (with validity times), record_event to add what happened, attach_file "
-    "for a text file in a folder the user watches."
+    "for a text file in a folder the user watches, start_task / get_task_status / control_task to "
+    "have PCM carry out a task in steps and steer it."
 )
 
 
@@ -121,6 +124,7 @@ def build_server(service: ContextService | ServiceGate, *, log_level: str = "WAR
     _drop_prompts(mcp)
     _add_reading_tools(mcp, gate)
     _add_writing_tools(mcp, gate)
+    _add_task_tools(mcp, gate)
     _add_resources(mcp, gate)
     return mcp
 
@@ -235,6 +239,39 @@ async def _service(gate: ServiceGate) -> ContextService:
         return await gate.get()
     except ToolError as exc:
         raise ResourceError(str(exc)) from None
+
+
+def _add_task_tools(mcp: MCPServer, gate: ServiceGate) -> None:
+    """start_task, get_task_status, control_task (``tasks.TaskTools``; start_task needs ``pcm mcp --chat``)."""
+
+    @mcp.tool(title="Start a task", annotations=ADDS)
+    async def start_task(
+        text: Annotated[str, Field(min_length=1, description="What the task is, e.g. 'Plan and draft the offsite agenda'")],
+        sessionId: Annotated[str | None, Field(description="Session to run it in (default: the one used last)")] = None,
+    ) -> Annotated[CallToolResult, schemas.TaskReport]:
+        """Start a task: PCM splits it into 2-7 steps and runs them in order with its local model.
+        Returns once the plan is made, with the task id; get_task_status follows it."""
+        return await _run(gate, lambda s: TaskTools(s.engine).start(text, sessionId))
+
+    @mcp.tool(title="Task status", annotations=READS)
+    async def get_task_status(
+        taskId: Annotated[str, Field(min_length=1)],
+        sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
+    ) -> Annotated[CallToolResult, schemas.TaskStatus]:
+        """A task's state (pending, active, paused, complete, failed), its steps with their states and
+        dependencies, and its result once complete."""
+        return await _run(gate, lambda s: TaskTools(s.engine).status(taskId, sessionId))
+
+    @mcp.tool(title="Steer a task", annotations=ADDS)
+    async def control_task(
+        taskId: Annotated[str, Field(min_length=1)],
+        action: Literal["pause", "resume", "amend", "cancel"],
+        text: Annotated[str, Field(max_length=4000, description="amend: what to add to the task's constraints")] = "",
+        sessionId: Annotated[str | None, Field(description="The task's session (default: the one used last)")] = None,
+    ) -> Annotated[CallToolResult, schemas.TaskSteered]:
+        """Steer a task: pause it (its work so far kept), resume it from there, amend it (the text joins
+        its constraints and takes effect at its next step or by restarting the running one) or cancel it."""
+        return await _run(gate, lambda s: TaskTools(s.engine).control(taskId, action, text, sessionId))
 
 
 def _add_resources(mcp: MCPServer, gate: ServiceGate) -> None:

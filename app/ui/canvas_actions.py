@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from functools import partial
 from typing import Any, Protocol
 
 from PySide6.QtGui import QUndoCommand, QUndoStack
+from PySide6.QtWidgets import QInputDialog
 
-from app.core.engine.facade import Injected, Reanchored
+from app.core.engine.facade import Injected, Reanchored, Restored
 from app.core.session import versions
+from app.ui.canvas.overlay import ACTION_TEXT
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget, RoutingBanner
 from app.ui.controller import EngineController
@@ -143,16 +146,16 @@ class CanvasActions:
         self.composer.edit.setFocus()
 
     def node_action(self, action: str, node_id: str) -> None:
-        """Do what the node menu's ``action`` says to ``node_id`` (reply, checkpoint, focus,
-        inject, collapse or expand, undo the re-anchor, answer again)."""
+        """Do what the node menu's ``action`` says to ``node_id`` (reply, checkpoint, restore a
+        checkpoint, focus, inject, collapse or expand, undo the re-anchor, answer again, steer a task)."""
         c, sid = self.controller, self.controller.session_id
         engine = c.engine
         if engine is None or sid is None:
             return
         if action == "reply":
             self._on_pending_dropped(node_id)
-        elif action == "checkpoint":
-            c.call("Checkpoint", engine.checkpoint, sid, node_id)
+        elif action in ("checkpoint", "restore"):
+            self._checkpoint(action, sid, node_id)
         elif action == "focus":
             result = engine.set_focus(sid, node_id)
             if inspect.isawaitable(result):
@@ -171,6 +174,45 @@ class CanvasActions:
                 c.undo_reanchor(turn_id)
         elif action == "regenerate":
             self.ask_again(node_id)
+        elif action.endswith("_task"):
+            self._steer_task(action, sid, node_id)
+
+    def _checkpoint(self, action: str, sid: str, node_id: str) -> None:
+        """Mark a checkpoint keeping its branch's state (or remove the mark: the menu's "Remove
+        checkpoint" on a marked card), or restore one."""
+        c, engine, state = self.controller, self.controller.engine, self.controller.state
+        if engine is None or state is None or node_id not in state.graph:
+            return
+        if action == "checkpoint":
+            marked = bool(state.graph.node(node_id).attrs.get("checkpoint"))
+            c.call("Checkpoint", partial(engine.checkpoint, remove=marked), sid, node_id)
+        else:
+            c.call("Restoring the checkpoint", engine.restore_checkpoint, sid, node_id, then=self._restored)
+
+    def _restored(self, restored: Restored) -> None:
+        """A checkpoint restored: the next input starts the new branch there, with the detail
+        settings the checkpoint kept; its restored tasks are on the canvas, paused."""
+        self.controller.start_branch(restored.anchor, restored.turn_id)
+        self._on_pending_dropped(restored.anchor)
+        self.status.say(restored.line, 8000)
+
+    def _steer_task(self, action: str, sid: str, node_id: str) -> None:
+        """Pause, resume, amend (asks for the amendment) or cancel the task of a task card; the
+        engine's line about it goes to the status bar."""
+        c, engine, state = self.controller, self.controller.engine, self.controller.state
+        if engine is None or state is None or node_id not in state.graph:
+            return
+        task_id = state.graph.node(node_id).ref_id
+        if not task_id:
+            return
+        if action == "amend_task":
+            text, ok = QInputDialog.getText(self.composer, "Amend task", "What should the task also do or respect?")
+            if not ok or not text.strip():
+                return
+            c.call("Amending the task", engine.amend_task, sid, task_id, text, then=lambda s: self.status.say(s.line, 8000))
+            return
+        steer = {"pause_task": engine.pause_task, "resume_task": engine.resume_task, "cancel_task": engine.cancel_task}
+        c.call(ACTION_TEXT[action], steer[action], sid, task_id, then=lambda s: self.status.say(s.line, 8000))
 
     def _inject_into(self, sid: str, node_id: str) -> None:
         """Merge the selected results into ``node_id``'s branch, as an undoable command."""

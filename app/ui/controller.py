@@ -91,6 +91,7 @@ class EngineController(QObject):
         self.live: dict[str, LiveTurn] = {}  # turn id → a routed turn whose answer streams
         self.statuses: dict[str, str] = {}  # turn id → stored status, of the open session
         self.handles: dict[str, StreamHandle] = {}  # stream id → the scheduler's handle, until finished
+        self._branch_detail: dict[str, str] = {}  # anchor → the turn whose detail a branch restored there starts with
         self._scheduler_slots: list[tuple[CoreSignal[Any], Callable[..., None]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: set[str] = set()
@@ -276,8 +277,14 @@ class EngineController(QObject):
         scheduler = self.engine.scheduler(self.state.session_id)
         scheduler.set_limit(max(1, int(self.settings.max_concurrent_streams)))
         handle = scheduler.submit(text, anchor_override=anchor, budget=budget, priority=priority,
-                                  version_of=version_of)
+                                  version_of=version_of, detail_from=self._branch_detail.pop(anchor or "", None))
         return handle.stream_id
+
+    def start_branch(self, anchor: str, detail_from: str | None) -> None:
+        """The next input sent from ``anchor`` starts a branch restored from a checkpoint there,
+        with the detail settings of the turn ``detail_from`` (``Engine.restore_checkpoint``)."""
+        if detail_from:
+            self._branch_detail[anchor] = detail_from
 
     def busy(self) -> bool:
         """True while any input of the open session is queued, building or streaming (its
@@ -361,6 +368,18 @@ class EngineController(QObject):
         handle = self._handle(key)
         if handle is not None:
             handle.stop("stopped by the user")
+
+    def pause_task_of(self, key: str) -> None:
+        """Pause the task a stream (by turn id or stream id) works on: its streams stop within one
+        token, their work kept as checkpoints; says so in the status line."""
+        handle = self._handle(key)
+        if handle is None or self.engine is None or self.session_id is None:
+            return
+        if handle.task_id is None:
+            self.error.emit("This answer is not a task's: Stop ends it.")
+            return
+        self.call("Pausing the task", self.engine.pause_task, self.session_id, handle.task_id,
+                  then=lambda steered: self.status_changed.emit(steered.line))
 
     def set_priority(self, key: str, priority: int) -> None:
         """Reorder a queued input (a running stream keeps its place)."""

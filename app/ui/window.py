@@ -208,6 +208,7 @@ class MainWindow(QMainWindow):
         c.busy_changed.connect(self.composer.set_busy)
         self.scene.node_selected.connect(self._on_node_selected)
         self.streams.stop_requested.connect(self.controller.stop)
+        self.streams.pause_requested.connect(self.controller.pause_task_of)
         self.streams.priority_changed.connect(self.controller.set_priority)
         self.streams.selected.connect(self._on_stream_selected)
         hover = getattr(self.inspector, "evidence_hovered", None)

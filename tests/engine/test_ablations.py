@@ -87,6 +87,7 @@ def test_without_evidence_boundaries_outside_text_enters_unfenced(make_engine: E
 def test_without_progress_extraction_the_task_stack_is_left_out(make_engine: EngineFactory) -> None:
     async def flow(engine: Engine, closed: bool) -> TurnRecord:
         engine.lab().set_ablation(("progress",) if closed else ())
+        engine.lab().set_task_steps("off")  # each subtask answers in its own turn (the agent's steps: test_agent.py)
         state = await engine.open_session(None)
         sid = state.session_id
         root = (await engine.create_task(sid, "Plan the team offsite", acceptance="a plan everyone agreed to")).tasks[0]

@@ -43,8 +43,9 @@ class StreamModel(ScriptedChatModel):
 
 def _run(make_engine: EngineFactory, body: Callable[[Engine], Awaitable[Any]], *, delay: float = 0.002,
          k: int = 4) -> Any:
-    """One app run over the test's folder: the streaming model, ``k`` streams per session."""
-    return make_engine.run(body, chat=StreamModel(token_delay_s=delay), max_streams=k)
+    """One app run over the test's folder: the streaming model, ``k`` streams per session, a task
+    run as one stream (its plan of steps: tests/engine/test_agent.py)."""
+    return make_engine.run(body, chat=StreamModel(token_delay_s=delay), max_streams=k, task_steps="off")
 
 
 async def _first_tokens(handle: StreamHandle, n: int = 3) -> None:
@@ -407,6 +408,7 @@ def test_real_model_interruption_while_a_task_streams(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data", max_concurrent_streams=4)
     engine = build_engine(settings)
     engine._ctx.config.generation = GenerationParams(max_tokens=200, temperature=0.0)
+    engine.lab().set_task_steps("off")  # the task's own answer streams (its steps: tests/engine/test_agent.py)
 
     async def main() -> None:
         await engine.start()
@@ -491,4 +493,4 @@ def test_an_input_is_read_by_the_intent_rules_once(make_engine: EngineFactory) -
         assert streamed.build.llm_intent["status"] != "skipped" != record.build.llm_intent["status"]
         assert reads == ["Write a short checklist for the launch", "hmm"]
 
-    make_engine.run(body, chat=StreamModel(), llm_intent="auto")
+    make_engine.run(body, chat=StreamModel(), llm_intent="auto", task_steps="off")

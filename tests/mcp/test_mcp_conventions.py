@@ -27,8 +27,9 @@ from app.mcp.service import ContextService
 from tests.conftest import EngineFactory
 
 READING = {"get_context_summary", "get_relevant_snippets", "search_memory", "search_facts", "list_sessions",
-           "get_status"}
-WRITING = {"configure_llm_provider", "record_event", "add_profile_statement", "attach_file"}
+           "get_status", "get_task_status"}
+WRITING = {"configure_llm_provider", "record_event", "add_profile_statement", "attach_file", "start_task",
+           "control_task"}
 LONG = ("The Fushimi Inari shrine in Kyoto has thousands of vermilion torii gates climbing the mountain behind "
         "it, and the walk to the summit and back takes two to three hours at an easy pace.")
 

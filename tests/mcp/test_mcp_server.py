@@ -29,7 +29,8 @@ pytestmark = pytest.mark.model  # the real embedder, in this process and in the 
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"get_context_summary", "get_relevant_snippets", "configure_llm_provider", "record_event",
-         "add_profile_statement", "attach_file", "search_memory", "search_facts", "list_sessions", "get_status"}
+         "add_profile_statement", "attach_file", "search_memory", "search_facts", "list_sessions", "get_status",
+         "start_task", "get_task_status", "control_task"}
 KYOTO = "We visit the Fushimi Inari shrine in Kyoto on day two of the trip"
 PYTHON = "My script raises KeyError: 'user_id' when the JSON has no user field"
 RAIL = "The JR rail pass for seven days costs 50,000 yen; buy it before leaving"

@@ -89,7 +89,9 @@ def fake_services(replies: list[str] | None = None, *, delay: float = 0.0) -> Se
 
     def build(settings: Settings, progress: Callable[[str], None]) -> Engine:
         progress("opening the store and loading the chat model scripted")
-        return engine_in(settings.data_dir, replies or ["Noted [1]."], delay=delay, budget=settings.default_budget)
+        # a task answers in one stream here (its plan of steps and their turns: tests/engine/test_agent.py)
+        return engine_in(settings.data_dir, replies or ["Noted [1]."], delay=delay, budget=settings.default_budget,
+                         task_steps="off")
 
     return replace(desktop.services(), build_engine=build)
 

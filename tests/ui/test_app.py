@@ -107,6 +107,27 @@ def test_streams_queue_beyond_the_limit_and_stop_is_prompt(qtbot, aloop, setting
     _close(window, aloop)
 
 
+def test_pause_its_task_from_the_streams_dock_keeps_the_work(qtbot, aloop, settings: Settings) -> None:
+    long = " ".join(f"w{i}" for i in range(400))
+    window = _open(qtbot, settings, fake_services([long], delay=0.01))
+    drive(aloop, window.controller.load())
+    _send(window, "Write a plan with numbered steps for the garden party")
+    c = window.controller
+    drive(aloop, until(lambda: c.live and next(iter(c.live.values())).pieces > 5, 30, "the task streams"))
+    window.streams.pause_requested.emit(next(iter(c.live)))
+
+    async def paused() -> None:  # the task paused, its work so far kept as its checkpoint
+        for _ in range(1500):
+            tasks = await c.engine.list_tasks(c.session_id)
+            if tasks and tasks[0].paused and tasks[0].checkpoint_id:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the task did not pause: {tasks}")
+
+    drive(aloop, paused())
+    _close(window, aloop)
+
+
 def test_export_import_round_trip_through_the_file_menu_paths(qtbot, aloop, tmp_path: Path) -> None:
     first = _open(qtbot, Settings.load(tmp_path / "a"), fake_services(["Sure [1]."]))
     drive(aloop, first.controller.load())
@@ -150,6 +171,47 @@ def test_inject_from_the_node_menu_is_undone_and_redone_with_ctrl_z(qtbot, aloop
     drive(aloop, until(lambda: merges() == [], 30, "the merge taken back"))
     window.undo.redo()
     drive(aloop, until(lambda: merges() == [garden], 30, "the merge again"))
+    _close(window, aloop)
+
+
+def test_restore_from_a_checkpoint_card_starts_a_sibling_branch(qtbot, aloop, settings: Settings) -> None:
+    """A checkpoint's card menu offers Restore: the open task the checkpoint kept comes back as a
+    paused copy on the canvas, and the next input starts a new branch beside the one that went on."""
+    window = _open(qtbot, settings, fake_services(["Noted [1]."]))
+    drive(aloop, window.controller.load())
+    _send(window, "Plan the garden: tomatoes along the south wall")
+    [t1] = drive(aloop, _answered(window, 1))
+    c, state = window.controller, window.controller.state
+    first = state.node_of(t1)
+    task = drive(aloop, c.engine.create_task(state.session_id, "Order the seeds", turn_id=t1)).tasks[0]
+    window.canvas_actions.node_action("reply", first)
+    _send(window, "And the beans along the fence?")
+    [_, t2] = drive(aloop, _answered(window, 2))
+    assert state.graph.parent(state.node_of(t2)) == first
+    assert "restore" not in window.scene.node_actions(first)
+    window.canvas_actions.node_action("checkpoint", first)
+    drive(aloop, until(lambda: "restore" in window.scene.node_actions(first), 30, "the checkpoint on the card"))
+    kept = state.graph.node(first).attrs["checkpoint_state"]
+    assert task.task_id in [t["task_id"] for t in kept["tasks"]]  # (beside the garden task its turn made, done)
+    menu = window.scene.build_node_menu(first)
+    [restore] = [a for a in menu.actions() if a.data() == "restore"]
+    assert restore.text() == "Restore: new branch from this checkpoint"
+    restore.trigger()
+    drive(aloop, until(lambda: window.composer.anchor == first, 30, "the composer anchored at the checkpoint"))
+    assert "Restored the checkpoint" in window.statusBar().currentMessage()
+    copies = [n for n in state.graph.nodes(NodeKind.TASK) if n.attrs.get("restored") == first]
+    assert [n.label for n in copies] == ["Order the seeds"]  # the open one, not the one done
+    assert window.scene.item(copies[0].node_id) is not None and copies[0].attrs["paused"]
+    _send(window, "Then plan it with peppers instead")
+    [_, _, t3] = drive(aloop, _answered(window, 3))
+    assert state.graph.parent(state.node_of(t3)) == first
+    assert set(state.graph.children(first)) == {state.node_of(t2), state.node_of(t3)}
+    menu = window.scene.build_node_menu(first)
+    [remove] = [a for a in menu.actions() if a.data() == "checkpoint"]
+    assert remove.text() == "Remove checkpoint"
+    remove.trigger()
+    drive(aloop, until(lambda: "restore" not in window.scene.node_actions(first), 30, "the mark removed"))
+    assert state.graph.node(first).attrs.get("checkpoint_state") is None
     _close(window, aloop)
 
 

@@ -537,3 +537,19 @@ def test_an_edge_goes_around_a_card_in_its_way(qtbot) -> None:
     g.move_node("x", 320.0, 900.0)  # the card out of the way, then b moved: the plain curve again
     g.move_node("b", 650.0, 0.0)
     assert path.boundingRect().height() > 20 > scene.edge_item("b>a").path().boundingRect().height()
+
+
+def test_a_task_card_offers_its_steering_and_says_when_it_is_paused(canvas, graph: SessionGraph) -> None:
+    scene, _ = canvas
+    graph.add_node(_node("t", NodeKind.TASK, "draft the agenda", status="active"))
+    graph.add_edge(GraphEdge(src="c", dst="t", kind=EdgeKind.SPAWNED))
+    assert scene.node_actions("t")[-3:] == ["pause_task", "amend_task", "cancel_task"]
+    graph.update_node("t", attrs={"status": "blocked", "paused": True,
+                                  "steer": "paused (work so far kept); 1/3 steps done"})
+    item = scene.item("t")
+    assert item.task_status == "paused" and "1/3 steps done" in item.toolTip()
+    assert scene.node_actions("t")[-3:] == ["resume_task", "amend_task", "cancel_task"]
+    menu = scene.build_node_menu("t")
+    assert [a.text() for a in menu.actions()][-3:] == ["Resume task", "Amend task\u2026", "Cancel task"]
+    graph.update_node("t", attrs={"status": "complete", "paused": False})
+    assert "cancel_task" not in scene.node_actions("t")

@@ -129,3 +129,16 @@ def test_rows_keep_their_widgets_across_adds_renames_and_removals(qtbot) -> None
     first = panel.stop_button("t1")
     qtbot.waitUntil(lambda: panel.stream_ids() == ["t1", "q3"], timeout=2000)  # t2 lingered, then went
     assert panel.stop_button("t1") is first and _row(panel, "q3")[0] == "Third"
+
+
+def test_a_running_row_offers_to_pause_its_task(qtbot) -> None:
+    panel = StreamsPanel()
+    qtbot.addWidget(panel)
+    panel.add_stream("t1", "Plan the offsite")
+    menu = panel.row_menu("t1")
+    assert menu is not None and [a.text() for a in menu.actions()] == ["Pause its task (keeps the work)", "Stop"]
+    with qtbot.waitSignal(panel.pause_requested, timeout=1000) as blocker:
+        menu.actions()[0].trigger()
+    assert blocker.args == ["t1"]
+    panel.finish_stream("t1", "stop")
+    assert panel.row_menu("t1") is None and panel.row_menu("nope") is None

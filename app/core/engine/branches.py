@@ -368,12 +368,16 @@ class BranchService:
         change = await self._update_nodes(session_id, flags, "session.focus_set", {"node_id": node_id, "previous": previous})
         return FocusChanged(session_id, previous, node_id, change)
 
-    async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False) -> GraphChange:
-        """Mark a node as a checkpoint (``attrs["checkpoint"]``: ``label``, or the time now);
-        ``remove=True`` clears the mark (``None``). Returns the change (``updated_nodes``)."""
+    async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False,
+                         kept: dict[str, Any] | None = None) -> GraphChange:
+        """Mark a node as a checkpoint (``attrs["checkpoint"]``: ``label``, or the time now) with
+        the branch state it ``kept`` (``attrs["checkpoint_state"]``, ``checkpoints.py``);
+        ``remove=True`` clears both (``None``). Returns the change (``updated_nodes``)."""
         value = None if remove else (label or utc_now())
-        return await self._update_nodes(session_id, {node_id: {"checkpoint": value}}, "graph.checkpoint_set",
-                                        {"node_id": node_id, "checkpoint": value})
+        kept = None if remove else kept
+        return await self._update_nodes(session_id, {node_id: {"checkpoint": value, "checkpoint_state": kept}},
+                                        "graph.checkpoint_set", {"node_id": node_id, "checkpoint": value,
+                                                                 "checkpoint_state": kept})
 
     async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:
         """Fold or unfold a node's subtree on the canvas (``attrs["collapsed"]``)."""

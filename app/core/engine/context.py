@@ -81,6 +81,14 @@ class EngineConfig:
     # are waited for past the plan's time limit, so the contexts do not depend on the machine's
     # load) and recall channels switched off by name (e.g. "vector"). The app never sets it.
     ablate: tuple[str, ...] = ()
+    # A new task's steps (``app.core.engine.agent``): "model" asks the chat model for them as JSON
+    # (checked by rules, made by rules when the proposal fails), "rules" makes them by rules
+    # alone, "off" runs a task as one stream (its answer is its result).
+    task_steps: str = "model"
+    # An env event relevant to a branch nobody works on now: "notify" leaves a notice on it,
+    # "answer" a short answer by the chat model (at most ``proactive_max_tokens``), "off" nothing.
+    proactive: str = "notify"
+    proactive_max_tokens: int = 96
 
     def __post_init__(self) -> None:
         if self.answer_reserve <= 0:

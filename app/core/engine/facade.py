@@ -7,7 +7,8 @@ private, and every public method delegates to one of them:
 ==============  ===========================================================================
 sessions        open a session, history ingest, the user's facts and profile (``sessions.py``)
 turns           build, submit, answer, read and replay turns (``turns.py``)
-branches        re-anchor, focus, inject, checkpoints, collapse, versions shown, positions (``branches.py``)
+branches        re-anchor, focus, inject, collapse, versions shown, positions (``branches.py``); checkpoints
+                that keep their branch's state and restore it on a sibling branch (``checkpoints.py``)
 tasks           the task stack, its revisions and their replay (``tasks.py``)
 streams         the scheduler's host: Q&A, task and interruption streams (``streams.py``)
 tools           the tool registry, watched folders, a turn's tool round (``tools.py``)
@@ -40,10 +41,13 @@ from typing import Any
 import numpy as np
 
 from app.core.context.compiler import Fact
+from app.core.engine.agent import Steered, TaskAgent
 from app.core.engine.attachments import Attached, AttachmentService
 from app.core.engine.branches import BranchService, FocusChanged, Injected, Reanchored
+from app.core.engine.checkpoints import CheckpointService, Restored
 from app.core.engine.context import EngineConfig, EngineContext
 from app.core.engine.detail import Detailed, DetailService, SubtreeSummary
+from app.core.engine.env_answers import EnvResponder
 from app.core.engine.environment import EnvironmentService, EnvRouted
 from app.core.engine.ids import resolve_id
 from app.core.engine.index_upkeep import IndexUpkeep
@@ -140,6 +144,8 @@ class Engine:
         self._turns = TurnService(ctx, self._sessions, self._tasks, self._tools, topics=self._memory.topic_search,
                                   offer=self._summaries.offer)
         self._branches = BranchService(ctx, self._sessions, self._turns)
+        self._checkpoints = CheckpointService(ctx, self._sessions, self._turns, self._tasks, self._branches,
+                                              self._summaries.offer)
         self._streams = EngineStreams(ctx, self._sessions, self._turns, self._tasks)
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
@@ -149,6 +155,9 @@ class Engine:
         self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
         self._records = StoredRecords(ctx)
         self._environment.env_ingested.connect(self._memory.on_env_ingested)
+        self._env_answers = EnvResponder(ctx, self._tasks, self._streams.agent, self._streams.scheduler)
+        self._environment.env_ingested.connect(self._env_answers.on_env_ingested)
+        self.env_noticed = self._env_answers.noticed  # an env event relevant to an idle branch
         self.env_ingested = self._environment.env_ingested
         self.env_pushed = self._environment.env_pushed
         self.env_failed = self._environment.env_failed
@@ -439,7 +448,14 @@ class Engine:
         return await self._branches.set_focus(session_id, node_id)
 
     async def checkpoint(self, session_id: str, node_id: str, label: str = "", *, remove: bool = False) -> GraphChange:
-        return await self._branches.checkpoint(session_id, node_id, label, remove=remove)
+        """Mark a node as a checkpoint keeping its branch's state: task stack, summaries, detail
+        settings (``checkpoints.py``); ``remove`` clears the mark."""
+        return await self._checkpoints.mark(session_id, node_id, label, remove=remove)
+
+    async def restore_checkpoint(self, session_id: str, node_id: str) -> Restored:
+        """Start a sibling branch from a checkpoint: the tasks open then, paused as they were, and
+        where the branch starts with its detail settings (``Restored``; ``checkpoints.py``)."""
+        return await self._checkpoints.restore(session_id, node_id)
 
     async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:
         return await self._branches.set_collapsed(session_id, node_id, collapsed)
@@ -485,6 +501,59 @@ class Engine:
     async def replay_state(self, session_id: str) -> list[str]:
         """The task state rebuilt from its event log, compared with the store and the live state."""
         return await self._tasks.replay_state(session_id)
+
+    # ------------------------------------------------------------------ the resident agent (engine/agent.py)
+
+    def run_task(self, session_id: str, text: str, *, hold: bool = False, budget: int | None = None,
+                 on_token: Callable[[str], None] | None = None) -> StreamHandle:
+        """Queue ``text`` as a task (whatever its intent says) through the session's scheduler; its
+        turn answers with the plan, then the steps run. ``hold``: plan it and keep it paused (edit
+        its steps, then ``resume_task``). Returns the turn's handle (its ``task_id`` once built)."""
+        return self._streams.submit_task(session_id, text, hold=hold, budget=budget, on_token=on_token)
+
+    async def pause_task(self, session_id: str, task_id: str) -> Steered:
+        """Pause a task: its streams stop within one token, their work kept as checkpoints."""
+        return (await self._agent_ready(session_id)).pause_now(session_id, task_id)
+
+    async def resume_task(self, session_id: str, task_id: str) -> Steered:
+        """Resume a paused task: each paused step continues from its checkpoint."""
+        return await (await self._agent_ready(session_id)).resume(session_id, task_id)
+
+    async def amend_task(self, session_id: str, task_id: str, text: str) -> Steered:
+        """Join an amendment to a task's constraints; ``Steered.effect`` says where it acts (the
+        next step, a restart of the running step from its checkpoint, or the resume)."""
+        return (await self._agent_ready(session_id)).amend_now(session_id, task_id, text)
+
+    async def cancel_task(self, session_id: str, task_id: str) -> Steered:
+        """Cancel a task: it and its open steps fail, their streams stop."""
+        return (await self._agent_ready(session_id)).cancel_now(session_id, task_id)
+
+    async def edit_steps(self, session_id: str, task_id: str, *, add: Sequence[tuple[str, str]] = (),
+                         rename: Mapping[int, str] | None = None, remove: Sequence[int] = ()) -> Steered:
+        """Change a task's plan before or while it runs: add steps (name, acceptance) at its end,
+        rename or remove steps (by number) that have not started. ``TaskError`` for a step that has."""
+        return (await self._agent_ready(session_id)).edit_steps(session_id, task_id, add=add, rename=rename or {},
+                                                                remove=remove)
+
+    async def wait_task(self, session_id: str, task_id: str, timeout: float | None = None) -> Task:
+        """Wait until a task is complete, failed or paused; return it (``asyncio.TimeoutError`` past ``timeout``)."""
+        return await (await self._agent_ready(session_id)).wait(session_id, task_id, timeout)
+
+    async def task_result(self, session_id: str, task_id: str) -> str:
+        """The whole result of a completed task (else the work kept at its checkpoint; "" for none)."""
+        return await (await self._agent_ready(session_id)).result_text(session_id, task_id)
+
+    def input_kind(self, session_id: str, text: str) -> str:
+        """The path ``text`` would probably take in the session now, by the fast intent rules and
+        its running tasks (no model): "task" (planned into steps and run), "interrupt" or "qa"
+        (answered as one turn; so is a task that only states something to remember)."""
+        return self._streams.kind_of(session_id, text)
+
+    async def _agent_ready(self, session_id: str) -> TaskAgent:
+        """The agent, with the session open and its task book loaded and recovered (a task an
+        earlier run left streaming is failed before anything resumes it)."""
+        await self._tasks.recover_tasks(session_id)
+        return self._streams.agent
 
     # ------------------------------------------------------------------ environment and tools
 

@@ -85,6 +85,21 @@ class EngineLab:
         before, config.cut_in = config.cut_in, on
         return before
 
+    def set_task_steps(self, mode: str) -> str:
+        """How new tasks get their steps from now on ("model", "rules", "off": one stream, see
+        ``EngineConfig.task_steps``); return the mode until now."""
+        config = self._ctx.config
+        before, config.task_steps = config.task_steps, mode
+        return before
+
+    def set_max_tokens(self, max_tokens: int) -> int:
+        """Cap every answer at ``max_tokens`` from the next build (a step, an interruption's answer);
+        return the cap until now."""
+        config = self._ctx.config
+        before = config.generation.max_tokens
+        config.generation = config.generation.model_copy(update={"max_tokens": max_tokens})
+        return before
+
     # ------------------------------------------------------------------ figures
 
     def memory_stats(self) -> WriterStats:

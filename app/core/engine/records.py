@@ -48,6 +48,12 @@ class StoredRecords:
         """The session's stored evidences (``superseded``: the versions a newer one replaced too)."""
         return await self._ctx.on_store(lambda: self._ctx.store.list_evidences(session_id, include_superseded=superseded))
 
+    async def events(self, session_id: str, prefix: str = "") -> list[dict[str, Any]]:
+        """The session's event log entries (``type``, ``payload``, ``at``) whose type starts with
+        ``prefix``, oldest first (e.g. "task." for the agent's decisions)."""
+        entries = await self._ctx.on_store(self._ctx.store.list_events, session_id)
+        return [e for e in entries if str(e.get("type", "")).startswith(prefix)]
+
     async def turn(self, turn_id: str) -> dict[str, Any] | None:
         """A turn as stored (session, status, input and answer message ids, record), or None."""
         return await self._ctx.on_store(self._ctx.store.get_turn, turn_id)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from app.core.engine.agent import AGENT, TaskAgent
 from app.core.engine.answer_length import answer_params
 from app.core.engine.context import EngineContext
 from app.core.engine.sessions import SessionService
@@ -21,7 +23,9 @@ from app.core.engine.tasks import TaskBook, TaskService
 from app.core.engine.turns import Attachment, TurnHooks, TurnRun, TurnService, again
 from app.core.intent.decision import InputReading
 from app.core.intent.model import IntentContext, RunningTask
+from app.core.intent.profile import to_remember
 from app.core.pipeline.record import TurnRecord
+from app.core.plan.model import ConcurrencyPolicy, MergeRule
 from app.core.runtime.background import spawn
 from app.core.runtime.scheduler import (
     INPUT_WITHDRAWN,
@@ -34,17 +38,15 @@ from app.core.runtime.scheduler import (
 )
 from app.core.session import versions
 from app.core.session.state import SessionState
-from app.core.tasks.stack import FINAL, OPEN, StackDecision, TaskInputs, count_steps, summarize_result
-from app.core.text.quoting import quote_label
+from app.core.tasks.stack import FINAL, OPEN, LiveTask, StackDecision, TaskError, TaskInputs, TaskRun, count_steps
+from app.core.tasks.steering import root_task
 from app.core.types import (
     EdgeKind,
     Evidence,
     EvidenceSource,
     EvidenceType,
     GraphEdge,
-    GraphNode,
     Message,
-    NodeKind,
     SourceKind,
     Task,
     TaskStatus,
@@ -62,8 +64,10 @@ class EngineStreams:
                  config: StreamConfig | None = None) -> None:
         self.ctx, self.sessions, self.turns, self.tasks = ctx, sessions, turns, tasks
         self.runtime = StreamRuntime(self, limit=ctx.config.max_streams, config=config)
+        self.agent = TaskAgent(ctx, sessions, tasks, self.scheduler)  # plans, steps, steering
         # What the intent rules read of each queued input (``predict_kind``), for its build.
         self._readings: weakref.WeakKeyDictionary[StreamHandle, InputReading] = weakref.WeakKeyDictionary()
+        self._forced: weakref.WeakSet[StreamHandle] = weakref.WeakSet()  # inputs made tasks whatever their intent
         tasks.task_updated.connect(self._on_task_updated)
 
     def _on_task_updated(self, session_id: str, task: Task) -> None:
@@ -86,10 +90,13 @@ class EngineStreams:
             handles.append(scheduler.submit(item["text"], anchor_override=item.get("anchor_override"),
                                             budget=item.get("budget"), priority=int(item.get("priority") or 0),
                                             parent_task_id=item.get("parent_task_id"),
-                                            version_of=item.get("version_of")))
+                                            version_of=item.get("version_of"), run_task_id=item.get("run_task_id"),
+                                            resume_from=item.get("resume_from"), detail_from=item.get("detail_from")))
         return handles
 
     async def close(self) -> None:
+        """Pause the tasks at work (the next run can resume them), then stop every stream."""
+        self.agent.close()
         await self.runtime.close()
 
     # ------------------------------------------------------------------ StreamHost
@@ -102,15 +109,31 @@ class EngineStreams:
     def has_running_tasks(self, session_id: str) -> bool:
         return bool(self.running_tasks(session_id))
 
+    def addressable(self, session_id: str) -> list[Task]:
+        """The tasks an input may address: worked on by a live stream (itself or a step), or paused
+        (``TaskInputs.running``)."""
+        book = self.tasks.books.get(session_id)
+        if book is None:
+            return []
+        return TaskInputs(tasks=book.stack.tasks(), live=[LiveTask(task_id=t) for t in book.live]).running()
+
     def predict_kind(self, handle: StreamHandle) -> str:
         """The path an input will probably take, from the fast intent rules and the running tasks
         (no embedding, no model): "interrupt", "task" or "qa". Only orders the queue. What the rules
         read of the text is kept for the stream's build, which reads it no more."""
-        running = [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value)
-                   for t in self.running_tasks(handle.session_id)]
-        intents = self.ctx.builder.intents
-        self._readings[handle] = reading = intents.read(handle.text)
-        mode = intents.infer(reading, IntentContext(running_tasks=running)).mode.value
+        self._readings[handle] = reading = self.ctx.builder.intents.read(handle.text)
+        return self._kind(handle.session_id, reading)
+
+    def kind_of(self, session_id: str, text: str) -> str:
+        """``predict_kind`` for a text not queued (``Engine.input_kind``); a task that only states
+        something to remember is not planned into steps (``TaskAgent.plan_attachment``): "qa"."""
+        kind = self._kind(session_id, self.ctx.builder.intents.read(text))
+        return "qa" if kind == "task" and to_remember(text) else kind
+
+    def _kind(self, session_id: str, reading: InputReading) -> str:
+        running = [RunningTask(task_id=t.task_id, name=t.name, status="paused" if t.paused else t.status.value)
+                   for t in self.addressable(session_id)]
+        mode = self.ctx.builder.intents.infer(reading, IntentContext(running_tasks=running)).mode.value
         return mode if mode in ("interrupt", "task") else "qa"
 
     def log_input(self, session_id: str, type: str, payload: dict[str, Any]) -> None:
@@ -120,6 +143,7 @@ class EngineStreams:
     async def start_stream(self, handle: StreamHandle, on_token: Callable[[str], None]) -> TurnRun:
         state = await self.sessions.open(handle.session_id)
         await self.tasks.recover_tasks(handle.session_id)  # (loads the task book the first time)
+        await self.agent.load([handle.resume_from])  # the work a continuation takes up
         async with self.ctx.lock(handle.session_id):
             if handle.stop_reason:
                 raise StreamStopped(handle.stop_reason)
@@ -127,24 +151,51 @@ class EngineStreams:
             if handle.version_of:  # regenerate: the turn's input again, where the turn is, with its detail
                 text, anchor, version = again(state, handle.version_of)
                 detail = await self.turns.detail_of(state.graph.node(handle.version_of).ref_id)
+            elif handle.detail_from:  # a branch started from a restored checkpoint: its detail settings
+                detail = await self.turns.detail_of(handle.detail_from)
             reading = self._readings.pop(handle, None)
             return await self.turns.submit_locked(
                 state, text, handle.budget, anchor, on_token, version=version, detail=detail,
-                hooks=self._hooks(handle, reading if reading is not None and text == handle.text else None))
+                hooks=self._hooks(handle, reading if reading is not None and text == handle.text else None),
+                author=AGENT if handle.run_task_id or handle.by_agent else None)
 
     def _hooks(self, handle: StreamHandle, reading: InputReading | None) -> TurnHooks:
         """The hooks that make the turn run ``handle``'s input as a qa, task or interruption
         (``reading``: what the intent rules read of its text when it was queued)."""
         session_id = handle.session_id
 
-        def inputs(_state: SessionState) -> TaskInputs:
-            return self.tasks.inputs(session_id, new_task_id=new_id(), parent_task_id=handle.parent_task_id,
-                                     snapshots=True)
+        def inputs(state: SessionState) -> TaskInputs:
+            run = self._run_of(state, handle)
+            inputs = self.tasks.inputs(session_id, new_task_id=None if run else new_id(),
+                                       parent_task_id=handle.parent_task_id, snapshots=True, run=run)
+            return inputs.model_copy(update={"force_task": True}) if handle in self._forced else inputs
 
         def attached(state: SessionState, record: TurnRecord, message: Message) -> Attachment:
             return self._attach(state, record, message, handle)
 
         return TurnHooks(inputs, attached, reading)
+
+    def submit_task(self, session_id: str, text: str, *, hold: bool = False, budget: int | None = None,
+                    on_token: Callable[[str], None] | None = None) -> StreamHandle:
+        """Queue ``text`` as a new task whatever its intent says (``Engine.run_task``)."""
+        handle = self.scheduler(session_id).submit(text, budget=budget, on_token=on_token)
+        self._forced.add(handle)
+        if hold:
+            self.agent.hold(handle)
+        return handle
+
+    def _run_of(self, state: SessionState, handle: StreamHandle) -> TaskRun | None:
+        """What a stream that runs an existing task gives its build: the work kept at its checkpoint
+        and the env events that reached the task (the latest three, as their fenced notes)."""
+        book = self.tasks.books.get(state.session_id)
+        if handle.run_task_id is None or book is None or handle.run_task_id not in book.stack:
+            return None
+        task = book.stack.get(handle.run_task_id)
+        root = root_task(book.stack, task.task_id)
+        events = list(dict.fromkeys([*root.events, *task.events]))[-3:]
+        return TaskRun(task_id=task.task_id, checkpoint_id=handle.resume_from or "",
+                       checkpoint=self.agent.checkpoint_text(handle.resume_from),
+                       events=[(e, state.notes[e].text) for e in events if e in state.notes])
 
     # ------------------------------------------------------------------ the stream's path
 
@@ -157,20 +208,32 @@ class EngineStreams:
         turn_node = record.node_id
         writes: list[Write] = []
         params = answer_params(state, build, self.ctx.config.generation)
+        if handle.answer_cap:
+            params = params.model_copy(update={"max_tokens": min(params.max_tokens, handle.answer_cap)})
         urgent = False
         cut_in = self.runtime.config.cut_in
         handle.kind = decision.path
         handle.turn_id, handle.node_id = record.turn_id, turn_node
-        if decision.path == "task" and decision.current is not None:
+        concurrency = ConcurrencyPolicy.model_validate(build.plan.get("concurrency") or {})
+        beside = concurrency.merge_rule == MergeRule.NEW_BRANCH and concurrency.allow_interrupt
+        answer: Attachment | None = None
+        if decision.path == "task" and decision.run:
+            handle.max_tokens = params.max_tokens
+            writes.append(self._attach_run(book, decision, record, handle))
+        elif decision.path == "task" and decision.current is not None:
             handle.max_tokens = params.max_tokens
             writes.append(self._attach_task(state, book, decision, record, message, handle))
+            answer = self.agent.plan_attachment(handle, book.stack.get(decision.current), message.content,
+                                                build.prompt, params, concurrency.allow_concurrent)
         elif decision.path == "interrupt":
-            urgent = cut_in
+            urgent = cut_in and beside
             params = params.model_copy(update={
                 "max_tokens": min(params.max_tokens, self.runtime.config.interrupt_max_tokens)})
-            writes.append(self._attach_interrupt(book, decision, record, message, handle))
+            reply, write = self._attach_interrupt(book, decision, record, message, handle, concurrency)
+            answer = Attachment(reply=reply) if reply is not None else None
+            writes.append(write)
         elif decision.path == "qa" and book.live:  # a question beside a running task: answered now
-            urgent = cut_in
+            urgent = cut_in and beside
         if turn_node is not None:
             state.graph.update_node(turn_node, attrs={"stream": decision.path, "stream_id": handle.stream_id})
             marked, store = state.graph.node(turn_node), self.ctx.store
@@ -184,7 +247,26 @@ class EngineStreams:
             for write in writes:
                 write()
 
+        if answer is not None:
+            return replace(answer, persist=persist_all, params=answer.params or params, urgent=urgent)
         return Attachment(persist=persist_all, params=params, urgent=urgent)
+
+    def _attach_run(self, book: TaskBook, decision: StackDecision, record: TurnRecord, handle: StreamHandle) -> Write:
+        """A stream runs an existing task (a step, a task resumed): it counts one more run of the
+        task, a ``spawned`` edge goes from the run's turn to the task's node."""
+        assert decision.current is not None
+        sid, task = handle.session_id, book.stack.get(decision.current)
+        edges = []
+        if record.node_id is not None and task.node_id is not None:
+            edges.append(GraphEdge(src=record.node_id, dst=task.node_id, kind=EdgeKind.SPAWNED,
+                                   created_at=record.build.at, attrs={"run": task.attempts + 1}))
+        change, persist = self.tasks.apply(sid, "run", book.stack.run(task.task_id, record.turn_id), edges=edges,
+                                           handle=handle)
+        handle.task_id = task.task_id
+        book.live[task.task_id] = handle
+        self.agent.attached(handle)
+        self.tasks.announce(sid, change.tasks)
+        return persist
 
     def _attach_task(self, state: SessionState, book: TaskBook, decision: StackDecision, record: TurnRecord,
                      message: Message, handle: StreamHandle) -> Write:
@@ -204,13 +286,15 @@ class EngineStreams:
         return persist
 
     def _attach_interrupt(self, book: TaskBook, decision: StackDecision, record: TurnRecord, message: Message,
-                          handle: StreamHandle) -> Write:
-        """Link the interruption to the tasks it addresses (``resolves`` when it stops them, else
-        ``references``), store the output snapshots its context cites, and stop what it stops."""
+                          handle: StreamHandle, concurrency: ConcurrencyPolicy) -> tuple[str | None, Write]:
+        """Carry out the plan's concurrency fields on the tasks the interruption addresses — control
+        (pause, resume, stop, cancel) or fold the amendment into them (both only with
+        ``allow_interrupt``) — link it to them (``resolves`` when it ends them, else ``references``),
+        store the output snapshots its context cites; return the answer the app writes for a
+        control or an amendment (None: the model answers) and the write."""
         build, turn_node = record.build, record.node_id
-        control = next((h.split(":", 1)[1] for h in build.intent.get("plan_hints", []) if h.startswith("control:")),
-                       None)
-        stopping = control in _STOP_CONTROLS
+        reply = self._steer(handle.session_id, decision, concurrency, build.text)
+        stopping = concurrency.merge_rule == MergeRule.CONTROL and concurrency.control in _STOP_CONTROLS
         edges = []
         for target in decision.targets:
             task = book.stack.get(target) if target in book.stack else None
@@ -226,25 +310,30 @@ class EngineStreams:
                      for lt in seen.live if lt.evidence_id and lt.evidence_id in cited]
         _, persist = self.tasks.commit(handle.session_id, "interrupt", [], edges=edges, evidences=snapshots,
                                        stream_seq=handle.seq)
-        if stopping:
-            for target in decision.targets:
-                running = book.live.get(target)
-                if running is not None:
-                    running.stop(f"stopped by the user: {build.text[:80]!r}")
-        return persist
+        return reply, persist
 
-    def _artifact(self, session_id: str, task: Task, result: Evidence) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """A completed task's result as an artifact node (``derived_from`` the task's node, bound to
-        the result's evidence); a task completed again, or a new version of the task, makes the next
-        version."""
-        state = self.ctx.sessions[session_id]
-        if task.node_id is None or task.node_id not in state.graph:
-            return [], []
-        version = 1 + versions.results_before(state.graph, task.node_id)
-        at = result.valid_from
-        node = GraphNode(kind=NodeKind.ARTIFACT, label=quote_label(f"Result v{version}: {task.name}", 60),
-                         ref_id=result.evidence_id, created_at=at, attrs={"task_id": task.task_id, "version": version})
-        return [node], [GraphEdge(src=node.node_id, dst=task.node_id, kind=EdgeKind.DERIVED_FROM, created_at=at)]
+    def _steer(self, session_id: str, decision: StackDecision, concurrency: ConcurrencyPolicy, text: str) -> str | None:
+        """Apply the plan's control or amendment to each addressed task (``TaskAgent``; its
+        revisions are numbered and handed to the store before the interruption's own); return what
+        the app answers (None: nothing to apply, the model answers)."""
+        if not concurrency.allow_interrupt or concurrency.merge_rule not in (MergeRule.CONTROL, MergeRule.FOLD_INTO_TASK):
+            return None
+        targets = [concurrency.target_task] if concurrency.target_task in decision.targets else decision.targets
+        lines = []
+        for target in targets:
+            try:
+                if concurrency.merge_rule == MergeRule.FOLD_INTO_TASK:
+                    lines.append(self.agent.amend_now(session_id, target, text).line)
+                elif concurrency.control == "pause":
+                    lines.append(self.agent.pause_now(session_id, target).line)
+                elif concurrency.control == "resume":
+                    spawn(self.agent.resume(session_id, target), name=f"resume {target}")
+                    lines.append(f"Resuming \u201c{self.tasks.books[session_id].stack.get(target).name}\u201d.")
+                elif concurrency.control in _STOP_CONTROLS:
+                    lines.append(self.agent.cancel_now(session_id, target, f"stopped by the user: {text[:80]!r}").line)
+            except TaskError as exc:
+                lines.append(str(exc))
+        return " ".join(lines) or None
 
     def stream_progress(self, handle: StreamHandle) -> None:
         """Show a task stream's progress on its node (not written: the next revision carries it)."""
@@ -253,8 +342,8 @@ class EngineStreams:
         if state is None or book is None or handle.task_id is None or handle.task_id not in book.stack:
             return
         task = book.stack.get(handle.task_id)
-        if task.node_id is None or task.node_id not in state.graph:
-            return
+        if task.node_id is None or task.node_id not in state.graph or task.status in FINAL or task.paused:
+            return  # (a stream stopping after its task ended or paused: its node shows what was recorded)
         if task.status == TaskStatus.PENDING:
             change, persist = self.tasks.apply(handle.session_id, "start", book.stack.start(task.task_id),
                                                handle=handle)
@@ -265,35 +354,18 @@ class EngineStreams:
             "tokens": handle.tokens, "steps": count_steps(handle.output)})
 
     async def finish_stream(self, handle: StreamHandle, record: Any | None) -> None:
-        """Pop or fail the stream's task once its answer is recorded (nothing for qa/interrupt)."""
-        tasks = self.tasks
-        book = tasks.books.get(handle.session_id)
+        """Settle the stream's task once its answer is recorded (nothing for qa/interrupt): a
+        planning turn's steps join the task, a run completes, keeps or fails it (``TaskAgent``)."""
+        book = self.tasks.books.get(handle.session_id)
         if book is None or handle.task_id is None:
             return
         book.live.pop(handle.task_id, None)
         task = book.stack.get(handle.task_id)
         if task.status in FINAL:  # failed with its parent meanwhile
+            self.agent.forget(handle)
+            self.agent.advance(handle.session_id, root_task(book.stack, task.task_id).task_id)
             return
-        finish = record.finish_reason if record is not None else "error"
-        output = record.output if record is not None else ""
-        attrs = {"tokens": handle.tokens, "steps": count_steps(output)}
-        evidences: list[Evidence] = []
-        nodes: list[GraphNode] = []
-        edges: list[GraphEdge] = []
-        if finish in ("stop", "length") and output.strip():
-            summary = summarize_result(output)
-            evidence = Evidence(type=EvidenceType.LLM_OUTPUT, source=EvidenceSource(kind=SourceKind.LLM, name="task result"),
-                                content=summary, metadata={"task_id": task.task_id, "turn_id": task.turn_id,
-                                                           "message_id": record.answer_message_id if record else None})
-            evidences.append(evidence)
-            changed = book.stack.complete(task.task_id, summary, [evidence.evidence_id])
-            nodes, edges = self._artifact(handle.session_id, task, evidence)
+        if self.agent.planning(handle):
+            await self.agent.plan_done(handle, record)
         else:
-            reason = handle.stop_reason or ("stopped" if finish == "cancelled" else f"no result ({finish})")
-            progress = book.stack.set_progress(task.task_id, handle.tokens / max(1, handle.max_tokens))
-            changed = progress + book.stack.fail(task.task_id, reason)
-            tasks.stop_failed(book, changed, reason)
-        change, persist = tasks.apply(handle.session_id, "finish", changed, evidences=evidences, handle=handle,
-                                      nodes=nodes, edges=edges, extra_attrs=attrs)
-        await tasks.write_now(persist)
-        tasks.announce(handle.session_id, change.tasks)
+            await self.agent.run_done(handle, record)

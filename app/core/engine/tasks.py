@@ -31,7 +31,8 @@ from app.core.runtime.scheduler import StreamHandle
 from app.core.session import versions
 from app.core.signals import Signal
 from app.core.tasks.replay import TASK_EVENT, compare, fold
-from app.core.tasks.stack import LiveTask, TaskError, TaskInputs, TaskStack, count_steps
+from app.core.tasks.stack import LiveTask, TaskError, TaskInputs, TaskRun, TaskStack, count_steps
+from app.core.tasks.steering import card_line
 from app.core.tools.builtin import TaskWriter
 from app.core.types import (
     EdgeKind,
@@ -74,8 +75,10 @@ class TaskBook:
 
 
 def task_node_attrs(task: Task, **more: Any) -> dict[str, Any]:
-    """The attributes a task node shows (status, progress, error, and ``more``)."""
-    return {"status": task.status.value, "progress": task.progress, "error": task.error, **more}
+    """The attributes a task node shows (status, progress, error, whether it is paused, the
+    steering line of its card — ``steering.card_line`` — and ``more``)."""
+    return {"status": task.status.value, "progress": task.progress, "error": task.error, "paused": task.paused,
+            "steer": card_line(task, []), **more}
 
 
 def _log_failure(future: asyncio.Future[None]) -> None:
@@ -108,7 +111,7 @@ class TaskService:
         return (await self.book(session_id)).stack.tasks()
 
     def inputs(self, session_id: str, *, new_task_id: str | None = None, parent_task_id: str | None = None,
-                    snapshots: bool = False) -> TaskInputs:
+               snapshots: bool = False, run: TaskRun | None = None) -> TaskInputs:
         """What a build knows of the session's tasks now (the book must be loaded).
 
         ``snapshots`` gives each running stream's output so far an evidence id, so an
@@ -122,7 +125,8 @@ class TaskService:
             live.append(LiveTask(task_id=task_id, partial=handle.output[-600:], tokens=handle.tokens,
                                  max_tokens=handle.max_tokens, steps=count_steps(handle.output),
                                  evidence_id=new_id() if snapshots and handle.tokens else ""))
-        return TaskInputs(tasks=book.stack.tasks(), live=live, new_task_id=new_task_id, parent_task_id=parent_task_id)
+        return TaskInputs(tasks=book.stack.tasks(), live=live, new_task_id=new_task_id, parent_task_id=parent_task_id,
+                          run=run)
 
     # ------------------------------------------------------------------ revisions
 
@@ -207,32 +211,63 @@ class TaskService:
         version of, ``app.core.session.versions``), its ``spawned`` edges and goal evidence, as one
         revision; return the change and its write."""
         book = self.books[session_id]
-        state = self.ctx.sessions[session_id]
-        at = at or utc_now()
-        node_id = new_id()
         task = book.stack.create(name, parent_task_id=parent_task_id, acceptance=acceptance, task_id=task_id,
-                                 turn_id=turn_id, node_id=node_id, at=at)
+                                 turn_id=turn_id, node_id=new_id(), at=at or utc_now())
         extra: dict[str, Any] = {"stream_id": handle.stream_id} if handle is not None else {}
         if version_of is not None:
             extra[versions.VERSION_OF] = version_of
-        node = GraphNode(node_id=node_id, kind=NodeKind.TASK, label=name[:40], ref_id=task.task_id, created_at=at,
-                         attrs=task_node_attrs(task, tokens=0, steps=0, **extra))
-        edges = []
-        if turn_node is not None:
-            edges.append(GraphEdge(src=turn_node, dst=node_id, kind=EdgeKind.SPAWNED, created_at=at))
-        parent = book.stack.get(parent_task_id) if parent_task_id is not None else None
-        if parent is not None and parent.node_id is not None and parent.node_id in state.graph:
-            edges.append(GraphEdge(src=parent.node_id, dst=node_id, kind=EdgeKind.SPAWNED, created_at=at,
-                                   attrs={"subtask": True}))
-        evidence = Evidence(
-            evidence_id=task.task_id, type=EvidenceType.USER_INPUT if turn_id else EvidenceType.OTHER,
-            source=EvidenceSource(kind=SourceKind.USER if turn_id else SourceKind.SYSTEM, name="task"),
-            content=name + (f"\nDone when: {acceptance}" if acceptance else ""), valid_from=at,
-            metadata={"task_id": task.task_id, "turn_id": turn_id, "message_id": message_id,
-                      "parent_task_id": parent_task_id},
-        )
+        node, edges, evidence = self.frame_records(session_id, task, turn_node, message_id, extra)
         return self.commit(session_id, "create", [task], nodes=[node], edges=edges, evidences=[evidence],
                             stream_seq=handle.seq if handle is not None else None)
+
+    def frame_records(self, session_id: str, task: Task, turn_node: str | None, message_id: str | None,
+                       extra: dict[str, Any]) -> tuple[GraphNode, list[GraphEdge], Evidence]:
+        """A new task's node, its ``spawned`` edges (from ``turn_node`` and from its parent's node)
+        and its goal evidence (same id as the task)."""
+        state, book, at = self.ctx.sessions[session_id], self.books[session_id], task.created_at
+        assert task.node_id is not None
+        node = GraphNode(node_id=task.node_id, kind=NodeKind.TASK, label=task.name[:40], ref_id=task.task_id,
+                         created_at=at, attrs=task_node_attrs(task, tokens=0, steps=0, **extra))
+        edges = []
+        if turn_node is not None:
+            edges.append(GraphEdge(src=turn_node, dst=task.node_id, kind=EdgeKind.SPAWNED, created_at=at))
+        parent = book.stack.get(task.parent_task_id) if task.parent_task_id is not None else None
+        if parent is not None and parent.node_id is not None and parent.node_id in state.graph:
+            edges.append(GraphEdge(src=parent.node_id, dst=task.node_id, kind=EdgeKind.SPAWNED, created_at=at,
+                                   attrs={"subtask": True, **({"step": task.step} if task.step else {})}))
+        by_user = task.turn_id is not None
+        evidence = Evidence(
+            evidence_id=task.task_id, type=EvidenceType.USER_INPUT if by_user else EvidenceType.OTHER,
+            source=EvidenceSource(kind=SourceKind.USER if by_user else SourceKind.SYSTEM,
+                                  name="task step" if task.step else "task"),
+            content=task.name + (f"\nDone when: {task.acceptance}" if task.acceptance else ""), valid_from=at,
+            metadata={"task_id": task.task_id, "turn_id": task.turn_id, "message_id": message_id,
+                      "parent_task_id": task.parent_task_id, **({"step": task.step} if task.step else {})},
+        )
+        return node, edges, evidence
+
+    def add_steps(self, session_id: str, parent_id: str, steps: Sequence[tuple[str, str, Sequence[int | str]]], *,
+                  op: str = "plan", more: Sequence[Task] = (),
+                  stream_seq: int | None = None) -> tuple[TaskChange, Callable[[], None]]:
+        """Add steps (name, acceptance, what each depends on: a number is a step of this batch,
+        1-based; a string the id of a step the plan has) to a task's plan after its steps so far,
+        with their nodes, ``spawned`` edges from the task's node and goal evidences, as one
+        revision (``more``: other records the stack changed with them)."""
+        book, at = self.books[session_id], utc_now()
+        first = 1 + max((t.step for t in book.stack.steps(parent_id)), default=0)
+        tasks: list[Task] = []
+        nodes, edges, evidences = [], [], []
+        for n, (name, acceptance, needs) in enumerate(steps):
+            depends_on = [tasks[d - 1].task_id if isinstance(d, int) else d for d in needs]
+            task = book.stack.create(name, parent_task_id=parent_id, acceptance=acceptance, node_id=new_id(),
+                                     at=at, step=first + n, depends_on=depends_on)
+            node, spawned, evidence = self.frame_records(session_id, task, None, None, {})
+            tasks.append(task)
+            nodes.append(node)
+            edges += spawned
+            evidences.append(evidence)
+        return self.commit(session_id, op, [*more, *tasks], nodes=nodes, edges=edges, evidences=evidences,
+                           stream_seq=stream_seq)
 
     def apply(self, session_id: str, op: str, changed: Sequence[Task], *, evidences: Sequence[Evidence] = (),
                handle: StreamHandle | None = None, edges: Sequence[GraphEdge] = (), nodes: Sequence[GraphNode] = (),

@@ -28,7 +28,7 @@ from app.core.pipeline.detail import Detail
 from app.core.pipeline.record import BuildRecord, StageTiming, TurnRecord
 from app.core.pipeline.sources import BuildRequest, BuildSources
 from app.core.pipeline.summary_items import Offered
-from app.core.ports import GenerationParams
+from app.core.ports import ChatMessage, ChatResult, GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
 from app.core.session import versions
@@ -69,6 +69,8 @@ class TurnRun:
     node_id: str
     stream: ChatStream | None
     done: asyncio.Future[TurnRecord]
+    reply: str | None = None  # an answer the app wrote (no model call)
+    render: Callable[[ChatResult], str] | None = None  # the answer made from the model's output
 
     def stop(self) -> None:
         if self.stream is not None:
@@ -78,11 +80,18 @@ class TurnRun:
 @dataclass(frozen=True)
 class Attachment:
     """What a stream's hook adds to a turn: writes joining the turn's transaction, and how to
-    generate (``params``; ``urgent`` lets the answer cut into a running generation)."""
+    generate (``params``; ``urgent`` lets the answer cut into a running generation). A hook may
+    also ask the model something else than the build's prompt (``messages``, constrained by
+    ``json_schema``) and make the answer from its output (``render``: the pieces are not shown,
+    the rendered answer is), or answer itself (``reply``: no model call)."""
 
     persist: Callable[[], None] | None = None
     params: GenerationParams | None = None
     urgent: bool = False
+    messages: list[ChatMessage] | None = None
+    json_schema: dict[str, Any] | None = None
+    render: Callable[[ChatResult], str] | None = None
+    reply: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,8 +208,10 @@ class TurnService:
 
     async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
                             on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None,
-                            version: Version | None = None, detail: Detail | None = None) -> TurnRun:
-        """``submit`` for a caller that holds the session lock (the scheduler's streams).
+                            version: Version | None = None, detail: Detail | None = None,
+                            author: Author | None = None) -> TurnRun:
+        """``submit`` for a caller that holds the session lock (the scheduler's streams; ``author``:
+        who wrote the input when not the user — the agent running a task's step).
 
         An ``anchor_override`` that is no node of this session (one pinned in another session,
         or removed) raises ``NoNodeError`` before anything is recorded, so the input is not lost:
@@ -209,7 +220,7 @@ class TurnService:
         if anchor_override and anchor_override != NEW_ROOT and anchor_override not in state.graph:
             raise NoNodeError("the node to reply from is not in this session: send again to let routing "
                               "choose, or pick a node of this session")
-        turn_id, message = await ctx.on_store(ctx.store.record_user_input, session_id, text)
+        turn_id, message = await ctx.on_store(lambda: ctx.store.record_user_input(session_id, text, author=author))
         if not state.messages:  # the first input names a session that has no title yet
             await ctx.on_store(ctx.store.title_untitled_session, session_id, title_from(text))
         try:
@@ -244,7 +255,8 @@ class TurnService:
         await ctx.on_store(self._persist_build, state, record, node, edge, [attached, linked, results, shown])
         stream = self._answer_stream(state, build, attached)
         done: asyncio.Future[TurnRecord] = asyncio.get_running_loop().create_future()
-        run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done)
+        run = TurnRun(turn_id, session_id, build, timing, node.node_id, stream, done,
+                      reply=attached.reply if attached else None, render=attached.render if attached else None)
         self.running[turn_id] = run
         spawn(self._finish(run, record, message, on_token), name=f"answer {turn_id}")
         if ctx.index is not None:  # before the lock is released: later builds see its vector
@@ -255,11 +267,13 @@ class TurnService:
         """The answer's stream: a stream hook's parameters and urgency, else the session's with the
         plan's answer reserve as its length (``answer_length``); None without a model."""
         ctx = self.ctx
-        if ctx.chat is None:
+        if ctx.chat is None or (attached is not None and attached.reply is not None):
             return None
         params = attached.params if attached and attached.params else answer_params(state, build, ctx.config.generation)
-        return ChatStream(ctx.ex, ctx.chat, build.prompt, stage="answer", params=params,
-                          urgent=bool(attached and attached.urgent))
+        messages = attached.messages if attached is not None and attached.messages is not None else build.prompt
+        return ChatStream(ctx.ex, ctx.chat, messages, stage="answer", params=params,
+                          urgent=bool(attached and attached.urgent),
+                          json_schema=attached.json_schema if attached is not None else None)
 
     async def _build_failed(self, state: SessionState, turn_id: str, message: Message) -> None:
         """The input stays recorded; its turn says it failed (never "recorded" forever). It is part
@@ -337,15 +351,22 @@ class TurnService:
         """Stream the answer into ``record`` (text, finish, usage, timings) through ``saver``, which
         checkpoints each piece before it is shown; return its message."""
         answer_text, finish = "", "no model"
-        if run.stream is not None:
+        if run.reply is not None:
+            answer_text, finish = run.reply, "stop"
+            saver.add(run.reply)
+            await saver.finish()
+        elif run.stream is not None:
             try:
                 async for piece in run.stream:
-                    saver.add(piece)
+                    if run.render is None:
+                        saver.add(piece)
+                if run.render is not None and run.stream.result is not None:
+                    saver.add(run.render(run.stream.result))
             finally:
                 await saver.finish()
             result = run.stream.result
             assert result is not None
-            answer_text, finish = result.text, result.finish_reason
+            answer_text, finish = saver.text if run.render is not None else result.text, result.finish_reason
             usage = result.usage.model_copy(update={"turn_id": run.turn_id})
             record.usage = usage.model_dump(mode="json")
             record.model, record.params = usage.model, usage.params

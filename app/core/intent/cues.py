@@ -399,3 +399,9 @@ def env_goal(events: Sequence[EnvEventRef]) -> str:
         e = recent[0]
         return f"Review the {e.kind} event: {e.title or e.uri}"
     return f"Review {len(events)} environment events: " + "; ".join(e.title or e.uri for e in recent)
+
+
+def is_task_verb(word: str) -> bool:
+    """Whether ``word`` is a verb that asks for work ("draft", "book", "compare"), as the task
+    cues read it (a task's steps are told apart by theirs: ``app.core.tasks.steps``)."""
+    return stem(word.lower()) in _VERBS

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.text.sentences import CLAUSE_ENDS, statements
+from app.core.text.sentences import CLAUSE_ENDS, SENTENCE_ENDS, statements
 from app.core.text.words import content_stems, negated_stems
 
 # --------------------------------------------------------------------------- matching
@@ -160,6 +160,23 @@ def parse_profile_statements(text: str) -> list[ProfileStatement]:
 _SUBJECT = re.compile(r"(?:i|i'm|i've|i'd|you|you're|we|we're|he|she|they|it's|my|our)\b", re.IGNORECASE)
 _JOINER = re.compile(r"[\s,;:(\u2014\u2013-]*(?:\b(?:and|but|so|because|since|also|plus|btw|though|although|"
                      r"anyway|actually)\s*)?$", re.IGNORECASE)
+_NOTE = re.compile(
+    r"(?:(?:and|also|but|so|please|oh|ok|okay)[,]?\s+)*"
+    r"(?:remember|note|keep\s+in\s+mind|bear\s+in\s+mind|don'?t\s+forget|do\s+not\s+forget|"
+    r"make\s+a\s+note|for\s+the\s+record|fyi|just\s+so\s+you\s+know)\b(?:\s+that)?[\s:,]+\S",
+    re.IGNORECASE,
+)
+
+
+def to_remember(text: str) -> bool:
+    """Whether ``text`` only states something to keep: each of its sentences asks to remember or
+    note a fact ("Remember that the launch is on Friday.", "Note: …", "Keep in mind …") or is a
+    profile statement ("Never deploy on Fridays."). Such an input asks for no work, so it is never
+    planned into steps (``app.core.engine.agent``) and ``pcm ask`` answers it as a turn; a
+    question or an added request ("… Draft the announcement.") makes it work again."""
+    parts = statements(text, SENTENCE_ENDS)
+    return bool(parts) and len(parts) == len(statements(text.replace("?", "."), SENTENCE_ENDS)) and all(
+        _NOTE.match(part) or parse_profile_statements(part) for part in parts)
 
 
 def _dedup(items: Iterable[str]) -> list[str]:

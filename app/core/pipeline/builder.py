@@ -300,8 +300,9 @@ class ContextBuilder:
                 state.graph.root_of, self.router.weights.tau_new)
             inp = replace(inp, routed=routed)
         # Popped subtasks stand in the context by their result only: their answers are not recalled.
-        answers = [m for t in popped(inp.tasks, stack) if t.turn_id in state.turns
-                   for m in state.turns[t.turn_id].message_ids if state.messages[m].role == Role.ASSISTANT]
+        turns = [turn for t in popped(inp.tasks, stack) for turn in (t.turn_id, *t.runs) if turn in state.turns]
+        answers = [m for turn in dict.fromkeys(turns) for m in state.turns[turn].message_ids
+                   if state.messages[m].role == Role.ASSISTANT]
         if answers:
             inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
         return decision, anchor, stack, inp
@@ -371,8 +372,9 @@ def ungated(plan: ContextPlan) -> ContextPlan:
 
 
 def running_tasks(tasks: TaskInputs) -> list[RunningTask]:
-    """The tasks with a live stream, as the intent's structure signal reads them."""
-    return [RunningTask(task_id=t.task_id, name=t.name, status=t.status.value) for t in tasks.running()]
+    """The tasks a live stream works on, or paused, as the intent's structure signal reads them."""
+    return [RunningTask(task_id=t.task_id, name=t.name, status="paused" if t.paused else t.status.value)
+            for t in tasks.running()]
 
 
 def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:

@@ -102,10 +102,19 @@ class RerankPolicy(BaseModel):
 
 
 class ConcurrencyPolicy(BaseModel):
+    """How the turn runs beside the session's tasks, as the stream scheduler's host executes it
+    (``app.core.engine.streams``, ``app.core.engine.agent``): ``merge_rule`` control applies
+    ``control`` (pause, resume, stop, cancel) to ``target_task``, fold_into_task amends it —
+    both only with ``allow_interrupt``; new_branch answers in a stream of its own beside the
+    tasks, cutting into their generation when ``allow_interrupt``; append continues the anchor's
+    branch. ``allow_concurrent`` False: a new task's steps wait until the tasks running now are done.
+    ``target_task`` None: the running tasks the stack decision names."""
+
     allow_concurrent: bool = True
     allow_interrupt: bool = True
     merge_rule: MergeRule = MergeRule.APPEND
     target_task: str | None = None
+    control: str | None = None
 
 
 class ToolPolicy(BaseModel):

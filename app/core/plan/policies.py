@@ -73,21 +73,25 @@ def history_policy(intent: Intent, preset: RecallPreset, strategy: Band, clarify
 
 
 def concurrency_policy(intent: Intent, tasks_running: bool) -> ConcurrencyPolicy:
-    """Return how the turn runs beside running tasks: control the target, fold into it, or branch beside it."""
+    """Return how the turn runs beside running tasks (``ConcurrencyPolicy``): control the target
+    (pause, resume, stop, cancel), fold an amendment into it, answer beside it at once (a question
+    about it, or any question while it runs), run a new task beside it (after it, when the new
+    one is risky), or continue the branch."""
     target = intent.hint("target_task")
-    if intent.mode == Mode.INTERRUPT and intent.hint("control"):
+    control = intent.hint("control")
+    if intent.mode == Mode.INTERRUPT and control:
         return ConcurrencyPolicy(allow_concurrent=False, allow_interrupt=True, merge_rule=MergeRule.CONTROL,
-                                 target_task=target)
+                                 target_task=target, control=control)
     if intent.mode == Mode.INTERRUPT and "amend_running_task" in intent.plan_hints:
         return ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True,
                                  merge_rule=MergeRule.FOLD_INTO_TASK, target_task=target)
-    if intent.mode == Mode.INTERRUPT:
-        return ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH,
+    if intent.mode == Mode.INTERRUPT or (intent.mode == Mode.QA and tasks_running):
+        return ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True, merge_rule=MergeRule.NEW_BRANCH,
                                  target_task=target)
     if intent.mode == Mode.PUSH:
         return ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=False, merge_rule=MergeRule.NEW_BRANCH)
     if intent.mode == Mode.TASK and tasks_running:
-        return ConcurrencyPolicy(allow_concurrent=intent.risk != Risk.HIGH, allow_interrupt=True,
+        return ConcurrencyPolicy(allow_concurrent=intent.risk != Risk.HIGH, allow_interrupt=False,
                                  merge_rule=MergeRule.NEW_BRANCH)
     return ConcurrencyPolicy(allow_concurrent=True, allow_interrupt=True, merge_rule=MergeRule.APPEND)
 

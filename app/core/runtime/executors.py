@@ -177,12 +177,17 @@ class ChatStream:
         executors.admit(self, background=background)
         self.result: ChatResult | None = None
         self.urgent = urgent
+        # Pieces the model produced (counted on the llm thread as they come), and how many it had
+        # when ``stop`` was asked: the difference is what it produced after (at most the one in flight).
+        self.produced = 0
+        self.produced_at_stop: int | None = None
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[ChatResult] = loop.create_future()
         lane = executors.urgent
 
         def on_token(piece: str) -> None:
+            self.produced += 1
             loop.call_soon_threadsafe(self._queue.put_nowait, piece)
             lane.cut_in(model)
 
@@ -217,7 +222,14 @@ class ChatStream:
         loop.run_in_executor(executors.pool("llm"), call.run_if_unclaimed)
 
     def stop(self) -> None:
+        if self.produced_at_stop is None:
+            self.produced_at_stop = self.produced
         self.cancel.cancel()
+
+    @property
+    def produced_after_stop(self) -> int | None:
+        """Pieces the model produced after ``stop`` was asked (None: never stopped)."""
+        return None if self.produced_at_stop is None else self.produced - self.produced_at_stop
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._iterate()

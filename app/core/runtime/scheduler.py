@@ -152,7 +152,16 @@ class StreamHandle:
     budget: int | None = None
     anchor_override: str | None = None
     version_of: str | None = None  # answer this turn node's input again, as a new version of it
+    detail_from: str | None = None  # the turn whose detail settings the build starts with (a restored checkpoint's)
     parent_task_id: str | None = None
+    # The existing task the stream runs (a step of a task's plan, or a task resumed), and the
+    # checkpoint evidence whose text it continues; ``steer`` says why it was stopped, when it was
+    # not to end it ("pause": kept as a checkpoint; "restart": run again from it).
+    run_task_id: str | None = None
+    resume_from: str | None = None
+    steer: str = ""
+    by_agent: bool = False  # the agent's input (a proactive answer), not the user's
+    answer_cap: int = 0  # at most this many answer tokens (0: the answer length rules alone)
     on_token: Callable[[str], None] | None = None
     max_tokens: int = 0
     tokens: int = 0
@@ -160,6 +169,7 @@ class StreamHandle:
     queued_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
     first_token_at: float | None = None
+    stop_asked_at: float | None = None
     finished_at: float | None = None
     pieces: list[str] = field(default_factory=list)
     run: StreamRun | None = None
@@ -243,23 +253,32 @@ class SessionScheduler:
 
     def submit(self, text: str, *, anchor_override: str | None = None, budget: int | None = None,
                priority: int = 0, on_token: Callable[[str], None] | None = None,
-               parent_task_id: str | None = None, version_of: str | None = None) -> StreamHandle:
+               parent_task_id: str | None = None, version_of: str | None = None,
+               run_task_id: str | None = None, resume_from: str | None = None, by_agent: bool = False,
+               answer_cap: int = 0, detail_from: str | None = None) -> StreamHandle:
         """Queue an input; return its handle at once (call on the engine's loop).
 
         ``parent_task_id`` makes the input, if it turns out to be a task, a subtask of that task
         (by default the anchor's branch decides). ``on_token`` hears each streamed piece.
         ``version_of`` (a turn's node; ``text`` is its input) answers that input again as a new
-        version of the turn, where the turn is (the anchor is then ignored).
+        version of the turn, where the turn is (the anchor is then ignored). ``run_task_id``: the
+        input is the agent's, running that existing task (a step, a resumed task) from the
+        checkpoint evidence ``resume_from`` if given. ``by_agent``: the input is the agent's (a
+        proactive answer), ``answer_cap`` its most answer tokens. ``detail_from``: a turn whose
+        detail settings (expand, collapse, focus) the build starts with (a restored checkpoint's).
         """
         handle = self._new_handle(text, priority)
         handle.anchor_override, handle.budget, handle.on_token = anchor_override, budget, on_token
         handle.parent_task_id, handle.version_of = parent_task_id, version_of
-        handle.predicted = handle.kind = self.host.predict_kind(handle)
+        handle.run_task_id, handle.resume_from = run_task_id, resume_from
+        handle.by_agent, handle.answer_cap, handle.detail_from = by_agent, answer_cap, detail_from
+        handle.predicted = handle.kind = "task" if run_task_id else self.host.predict_kind(handle)
         # Durable from submission: until its turn is recorded, the event log holds the input,
         # and ``pending_inputs`` gives it back after a crash (the store thread keeps the order).
         self._log(INPUT_QUEUED, {"stream_id": handle.stream_id, "text": text, "anchor_override": anchor_override,
                                  "budget": budget, "priority": int(priority), "parent_task_id": parent_task_id,
-                                 "version_of": version_of})
+                                 "version_of": version_of, "run_task_id": run_task_id, "resume_from": resume_from,
+                                 **({"detail_from": detail_from} if detail_from else {})})
         self.runtime.enqueue(handle)
         self.stream_queued.emit(handle)
         return handle
@@ -309,6 +328,8 @@ class SessionScheduler:
         if handle.status in FINISHED:
             return
         handle.stop_reason = handle.stop_reason or reason
+        if handle.stop_asked_at is None:
+            handle.stop_asked_at = time.perf_counter()
         if handle.status == "queued":
             if handle in self._pending:
                 self._pending.remove(handle)

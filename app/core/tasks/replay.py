@@ -19,7 +19,7 @@ from app.core.types import EdgeKind, NodeKind, Task, json_diff
 TASK_EVENT = "task.changed"
 TASK_EDGES = frozenset({EdgeKind.SPAWNED, EdgeKind.RESOLVES, EdgeKind.REFERENCES})
 #: Node attributes the task state owns (others, e.g. "collapsed", belong to the canvas).
-TASK_ATTRS = ("status", "progress", "tokens", "steps", "stream_id", "error")
+TASK_ATTRS = ("status", "progress", "tokens", "steps", "stream_id", "error", "paused", "steer")
 STREAMED_ATTRS = frozenset({"progress", "tokens", "steps"})  # shown live while a task streams
 
 

@@ -11,10 +11,16 @@ changed, so the caller can persist exactly those, in order. The rules it keeps:
   open parks it as blocked with its result drafted, and the last subtask to finish completes it;
   failing a task fails its open subtasks;
 - once popped, a task contributes only its result summary (bound to its result evidence) to
-  the context of its parent and siblings.
+  the context of its parent and siblings;
+- a task may have a plan: children with ``step`` 1, 2, … that ``depends_on`` earlier steps; its
+  steps may run side by side (``ready_steps``: pending ones whose dependencies completed); the
+  steering operations pause (blocked, ``paused``, the checkpoint kept), resume, amend (a
+  constraint joins), count a run of a task, note an env event that reached it, rename a step
+  not started or drop it from the plan (``app.core.tasks.steering`` says when to use them).
 
 ``decide`` picks the frame a build works in, from its mode and anchor chain; it is pure, so
-replay reproduces it from the recorded ``TaskInputs``. ``decision_view`` says what the prompt's
+replay reproduces it from the recorded ``TaskInputs`` (a stream that runs an existing task — a step,
+a task resumed — says so in ``TaskInputs.run``). ``decision_view`` says what the prompt's
 tasks section shows of the decision (``app.core.context.sections.tasks``, which makes the lines):
 the stack around the frame (``stack_view``: the path from the root, its subtasks and siblings),
 or the running tasks an interruption is about.
@@ -24,10 +30,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from pydantic import BaseModel, Field
 
-from app.core.context.sections.tasks import Progress, Running, StackView, TaskSection
+from app.core.context.sections.tasks import (
+    CONTINUE_INSTRUCTION,
+    RUN_INSTRUCTION,
+    Progress,
+    Running,
+    StackView,
+    TaskSection,
+)
 from app.core.errors import CoreError, NoRecordError
 from app.core.text.sentences import split_after_stops
 from app.core.types import Task, TaskStatus, utc_now
@@ -168,14 +182,19 @@ class TaskStack:
 
     def create(self, name: str, *, parent_task_id: str | None = None, acceptance: str = "",
                task_id: str | None = None, turn_id: str | None = None, node_id: str | None = None,
-               at: str | None = None) -> Task:
-        """Push a new pending frame (a root, or a child of an open parent); return it."""
+               at: str | None = None, step: int = 0, depends_on: Sequence[str] = ()) -> Task:
+        """Push a new pending frame (a root, or a child of an open parent; ``step`` > 0 makes it
+        that step of its parent's plan, after the steps it ``depends_on``); return it."""
         if parent_task_id is not None and self.get(parent_task_id).status not in OPEN:
             raise TaskError(f"task {parent_task_id!r} is {self.get(parent_task_id).status.value}: "
                             "a popped frame takes no subtasks")
+        for dep in depends_on:
+            if self.get(dep).parent_task_id != parent_task_id:
+                raise TaskError(f"task {dep!r} is not a step of the same task")
         at = at or utc_now()
         values: dict[str, object] = {"name": name, "parent_task_id": parent_task_id, "acceptance": acceptance,
-                                     "turn_id": turn_id, "node_id": node_id, "created_at": at, "updated_at": at}
+                                     "turn_id": turn_id, "node_id": node_id, "created_at": at, "updated_at": at,
+                                     "step": step, "depends_on": list(depends_on)}
         if task_id is not None:
             if task_id in self._tasks:
                 raise TaskError(f"task {task_id!r} exists already")
@@ -246,6 +265,88 @@ class TaskStack:
         changed = [self._set(parent_id, TaskStatus.COMPLETE, at, progress=1.0, notes=notes)]
         return changed + self._settle(parent.parent_task_id, at)
 
+    # ------------------------------------------------------------------ steering (the resident agent)
+
+    def pause(self, task_id: str, *, checkpoint_id: str | None = None, at: str | None = None) -> list[Task]:
+        """Park an open task as paused (blocked, ``paused``), keeping ``checkpoint_id`` — the
+        evidence of its output so far — when given; return the change (none if it is paused)."""
+        task = self.get(task_id)
+        if task.status not in OPEN:
+            raise TaskError(f"task {task_id!r} is {task.status.value}: only an open task can be paused")
+        if task.paused and checkpoint_id is None:
+            return []
+        fields: dict[str, object] = {"paused": True}
+        if checkpoint_id is not None:
+            fields["checkpoint_id"] = checkpoint_id
+        return [self._set(task_id, TaskStatus.BLOCKED, at, **fields)]
+
+    def keep(self, task_id: str, checkpoint_id: str, *, at: str | None = None) -> list[Task]:
+        """Keep ``checkpoint_id`` (the output so far) as the task's checkpoint, its status as it is
+        (a step restarted from it); return the change."""
+        return [self._set(task_id, None, at, checkpoint_id=checkpoint_id)]
+
+    def resume(self, task_id: str, *, at: str | None = None) -> list[Task]:
+        """Take a paused task up again (active, no longer paused); return the change."""
+        task = self.get(task_id)
+        if not task.paused:
+            return []
+        return [self._set(task_id, TaskStatus.ACTIVE, at, paused=False)]
+
+    def amend(self, task_id: str, constraint: str, *, at: str | None = None) -> list[Task]:
+        """Join ``constraint`` to an open task's constraints (once); return the change."""
+        task = self.get(task_id)
+        if task.status not in OPEN:
+            raise TaskError(f"task {task_id!r} is {task.status.value}: only an open task can be amended")
+        if constraint in task.constraints:
+            return []
+        return [self._set(task_id, None, at, constraints=[*task.constraints, constraint])]
+
+    def run(self, task_id: str, turn_id: str, *, at: str | None = None) -> list[Task]:
+        """A stream starts running the task (a step, or a task resumed from its checkpoint) as
+        turn ``turn_id``: one more attempt, the turn joins its ``runs``; return the change."""
+        task = self.get(task_id)
+        return [self._set(task_id, None, at, runs=[*task.runs, turn_id], attempts=task.attempts + 1)]
+
+    def add_event(self, task_id: str, event_id: str, *, at: str | None = None) -> list[Task]:
+        """An env event reached the task while it ran (its next step's context shows it)."""
+        task = self.get(task_id)
+        if event_id in task.events:
+            return []
+        return [self._set(task_id, None, at, events=[*task.events, event_id])]
+
+    def steps(self, task_id: str) -> list[Task]:
+        """The task's plan: its steps in order."""
+        return sorted((c for c in self.children(task_id) if c.step), key=lambda t: t.step)
+
+    def ready_steps(self, task_id: str) -> list[Task]:
+        """The steps that may start now: pending, not paused, every step they depend on complete."""
+        done = {t.task_id for t in self.steps(task_id) if t.status == TaskStatus.COMPLETE}
+        return [t for t in self.steps(task_id)
+                if t.status == TaskStatus.PENDING and not t.paused and set(t.depends_on) <= done]
+
+    def rename(self, task_id: str, name: str, acceptance: str | None = None, *, at: str | None = None) -> list[Task]:
+        """Give a step that has not started a new name (and acceptance line); return the change."""
+        task = self.get(task_id)
+        if task.status != TaskStatus.PENDING or task.attempts:
+            raise TaskError(f"step {task.step} has started: it keeps its name")
+        fields: dict[str, object] = {"name": name}
+        if acceptance is not None:
+            fields["acceptance"] = acceptance
+        return [self._set(task_id, None, at, **fields)]
+
+    def drop_step(self, task_id: str, reason: str, *, at: str | None = None) -> list[Task]:
+        """Take a step that has not started out of its plan (failed with ``reason``, kept as
+        history), and out of the ``depends_on`` of the steps after it; return the change."""
+        task = self.get(task_id)
+        if not task.step or task.status != TaskStatus.PENDING or task.attempts:
+            raise TaskError("only a step that has not started can be removed")
+        changed = [self._set(task_id, TaskStatus.FAILED, at, error=reason)]
+        for later in self.steps(task.parent_task_id or ""):
+            if task_id in later.depends_on:
+                deps = [d for d in later.depends_on if d != task_id]
+                changed.append(self._set(later.task_id, None, at, depends_on=deps))
+        return changed
+
     # ------------------------------------------------------------------ invariants
 
     def check(self) -> list[str]:
@@ -268,7 +369,8 @@ class TaskStack:
                 problems.append(f"task {task.task_id}: its parent chain loops")
             if task.status == TaskStatus.COMPLETE and self.open_descendants(task.task_id):
                 problems.append(f"task {task.task_id}: complete with open subtasks")
-            active = [c.task_id for c in self.children(task.task_id) if c.status == TaskStatus.ACTIVE]
+            # one frame at a time is pushed on a task; its plan's steps may run side by side
+            active = [c.task_id for c in self.children(task.task_id) if c.status == TaskStatus.ACTIVE and not c.step]
             if len(active) > 1:
                 problems.append(f"task {task.task_id}: {len(active)} active subtasks {active}")
         return problems
@@ -288,6 +390,17 @@ class LiveTask(BaseModel):
     evidence_id: str = ""  # cited by the build → stored as an llm_output evidence with the turn
 
 
+class TaskRun(BaseModel):
+    """A stream that runs an existing task — a step of its plan, or a task resumed or restarted
+    from its checkpoint — as its build saw it: the work kept at the checkpoint (continued, not
+    repeated) and the env events that reached the task while it ran (id, fenced note)."""
+
+    task_id: str
+    checkpoint_id: str = ""
+    checkpoint: str = ""
+    events: list[tuple[str, str]] = Field(default_factory=list)
+
+
 class TaskInputs(BaseModel):
     """What a build knows of the session's tasks (recorded with the turn; replay feeds it back)."""
 
@@ -295,11 +408,25 @@ class TaskInputs(BaseModel):
     live: list[LiveTask] = Field(default_factory=list)
     new_task_id: str | None = None  # the id a task-mode input's task gets (None: no task is made)
     parent_task_id: str | None = None  # an explicit parent for that task (None: from the anchor)
+    run: TaskRun | None = None  # the existing task the stream runs (no new task is made)
+    force_task: bool = False  # the input is a new task whatever its intent says (``Engine.run_task``)
 
     def running(self) -> list[Task]:
-        """Open tasks with a live stream, in creation order."""
-        live = {lt.task_id for lt in self.live}
-        return [t for t in self.tasks if t.task_id in live and t.status in OPEN]
+        """The tasks an interruption may address, in creation order: open tasks (not steps) that a
+        live stream works on — the task itself or a step of its plan — or that the user paused."""
+        by_id = {t.task_id: t for t in self.tasks}
+        working = {by_id[lt.task_id].parent_task_id if by_id[lt.task_id].step else lt.task_id
+                   for lt in self.live if lt.task_id in by_id}
+        return [t for t in self.tasks if t.status in OPEN and not t.step and (t.task_id in working or t.paused)]
+
+    def live_of(self, task_id: str) -> LiveTask | None:
+        """The live stream working on a task: its own, else the first of its steps'."""
+        by_id = {t.task_id: t for t in self.tasks}
+        for seen in self.live:
+            task = by_id.get(seen.task_id)
+            if seen.task_id == task_id or (task is not None and task.step and task.parent_task_id == task_id):
+                return seen
+        return None
 
 
 class StackDecision(BaseModel):
@@ -311,6 +438,7 @@ class StackDecision(BaseModel):
     name: str = ""  # the new task's name
     acceptance: str = ""
     targets: list[str] = Field(default_factory=list)  # running tasks an interruption is about
+    run: bool = False  # the build runs ``current``, an existing task (a step, a resumed task)
 
 
 def progress_of(seen: LiveTask) -> Progress:
@@ -345,12 +473,16 @@ def decide(inputs: TaskInputs, *, mode: str, chain_turns: Sequence[str], goal: s
     or all running tasks. Anything else works in the branch's open frame, if there is one.
     """
     stack = TaskStack(inputs.tasks)
+    if inputs.run is not None and inputs.run.task_id in stack:
+        task = stack.get(inputs.run.task_id)
+        return StackDecision(path="task", current=task.task_id, parent=task.parent_task_id, name=task.name,
+                             acceptance=task.acceptance, run=True)
     by_turn: dict[str, Task] = {}
     for task in inputs.tasks:
         if task.turn_id is not None:
             by_turn.setdefault(task.turn_id, task)
     branch = next((by_turn[t] for t in chain_turns if t in by_turn), None)
-    if mode == "task" and inputs.new_task_id is not None:
+    if (mode == "task" or inputs.force_task) and inputs.new_task_id is not None:
         parent = inputs.parent_task_id if inputs.parent_task_id in stack else None
         if parent is None and branch is not None:
             if branch.status in OPEN:
@@ -395,12 +527,19 @@ def decision_view(inputs: TaskInputs, decision: StackDecision) -> TaskSection:
     its stack and step instruction; an interruption's running tasks with the first one's stack as
     background; a build inside a task's branch, that frame's stack as background; else nothing."""
     live = {lt.task_id: lt for lt in inputs.live}
+    if decision.run and inputs.run is not None:
+        run = inputs.run
+        view = stack_view(inputs.tasks, run.task_id)
+        view = replace(view, changes=tuple((e, n) for e, n in run.events),
+                       checkpoint=(run.checkpoint_id, run.checkpoint) if run.checkpoint else None)
+        return TaskSection(stack=view, instruction_for=run.task_id,
+                           instruction=CONTINUE_INSTRUCTION if run.checkpoint else RUN_INSTRUCTION)
     if decision.path == "task" and decision.current is not None:
         frame = _frame(decision)
         return TaskSection(stack=stack_view([*inputs.tasks, frame], frame.task_id), instruction_for=frame.task_id)
     if decision.path == "interrupt":
         by_id = {t.task_id: t for t in inputs.tasks}
-        running = tuple(Running(by_id[t], progress_of(live[t]) if t in live else None)
+        running = tuple(Running(by_id[t], progress_of(seen) if (seen := inputs.live_of(t)) is not None else None)
                         for t in decision.targets if t in by_id)
         first = decision.targets[0] if decision.targets else None
         stack = stack_view(inputs.tasks, first, demote=1, order=3000) if first is not None and first in by_id else None

@@ -11,7 +11,8 @@ extraction and of the profile were one rule, now ``statements`` with the ends as
 - ``sentence_ends``: where a sentence of an input ends, for its shortening;
 - ``split_after_stops``: a task's output, for its result summary;
 - ``split_before_capitals``: a turn, for the extractive summarizer;
-- ``split_sub_questions``: a compound question.
+- ``split_sub_questions``: a compound question;
+- ``split_actions``: a task's request into the actions it lists, for the rule-made plan of its steps.
 
 Pure and deterministic.
 """
@@ -96,3 +97,21 @@ def split_sub_questions(text: str) -> list[str]:
     if len(parts) >= 2 and "?" in text:
         return [p if p.endswith("?") else p.rstrip(".,;") + "?" for p in parts]
     return []
+
+
+_LIST_ITEM_RE = re.compile(r"(?:^|\s)(?:\d{1,2}[.)]|[-*\u2022])\s+")
+_ACTION_SPLIT_RE = re.compile(r"\s*(?:;|\n|,\s*(?:and\s+)?then\s+|\s+and\s+then\s+|\s+then\s+|,\s*and\s+|,\s+|"
+                              r"\s+and\s+|\s+before\s+|\s+after\s+that\s+)\s*", re.IGNORECASE)
+
+
+def split_actions(text: str) -> list[str]:
+    """The parts of a task's request that may each be one action, in order: the items of a
+    numbered or bulleted list when it has two or more, else its pieces between ";", line
+    breaks, commas, "and", "then" and "before" (the caller keeps those that start with a verb).
+    Trailing stops are dropped; empty pieces are left out."""
+    items = [p.strip(" .;") for p in _LIST_ITEM_RE.split(text)]
+    items = [p for p in items if p]
+    if len(_LIST_ITEM_RE.findall(text)) >= 2:
+        head = _LIST_ITEM_RE.split(text)[0].strip()
+        return items[1:] if head and items and items[0] == head.strip(" .;") else items
+    return [p.strip(" .;:") for p in _ACTION_SPLIT_RE.split(text.strip()) if p.strip(" .;:")]

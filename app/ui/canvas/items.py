@@ -59,6 +59,7 @@ class NodeItem(QGraphicsRectItem):
         self.shape_name = SHAPE_NAMES[self.kind]
         self._style = style
         self.status = ""
+        self.steer = ""  # a task card: what its steering did (paused, amended and where, steps done)
         self.off_machine = False  # the answer came from a provider off this machine
         self.body = ""
         self.streaming = False
@@ -79,9 +80,9 @@ class NodeItem(QGraphicsRectItem):
         w, h = node_size(self.kind)
         self._set_size(w, h)
         self.setFlags(_NODE_FLAGS)
-        self.setToolTip(self._tooltip())
         self.setZValue(1.0)
         self._read_attrs()
+        self.setToolTip(self._tooltip())
 
     # ------------------------------------------------------------------ state
 
@@ -106,8 +107,8 @@ class NodeItem(QGraphicsRectItem):
         if node.label != self.node.label:
             self._label_lines, self._titles = None, {}
         self.node = node
-        self.setToolTip(self._tooltip())
         self._read_attrs()
+        self.setToolTip(self._tooltip())
         self.update()
 
     def set_summary(self, text: str) -> None:
@@ -154,6 +155,8 @@ class NodeItem(QGraphicsRectItem):
                 parts.append(textwrap.fill(" ".join(self.full_text.split())[:1200], 90))
             if self.body:
                 parts.append(textwrap.fill(" ".join(self.body.split())[:600], 90))
+        if self.steer:
+            parts.append(self.steer)
         if self.pile_count:
             more = "1 more lies" if self.pile_count == 1 else f"{self.pile_count} more lie"
             parts.append(f"{more} under this one: click +{self.pile_count} to bring the next up, or drag "
@@ -222,6 +225,9 @@ class NodeItem(QGraphicsRectItem):
         self.checkpoint = bool(attrs.get("checkpoint"))
         self.ambiguous = bool(attrs.get("ambiguous"))
         self.task_status = str(attrs.get("status", "")) if self.kind == NodeKind.TASK else ""
+        if self.task_status and attrs.get("paused"):  # the user paused it (its status is "blocked")
+            self.task_status = "paused"
+        self.steer = str(attrs.get("steer", "")) if self.kind == NodeKind.TASK else ""
         try:
             self.progress = min(1.0, max(0.0, float(attrs.get("progress", 0.0) or 0.0)))
         except (TypeError, ValueError):

@@ -11,16 +11,23 @@ from app.ui.canvas.edges import edge_path
 from app.ui.canvas.items import NodeItem
 from app.ui.canvas.style import CanvasStyle
 
-ACTIONS = ("reply", "checkpoint", "focus", "inject", "collapse", "expand", "undo_reanchor", "regenerate")
+ACTIONS = ("reply", "checkpoint", "restore", "focus", "inject", "collapse", "expand", "undo_reanchor", "regenerate",
+           "pause_task", "resume_task", "amend_task", "cancel_task")
+TASK_OPEN = ("pending", "active", "blocked", "paused")  # a task card's statuses that take steering
 ACTION_TEXT = {
     "reply": "Reply from here (branch)",
     "checkpoint": "Mark as checkpoint",
+    "restore": "Restore: new branch from this checkpoint",
     "focus": "Focus",
     "inject": "Inject selected nodes here",
     "collapse": "Collapse branch",
     "expand": "Expand branch",
     "undo_reanchor": "Undo re-anchoring",
     "regenerate": "Regenerate answer",
+    "pause_task": "Pause task (keeps its work)",
+    "resume_task": "Resume task",
+    "amend_task": "Amend task…",
+    "cancel_task": "Cancel task",
 }
 # A node offers "undo_reanchor" when one of these attributes is set (the engine records a re-anchor).
 UNDO_REANCHOR_ATTRS = ("reanchored",)  # set by the engine while a re-anchor can be undone
@@ -36,6 +43,8 @@ def node_actions(item: NodeItem, *, others_selected: bool, has_children: bool, c
         actions.append("regenerate")
     if kind in (NodeKind.TURN, NodeKind.TASK):
         actions.append("checkpoint")
+        if item.checkpoint:
+            actions.append("restore")
     actions.append("focus")
     if others_selected and kind in (NodeKind.TURN, NodeKind.TASK):
         actions.append("inject")
@@ -45,6 +54,8 @@ def node_actions(item: NodeItem, *, others_selected: bool, has_children: bool, c
         actions.append("collapse")
     if kind == NodeKind.TURN and any(item.node.attrs.get(key) for key in UNDO_REANCHOR_ATTRS):
         actions.append("undo_reanchor")
+    if kind == NodeKind.TASK and item.task_status in TASK_OPEN:
+        actions += ["resume_task" if item.task_status == "paused" else "pause_task", "amend_task", "cancel_task"]
     return actions
 
 

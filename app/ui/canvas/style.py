@@ -83,7 +83,7 @@ _LIGHT = _Palette(
     status={
         "building": "#8792a2", "streaming": "#2f6fed", "answered": "#2e9d5b", "stopped": "#c98a00",
         "failed": "#d23c3c", "interrupted": "#a8511a", "ambiguous": "#e8590c", "pending": "#8792a2", "active": "#2f6fed",
-        "blocked": "#c98a00", "complete": "#2e9d5b", "off_machine": "#7048e8",
+        "blocked": "#c98a00", "paused": "#c98a00", "complete": "#2e9d5b", "off_machine": "#7048e8",
     },
 )
 
@@ -103,7 +103,7 @@ _DARK = _Palette(
     status={
         "building": "#8792a2", "streaming": "#5b9bff", "answered": "#4cc27c", "stopped": "#e0a800",
         "failed": "#ff6b6b", "interrupted": "#e0894a", "ambiguous": "#ff922b", "pending": "#8792a2", "active": "#5b9bff",
-        "blocked": "#e0a800", "complete": "#4cc27c", "off_machine": "#9775fa",
+        "blocked": "#e0a800", "paused": "#e0a800", "complete": "#4cc27c", "off_machine": "#9775fa",
     },
 )
 

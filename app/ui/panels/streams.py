@@ -3,7 +3,9 @@
 The controller adds a row when a turn starts streaming, updates it as tokens arrive and finishes
 it with the finish reason; a finished row stays, marked done, for ``linger_ms`` and then goes.
 Stop asks (``stop_requested``) — the engine stops the stream within one token and the controller
-then calls ``finish_stream``. Clicking a row emits ``selected`` with its turn id.
+then calls ``finish_stream``. A row's context menu also offers "Pause its task" (``pause_requested``:
+the task the stream works on pauses, its work so far kept; resume it from its card). Clicking a row
+emits ``selected`` with its turn id.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QTimer, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QHeaderView,
+    QMenu,
     QPushButton,
     QSpinBox,
     QStackedWidget,
@@ -65,6 +68,7 @@ class StreamsPanel(QWidget):
     """A list of running answers: label, status, tokens so far, elapsed time and Stop."""
 
     stop_requested = Signal(str)
+    pause_requested = Signal(str)  # (id): pause the task the stream works on
     selected = Signal(str)
     priority_changed = Signal(str, int)  # (id, priority): a waiting input moves up or down the queue
 
@@ -94,6 +98,8 @@ class StreamsPanel(QWidget):
         self._timer.setInterval(tick_ms)
         self._timer.timeout.connect(self._on_tick)
         self.table.cellClicked.connect(self._on_cell_clicked)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._on_menu)
 
     # ------------------------------------------------------------------ public API
 
@@ -260,6 +266,24 @@ class StreamsPanel(QWidget):
         row.status = "stopping…"
         self._refresh(turn_id)
         self.stop_requested.emit(turn_id)
+
+    def row_menu(self, turn_id: str) -> QMenu | None:
+        """The context menu of a running row: Pause its task, Stop (None: no such running row)."""
+        row = self._rows.get(turn_id)
+        if row is None or row.finished is not None:
+            return None
+        menu = QMenu(self)
+        pause = menu.addAction("Pause its task (keeps the work)")
+        pause.triggered.connect(lambda _checked=False: self.pause_requested.emit(turn_id))
+        stop = menu.addAction("Stop")
+        stop.triggered.connect(lambda _checked=False: self._on_stop(turn_id))
+        return menu
+
+    def _on_menu(self, at: QPoint) -> None:
+        r = self.table.rowAt(at.y())
+        menu = self.row_menu(self._order[r]) if 0 <= r < len(self._order) else None
+        if menu is not None:
+            menu.popup(self.table.viewport().mapToGlobal(at))  # non-modal, as every menu here
 
     def _on_priority(self, turn_id: str, value: int) -> None:
         row = self._rows.get(turn_id)

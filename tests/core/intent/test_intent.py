@@ -36,7 +36,7 @@ from app.core.intent.model import (
     TaskType,
     Urgency,
 )
-from app.core.intent.profile import UserProfile, parse_profile_statements, statement_matches
+from app.core.intent.profile import UserProfile, parse_profile_statements, statement_matches, to_remember
 from app.llm.fakes import HashEmbedder
 
 ENGINE = IntentEngine()
@@ -412,6 +412,23 @@ def test_profile_statements_are_parsed() -> None:
     assert got == [("prohibition", "delete files in /data"), ("preference", "short answers"),
                    ("permission", "deploy to staging"), ("preference", "write tests first"),
                    ("prohibition", "use tabs")]
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("Remember that the launch is on Friday.", True),
+    ("Note: the budget is 5k.", True),
+    ("Keep in mind the deadline is Monday", True),
+    ("Don't forget that Ana joins on the 3rd. Never deploy on Fridays.", True),
+    ("I prefer metric units.", True),
+    ("Remember that I prefer short answers. Draft the offsite agenda.", False),  # work asked for too
+    ("Remember the launch is Friday. When is the venue booked?", False),  # and a question
+    ("Do you remember the launch date?", False),
+    ("Plan and draft the offsite agenda with numbered steps", False),
+    ("Notes on the meeting: draft them", False),
+    ("Remember.", False),
+])
+def test_a_statement_to_remember_is_told_from_work(text: str, kept: bool) -> None:
+    assert to_remember(text) is kept
 
 
 def test_profile_update_latest_wins() -> None:

@@ -14,7 +14,11 @@ them (``TaskSection``) and makes the lines, every one bound to task evidence:
 - a running task an interruption is about (``Running``), under "Running tasks:": its name and
   status with progress (must), acceptance (high), the output so far (high, bound to the
   snapshot evidence of the partial output);
-- a task build's step instruction (must).
+- a task build's step instruction (must): answer in numbered steps for a new task; for a
+  stream that runs an existing task (a step of its plan, or a task resumed from its checkpoint),
+  the constraints that joined it ("Constraint: …", must), the env events that reached it while it
+  ran ("Changed meanwhile: …", must, bound to the event), the work kept at its checkpoint
+  (must, bound to the checkpoint evidence) and an instruction to do that step, or to continue.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from app.core.context.compiler import Item
 from app.core.types import BlockType, Priority, Task, TaskStatus
 
 STEP_INSTRUCTION = "Work on the current task: answer in short numbered steps."
+RUN_INSTRUCTION = "Work on the current step only: write its part of the task's result."
+CONTINUE_INSTRUCTION = "Continue the work so far from where it stops, without repeating it."
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,10 @@ class StackView:
     progress: Progress | None = None
     demote: int = 0
     order: int = 1000
+    # A stream running an existing task: what changed meanwhile (env event id, its fenced note)
+    # and the work kept at its checkpoint (evidence id, text), which it continues.
+    changes: tuple[tuple[str, str], ...] = ()
+    checkpoint: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class TaskSection:
     running: tuple[Running, ...] = ()
     stack: StackView | None = None
     instruction_for: str | None = None
+    instruction: str = STEP_INSTRUCTION
 
 
 def result_refs(task: Task) -> tuple[str, ...]:
@@ -83,7 +94,7 @@ def task_items(section: TaskSection) -> list[Item]:
     if section.stack is not None:
         items += stack_items(section.stack)
     if section.instruction_for is not None:
-        items.append(Item(f"task:{section.instruction_for}:instruction", BlockType.PLAN, STEP_INSTRUCTION,
+        items.append(Item(f"task:{section.instruction_for}:instruction", BlockType.PLAN, section.instruction,
                           Priority.MUST, score=1.0, group="Task stack:", order=999,
                           evidence_ids=(section.instruction_for,)))
     return items
@@ -124,6 +135,8 @@ def stack_items(view: StackView) -> list[Item]:
     for n, note in enumerate(current.notes):
         add(f"{current.task_id}:note:{n}", BlockType.PLAN, f"{indent}Note: {note}", Priority.HIGH,
             (current.task_id,), stack_group)
+    for key, segment, text, refs in steering_lines(view, indent):
+        add(key, segment, text, Priority.MUST, refs, stack_group)
     for task in view.around:
         if task.status == TaskStatus.COMPLETE:
             add(f"{task.task_id}:result", BlockType.STATE, f"Done: {task.name} → {task.result_summary or 'no result'}",
@@ -132,6 +145,21 @@ def stack_items(view: StackView) -> list[Item]:
             add(f"{task.task_id}:failed", BlockType.STATE, f"Failed: {task.name} ({task.error or 'no reason'})",
                 Priority.LOW, (task.task_id,), results_group)
     return items
+
+
+def steering_lines(view: StackView, indent: str) -> list[tuple[str, BlockType, str, tuple[str, ...]]]:
+    """The must lines a frame owes to its steering: the constraints that joined it or the task it
+    is a step of, what changed meanwhile, the work kept at its checkpoint (key, segment, text, refs)."""
+    lines: list[tuple[str, BlockType, str, tuple[str, ...]]] = [
+        (f"{frame.task_id}:constraint:{n}", BlockType.PLAN, f"{indent}Constraint: {constraint}", (frame.task_id,))
+        for frame in view.path for n, constraint in enumerate(frame.constraints)]
+    lines += [(f"{event_id}:change", BlockType.EVIDENCE, f"Changed meanwhile: {note}", (event_id,))
+              for event_id, note in view.changes]
+    if view.checkpoint is not None:
+        evidence_id, text = view.checkpoint
+        lines.append((f"{view.path[-1].task_id}:checkpoint", BlockType.STATE, f"{indent}Work so far: {text}",
+                      (evidence_id,)))
+    return lines
 
 
 def running_items(running: Sequence[Running], *, order: int = 2000) -> list[Item]:
