@@ -234,11 +234,16 @@ class MemoryService:
                     store.save_memory(memory)
                 if change.topics or change.updated or change.mentions or change.log:
                     store.save_topics([*change.topics, *change.updated], change.mentions, change.log)
+                # A rewritten memory (closed, linked, merged) stays the session's it came from: shown
+                # as this session's own, another session's memory would enter this session stamped
+                # with its first recording, and the replay of an earlier turn here would see it.
+                written = [*((session_id, m) for m in done.new),
+                           *((store.memory_session(m.fragment_id), m) for m in done.changed.values())]
             self._kept.put([*done.new, *done.changed.values()])
-            return done, others
+            return done, [*others, *written]
 
-        done, others = await self.ctx.on_store(write)
-        self._show([*others, *((session_id, m) for m in [*done.new, *done.changed.values()])], now)
+        done, rows = await self.ctx.on_store(write)
+        self._show(rows, now)
         return done
 
     def _show(self, rows: Sequence[tuple[str, MemoryFragment]], now: str) -> None:

@@ -1,0 +1,41 @@
+"""A turn replays exactly after memories are written later: the memory writer's later write in
+the turn's session links (and so rewrites) a memory of another session, which must stay that
+session's — not become a note of this one, stamped with its first recording, that the replay of
+the earlier turn would then see although its build did not (real SQLite and LanceDB)."""
+
+from __future__ import annotations
+
+from app.core.engine.facade import Engine
+from app.core.types import EnvEvent
+from tests.conftest import EngineFactory
+
+
+def _changed(folder: str, name: str, total: int) -> EnvEvent:
+    return EnvEvent(kind="file", source=folder, uri=f"{folder}/{name}", title=name,
+                    content=f"Figures updated: the total is now {total}.",
+                    payload={"change": "modified", "path": name, "folder": folder})
+
+
+def test_a_turn_replays_exactly_after_its_session_links_another_sessions_memory(
+        make_engine: EngineFactory, tmp_path) -> None:
+    folder = str(tmp_path / "files")
+
+    async def body(engine: Engine) -> None:
+        first = await engine.open_session(None, title="report")
+        await engine.ingest_env(first.session_id, [_changed(folder, "report.md", 120)])
+        await engine.memory_idle()
+        theirs = {m.fragment_id for sid, m in await engine.memories() if sid == first.session_id}
+        assert theirs, "the first session's file change left no memory"
+
+        second = await engine.open_session(None, title="sales")
+        record = await (await engine.submit(second.session_id, "Check the figures in sales.md and write a short note")).done
+        await engine.memory_idle()
+        await engine.ingest_env(second.session_id, [_changed(folder, "sales.md", 137)])
+        await engine.memory_idle()
+        rewritten = {m.fragment_id: m for sid, m in await engine.memories() if sid == first.session_id}
+        assert any(m.links for m in rewritten.values()), "the later write linked no memory of the first session"
+
+        assert await engine.replay(record.turn_id) == []
+        assert not theirs & set(second.notes)  # the first session's memories stay its own
+
+    make_engine.run(body, llm_intent="off")
