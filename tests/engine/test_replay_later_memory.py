@@ -5,6 +5,8 @@ the earlier turn would then see although its build did not (real SQLite and Lanc
 
 from __future__ import annotations
 
+import asyncio
+
 from app.core.engine.facade import Engine
 from app.core.types import EnvEvent
 from tests.conftest import EngineFactory
@@ -39,3 +41,43 @@ def test_a_turn_replays_exactly_after_its_session_links_another_sessions_memory(
         assert not theirs & set(second.notes)  # the first session's memories stay its own
 
     make_engine.run(body, llm_intent="off")
+
+
+def test_a_turn_replays_exactly_after_the_user_accepts_a_memory_from_outside(make_engine: EngineFactory,
+                                                                             tmp_path) -> None:
+    """A memory from outside (an import's) is its own session's until the user accepts it; other
+    sessions see it from the acceptance on, not from its recording: a turn built before replays
+    without it, live and after reopening."""
+    elsewhere = make_engine(["Noted."], data_dir=tmp_path / "elsewhere")
+    engine = make_engine(["Noted."], llm_intent="off")
+    fact = {"fragment_id": "mem-imported-figures", "content": "The sales figures total 137", "type": "fact",
+            "key": "sales figures", "scope": "workspace", "source_evidence_ids": [], "importance": 0.9,
+            "keywords": ["sales", "figures"], "valid_from": "2026-01-01T00:00:00Z", "extractor": "user"}
+
+    async def main() -> str:
+        await elsewhere.start()
+        source = await elsewhere.open_session(None, title="Source")
+        await (await elsewhere.submit(source.session_id, "The offsite is in May.")).done
+        doc = await elsewhere.export_session(source.session_id)
+        await elsewhere.close()
+        await engine.start()
+        try:
+            doc["pcm"]["memory"].append(fact)
+            await engine.import_session(doc)
+            fresh = await engine.open_session(None, title="Fresh")
+            record = await (await engine.submit(fresh.session_id, "Check the sales figures and write a short note")).done
+            await engine.memory_idle()
+            assert fact["fragment_id"] not in fresh.notes  # no one's until accepted
+            await engine.accept_memory(fact["fragment_id"])
+            assert fact["fragment_id"] in fresh.notes  # every session's from now on
+            assert await engine.replay(record.turn_id) == []
+            return record.turn_id
+        finally:
+            await engine.close()
+
+    turn_id = asyncio.run(main())
+
+    async def reopened(again: Engine) -> None:
+        assert await again.replay(turn_id) == []
+
+    make_engine.run(reopened, llm_intent="off")

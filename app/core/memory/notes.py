@@ -55,7 +55,8 @@ def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | Non
     A profile statement the user added in the Memory panel (no source evidence: no message of any
     session says it) is a ``profile`` note of every session, its own included, without an origin:
     it was said in no session. A pending memory from outside is a quoted ``memory`` note of its own
-    session only."""
+    session only; the other sessions see it from the user's acceptance on (its ``added_at``), so a
+    turn of theirs built before it replays without it."""
     profile = memory.type in WORKSPACE_TYPES and not memory.pending
     by_hand = profile and not memory.source_evidence_ids
     if not own and (memory.scope != "workspace" or memory.pending):
@@ -65,7 +66,8 @@ def note_of(memory: MemoryFragment, *, own: bool, origin: str) -> NoteView | Non
     return NoteView(
         memory.fragment_id, "profile" if profile else "memory",
         memory.content if profile else memory_line(memory), memory.valid_from,
-        added_at=memory.recorded_at, valid_to=memory.valid_to or "" if memory.closed_at else "",
+        added_at=memory.recorded_at if own else max(memory.recorded_at, memory.accepted_at or ""),
+        valid_to=memory.valid_to or "" if memory.closed_at else "",
         closed_at=memory.closed_at or "", removed_at=memory.revoked_at or "", origin="" if own or by_hand else origin,
         source_ids=tuple(memory.source_evidence_ids), memory_type=memory.type,
         key=memory.key.lower() if memory.type == "fact" else "")
