@@ -1,7 +1,12 @@
-"""A turn replays exactly after memories are written later: the memory writer's later write in
-the turn's session links (and so rewrites) a memory of another session, which must stay that
-session's — not become a note of this one, stamped with its first recording, that the replay of
-the earlier turn would then see although its build did not (real SQLite and LanceDB)."""
+"""A turn replays exactly after memories change later (real SQLite and LanceDB): a memory enters
+a session's recall no earlier than the session had it, so the replay of a turn built before does
+not see it.
+
+- the memory writer's later write in the turn's session links (so rewrites) a memory of another
+  session, which stays that session's — it must not become a note of this one, stamped with its
+  first recording (``pcm eval streams``' file scenario: 88 candidates built, 89 replayed);
+- the user accepts a memory from outside (an import's): other sessions see it from then on.
+"""
 
 from __future__ import annotations
 
