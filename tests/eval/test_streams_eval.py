@@ -13,7 +13,9 @@ from tests.engine.agent_model import AgentModel
 
 def test_every_scenario_kind_runs_and_the_report_has_its_figures(make_engine: EngineFactory, tmp_path) -> None:
     async def body(engine: Engine) -> dict:
-        # the memory writer runs, as in ``pcm eval streams``: its later writes leave replay exact
+        from dataclasses import replace
+        lab = engine.lab()
+        lab.set_background(replace(lab.background(), memory=False))
         return await run_streams_eval(engine, per_kind=2, folder=str(tmp_path))
 
     report = make_engine.run(body, chat=AgentModel(delay=0.004, words=60), max_streams=2)
