@@ -388,3 +388,20 @@ def test_twenty_task_inputs_are_planned_and_run_to_completion(make_engine: Engin
         assert await engine.replay_state(sid) == []
 
     _run(make_engine, body, AgentModel(words=8), task_steps="rules", max_streams=4)
+
+
+def test_a_step_the_agent_runs_acts_and_never_asks_the_user(make_engine: EngineFactory) -> None:
+    """A step is work the user already asked for: its plan acts, and its context tells the model
+    to do the step, not to ask first (a vague step name once read as an unclear request)."""
+    async def body(engine: Engine) -> None:
+        sid, handle, root_id = await _started(engine, "Write a step-by-step plan to migrate the blog to a static site")
+        done = await engine.wait_task(sid, root_id, timeout=60)
+        assert done.status == TaskStatus.COMPLETE
+        runs = [r for t in await engine.list_tasks(sid) if t.parent_task_id == root_id for r in t.runs]
+        assert runs
+        for run in runs:
+            build = (await engine.turn_record(run)).build
+            assert not build.plan["needs_clarification"], build.plan["candidate_id"]
+            assert "Unclear, ask first" not in build.context.text()
+
+    _run(make_engine, body, AgentModel(), task_steps="rules")

@@ -200,7 +200,8 @@ class ContextBuilder:
             PlanContext(total_budget=inp.budget, tools=list(inp.tools), tool_signals=inp.tool_signals, profile=inp.profile,
                         answer_reserve=answer_reserve, context_size=context_size,
                         running_tasks=[t.name for t in inp.tasks.running()], now=inp.at,
-                        session_turns=len(state.turn_order), other_sessions=inp.other_sessions),
+                        session_turns=len(state.turn_order), other_sessions=inp.other_sessions,
+                        agent_run=inp.tasks.run is not None),
         )
         plan = ungated(result.plan) if Ablation.GATE in inp.ablate else result.plan
         t2 = time.perf_counter()

@@ -141,6 +141,10 @@ class PlanContext(BaseModel):
     now: str = ""  # the input's time (ISO): time expressions are read relative to it
     session_turns: int = 0  # turns the session holds before this input
     other_sessions: int = 0  # other sessions of the workspace
+    #: The input is the agent running a task the user already asked for (a step, a continuation):
+    #: it acts — nobody is there to answer a question, and the user's request was settled when
+    #: the task was made. Safety stays: risky actions are still held back.
+    agent_run: bool = False
 
 
 # --------------------------------------------------------------------------- configuration
@@ -265,7 +269,7 @@ def check_plan(plan: ContextPlan, intent: Intent, ctx: PlanContext,
     """
     repair = _Repair(plan.model_copy(deep=True))
     p = repair.plan
-    pruned = intent.needs_clarification and not p.needs_clarification
+    pruned = intent.needs_clarification and not p.needs_clarification and not ctx.agent_run
     if pruned:
         codes = [c for c in intent.reason_codes() if c in CLARIFY_CODES]
         repair.violations.append(f"clarification required ({', '.join(codes)}) but the plan acts")
@@ -365,7 +369,7 @@ class PlanBuilder:
         ctx = ctx or PlanContext()
         overall = overall_confidence(intent)
         band = confidence_band(overall, self.config)
-        want_clarify = intent.needs_clarification or band == "wide"
+        want_clarify = (intent.needs_clarification or band == "wide") and not ctx.agent_run
         scored = score_tools(ctx.tools, intent, ctx.tool_signals, self.config.tool_filter)
         candidates: list[PlanCandidate] = []
         for clarify in (False, True):

@@ -246,6 +246,13 @@ def test_acting_plan_is_pruned_when_clarification_is_required() -> None:
     assert result.plan.needs_clarification
 
 
+def test_the_agent_running_a_task_acts_where_a_user_would_be_asked() -> None:
+    intent = ENGINE.infer("hmm")
+    result = BUILDER.build(intent, _ctx(agent_run=True))
+    assert not result.plan.needs_clarification and not any(c.pruned for c in result.candidates)
+    assert result.plan.actions_held_back  # still wide: risky outputs stay held back
+
+
 def test_a_plan_that_asks_first_calls_no_tool() -> None:
     result = BUILDER.build(ENGINE.infer("hmm, delete it?"), _ctx())
     for candidate in result.candidates:
