@@ -45,7 +45,7 @@ from app.core.intent.model import (
     Urgency,
     r4,
 )
-from app.core.intent.profile import ProfileStatement, UserProfile
+from app.core.intent.profile import ProfileStatement, UserProfile, to_remember
 from app.core.text.words import content_stems
 
 _LEVEL = {"low": 0, "normal": 1, "medium": 1, "high": 2}
@@ -133,7 +133,7 @@ def goal_of(text: str, cues: TextCues, mode: Mode, statements: Sequence[ProfileS
     """Return (goal, its confidence, the entities of the text and of a followed-up turn).
 
     The cleaned text is the goal unless the turn reacts to events, controls a running task,
-    follows up a turn, acknowledges a reply or states profile rules.
+    follows up a turn, acknowledges a reply or only states profile rules.
     """
     entities = extract_entities(text)
     goal = clean_goal(cues.body)
@@ -151,7 +151,7 @@ def goal_of(text: str, cues: TextCues, mode: Mode, statements: Sequence[ProfileS
         entities = entities + extract_entities(prev.text)
     elif cues.ack:
         goal, goal_conf = "acknowledge the reply", 0.7
-    elif statements:
+    elif statements and to_remember(text):  # beside a question or request, that is the goal
         goal = "remember: " + "; ".join(f"{s.kind} {s.text}" for s in statements)
         goal_conf = 0.8
     if goal and not env.trigger:

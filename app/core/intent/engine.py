@@ -72,7 +72,7 @@ from app.core.intent.model import (
     TaskType,
     r4,
 )
-from app.core.intent.profile import ProfileStatement, parse_profile_statements
+from app.core.intent.profile import ProfileStatement, besides_statements, parse_profile_statements
 from app.core.text.words import content_stems, dedup_texts, stem
 
 
@@ -343,11 +343,17 @@ class IntentEngine:
         """Record the text's cue shares (their total sets the weight); return its profile statements.
 
         A statement such as "never X" or "I prefer X" is an instruction about how to work: it adds
-        task cue strength (to ``cues`` itself) and a ``profile_update`` hint.
+        a ``profile_update`` hint and, when the input says nothing else, task cue strength (to
+        ``cues`` itself); beside a question or a request, the mode cues are that part's alone.
         """
         statements = parse_profile_statements(text)
         if statements:
-            cues.add(cues.mode, "task", 1.2, statements[0].span, "mode")
+            rest = besides_statements(text)
+            if rest:  # the statements ride along a question or a request: that one decides the mode
+                cues.mode.clear()
+                cues.mode.update(analyse_text(rest).mode)
+            else:
+                cues.add(cues.mode, "task", 1.2, statements[0].span, "mode")
             trace.hints.extend(f"profile_update:{s.kind}" for s in statements)
         for fld, table in (("mode", cues.mode), ("task_type", cues.task)):
             strength, shares = cue_distribution(table, FIELD_LABELS[fld])

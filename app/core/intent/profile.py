@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.core.text.sentences import CLAUSE_ENDS, SENTENCE_ENDS, statements
+from app.core.text.sentences import CLAUSE_ENDS, SENTENCE_ENDS, piece_spans, statements
 from app.core.text.words import content_stems, negated_stems
 
 # --------------------------------------------------------------------------- matching
@@ -168,15 +168,21 @@ _NOTE = re.compile(
 )
 
 
+def besides_statements(text: str) -> str:
+    """The sentences of ``text`` that neither ask to remember or note a fact ("Remember that the
+    launch is on Friday.", "Note: …", "Keep in mind …") nor state a profile rule ("Never deploy on
+    Fridays."): what else the input asks or says ("What should I pack?"), joined by spaces."""
+    pieces = (text[a:b].strip() for a, b in piece_spans(text.replace("\u2019", "'")))
+    return " ".join(p for p in pieces if p.endswith("?") or not (
+        _NOTE.match(p) or parse_profile_statements(p.rstrip(SENTENCE_ENDS))))
+
+
 def to_remember(text: str) -> bool:
-    """Whether ``text`` only states something to keep: each of its sentences asks to remember or
-    note a fact ("Remember that the launch is on Friday.", "Note: …", "Keep in mind …") or is a
-    profile statement ("Never deploy on Fridays."). Such an input asks for no work, so it is never
-    planned into steps (``app.core.engine.agent``) and ``pcm ask`` answers it as a turn; a
-    question or an added request ("… Draft the announcement.") makes it work again."""
-    parts = statements(text, SENTENCE_ENDS)
-    return bool(parts) and len(parts) == len(statements(text.replace("?", "."), SENTENCE_ENDS)) and all(
-        _NOTE.match(part) or parse_profile_statements(part) for part in parts)
+    """Whether ``text`` only states something to keep (``besides_statements`` leaves nothing).
+    Such an input asks for no work, so it is never planned into steps (``app.core.engine.agent``)
+    and ``pcm ask`` answers it as a turn; a question or an added request ("… Draft the
+    announcement.") makes it work again."""
+    return bool(statements(text, SENTENCE_ENDS)) and not besides_statements(text)
 
 
 def _dedup(items: Iterable[str]) -> list[str]:

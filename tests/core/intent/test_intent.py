@@ -431,6 +431,20 @@ def test_a_statement_to_remember_is_told_from_work(text: str, kept: bool) -> Non
     assert to_remember(text) is kept
 
 
+@pytest.mark.parametrize(("text", "mode"), [
+    ("I am planning a trip to Lisbon in May. Never book night buses. What should I pack?", "qa"),
+    ("By the way, I prefer metric units. How far is Kyoto from Tokyo?", "qa"),
+    ("Never delete files in /data. Now clean up /data/tmp please", "task"),
+    ("I prefer metric units. Draft the announcement for the launch.", "task"),
+])
+def test_a_rule_said_in_passing_leaves_the_mode_and_goal_to_the_rest(text: str, mode: str) -> None:
+    """A profile rule beside a question or a request is kept (a ``profile_update`` hint) but does
+    not make the input a task, nor its goal "remember: …": the question or the request decides."""
+    intent = ENGINE.infer(text)
+    assert intent.mode.value == mode and not intent.goal.startswith("remember:")
+    assert any(h.startswith("profile_update:") for h in intent.plan_hints)
+
+
 def test_profile_update_latest_wins() -> None:
     p, st = UserProfile().updated_from("You may deploy to staging.")
     assert p.permissions == ["deploy to staging"] and len(st) == 1
