@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,9 +31,10 @@ from app.core.routing.anchor import (
     mentioned_names,
     recency_by_time,
 )
+from app.core.routing.env_anchor import env_branch, env_nodes
 from app.core.routing.reference import Referent, refer, unsaid_share
-from app.core.session.state import SessionState
-from app.core.types import NodeKind
+from app.core.session.state import NoteView, SessionState
+from app.core.types import NodeKind, Task
 
 
 def _iso_seconds(at: str) -> float:
@@ -147,10 +148,13 @@ def anchor_candidates(
     overrides: Sequence[tuple[str, str]] = (), exclude_ids: Sequence[str] = (),
     task_of_turn: Mapping[str, str] | None = None, intent_entities: Sequence[str] = (),
     intent_target: str | None = None, candidate_turns: int = 12, place: Place | None = None,
+    tasks: Sequence[Task] = (),
 ) -> list[AnchorCandidate]:
     """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
     version the user put away, or what continues it), with their routing features (the
-    conflict feature: ``routing.anchor.conflict``, with the input's target task).
+    conflict feature: ``routing.anchor.conflict``, with the input's target task), then the ENV
+    nodes of the latest env events (``routing.env_anchor``; ``tasks``: the session's, to find the
+    branch an event routed to a task belongs to).
 
     ``text``/``at``/``query_vector``: the input; ``focus_node`` the node the user works on and
     ``focus_chosen`` whether they chose it; ``overrides`` (earlier input text, node chosen by the
@@ -170,7 +174,9 @@ def anchor_candidates(
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
-    referent = refer(state, nodes, text, sems) if place is not None else Referent()
+    env = [(node, note, state.graph.root_of(env_branch(state, node, tasks)))
+           for node, note in env_nodes(state, candidate_turns, excluded)]
+    referent = _env_referent(state, refer(state, nodes, text, sems), env) if place is not None else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:
@@ -199,5 +205,49 @@ def anchor_candidates(
                 },
             )
         )
+    return out + _env_candidates(state, env, vectors, q, now, topical, place, referent)
+
+
+#: ENV candidates: (ENV node, its event's note, the tree of the branch it belongs to).
+EnvCandidates = Sequence[tuple[str, NoteView, str]]
+
+
+def _since_latest_turn(state: SessionState, note: NoteView) -> bool:
+    """Whether the session got the event after the latest message: nothing was said since."""
+    return not state.order or _iso_seconds(note.added_at) > _iso_seconds(state.messages[state.order[-1]].at)
+
+
+def _env_referent(state: SessionState, referent: Referent, env: EnvCandidates) -> Referent:
+    """A follow-up refers to the latest thing on the tree it continues: an env event routed to that
+    tree after its latest turn (the latest such), else the turn ``refer`` found."""
+    if referent.node is None or not env:
+        return referent
+    tree = state.graph.root_of(referent.node)
+    mids = state.turn_messages(referent.node)
+    said = _iso_seconds(state.messages[mids[-1]].at) if mids else 0.0
+    newer = [node for node, note, root in env if root == tree and _iso_seconds(note.added_at) > said]
+    return replace(referent, node=newer[-1]) if newer else referent
+
+
+def _env_candidates(state: SessionState, env: EnvCandidates, vectors: Mapping[str, Sequence[float] | np.ndarray],
+                    query: Sequence[float] | None, now: float, topical: Sequence[str], place: Place,
+                    referent: Referent) -> list[AnchorCandidate]:
+    """The ENV nodes of the latest env events as candidates, grouped by the tree of the branch they
+    belong to: meaning (the event's indexed vector), the names the input shares with its label and
+    note, the recency of the event's time, focus while nothing was said since the session got it
+    (it is the newest thing, as a branch tip is), and what the input's place in the conversation
+    says of it (a follow-up refers to it: ``_env_referent``)."""
+    out = []
+    for node_id, note, tree in env:
+        label = state.graph.node(node_id).label
+        task = len(_names_in(topical, [label, note.text])) / len(topical) if topical else 0.0
+        age = max(0.0, now - _iso_seconds(note.at))
+        out.append(AnchorCandidate(node_id=node_id, group=tree, features={
+            Feature.SEM: round(_meaning(query, vectors, [note.note_id]), 6),
+            Feature.TASK: round(task, 6),
+            Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
+            Feature.FOCUS: 0.5 if _since_latest_turn(state, note) else 0.0,
+            **_place_features(node_id, tree, place, referent, 0.0),
+        }))
     return out
 
