@@ -7,8 +7,9 @@ absent from the candidate, or names a task the candidate's branch does not belon
 input's place in the conversation says (``app.core.intent.dependence``, through
 ``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
 an answer that asked the user something replies to it (``reply``), an input opening a new topic
-or asking about a name a conversation never said leaves it (``shift``). Pure; it reads the input
-as plain values (the build passes its own, ``app.core.pipeline.builder``).
+or asking about a name a conversation never said leaves it (``shift``). The ENV nodes of the
+latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``). Pure; it reads
+the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ it was routed to, or none (the environment lane). Anchor routing offers the late
 (``env_nodes``) beside the turns, so "what changed in the report?" can route to the change. An
 ENV node's meaning is the cosine of the input and the event's indexed text (its label and the
 start of its content: the index's vector under the event's id), its names those of its label and
-note, its recency the event's own time; it has no author, focus or override.
+note, its recency the event's own time; it has focus while nothing was said after it, and a
+follow-up refers to it when it is the latest thing on the tree it continues (the features:
+``routing.candidates._env_candidates``); it has no author or override.
 
 ``env_branch`` says where a turn routed to an ENV node continues: the turn its edge points to;
 for a task, the latest turn that worked on it (its own runs or its steps'), else the turn that
