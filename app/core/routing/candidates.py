@@ -151,16 +151,13 @@ def anchor_candidates(
     intent_target: str | None = None, candidate_turns: int = 12, place: Place | None = None,
     tasks: Sequence[Task] = (),
 ) -> list[AnchorCandidate]:
-    """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
-    version the user put away, or what continues it), with their routing features (the
-    conflict feature: ``routing.anchor.conflict``, with the input's target task), then the ENV
-    nodes of the latest env events (``routing.env_anchor``; ``tasks``: the session's, to find the
-    branch an event routed to a task belongs to).
+    """Branch frontiers, the most recent turns (none whose messages the input excludes: a version put
+    away, or what continues it) and ENV nodes, with their features (conflict: ``routing.anchor.conflict``).
 
     ``text``/``at``/``query_vector``: the input; ``focus_node`` the node the user works on and
     ``focus_chosen`` whether they chose it; ``overrides`` (earlier input text, node chosen by the
-    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task;
-    ``place``: what the intent read of the input's place in the conversation."""
+    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task,
+    ``tasks`` when an env event went to one; ``place``: the intent's reading of the input's place."""
     excluded = set(exclude_ids)  # e.g. versions the user put away, with what continues them
     nodes = [n for n in _candidate_nodes(state, candidate_turns)
              if (mids := state.turn_messages(n)) and not excluded.intersection(mids)]
@@ -175,8 +172,7 @@ def anchor_candidates(
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
-    env = [(node, note, state.graph.root_of(env_branch(state, node, tasks)))
-           for node, note in env_nodes(state, candidate_turns, excluded)]
+    env = _env_of(state, candidate_turns, excluded, tasks)
     referent = _env_referent(state, refer(state, nodes, text, sems), env) if place is not None else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
@@ -211,6 +207,12 @@ def anchor_candidates(
 
 #: ENV candidates: (ENV node, its event's note, the tree of the branch it belongs to).
 EnvCandidates = Sequence[tuple[str, NoteView, str]]
+
+
+def _env_of(state: SessionState, limit: int, excluded: set[str], tasks: Sequence[Task]) -> EnvCandidates:
+    """The ENV candidates (``env_nodes``) with the tree of the branch each belongs to."""
+    return [(node, note, state.graph.root_of(env_branch(state, node, tasks)))
+            for node, note in env_nodes(state, limit, excluded)]
 
 
 def _since_latest_turn(state: SessionState, note: NoteView) -> bool:
