@@ -3,7 +3,8 @@ on the scripted agent model with real SQLite + LanceDB: a checkpoint marked whil
 planned and paused keeps its task stack, the summaries on offer and the turn's detail settings;
 after the task went on to completion, "Restore" brings it back paused as it was, resuming it
 runs its steps on a new branch beside the first one, and an input sent from there starts with
-the kept detail. The task state and every turn replay exactly."""
+the kept detail and, as the restored task's steps, the branch summaries kept then (not those that
+went on with the first branch). The task state and every turn replay exactly."""
 
 from __future__ import annotations
 
@@ -73,6 +74,51 @@ def test_restore_starts_a_sibling_branch_with_the_task_stack_and_detail_kept(mak
                                                    detail_from=restored.turn_id).done
         assert (await engine.turn_record(reply.turn_id)).build.detail["focus"] == first.node_id
         assert await engine.replay_state(sid) == []
+        for turn_id in await engine.turn_statuses(sid):
+            assert await engine.replay(turn_id) == [], turn_id
+
+    make_engine.run(body, chat=AgentModel(), max_streams=2)
+
+
+def test_a_restored_branch_is_offered_the_summaries_its_checkpoint_kept(make_engine: EngineFactory) -> None:
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        first = await engine.scheduler(sid).submit("Where should the team offsite be held?").done
+        handle = engine.run_task(sid, TASK, hold=True)
+        record = await handle.done
+        root_id = handle.task_id
+        assert root_id is not None and (await engine.wait_task(sid, root_id, timeout=60)).paused
+        await engine.summarize(sid)
+        mark = record.node_id
+        await engine.checkpoint(sid, mark)
+        root = state.graph.root_of(mark)
+        kept = state.graph.node(mark).attrs["checkpoint_state"]["summaries"][root]
+        assert kept and first.node_id and state.graph.root_of(first.node_id) == root
+
+        await engine.resume_task(sid, root_id)  # the first branch goes on, and its summaries with it
+        assert (await engine.wait_task(sid, root_id, timeout=60)).status == TaskStatus.COMPLETE
+        await engine.summarize(sid)
+        now = {s.level: s.summary_id for s in await engine.session_summaries(sid)
+               if s.subject == "branch" and s.subject_id == root}
+        assert now and all(now[level] != kept[level] for level in kept)  # they moved on
+
+        restored = await engine.restore_checkpoint(sid, mark)
+        assert restored.summaries[root] == kept
+        reply = await engine.scheduler(sid).submit("What is left to book?", anchor_override=mark,
+                                                   detail_from=restored.turn_id).done
+        offered = (await engine.turn_record(reply.turn_id)).build.summaries
+        assert offered["root"] == root
+        assert {level: s["summary_id"] for level, s in offered["levels"].items()} == kept
+        [copy] = [t for t in restored.tasks if t.parent_task_id is None]
+        await engine.resume_task(sid, copy.task_id)  # the restored task's steps read them too
+        assert (await engine.wait_task(sid, copy.task_id, timeout=60)).status == TaskStatus.COMPLETE
+        step = next(t for t in await engine.list_tasks(sid) if t.parent_task_id == copy.task_id and t.step == 1)
+        offered = (await engine.turn_record(step.runs[0])).build.summaries
+        assert {level: s["summary_id"] for level, s in offered["levels"].items()} == kept
+        later = await engine.scheduler(sid).submit("And the catering?", anchor_override=reply.node_id).done
+        offered = (await engine.turn_record(later.turn_id)).build.summaries  # no restored checkpoint: the current
+        assert {level: s["summary_id"] for level, s in offered["levels"].items()} != kept
         for turn_id in await engine.turn_statuses(sid):
             assert await engine.replay(turn_id) == [], turn_id
 

@@ -210,10 +210,11 @@ def test_env_events_are_stored_indexed_routed_and_pushed(tmp_path: Path, make_en
         evidence = await engine._ctx.ex.run("store", engine._ctx.store.get_evidence, edited.event_id)
         assert evidence is not None and evidence.type == "env_event" and evidence.source.uri == str(plan_path)
         assert evidence.content.startswith("[file modified]\n<<< notes/plan.md\n")
-        # Searchable: the index finds it, and a later question gets it as evidence.
+        # Searchable: the index finds it, and a later question gets it as evidence: routed to its
+        # ENV node (a routing candidate), the question goes on where the task is, the event pinned.
         assert edited.event_id in [i for i, _ in engine._ctx.index.search_text("Owner of QA", 5, session_id=sid)]
         record = await (await engine.submit(sid, "what changed in plan.md?")).done
-        assert edited.event_id in record.build.recall.kept_ids()
+        assert record.build.routing["anchor_id"] == r.node_id
         assert edited.event_id in record.build.context.source_ids()
         assert await engine.replay(record.turn_id) == []
         await engine.close()

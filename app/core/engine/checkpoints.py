@@ -15,6 +15,8 @@ task state (op ``restore``, replayed like every other) and logs ``checkpoint.res
 returns where the sibling branch starts — the checkpoint's turn node — and the turn whose detail
 it starts with: an input sent from there with ``detail_from`` carries that detail, and resuming a
 restored task runs its steps from there, beside the branch that went on after the checkpoint.
+Both are offered the branch summaries the checkpoint kept (``kept_offer``), not the ones that
+went on with the other branch since; the build records them, so a replay sees the same.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from app.core.pipeline.summary_items import Offered
 from app.core.session.graph import GraphChange
 from app.core.session.state import SessionState
 from app.core.tasks.restore import branch_tasks, restored
-from app.core.types import NodeKind, Task, utc_now
+from app.core.types import NodeKind, SummaryRecord, Task, utc_now
 
 
 def _root_of(tasks: list[Task], task_id: str) -> str:
@@ -42,6 +44,21 @@ def _root_of(tasks: list[Task], task_id: str) -> str:
     while parents.get(task_id):
         task_id = parents[task_id] or task_id
     return task_id
+
+
+def _restored_from(state: SessionState, turn_id: str | None, task_id: str | None) -> str | None:
+    """The checkpoint node a restored branch started from: the one the task (a restored copy) names,
+    else a checkpoint that keeps ``turn_id`` as its turn (its own node first)."""
+    graph = state.graph
+    node = state.node_of(task_id) if task_id else None
+    mark = graph.node(node).attrs.get("restored") if node is not None and node in graph else None
+    if mark is not None and mark in graph and graph.node(mark).attrs.get("checkpoint_state"):
+        return str(mark)
+    if not turn_id:
+        return None
+    own = state.node_of(turn_id)
+    nodes = ([graph.node(own)] if own is not None and own in graph else []) + graph.nodes()
+    return next((n.node_id for n in nodes if (n.attrs.get("checkpoint_state") or {}).get("turn_id") == turn_id), None)
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,22 @@ class CheckpointService:
                      for root, levels in self.offer(state.session_id).items()}
         return {"tasks": [t.model_dump(mode="json") for t in tasks], "summaries": summaries, "turn_id": turn_id,
                 "detail": (detail or Detail()).model_dump(mode="json")}
+
+    async def kept_offer(self, session_id: str, *, turn_id: str | None = None,
+                         task_id: str | None = None) -> dict[str, dict[str, SummaryRecord]] | None:
+        """The branch summaries a restored checkpoint kept (root → level → the version then), for a
+        build on the branch restored from it: an input sent with ``detail_from`` its turn, or a
+        run of a task restored from it. None: no restored checkpoint, or it kept no summary."""
+        state = await self.sessions.open(session_id)
+        mark = _restored_from(state, turn_id, task_id)
+        ids: dict[str, dict[str, str]] = state.graph.node(mark).attrs["checkpoint_state"].get("summaries") or {} \
+            if mark is not None else {}
+        if not ids:
+            return None
+        wanted = {summary_id for levels in ids.values() for summary_id in levels.values()}
+        stored = await self.ctx.on_store(self.ctx.store.list_summaries, session_id, current=False)
+        by_id = {r.summary_id: r for r in stored if r.summary_id in wanted}
+        return {root: {level: by_id[sid] for level, sid in levels.items() if sid in by_id} for root, levels in ids.items()}
 
     @staticmethod
     def _turn_of(state: SessionState, node_id: str, tasks: list[Task]) -> str | None:

@@ -146,7 +146,7 @@ class Engine:
         self._branches = BranchService(ctx, self._sessions, self._turns)
         self._checkpoints = CheckpointService(ctx, self._sessions, self._turns, self._tasks, self._branches,
                                               self._summaries.offer)
-        self._streams = EngineStreams(ctx, self._sessions, self._turns, self._tasks)
+        self._streams = EngineStreams(ctx, self._sessions, self._turns, self._tasks, self._checkpoints.kept_offer)
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
         self._recovery = RecoveryService(ctx)
@@ -454,7 +454,8 @@ class Engine:
 
     async def restore_checkpoint(self, session_id: str, node_id: str) -> Restored:
         """Start a sibling branch from a checkpoint: the tasks open then, paused as they were, and
-        where the branch starts with its detail settings (``Restored``; ``checkpoints.py``)."""
+        where the branch starts with its detail settings; inputs sent from there (``detail_from``)
+        and the restored tasks' runs are offered the summaries it kept (``Restored``; ``checkpoints.py``)."""
         return await self._checkpoints.restore(session_id, node_id)
 
     async def set_collapsed(self, session_id: str, node_id: str, collapsed: bool) -> GraphChange:

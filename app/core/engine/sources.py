@@ -89,13 +89,15 @@ class LiveSources(StoredReads):
     ``turn`` (session id, turn id): the build is that turn's — its tools run and its model calls
     are recorded in ``model_usage``; without it no tool runs. ``tasks``: the task stack a
     scheduler stream gives its build (else the session's now). ``detail``: the progressive detail
-    the user set (answering a turn again)."""
+    the user set (answering a turn again). ``kept``: branch summaries that stand in for the current
+    ones of their roots (those a restored checkpoint kept, for a build on the restored branch)."""
 
     def __init__(self, services: LiveServices, *, turn: tuple[str, str] | None = None,
-                 given_tasks: TaskInputs | None = None, detail: Detail | None = None) -> None:
+                 given_tasks: TaskInputs | None = None, detail: Detail | None = None,
+                 kept: Offered | None = None) -> None:
         super().__init__(services.ctx, services.sessions)
         self._services = services
-        self.turn, self.given_tasks, self.given_detail = turn, given_tasks, detail
+        self.turn, self.given_tasks, self.given_detail, self.kept = turn, given_tasks, detail, kept
 
     # -- recomputed on replay as they are live (and the index, vectors and profile: ``StoredReads``)
 
@@ -166,7 +168,8 @@ class LiveSources(StoredReads):
         return self._services.sessions.other_sessions(state)
 
     def summaries(self, state: SessionState) -> Offered:
-        return self._services.offer(state.session_id)
+        offer = self._services.offer(state.session_id)
+        return {**offer, **self.kept} if self.kept and offer else offer
 
     def detail(self) -> Detail:
         return self.given_detail or Detail()

@@ -11,7 +11,7 @@ Task streams show progress on their node and pop (or fail) their task when the a
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from app.core.intent.decision import InputReading
 from app.core.intent.model import IntentContext, RunningTask
 from app.core.intent.profile import to_remember
 from app.core.pipeline.record import TurnRecord
+from app.core.pipeline.summary_items import Offered
 from app.core.plan.model import ConcurrencyPolicy, MergeRule
 from app.core.runtime.background import spawn
 from app.core.runtime.scheduler import (
@@ -55,14 +56,17 @@ from app.core.types import (
 
 _STOP_CONTROLS = frozenset({"stop", "cancel"})
 Write = Callable[[], None]
+#: (session id, turn_id=, task_id=) → the summaries a restored checkpoint kept, or None.
+KeptOffer = Callable[..., Awaitable[Offered | None]]
 
 
 class EngineStreams:
     """Runs the scheduler's streams as turns; owns the ``StreamRuntime``."""
 
     def __init__(self, ctx: EngineContext, sessions: SessionService, turns: TurnService, tasks: TaskService,
-                 config: StreamConfig | None = None) -> None:
+                 kept_offer: KeptOffer, config: StreamConfig | None = None) -> None:
         self.ctx, self.sessions, self.turns, self.tasks = ctx, sessions, turns, tasks
+        self.kept_offer = kept_offer  # the summaries a restored checkpoint kept (``CheckpointService.kept_offer``)
         self.runtime = StreamRuntime(self, limit=ctx.config.max_streams, config=config)
         self.agent = TaskAgent(ctx, sessions, tasks, self.scheduler)  # plans, steps, steering
         # What the intent rules read of each queued input (``predict_kind``), for its build.
@@ -153,11 +157,14 @@ class EngineStreams:
                 detail = await self.turns.detail_of(state.graph.node(handle.version_of).ref_id)
             elif handle.detail_from:  # a branch started from a restored checkpoint: its detail settings
                 detail = await self.turns.detail_of(handle.detail_from)
+            # on a branch restored from a checkpoint (an input from there, a restored task's run): its summaries
+            kept = await self.kept_offer(handle.session_id, turn_id=handle.detail_from, task_id=handle.run_task_id) \
+                if handle.detail_from or handle.run_task_id else None
             reading = self._readings.pop(handle, None)
             return await self.turns.submit_locked(
                 state, text, handle.budget, anchor, on_token, version=version, detail=detail,
                 hooks=self._hooks(handle, reading if reading is not None and text == handle.text else None),
-                author=AGENT if handle.run_task_id or handle.by_agent else None)
+                author=AGENT if handle.run_task_id or handle.by_agent else None, kept=kept)
 
     def _hooks(self, handle: StreamHandle, reading: InputReading | None) -> TurnHooks:
         """The hooks that make the turn run ``handle``'s input as a qa, task or interruption

@@ -137,11 +137,11 @@ class TurnService:
     # ------------------------------------------------------------------ build (no generation)
 
     def live(self, *, turn: tuple[str, str] | None = None, tasks: TaskInputs | None = None,
-             detail: Detail | None = None) -> LiveSources:
+             detail: Detail | None = None, kept: Offered | None = None) -> LiveSources:
         """What a build reads now (``engine/sources.py``): a turn's (``turn``: session id, turn id —
-        its tools run and its model calls are recorded), with a stream's task stack (``tasks``) and
-        the detail the user set (``detail``)."""
-        return LiveSources(self.reads, turn=turn, given_tasks=tasks, detail=detail)
+        its tools run and its model calls are recorded), with a stream's task stack (``tasks``),
+        the detail the user set (``detail``) and the summaries a restored checkpoint kept (``kept``)."""
+        return LiveSources(self.reads, turn=turn, given_tasks=tasks, detail=detail, kept=kept)
 
     def recorded(self, build: BuildRecord, *, summaries: Offered | None = None,
                  detail: Detail | None = None) -> RecordedSources:
@@ -209,9 +209,10 @@ class TurnService:
     async def submit_locked(self, state: SessionState, text: str, budget: int | None, anchor_override: str | None,
                             on_token: Callable[[str], None] | None, hooks: TurnHooks | None = None,
                             version: Version | None = None, detail: Detail | None = None,
-                            author: Author | None = None) -> TurnRun:
+                            author: Author | None = None, kept: Offered | None = None) -> TurnRun:
         """``submit`` for a caller that holds the session lock (the scheduler's streams; ``author``:
-        who wrote the input when not the user — the agent running a task's step).
+        who wrote the input when not the user — the agent running a task's step; ``kept``: the
+        branch summaries a restored checkpoint kept, for an input on the branch restored from it).
 
         An ``anchor_override`` that is no node of this session (one pinned in another session,
         or removed) raises ``NoNodeError`` before anything is recorded, so the input is not lost:
@@ -230,7 +231,7 @@ class TurnService:
                 exclude_ids=tuple(version.excluded if version is not None else versions.put_away_messages(state)),
                 reading=hooks.reading if hooks is not None else None)
             sources = self.live(turn=(session_id, turn_id), tasks=hooks.inputs(state) if hooks is not None else None,
-                                detail=detail)
+                                detail=detail, kept=kept)
             build, timing = await self.build(state, request, sources)
         except Exception:
             await self._build_failed(state, turn_id, message)

@@ -28,8 +28,10 @@ from typing import Literal, NamedTuple, cast
 
 import numpy as np
 
+from app.core.context.compiler import Item
 from app.core.context.prompt import SYSTEM_INSTRUCTION, CompiledPrompt, PromptCompiler, PromptSections
 from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, recall
+from app.core.context.sections.tools import clip
 from app.core.intent.dependence import states
 from app.core.intent.engine import IntentEngine
 from app.core.intent.model import Intent, IntentContext, RecentTurn, RunningTask
@@ -46,11 +48,12 @@ from app.core.routing.anchor import (
     mention,
 )
 from app.core.routing.candidates import Place, anchor_candidates
+from app.core.routing.env_anchor import env_branch, env_nodes
 from app.core.session.membership import RoutedShares, routed_shares
 from app.core.session.state import NoteView, SessionState
 from app.core.tasks.stack import StackDecision, TaskInputs, decide, decision_view, popped
 from app.core.tools.model import ToolRound
-from app.core.types import Ablation, NodeKind, Role
+from app.core.types import Ablation, BlockType, NodeKind, Priority, Role
 
 LlmStatus = Literal["skipped", "ok", "invalid", "late", "error"]  # IntentContext.llm_status
 #: ``BuildRequest.anchor_override`` value that forces a new task root (``None`` = route normally).
@@ -138,7 +141,7 @@ class ContextBuilder:
                                  focus_node=inp.focus_node, focus_chosen=inp.focus_chosen, overrides=inp.overrides,
                                  exclude_ids=inp.exclude_ids, task_of_turn=task_of_turn,
                                  intent_entities=intent.entities, intent_target=target,
-                                 candidate_turns=self.candidate_turns, place=place)
+                                 candidate_turns=self.candidate_turns, place=place, tasks=inp.tasks.tasks)
 
     def recall_request(self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan,
                        anchor: str | None) -> RecallRequest:
@@ -240,7 +243,8 @@ class ContextBuilder:
         timing.embed_ms = (time.perf_counter() - started) * 1000
         qv = None if given is None else [float(x) for x in given]
         turns = state.turn_order[-self.candidate_turns * 2:]
-        vectors = await sources.vectors([m for tid in turns for m in state.turns[tid].message_ids])
+        events = [note.note_id for _, note in env_nodes(state, self.candidate_turns)]  # ENV nodes route too
+        vectors = await sources.vectors([m for tid in turns for m in state.turns[tid].message_ids] + events)
         tasks = await sources.tasks(state)
         started = time.perf_counter()
         reading = request.reading or self.intents.read(request.text)  # the fast intent's text, read once
@@ -294,11 +298,17 @@ class ContextBuilder:
         anchor = decision.anchor_id if not decision.new_root else None
         if inp.anchor_override is not None:
             anchor = inp.anchor_override or None  # NEW_ROOT forces a root
+        elif anchor is not None and state.graph.node(anchor).kind == NodeKind.ENV:
+            inp = self.pin_event(state, inp, anchor)
+            anchor = env_branch(state, anchor, inp.tasks.tasks)
         stack = self.stack_decision(state, inp, intent, anchor)
         if inp.routed is None:
+            # an ENV node stands for the branch its event belongs to
+            branch = {c.node_id: env_branch(state, c.node_id, inp.tasks.tasks) for c in decision.candidates
+                      if c.node_id in state.graph and state.graph.node(c.node_id).kind == NodeKind.ENV}
             routed = RoutedShares() if inp.anchor_override is not None else routed_shares(
-                ((c.node_id, c.score) for c in decision.candidates if c.node_id in state.graph), anchor,
-                state.graph.root_of, self.router.weights.tau_new)
+                ((branch.get(c.node_id, c.node_id), c.score) for c in decision.candidates if c.node_id in state.graph),
+                anchor, state.graph.root_of, self.router.weights.tau_new)
             inp = replace(inp, routed=routed)
         # Popped subtasks stand in the context by their result only: their answers are not recalled.
         turns = [turn for t in popped(inp.tasks, stack) for turn in (t.turn_id, *t.runs) if turn in state.turns]
@@ -308,6 +318,15 @@ class ContextBuilder:
             inp = replace(inp, exclude_ids=(*inp.exclude_ids, *answers))
         return decision, anchor, stack, inp
 
+    def pin_event(self, state: SessionState, inp: BuildInputs, env_node: str) -> BuildInputs:
+        """The inputs of a build routed to an ENV node: the event's note pinned as evidence (a
+        third of the budget at most), kept out of recall (it is there already)."""
+        event_id = state.graph.node(env_node).ref_id or ""
+        note = state.notes[event_id]
+        item = Item(event_id, BlockType.EVIDENCE, clip(note.text, max(48, inp.budget // 3), self.counter),
+                    Priority.MUST, score=1.0, order=-1, evidence_ids=(event_id,))
+        return replace(inp, pinned=(*inp.pinned, item), exclude_ids=(*inp.exclude_ids, event_id))
+
     async def recall_and_tools(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
         timing: StageTiming, *, sources: BuildSources, vectors: Mapping[str, Sequence[float] | np.ndarray],
@@ -316,7 +335,7 @@ class ContextBuilder:
         """Recall (the index channels the sources recorded are used as observed, the others run;
         with the notes it read from other sessions) and the turn's tool round, run concurrently
         (``timing.tools_ms`` is the tools')."""
-        known_sem = query_cosines(inp.query_vector, vectors)
+        known_sem = query_cosines(inp.query_vector, {k: v for k, v in vectors.items() if k not in state.notes})
 
         async def run_recall() -> tuple[RecallResult, list[NoteView]]:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,

@@ -7,15 +7,16 @@ absent from the candidate, or names a task the candidate's branch does not belon
 input's place in the conversation says (``app.core.intent.dependence``, through
 ``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
 an answer that asked the user something replies to it (``reply``), an input opening a new topic
-or asking about a name a conversation never said leaves it (``shift``). Pure; it reads the input
-as plain values (the build passes its own, ``app.core.pipeline.builder``).
+or asking about a name a conversation never said leaves it (``shift``). The ENV nodes of the
+latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``). Pure; it reads
+the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,9 +32,10 @@ from app.core.routing.anchor import (
     mentioned_names,
     recency_by_time,
 )
+from app.core.routing.env_anchor import env_branch, env_nodes
 from app.core.routing.reference import Referent, refer, unsaid_share
-from app.core.session.state import SessionState
-from app.core.types import NodeKind
+from app.core.session.state import NoteView, SessionState
+from app.core.types import NodeKind, Task
 
 
 def _iso_seconds(at: str) -> float:
@@ -147,15 +149,15 @@ def anchor_candidates(
     overrides: Sequence[tuple[str, str]] = (), exclude_ids: Sequence[str] = (),
     task_of_turn: Mapping[str, str] | None = None, intent_entities: Sequence[str] = (),
     intent_target: str | None = None, candidate_turns: int = 12, place: Place | None = None,
+    tasks: Sequence[Task] = (),
 ) -> list[AnchorCandidate]:
-    """Branch frontiers plus the most recent turns (none whose messages the input excludes: a
-    version the user put away, or what continues it), with their routing features (the
-    conflict feature: ``routing.anchor.conflict``, with the input's target task).
+    """Branch frontiers, the most recent turns (none whose messages the input excludes: a version put
+    away, or what continues it) and ENV nodes, with their features (conflict: ``routing.anchor.conflict``).
 
     ``text``/``at``/``query_vector``: the input; ``focus_node`` the node the user works on and
     ``focus_chosen`` whether they chose it; ``overrides`` (earlier input text, node chosen by the
-    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task;
-    ``place``: what the intent read of the input's place in the conversation."""
+    user); ``task_of_turn`` (turn id → the task it made) is read when the input targets a task,
+    ``tasks`` when an env event went to one; ``place``: the intent's reading of the input's place."""
     excluded = set(exclude_ids)  # e.g. versions the user put away, with what continues them
     nodes = [n for n in _candidate_nodes(state, candidate_turns)
              if (mids := state.turn_messages(n)) and not excluded.intersection(mids)]
@@ -170,7 +172,8 @@ def anchor_candidates(
     # Entities the input itself names (not inherited from earlier turns), minus people's names.
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
-    referent = refer(state, nodes, text, sems) if place is not None else Referent()
+    env = _env_of(state, candidate_turns, excluded, tasks)
+    referent = _env_referent(state, refer(state, nodes, text, sems), env) if place is not None else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:
@@ -199,5 +202,55 @@ def anchor_candidates(
                 },
             )
         )
+    return out + _env_candidates(state, env, vectors, q, now, topical, place, referent)
+
+
+#: ENV candidates: (ENV node, its event's note, the tree of the branch it belongs to).
+EnvCandidates = Sequence[tuple[str, NoteView, str]]
+
+
+def _env_of(state: SessionState, limit: int, excluded: set[str], tasks: Sequence[Task]) -> EnvCandidates:
+    """The ENV candidates (``env_nodes``) with the tree of the branch each belongs to."""
+    return [(node, note, state.graph.root_of(env_branch(state, node, tasks)))
+            for node, note in env_nodes(state, limit, excluded)]
+
+
+def _since_latest_turn(state: SessionState, note: NoteView) -> bool:
+    """Whether the session got the event after the latest message: nothing was said since."""
+    return not state.order or _iso_seconds(note.added_at) > _iso_seconds(state.messages[state.order[-1]].at)
+
+
+def _env_referent(state: SessionState, referent: Referent, env: EnvCandidates) -> Referent:
+    """A follow-up refers to the latest thing on the tree it continues: an env event routed to that
+    tree after its latest turn (the latest such), else the turn ``refer`` found."""
+    if referent.node is None or not env:
+        return referent
+    tree = state.graph.root_of(referent.node)
+    mids = state.turn_messages(referent.node)
+    said = _iso_seconds(state.messages[mids[-1]].at) if mids else 0.0
+    newer = [node for node, note, root in env if root == tree and _iso_seconds(note.added_at) > said]
+    return replace(referent, node=newer[-1]) if newer else referent
+
+
+def _env_candidates(state: SessionState, env: EnvCandidates, vectors: Mapping[str, Sequence[float] | np.ndarray],
+                    query: Sequence[float] | None, now: float, topical: Sequence[str], place: Place,
+                    referent: Referent) -> list[AnchorCandidate]:
+    """The ENV nodes of the latest env events as candidates, grouped by the tree of the branch they
+    belong to: meaning (the event's indexed vector), the names the input shares with its label and
+    note, the recency of the event's time, focus while nothing was said since the session got it
+    (it is the newest thing, as a branch tip is), and what the input's place in the conversation
+    says of it (a follow-up refers to it: ``_env_referent``)."""
+    out = []
+    for node_id, note, tree in env:
+        label = state.graph.node(node_id).label
+        task = len(_names_in(topical, [label, note.text])) / len(topical) if topical else 0.0
+        age = max(0.0, now - _iso_seconds(note.at))
+        out.append(AnchorCandidate(node_id=node_id, group=tree, features={
+            Feature.SEM: round(_meaning(query, vectors, [note.note_id]), 6),
+            Feature.TASK: round(task, 6),
+            Feature.RECENCY: round(recency_by_time(age, 1800.0), 6),
+            Feature.FOCUS: 0.5 if _since_latest_turn(state, note) else 0.0,
+            **_place_features(node_id, tree, place, referent, 0.0),
+        }))
     return out
 
