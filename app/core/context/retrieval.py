@@ -139,12 +139,17 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     kinds = _memory_kinds(state, req)
     if not size or not kinds:
         return []
-    if "env" not in kinds and not any(n.kind == "memory" for n in state.notes.values()):
-        return []  # only memories the state holds are recalled (``_recallable_memory``): none to find
-    dated = req.index_range()
-    hits = [] if "memory" not in kinds else await run_blocking(
-        search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
     changed = {n.key for n in state.notes.values() if n.key and n.valid_to and n.kind == "memory"}
+    # Only memories the state holds are recalled, and of those only the recallable ones: with none
+    # (a session whose memories all restate its own turns) the search could only find what is
+    # dropped, and would still hold an index thread beside the vector and full-text queries.
+    memories = "memory" in kinds and any(
+        _recallable_memory(state, n.note_id, changed) for n in state.notes.values() if n.kind == "memory")
+    if "env" not in kinds and not memories:
+        return []
+    dated = req.index_range()
+    hits = [] if not memories else await run_blocking(
+        search.search_vector, query_vector, 2 * size, kinds=["memory"], **dated)
     hits = [(i, s) for i, s in hits if _recallable_memory(state, i, changed)][:size]
     if "env" in kinds:
         hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
@@ -199,7 +204,9 @@ class _Pool:
     def candidate(self, item: str) -> Candidate:
         if item not in self.candidates:
             kind = "message" if item in self.state.messages else self.state.notes[item].kind
-            self.candidates[item] = Candidate.model_construct(id=item, kind=kind)  # unchecked: hundreds a build
+            # validated, not model_construct: pydantic's model_construct inspects the default factory's
+            # signature on every call (10x slower; a build makes hundreds)
+            self.candidates[item] = Candidate(id=item, kind=kind)
         return self.candidates[item]
 
     def add_run(self, run: ChannelRun) -> None:
@@ -209,7 +216,7 @@ class _Pool:
             if not self.known(item) or item in scores:
                 continue
             scores[item] = score
-            hit = ChannelHit.model_construct(rank=rank, score=round(float(score), 6))  # unchecked: hundreds a build
+            hit = ChannelHit(rank=rank, score=round(float(score), 6))  # validated is faster than model_construct here
             self.candidate(item).channels[run.channel] = hit
         self.per_channel[run.channel] = scores
 

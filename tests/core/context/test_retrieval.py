@@ -397,3 +397,32 @@ def test_neighbours_too_far_below_the_best_are_counted_not_listed() -> None:
     assert {"m1", "m2"} <= listed.keys()  # hits are listed whatever their grade
     assert result.gate.graded == len(listed)  # every listed candidate was graded, the unlisted one is not counted
     assert result.kept_ids()[0] == "m0"
+
+
+def test_the_memory_channel_searches_only_when_a_memory_could_be_recalled() -> None:
+    """A memory restating this session's own turn is never recalled (its turn is): with only such
+    memories the channel does not search at all; a memory from another session is searched for."""
+    asked: list[tuple] = []
+
+    class Index:
+        def search_vector(self, query, k=10, **kw):  # type: ignore[no-untyped-def]
+            asked.append((k, kw.get("kinds")))
+            return [("own", 0.9), ("theirs", 0.8)]
+
+        def search_text(self, query, k=10, **_kw):  # type: ignore[no-untyped-def]
+            return []
+
+    async def run_blocking(fn, *args, **kw):  # type: ignore[no-untyped-def]
+        return fn(*args, **kw)
+
+    def memory_hits(state: SessionState) -> list[str]:
+        req = RecallRequest(query="the plan", channel_sizes={"memory": 3}, top_k=5)
+        result, _ = asyncio.run(recall(state, req, query_vector=[0.1, 0.2], search=Index(), run_blocking=run_blocking))
+        return [i for i, _ in next(r for r in result.channels if r.channel == "memory").hits]
+
+    state = _state()
+    state.add_note(NoteView("own", "memory", "Ana has an old plan", "2024-01-01T10:00:00", source_ids=("m0",)))
+    assert memory_hits(state) == [] and asked == []
+    state.add_note(NoteView("theirs", "memory", "Ben's plan is new", "2024-01-02T10:00:00", origin="Other",
+                            source_ids=("x9",)))
+    assert memory_hits(state) == ["theirs"] and asked == [(6, ["memory"])]
