@@ -10,7 +10,7 @@ talking about"). The follow-up continues that tree's latest candidate node. ``Re
 names the question an input that opens with a statement replies to (the ``reply`` feature,
 ``answered``): the one of the conversation its words point to (a return names its topic); else,
 when the latest answer asked the user something, the waiting question closest in meaning — the
-latest on a tie.
+latest unless another is clearly closer (``SAME_MEANING``).
 
 The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
 conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
