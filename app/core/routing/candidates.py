@@ -6,7 +6,8 @@ focus, the user's earlier overrides, addressing, the conflict feature (the input
 absent from the candidate, or names a task the candidate's branch does not belong to), and what the
 input's place in the conversation says (``app.core.intent.dependence``, through
 ``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
-an answer that asked the user something replies to it (``reply``), an input opening a new topic
+an answer that asked the user something replies to the question it answers (``reply``; an
+opening — a greeting, an announced change of subject — replies to none), an input opening a new topic
 or asking about a name a conversation never said leaves it (``shift``). The ENV nodes of the
 latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``). Pure; it reads
 the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
@@ -91,7 +92,7 @@ class Place:
 
     follow_up: float = 0.0
     topic_shift: float = 0.0
-    # It opens with a statement, not a question: the reply to a question the latest answer asked;
+    # It opens with a statement, not a question: the reply to a question an answer asked;
     # it adds to a conversation rather than asks about a subject (``unsaid`` weighs a question only).
     statement: bool = False
 
@@ -104,7 +105,7 @@ def _place_features(node_id: str, tree: str, place: Place, referent: Referent, u
     out: dict[str, float] = {}
     if place.follow_up > 0 and node_id == referent.node:
         out[Feature.FOLLOW] = round(place.follow_up, 6)
-    if place.statement and node_id == referent.asked:
+    if place.statement and not place.topic_shift and node_id == referent.asked:  # an opening replies to nothing
         out[Feature.REPLY] = 1.0
     asked_about = 0.0 if place.statement else unsaid * (1.0 - place.follow_up)
     shift = max(place.topic_shift if tree not in referent.pointed else 0.0, asked_about)

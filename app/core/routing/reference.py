@@ -4,10 +4,13 @@ A follow-up leans on what came before (``app.core.intent.dependence``). Among th
 candidates, grouped by branch tree (a conversation), ``refer`` finds the one it continues: the
 tree whose own words it repeats — content words said on that tree's recent chain and on no other
 candidate tree's, a fair share of the input's own (``POINTING``) — and when none or several do, or
-when it opens with a response token ("Thanks! …": it reacts to what was just said), the tree of the
-most recent turn ("the one we were just talking about"). The follow-up continues that tree's latest
-candidate node. When the latest answer asked the user a question, ``Referent.asked`` names it: an
-input that opens with a statement is the reply it waits for (the ``reply`` feature).
+when it opens with a response token ("Thanks! …": it reacts to what was just said) and some of its
+words are the latest conversation's, the tree of the most recent turn ("the one we were just
+talking about"). The follow-up continues that tree's latest candidate node. ``Referent.asked``
+names the question an input that opens with a statement replies to (the ``reply`` feature,
+``answered``): the one of the conversation its words point to (a return names its topic); else,
+when the latest answer asked the user something, the waiting question closest in meaning — the
+latest unless another is clearly closer (``SAME_MEANING``).
 
 The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
 conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
@@ -33,16 +36,21 @@ CHAIN_TURNS = 12
 #: The share of an input's own content words a conversation must have said (and no other) for the
 #: input to point to it.
 POINTING = 0.25
+#: Closenesses in meaning nearer than this are a tie (the size of the anchor router's own ambiguity
+#: margin, ``SESSION_DEFAULT.delta``): a waiting question must be that much closer to a reply than
+#: the question just asked to take it.
+SAME_MEANING = 0.05
 
 
 @dataclass(frozen=True)
 class Referent:
     """``node``: the candidate a dependent input continues (None without candidates); ``pointed``:
-    the trees (root node ids) whose own words the input repeats."""
+    the trees (root node ids) whose own words the input repeats; ``asked``: the candidate whose
+    answer's question the input replies to, if it opens with a statement (``answered``)."""
 
     node: str | None = None
     pointed: frozenset[str] = frozenset()
-    asked: str | None = None  # the latest candidate, when its answer asks the user a question
+    asked: str | None = None
 
 
 def _order(state: SessionState, node_id: str) -> int:
@@ -95,10 +103,35 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     trees = pointed(shared, len(own_words(text)), state.graph.root_of(latest), meaning)
     best = max(trees.values(), default=0)
     leaders = [tree for tree, count in trees.items() if count == best]
-    node = tips[leaders[0]] if len(leaders) == 1 and not responds(text) else latest
-    mids = state.turn_messages(latest)
-    asked = latest if mids and mids[-1] in state.messages and asks(state.messages[mids[-1]].text) else None
-    return Referent(node=node, pointed=frozenset(trees), asked=asked)
+    # A response token reacts to what was just said, unless none of the input's words are the latest
+    # conversation's ("Sure thing! Can't wait to see your pottery": the offer made on another one).
+    reacts = responds(text) and shared.get(state.graph.root_of(latest), 0) > 0
+    node = tips[leaders[0]] if len(leaders) == 1 and not reacts else latest
+    waiting = {tree: tip for tree, tip in tips.items() if _asks(state, tip)}
+    return Referent(node=node, pointed=frozenset(trees), asked=answered(waiting, state.graph.root_of(node),
+                                                                        frozenset(trees), latest, sem))
+
+
+def _asks(state: SessionState, node_id: str) -> bool:
+    """Whether the turn of ``node_id`` ends with an answer that asks the user something."""
+    mids = state.turn_messages(node_id)
+    return bool(mids) and mids[-1] in state.messages and asks(state.messages[mids[-1]].text)
+
+
+def answered(waiting: Mapping[str, str], referred: str, pointed_to: frozenset[str], latest: str,
+             sem: Mapping[str, float]) -> str | None:
+    """The question a statement replies to, given the conversations ``waiting`` on one (tree → its
+    tip, whose answer asked), the tree it ``referred`` to, the trees its words ``pointed_to``, the
+    ``latest`` candidate and each candidate's closeness in ``sem``: the question of the conversation
+    its words point to; else, when the latest answer asked, the waiting question closest in meaning
+    to it (a reply is about what it answers; the latest within ``SAME_MEANING``: "the question just
+    asked"); else none (an answer that asked nothing waits for no reply)."""
+    if referred in waiting and referred in pointed_to:
+        return waiting[referred]
+    if latest not in waiting.values():
+        return None
+    return max(waiting.values(),
+               key=lambda tip: (sem.get(tip, 0.0) + (SAME_MEANING if tip == latest else 0.0), tip == latest))
 
 
 def unsaid_share(state: SessionState, node_id: str, names: Sequence[str], own: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.core.routing.anchor import SESSION_DEFAULT, AnchorRouter, Feature
 from app.core.routing.candidates import Place, anchor_candidates
-from app.core.routing.reference import pointed, refer
+from app.core.routing.reference import answered, pointed, refer
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, EdgeKind, GraphEdge, GraphNode, Message, NodeKind, Role
 
@@ -20,12 +20,14 @@ TURNS = [
 ]
 
 
-def _session(last_answer: str | None = None) -> tuple[SessionState, dict[str, str]]:
+def _session(last_answer: str | None = None, answers: dict[str, str] | None = None) -> tuple[SessionState, dict[str, str]]:
     """A session of the three conversations, each a root (``last_answer``: the latest one's answer
-    instead of its own); conversation → its turn's node."""
+    instead of its own; ``answers``: conversation → its answer instead of its own); conversation →
+    its turn's node."""
     state = SessionState("s")
     nodes: dict[str, str] = {}
     turns = TURNS if last_answer is None else [*TURNS[:-1], (*TURNS[-1][:2], last_answer)]
+    turns = [(name, said, (answers or {}).get(name, answer)) for name, said, answer in turns]
     for i, (name, said, answer) in enumerate(turns):
         at = f"2024-01-01T10:0{i}:00"
         state.add_message(Message(message_id=f"u{i}", turn_id=f"t{i}", role=Role.USER, content=said, at=at,
@@ -142,9 +144,62 @@ def test_a_statement_after_an_answer_that_asked_replies_to_it_and_thanks_react_t
     plain, _ = _session("Here is the draft.")
     _, features = _route(plain, "I think the deposit can wait.", Place(statement=True))
     assert all(Feature.REPLY not in f for f in features.values())
-    # "Thanks! …" reacts to what was just said, even when its words name another conversation
-    assert refer(state, list(nodes.values()), "Thanks! The rail pass and the shinkansen sound good", {}).node == nodes["email"]
-    assert refer(state, list(nodes.values()), "The rail pass and the shinkansen sound good", {}).node == nodes["kyoto"]
+    # "Thanks! …" reacts to what was just said when its words speak of it too, even when more of them
+    # name another conversation; when they speak only of another one, it reacts to that one
+    thanks = "Thanks! The deposit can wait; the rail pass and the shinkansen sound good"
+    assert refer(state, list(nodes.values()), thanks, {}).node == nodes["email"]
+    for text in ("Thanks! The rail pass and the shinkansen sound good", "The rail pass and the shinkansen sound good"):
+        assert refer(state, list(nodes.values()), text, {}).node == nodes["kyoto"], text
+
+
+#: Both the Kyoto trip's answer and the email's (the latest) end with a question to the user.
+WAITING = {"kyoto": "About 450 km; two hours by shinkansen. Do you want the rail pass?",
+           "email": "Here is the draft. Should I mention the deposit too?"}
+
+
+def test_a_return_that_names_its_conversation_replies_to_its_question_not_the_latest() -> None:
+    state, nodes = _session(answers=WAITING)
+    text = "The rail pass, yes: the shinkansen both ways."
+    referent = refer(state, list(nodes.values()), text, {})
+    assert referent.node == referent.asked == nodes["kyoto"]
+    anchor, features = _route(state, text, Place(follow_up=0.3, statement=True))
+    assert features[nodes["kyoto"]][Feature.REPLY] == 1.0
+    assert Feature.REPLY not in features[nodes["email"]]
+    assert anchor == nodes["kyoto"]
+    # words that point to the latest conversation keep the reply there
+    assert refer(state, list(nodes.values()), "The deposit, yes: mention it.", {}).asked == nodes["email"]
+
+
+def test_a_reply_naming_nothing_answers_the_waiting_question_closest_in_meaning() -> None:
+    state, nodes = _session(answers=WAITING)
+    every = list(nodes.values())
+    text = "Yes, I think so, both ways would be best."  # its words name neither conversation
+    assert refer(state, every, text, {}).asked == nodes["email"]  # a tie: the question just asked
+    assert refer(state, every, text, {nodes["kyoto"]: 0.33, nodes["email"]: 0.3}).asked == nodes["email"]
+    closer = {nodes["kyoto"]: 0.6, nodes["email"]: 0.3, nodes["python"]: 0.9}
+    assert refer(state, every, text, closer).asked == nodes["kyoto"]  # python asked nothing
+    # an answer that asked nothing waits for no reply: an older question is replied to only by name
+    older, nodes = _session(answers={"kyoto": WAITING["kyoto"]})
+    every = list(nodes.values())
+    assert refer(older, every, text, closer).asked is None
+    assert refer(older, every, "The rail pass, yes: the shinkansen both ways.", {}).asked == nodes["kyoto"]
+
+
+def test_an_opening_replies_to_no_question() -> None:
+    state, nodes = _session("Here is the draft. Should I mention the deposit too?")
+    _, features = _route(state, "Hey! Long time no see, lots has happened.", Place(statement=True, topic_shift=0.6))
+    assert all(Feature.REPLY not in f for f in features.values())
+    assert all(f[Feature.SHIFT] == 0.6 for f in features.values())
+
+
+def test_answered_prefers_the_named_conversation_then_clearly_closer_meaning_then_the_latest() -> None:
+    waiting = {"k": "k1", "e": "e1"}
+    assert answered(waiting, "k", frozenset({"k"}), "e1", {"e1": 0.9}) == "k1"
+    assert answered(waiting, "e", frozenset(), "e1", {"k1": 0.5, "e1": 0.4}) == "k1"
+    assert answered(waiting, "e", frozenset(), "e1", {"k1": 0.4, "e1": 0.4}) == "e1"
+    assert answered(waiting, "e", frozenset(), "e1", {"k1": 0.44, "e1": 0.4}) == "e1"  # within SAME_MEANING
+    assert answered({"k": "k1"}, "e", frozenset(), "e1", {"k1": 0.9}) is None
+    assert answered({}, "e", frozenset(), "e1", {}) is None
 
 
 def test_a_conversation_holding_a_document_may_have_said_the_name() -> None:
