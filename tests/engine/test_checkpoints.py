@@ -13,6 +13,8 @@ import pytest
 from app.core.engine.branches import BranchError
 from app.core.engine.facade import Engine
 from app.core.pipeline.detail import DetailAction
+from app.core.pipeline.record import TurnRecord
+from app.core.session.state import SessionState
 from app.core.tasks.restore import RESTORED_NOTE
 from app.core.types import TaskStatus
 from tests.conftest import EngineFactory
@@ -21,15 +23,24 @@ from tests.engine.agent_model import PLAN, AgentModel
 TASK = "Plan and draft the team offsite with numbered steps"
 
 
+async def _a_question_and_a_held_task(engine: Engine) -> tuple[SessionState, TurnRecord, TurnRecord, str]:
+    """A new session with a question answered, then a task planned and held before its steps run:
+    (the session's state, the question's record, the task turn's record, the task's id)."""
+    state = await engine.open_session(None)
+    sid = state.session_id
+    first = await engine.scheduler(sid).submit("Where should the team offsite be held?").done
+    handle = engine.run_task(sid, TASK, hold=True)
+    record = await handle.done
+    root_id = handle.task_id
+    assert first is not None and record is not None and root_id is not None
+    assert (await engine.wait_task(sid, root_id, timeout=60)).paused
+    return state, first, record, root_id
+
+
 def test_restore_starts_a_sibling_branch_with_the_task_stack_and_detail_kept(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None)
+        state, first, record, root_id = await _a_question_and_a_held_task(engine)
         sid = state.session_id
-        first = await engine.scheduler(sid).submit("Where should the team offsite be held?").done
-        handle = engine.run_task(sid, TASK, hold=True)
-        record = await handle.done
-        root_id = handle.task_id
-        assert root_id is not None and (await engine.wait_task(sid, root_id, timeout=60)).paused
         focused = await engine.detail(record.turn_id, DetailAction(kind="focus", node_id=first.node_id))
         mark = record.node_id
         await engine.checkpoint(sid, mark, "before the steps ran")
@@ -82,13 +93,8 @@ def test_restore_starts_a_sibling_branch_with_the_task_stack_and_detail_kept(mak
 
 def test_a_restored_branch_is_offered_the_summaries_its_checkpoint_kept(make_engine: EngineFactory) -> None:
     async def body(engine: Engine) -> None:
-        state = await engine.open_session(None)
+        state, first, record, root_id = await _a_question_and_a_held_task(engine)
         sid = state.session_id
-        first = await engine.scheduler(sid).submit("Where should the team offsite be held?").done
-        handle = engine.run_task(sid, TASK, hold=True)
-        record = await handle.done
-        root_id = handle.task_id
-        assert root_id is not None and (await engine.wait_task(sid, root_id, timeout=60)).paused
         await engine.summarize(sid)
         mark = record.node_id
         await engine.checkpoint(sid, mark)
