@@ -12,8 +12,8 @@ Five kinds of scenario, each in a fresh session of one engine, each over its own
   step streams — does the final result have the section (checked by rule: the added step's
   heading with text under it, or the section's words in the result)?
 - ``file``: a task that names a file, whose file changes while a step streams (an env event with
-  the new text) — does the change reach the task (its events and constraints) and its result
-  (the new figure in the result text)?
+  the new text) — is the event routed to the task (or its running step), does the change reach
+  the task (its events and constraints) and its result (the new figure in the result text)?
 - ``parallel``: two tasks at once and a question beside them — both complete, the question is
   answered, and the graph, the task stack and the replay agree.
 
@@ -171,7 +171,10 @@ async def _file(engine: Engine, n: int, folder: str) -> dict[str, Any]:
     routed = await engine.ingest_env(sid, [event])
     done = await _settle(engine, sid, root_id)
     result = await engine.task_result(sid, root_id)
-    return {"routed_to_task": bool(routed) and routed[0].task_id == root_id,
+    tasks = {t.task_id: t for t in await engine.list_tasks(sid)}
+    target = tasks.get(routed[0].task_id or "") if routed else None
+    # the task or one of its steps (a running step that names the file is the first target)
+    return {"routed_to_task": target is not None and root_id in (target.task_id, target.parent_task_id),
             "reached_task": event.event_id in done.events,
             "amended": any(c.startswith(f"{name} changed") for c in done.constraints),
             "in_result": figure in result, "completed": done.status == TaskStatus.COMPLETE,
@@ -258,6 +261,7 @@ def figures(scenarios: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "pause_kept_rate": _rate(of["pause"], "checkpoint_kept"),
         "resume_completed_rate": _rate(of["pause"], "completed"),
         "amend_rate": _rate(of["amend"], "present"),
+        "file_routed_rate": _rate(of["file"], "routed_to_task"),
         "file_reached_rate": _rate(of["file"], "amended"),
         "file_in_result_rate": _rate(of["file"], "in_result"),
         "parallel_consistent_rate": round(sum(1 for s in parallel if s.get("completed") and s.get("stack_ok")

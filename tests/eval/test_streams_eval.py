@@ -27,7 +27,7 @@ def test_every_scenario_kind_runs_and_the_report_has_its_figures(make_engine: En
     assert report["interrupt_answered_rate"] == report["task_completed_rate"] == 1.0
     assert report["amend_rate"] == report["resume_completed_rate"] == report["pause_kept_rate"] == 1.0, [
         s for s in report["scenarios"] if s["kind"] == "pause"]
-    assert report["file_reached_rate"] == report["file_in_result_rate"] == 1.0
+    assert report["file_routed_rate"] == report["file_reached_rate"] == report["file_in_result_rate"] == 1.0
     assert report["parallel_consistent_rate"] == report["replay_exact_rate"] == 1.0, [
         (s["kind"], s["replay"]) for s in report["scenarios"] if s["replay"]]
     json.dumps(report)
