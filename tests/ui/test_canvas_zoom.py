@@ -134,3 +134,15 @@ def test_titles_previews_badges_and_the_dark_theme_survive_a_restart(qtbot, aloo
     drive(aloop, until(lambda: all(c.status == "answered" for c in cards), 30, "the answered badges"))
     again.close()
     drive(aloop, until(lambda: again._shut, 30, "shutdown"))
+
+
+def test_a_narrow_block_shows_its_title_before_its_turn_count(qtbot) -> None:
+    from app.ui.canvas.blocks import TITLE_MIN, BlockText, ConversationBlockItem
+    from app.ui.canvas.style import CanvasStyle
+
+    block = ConversationBlockItem("r", CanvasStyle())
+    block.set_text_source(lambda: BlockText("Packing list for Lisbon", "", 2))
+    title, status = block._title_and_status(2000)
+    assert (title, status) == ("Packing list for Lisbon", "2 turns")  # room for both: both whole
+    title, status = block._title_and_status(TITLE_MIN * 0.8)  # at Fit, a two-turn cluster
+    assert status == "" and len(title) > 3 and title.startswith("Pack")  # the name, not "P…" and a count

@@ -21,6 +21,7 @@ from app.core.types import NodeKind
 from app.ui.canvas.style import BLOCK_SCALE, CanvasStyle
 
 PAD = 24.0  # the block reaches this far beyond its conversation's cells (over the channels' edges)
+TITLE_MIN = 120.0  # screen pixels of title kept beside the turn count before the count gives way
 
 
 @dataclass(frozen=True)
@@ -106,19 +107,33 @@ class ConversationBlockItem(QGraphicsItem):
         painter.save()
         painter.resetTransform()
         painter.setClipRect(screen)
-        title = s.metrics_label.elidedText(self.text.title, Qt.TextElideMode.ElideRight, screen.width() * 0.7)
+        title, status = self._title_and_status(screen.width())
         at = QPointF(screen.left(), screen.top() + s.metrics_label.ascent())
         painter.setFont(s.font_label)
         painter.setPen(s.muted_pen if self.folded else s.text_pen)
         painter.drawText(at, title)
-        painter.setFont(s.font_body)
-        painter.setPen(s.muted_pen)
-        painter.drawText(at + QPointF(s.metrics_label.horizontalAdvance(title) + 10, 0), self.text.status())
+        if status:
+            painter.setFont(s.font_body)
+            painter.setPen(s.muted_pen)
+            painter.drawText(at + QPointF(s.metrics_label.horizontalAdvance(title) + 10, 0), status)
         y = screen.top() + s.metrics_label.height() + 2
         if self.text.topics and y + s.metrics_body.height() <= screen.bottom() + 2:
             topics = s.metrics_body.elidedText(self.text.topics, Qt.TextElideMode.ElideRight, screen.width())
             painter.drawText(QPointF(screen.left(), y + s.metrics_body.ascent()), topics)
         painter.restore()
+
+    def _title_and_status(self, width: float) -> tuple[str, str]:
+        """The title and the turn count as they fit ``width`` pixels: both whole when they fit;
+        else the title elided beside the count while it keeps a readable part (``TITLE_MIN``
+        pixels, or all of it); else the title alone over the whole width (a narrow block at Fit
+        shows its name, not "P…" and a count)."""
+        s = self._style
+        status = self.text.status()
+        beside = width - s.metrics_body.horizontalAdvance(status) - 10
+        whole = s.metrics_label.horizontalAdvance(self.text.title)
+        if whole <= beside or beside >= min(whole, TITLE_MIN):
+            return s.metrics_label.elidedText(self.text.title, Qt.TextElideMode.ElideRight, beside), status
+        return s.metrics_label.elidedText(self.text.title, Qt.TextElideMode.ElideRight, width), ""
 
     def apply_style(self, style: CanvasStyle) -> None:
         self._style = style
