@@ -101,6 +101,8 @@ class Place:
     # It opens with a statement, not a question: the reply to a question an answer asked;
     # it adds to a conversation rather than asks about a subject (``unsaid`` weighs a question only).
     statement: bool = False
+    # It asks for work ("Add a paragraph on parking"): after a yes/no offer it says what to do instead.
+    request: bool = False
 
 
 def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
@@ -183,7 +185,7 @@ def anchor_candidates(
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
     env = _env_of(state, candidate_turns, excluded, tasks)
-    referent = _env_referent(state, refer(state, nodes, text, sems), env) if place is not None else Referent()
+    referent = _env_referent(state, refer(state, nodes, text, sems, request=place.request), env) if place is not None else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:

@@ -12,7 +12,8 @@ names the question an input that opens with a statement replies to (the ``reply`
 when the latest answer asked the user something, the waiting question closest in meaning — the
 latest unless another is clearly closer (``SAME_MEANING``). A yes/no question waits only for a
 statement that takes it up (``takes_up``: a position on it, its auxiliary echoed, its words) or
-names its conversation; when the latest answer asked one and the input does neither,
+names its conversation (a request for work takes it up too: it says what to do instead); when
+the latest answer asked one and the input does none of that,
 ``Referent.ignored`` names that conversation: the input has left the exchange (the ``shift``
 feature, ``routing.candidates``).
 
@@ -93,9 +94,11 @@ def pointed(shared: Mapping[str, int], own: int, latest: str, meaning: Mapping[s
                 n > shared.get(latest, 0) and meaning.get(tree, 0.0) >= meaning.get(latest, 0.0)))}
 
 
-def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float]) -> Referent:
+def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float], *,
+          request: bool = False) -> Referent:
     """The referent of ``text`` among the candidate ``nodes``, ``sem`` their closeness in meaning
-    to it (see the module doc)."""
+    to it (see the module doc); a ``request`` (the input asks for work) takes up a yes/no question
+    by saying what to do."""
     if not nodes:
         return Referent()
     order = {n: _order(state, n) for n in nodes}
@@ -115,7 +118,7 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     reacts = responds(text) and shared.get(state.graph.root_of(latest), 0) > 0
     node = tips[leaders[0]] if len(leaders) == 1 and not reacts else latest
     questions = {tree: question for tree, tip in tips.items() if (question := _question(state, tip))}
-    waiting = {tree: tips[tree] for tree, question in questions.items() if tree in trees or takes_up(text, question)}
+    waiting = {tree: tips[tree] for tree, question in questions.items() if request or tree in trees or takes_up(text, question)}
     ignored = state.graph.root_of(latest)
     return Referent(node=node, pointed=frozenset(trees), asked=answered(waiting, state.graph.root_of(node),
                                                                         frozenset(trees), latest, sem),

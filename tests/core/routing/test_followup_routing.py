@@ -250,6 +250,9 @@ def test_only_a_statement_that_does_not_lean_on_the_question_leaves_it() -> None
     for place in (Place(statement=False), Place(statement=True, follow_up=0.3)):
         _, features = _route(state, news, place)
         assert all(Feature.SHIFT not in f for f in features.values()), place
+    # a request for work after a yes/no offer says what to do instead: it replies to it
+    _, features = _route(state, "Add a paragraph about the parking space.", Place(statement=True, request=True))
+    assert features[nodes["email"]][Feature.REPLY] == 1.0 and Feature.SHIFT not in features[nodes["email"]]
     # an open question takes any statement for its answer; its words pointing to the email keep it there
     for last, text in [("Here is the draft. What else should it say?", news),
                        ("Here is the draft. Should I mention it?", "Add that the landlord must fix the heating.")]:
