@@ -232,4 +232,3 @@ def takes_up(text: str, question: str) -> bool:
     return (responds(t) or _POLARITY_RE.match(t) is not None
             or _ECHO_RE[_FAMILY[polar[1].lower()]].search(first) is not None
             or bool(set(own_words(t)) & set(own_words(question))))
-

@@ -9,9 +9,9 @@ input's place in the conversation says (``app.core.intent.dependence``, through
 an answer that asked the user something replies to the question it answers (``reply``; an
 opening — a greeting, an announced change of subject — replies to none), an input opening a new topic
 or asking about a name a conversation never said leaves it (``shift``), and so does a statement
-that leaves the yes/no question the latest answer asked unanswered without leaning on it. The ENV nodes of the
-latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``). Pure; it reads
-the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
+that leaves the yes/no question the latest answer asked unanswered without leaning on it. The ENV
+nodes of the latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``).
+Pure; it reads the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def anchor_candidates(
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
     env = _env_of(state, candidate_turns, excluded, tasks)
-    referent = _env_referent(state, refer(state, nodes, text, sems, request=place.request), env) if place is not None else Referent()
+    referent = _env_referent(state, refer(state, nodes, text, sems, request=place.request), env) if place else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:

@@ -118,7 +118,8 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     reacts = responds(text) and shared.get(state.graph.root_of(latest), 0) > 0
     node = tips[leaders[0]] if len(leaders) == 1 and not reacts else latest
     questions = {tree: question for tree, tip in tips.items() if (question := _question(state, tip))}
-    waiting = {tree: tips[tree] for tree, question in questions.items() if request or tree in trees or takes_up(text, question)}
+    waiting = {tree: tips[tree] for tree, question in questions.items()
+               if request or tree in trees or takes_up(text, question)}
     ignored = state.graph.root_of(latest)
     return Referent(node=node, pointed=frozenset(trees), asked=answered(waiting, state.graph.root_of(node),
                                                                         frozenset(trees), latest, sem),
