@@ -21,7 +21,10 @@ They combine as independent evidence (``1 − Π(1 − s)``); a long input with 
 its own can stand alone, so its score is damped. ``topic_shift`` reads the opposite: a greeting or an
 opening formula ("how are you", "long time no see"), or an announced change of subject ("by the
 way, …", "new question: …", "unrelated, but …") opens something new. Anchor routing turns both into features of the candidates (the ``follow`` and
-``shift`` features, ``app.core.routing.candidates``). Pure and deterministic.
+``shift`` features, ``app.core.routing.candidates``). ``takes_up`` tells whether a statement
+answers the question an answer ended with: an open question takes any statement, a yes/no question
+waits for a position on it (a response token, a polarity word, its auxiliary echoed — "I haven't",
+"It was" — or its words repeated). Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ def _rx(pattern: str) -> re.Pattern[str]:
 RESPONSE, CONNECTIVE, REFERENCE, ELLIPSIS, RELATIONAL, SELECTION = 0.5, 0.6, 0.35, 0.5, 0.25, 0.3
 FEW_WORDS = {0: 0.4, 1: 0.35, 2: 0.3, 3: 0.15, 4: 0.05}
 GREETING, ANNOUNCED = 0.6, 0.8
+#: A yes/no question put to the user and left unanswered by a statement that does not lean on it:
+#: the user has left that exchange (weaker evidence of a new topic than a greeting).
+UNANSWERED = 0.4
 #: Past this many content words of its own an input carries its subject in its words (its meaning
 #: speaks for it): what it says of its place in the conversation weighs less.
 OWN_LONG = 8
@@ -96,6 +102,24 @@ _ANNOUNCED_RE = _rx(r"\b(?:by the way|btw|on (?:a|another) (?:different |separat
                     r"task|subject)|another (?:question|topic|thing)|different (?:question|topic|subject)|"
                     r"unrelated(?: question)?|changing the subject|change of (?:subject|topic)|switching gears|"
                     r"quick question|separate question|something (?:else|different))\b")
+
+# A yes/no question opens with an auxiliary or a modal, at most after a connective ("Have you tried
+# it yet?", "So, do you have any goals?"); the family of that auxiliary is what its answer echoes.
+_AUXILIARIES = {"do": "do does did don't doesn't didn't", "have": "have has had haven't hasn't hadn't",
+                "be": "is are was were am isn't aren't wasn't weren't", "can": "can could can't cannot couldn't",
+                "will": "will would won't wouldn't", "shall": "shall should shouldn't", "may": "may might",
+                "must": "must mustn't"}
+_FAMILY = {form: family for family, forms in _AUXILIARIES.items() for form in forms.split()}
+_POLAR_RE = _rx(r"^\W*(?:(?:so|and|but|also|well|ok|okay|by the way|btw)\W+)?(" + "|".join(_FAMILY) + r")(?!\w)")
+# How an answer echoes a yes/no question's auxiliary ("Have you…?" "I haven't…", "I've…"; "Was it…?"
+# "It was…"): one of its forms, or its contraction.
+_CONTRACTED_AUX = {"have": "ve", "be": "m|re|s", "will": "ll", "shall": "ll"}
+_ECHO_RE = {family: _rx(r"\b(?:" + "|".join(forms.split()) + r")(?!\w)"
+                        + (r"|\w'(?:" + _CONTRACTED_AUX[family] + r")\b" if family in _CONTRACTED_AUX else ""))
+            for family, forms in _AUXILIARIES.items()}
+# The words that take a position on a yes/no question ("Not yet", "Never", "Definitely!").
+_POLARITY_RE = _rx(r"^\W*(?:\w+\W+){0,2}?(?:not|never|definitely|absolutely|certainly|maybe|probably|perhaps|"
+                   r"of course)\b")
 
 # A function word contracted ("what's", "where's", "there'll"): as empty as the word itself (the
 # house tokenizer keeps contractions whole, and the light stemmer makes "what'" of "what's").
@@ -187,3 +211,24 @@ def read_dependence(text: str) -> Dependence:
     shift = ANNOUNCED if _ANNOUNCED_RE.search(head) else GREETING if opening else 0.0
     return Dependence(score=round((1.0 - remaining) * damp, 4), topic_shift=shift,
                       cues=tuple(name for name, _ in found))
+
+
+def last_question(text: str) -> str | None:
+    """The last sentence of ``text`` that asks something, or None."""
+    asked = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.rstrip(")\"'\u201d").endswith("?")]
+    return asked[-1] if asked else None
+
+
+def takes_up(text: str, question: str) -> bool:
+    """Whether ``text`` answers ``question`` as far as its form tells. An open question ("What's new
+    with you?") takes any statement for an answer; a yes/no one ("Have you tried it yet?") waits for
+    a position on it: a response token or a polarity word in the first words ("Yes", "Not yet"),
+    its auxiliary echoed there ("I haven't…", "It was…"), or some of its own words repeated."""
+    polar = _POLAR_RE.match(question)
+    if polar is None:
+        return True
+    t = " ".join(text.replace("\u2019", "'").split())
+    first = _head(re.split(r"(?<=[.!?])\s+", t, maxsplit=1)[0], 6)
+    return (responds(t) or _POLARITY_RE.match(t) is not None
+            or _ECHO_RE[_FAMILY[polar[1].lower()]].search(first) is not None
+            or bool(set(own_words(t)) & set(own_words(question))))

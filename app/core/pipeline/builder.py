@@ -34,7 +34,7 @@ from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, 
 from app.core.context.sections.tools import clip
 from app.core.intent.dependence import states
 from app.core.intent.engine import IntentEngine
-from app.core.intent.model import Intent, IntentContext, RecentTurn, RunningTask
+from app.core.intent.model import Intent, IntentContext, Mode, RecentTurn, RunningTask
 from app.core.pipeline.record import BuildRecord, StageTiming
 from app.core.pipeline.sources import BuildInputs, BuildRequest, BuildSources, ToolStep
 from app.core.pipeline.summary_items import history, recorded_offer
@@ -136,7 +136,8 @@ class ContextBuilder:
         entities, target task and reading of the input's place in the conversation among them)."""
         target = intent.hint("target_task")
         task_of_turn = {t.turn_id: t.task_id for t in inp.tasks.tasks if t.turn_id is not None} if target else {}
-        place = Place(follow_up=intent.dependence, topic_shift=intent.topic_shift, statement=states(inp.text))
+        place = Place(follow_up=intent.dependence, topic_shift=intent.topic_shift, statement=states(inp.text),
+                      request=intent.mode == Mode.TASK)
         return anchor_candidates(state, vectors, text=inp.text, at=inp.at, query_vector=inp.query_vector,
                                  focus_node=inp.focus_node, focus_chosen=inp.focus_chosen, overrides=inp.overrides,
                                  exclude_ids=inp.exclude_ids, task_of_turn=task_of_turn,

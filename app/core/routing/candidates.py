@@ -8,9 +8,10 @@ input's place in the conversation says (``app.core.intent.dependence``, through
 ``routing.reference``): a follow-up continues what it refers to (``follow``), a statement after
 an answer that asked the user something replies to the question it answers (``reply``; an
 opening — a greeting, an announced change of subject — replies to none), an input opening a new topic
-or asking about a name a conversation never said leaves it (``shift``). The ENV nodes of the
-latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``). Pure; it reads
-the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
+or asking about a name a conversation never said leaves it (``shift``), and so does a statement
+that leaves the yes/no question the latest answer asked unanswered without leaning on it. The ENV
+nodes of the latest env events are candidates too (``routing.env_anchor``; ``_env_candidates``).
+Pure; it reads the input as plain values (the build passes its own, ``app.core.pipeline.builder``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from app.core.intent.dependence import own_words
+from app.core.intent.dependence import UNANSWERED, own_words
 from app.core.routing.anchor import (
     AnchorCandidate,
     Feature,
@@ -85,6 +86,11 @@ def _meaning(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float
     return max(0.0, min(1.0, max(sims))) if sims else 0.0
 
 
+#: Dependence from which an input leans on what came before: a statement that does is no sign of
+#: having left a yes/no question unanswered (one reference cue in a short input is about this much).
+LEANS = 0.25
+
+
 @dataclass(frozen=True)
 class Place:
     """What the input says of its place in the conversation (the intent's reading): how much it
@@ -95,20 +101,25 @@ class Place:
     # It opens with a statement, not a question: the reply to a question an answer asked;
     # it adds to a conversation rather than asks about a subject (``unsaid`` weighs a question only).
     statement: bool = False
+    # It asks for work ("Add a paragraph on parking"): after a yes/no offer it says what to do instead.
+    request: bool = False
 
 
 def _place_features(node_id: str, tree: str, place: Place, referent: Referent, unsaid: float) -> dict[str, float]:
     """The ``follow``, ``reply`` and ``shift`` features of a candidate (only those not 0). ``shift``:
     the input opens a new topic and names nothing of this tree, or (``unsaid``, the share of its
     subject this conversation never mentioned) it asks about a subject of its own, as far as it
-    does not lean on what came before."""
+    does not lean on what came before, or (``UNANSWERED``) it is a statement that leaves the yes/no
+    question this tree's latest answer asked unanswered (``Referent.ignored``), as far as it does not
+    lean on what came before (``LEANS``)."""
     out: dict[str, float] = {}
     if place.follow_up > 0 and node_id == referent.node:
         out[Feature.FOLLOW] = round(place.follow_up, 6)
     if place.statement and not place.topic_shift and node_id == referent.asked:  # an opening replies to nothing
         out[Feature.REPLY] = 1.0
     asked_about = 0.0 if place.statement else unsaid * (1.0 - place.follow_up)
-    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, asked_about)
+    left = UNANSWERED * max(0.0, 1.0 - place.follow_up / LEANS) if place.statement and tree == referent.ignored else 0.0
+    shift = max(place.topic_shift if tree not in referent.pointed else 0.0, asked_about, left)
     if shift > 0:
         out[Feature.SHIFT] = round(shift, 6)
     return out
@@ -174,7 +185,7 @@ def anchor_candidates(
     topical = named_entities(text, intent_entities, speakers)
     sems = {n: _meaning(q, vectors, state.turn_messages(n)) for n in nodes}
     env = _env_of(state, candidate_turns, excluded, tasks)
-    referent = _env_referent(state, refer(state, nodes, text, sems), env) if place is not None else Referent()
+    referent = _env_referent(state, refer(state, nodes, text, sems, request=place.request), env) if place else Referent()
     own = len(own_words(text)) if place is not None else 0
     place = place or Place()
     for node_id in nodes:

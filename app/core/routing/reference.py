@@ -10,7 +10,12 @@ talking about"). The follow-up continues that tree's latest candidate node. ``Re
 names the question an input that opens with a statement replies to (the ``reply`` feature,
 ``answered``): the one of the conversation its words point to (a return names its topic); else,
 when the latest answer asked the user something, the waiting question closest in meaning — the
-latest unless another is clearly closer (``SAME_MEANING``).
+latest unless another is clearly closer (``SAME_MEANING``). A yes/no question waits only for a
+statement that takes it up (``takes_up``: a position on it, its auxiliary echoed, its words) or
+names its conversation (a request for work takes it up too: it says what to do instead); when
+the latest answer asked one and the input does none of that,
+``Referent.ignored`` names that conversation: the input has left the exchange (the ``shift``
+feature, ``routing.candidates``).
 
 The other way round, ``unsaid_share`` tells how much of what a standalone input talks about a
 conversation never mentioned ("What is the capital of Peru?" after a Kyoto trip): a new subject.
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.core.intent.dependence import OWN_LONG, asks, own_words, responds
+from app.core.intent.dependence import OWN_LONG, asks, last_question, own_words, responds, takes_up
 from app.core.session.state import SessionState
 from app.core.text.words import content_stems
 from app.core.types import NodeKind
@@ -46,11 +51,14 @@ SAME_MEANING = 0.05
 class Referent:
     """``node``: the candidate a dependent input continues (None without candidates); ``pointed``:
     the trees (root node ids) whose own words the input repeats; ``asked``: the candidate whose
-    answer's question the input replies to, if it opens with a statement (``answered``)."""
+    answer's question the input replies to, if it opens with a statement (``answered``); ``ignored``:
+    the tree of the latest turn when its answer asked a yes/no question the input does not take up
+    and the input's words do not point to that tree."""
 
     node: str | None = None
     pointed: frozenset[str] = frozenset()
     asked: str | None = None
+    ignored: str | None = None
 
 
 def _order(state: SessionState, node_id: str) -> int:
@@ -86,9 +94,11 @@ def pointed(shared: Mapping[str, int], own: int, latest: str, meaning: Mapping[s
                 n > shared.get(latest, 0) and meaning.get(tree, 0.0) >= meaning.get(latest, 0.0)))}
 
 
-def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float]) -> Referent:
+def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str, float], *,
+          request: bool = False) -> Referent:
     """The referent of ``text`` among the candidate ``nodes``, ``sem`` their closeness in meaning
-    to it (see the module doc)."""
+    to it (see the module doc); a ``request`` (the input asks for work) takes up a yes/no question
+    by saying what to do."""
     if not nodes:
         return Referent()
     order = {n: _order(state, n) for n in nodes}
@@ -107,15 +117,21 @@ def refer(state: SessionState, nodes: Sequence[str], text: str, sem: Mapping[str
     # conversation's ("Sure thing! Can't wait to see your pottery": the offer made on another one).
     reacts = responds(text) and shared.get(state.graph.root_of(latest), 0) > 0
     node = tips[leaders[0]] if len(leaders) == 1 and not reacts else latest
-    waiting = {tree: tip for tree, tip in tips.items() if _asks(state, tip)}
+    questions = {tree: question for tree, tip in tips.items() if (question := _question(state, tip))}
+    waiting = {tree: tips[tree] for tree, question in questions.items()
+               if request or tree in trees or takes_up(text, question)}
+    ignored = state.graph.root_of(latest)
     return Referent(node=node, pointed=frozenset(trees), asked=answered(waiting, state.graph.root_of(node),
-                                                                        frozenset(trees), latest, sem))
+                                                                        frozenset(trees), latest, sem),
+                    ignored=ignored if ignored in questions and ignored not in waiting else None)
 
 
-def _asks(state: SessionState, node_id: str) -> bool:
-    """Whether the turn of ``node_id`` ends with an answer that asks the user something."""
+def _question(state: SessionState, node_id: str) -> str | None:
+    """The question the answer of ``node_id``'s turn ends with (it asks the user something), or None."""
     mids = state.turn_messages(node_id)
-    return bool(mids) and mids[-1] in state.messages and asks(state.messages[mids[-1]].text)
+    if not mids or mids[-1] not in state.messages or not asks(text := state.messages[mids[-1]].text):
+        return None
+    return last_question(text)
 
 
 def answered(waiting: Mapping[str, str], referred: str, pointed_to: frozenset[str], latest: str,

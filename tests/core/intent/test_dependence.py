@@ -113,3 +113,39 @@ def test_an_answer_asks_when_its_last_sentence_is_a_question() -> None:
 
     assert asks("That's cool. What now?") and asks('He said "why?"')
     assert not asks("Is it? No, it is 450 km.") and not asks("Noted.")
+
+
+#: (the question an answer ended with, the user's next input, whether the input takes it up).
+UPTAKE = [
+    # an open question takes any statement for an answer
+    ("What have you been up to lately?", "I started a pottery class last week.", True),
+    ("How did the interview go?", "My cousin is visiting from Lisbon next month.", True),
+    # a yes/no question waits for a position on it
+    ("Have you tried it yet?", "Not yet, but it is on my list.", True),
+    ("Have you tried it yet?", "Yes, twice.", True),
+    ("Have you tried it yet?", "I haven't had the time.", True),  # its auxiliary echoed
+    ("Have you tried it yet?", "I've been meaning to.", True),
+    ("Was the hotel close to the station?", "It was a five-minute walk.", True),
+    ("Should I mention the deposit too?", "I think the deposit can wait.", True),  # its words repeated
+    ("So, do you want the rail pass?", "Definitely, for both ways.", True),
+    # … and a statement with news of its own answers none of that
+    ("Have you tried it yet?", "My sister got engaged in Porto last weekend!", False),
+    ("Do you want me to draft a reply?", "You won't believe what the plumber told me this morning.", False),
+    ("Would you like the recipe?", "Our team finally shipped the new billing service.", False),
+]
+
+
+@pytest.mark.parametrize("question,text,taken", UPTAKE)
+def test_a_yes_no_question_waits_for_a_position_an_open_one_for_any_statement(question: str, text: str,
+                                                                               taken: bool) -> None:
+    from app.core.intent.dependence import takes_up
+
+    assert takes_up(text, question) is taken
+
+
+def test_the_last_question_of_an_answer() -> None:
+    from app.core.intent.dependence import last_question
+
+    assert last_question("Pottery is relaxing. Have you tried it yet?") == "Have you tried it yet?"
+    assert last_question("What now? I think we are done.") == "What now?"
+    assert last_question("Noted.") is None

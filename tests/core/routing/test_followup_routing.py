@@ -210,3 +210,53 @@ def test_a_conversation_holding_a_document_may_have_said_the_name() -> None:
     _, features = _route(state, "What is the capital of Peru?", Place(), ("Peru",))
     assert Feature.SHIFT not in features[nodes["kyoto"]]
     assert features[nodes["python"]][Feature.SHIFT] == 0.5
+
+
+def _close(state: SessionState, node: str, cos: float) -> tuple[dict[str, list[float]], list[float]]:
+    """Message vectors and a query vector that make ``node``'s turn ``cos`` close to the input in
+    meaning and every other turn unrelated (orthogonal)."""
+    mids = set(state.turn_messages(node))
+    vectors = {m: [1.0, 0.0] if m in mids else [0.0, -1.0] for m in state.messages}
+    return vectors, [cos, (1.0 - cos * cos) ** 0.5]
+
+
+def test_news_of_its_own_after_an_unanswered_yes_no_question_leaves_that_conversation() -> None:
+    from app.core.intent.dependence import UNANSWERED
+
+    state, nodes = _session("Here is the draft. Should I mention the deposit too?")
+    news = "My sister got engaged in Porto last weekend, we celebrated all night!"
+    referent = refer(state, list(nodes.values()), news, {})
+    assert referent.asked is None and referent.ignored == state.graph.root_of(nodes["email"])
+    vectors, query = _close(state, nodes["email"], 0.35)  # as close as chat on one subject often is
+    cands = anchor_candidates(state, vectors, text=news, at="2024-01-01T10:05:00", query_vector=query,
+                              place=Place(statement=True))
+    features = {c.node_id: dict(c.features) for c in cands}
+    assert Feature.REPLY not in features[nodes["email"]]
+    assert features[nodes["email"]][Feature.SHIFT] == UNANSWERED
+    assert all(Feature.SHIFT not in features[nodes[n]] for n in ("kyoto", "python"))
+    assert AnchorRouter(SESSION_DEFAULT).route(cands).new_root
+    # the same closeness with an answer to the question (a position, its words) replies to it
+    for reply in ("Not yet, let me think about it first.", "I think the deposit can wait."):
+        cands = anchor_candidates(state, vectors, text=reply, at="2024-01-01T10:05:00", query_vector=query,
+                                  place=Place(statement=True))
+        features = {c.node_id: dict(c.features) for c in cands}
+        assert features[nodes["email"]][Feature.REPLY] == 1.0 and Feature.SHIFT not in features[nodes["email"]]
+        assert AnchorRouter(SESSION_DEFAULT).route(cands).anchor_id == nodes["email"], reply
+
+
+def test_only_a_statement_that_does_not_lean_on_the_question_leaves_it() -> None:
+    state, nodes = _session("Here is the draft. Should I mention the deposit too?")
+    news = "My sister got engaged in Porto last weekend, we celebrated all night!"
+    for place in (Place(statement=False), Place(statement=True, follow_up=0.3)):
+        _, features = _route(state, news, place)
+        assert all(Feature.SHIFT not in f for f in features.values()), place
+    # a request for work after a yes/no offer says what to do instead: it replies to it
+    _, features = _route(state, "Add a paragraph about the parking space.", Place(statement=True, request=True))
+    assert features[nodes["email"]][Feature.REPLY] == 1.0 and Feature.SHIFT not in features[nodes["email"]]
+    # an open question takes any statement for its answer; its words pointing to the email keep it there
+    for last, text in [("Here is the draft. What else should it say?", news),
+                       ("Here is the draft. Should I mention it?", "Add that the landlord must fix the heating.")]:
+        state, nodes = _session(last)
+        _, features = _route(state, text, Place(statement=True))
+        assert Feature.SHIFT not in features[nodes["email"]], text
+        assert features[nodes["email"]][Feature.REPLY] == 1.0, text
