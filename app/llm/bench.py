@@ -163,11 +163,17 @@ def bench_embedder(
     batch64_texts: int = 256,
     say: Callable[[str], None] = lambda _msg: None,
 ) -> dict[str, Any]:
-    """Time loading ``embed_dir`` and embedding at batch 1 and batch 64 (after one warm-up each)."""
+    """Time loading ``embed_dir`` and embedding at batch 1 and batch 64 (after one warm-up each);
+    ``import_s`` is the import of what that folder runs on (torch for a plain BERT folder,
+    sentence-transformers for any other)."""
+    from app.llm.bert import bert_layout
     from app.llm.embedder import SentenceEmbedder, _offline_sentence_transformers
 
     t = time.perf_counter()
-    _offline_sentence_transformers()
+    if bert_layout(embed_dir) is not None:
+        import torch  # noqa: F401 - timed: what the BERT path imports
+    else:
+        _offline_sentence_transformers()
     import_s = time.perf_counter() - t
     loads: list[float] = []
     embedder = None
@@ -198,6 +204,7 @@ def bench_embedder(
         "dim": embedder.dim,
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "backend": embedder.backend,
         "import_s": import_s,
         "load_s": _stats(loads),
         "batch1_texts_per_s": _stats(rate1, higher_is_better=True),

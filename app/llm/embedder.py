@@ -1,5 +1,9 @@
 """The sentence-transformers embedder: ``SentenceEmbedder`` implements the ``Embedder`` port.
 
+A folder that holds a plain BERT encoder with mean or CLS pooling (the bundled all-MiniLM-L6-v2,
+and most small local embedders) runs on ``app.llm.bert`` — the same vectors, without importing
+sentence-transformers (about 4 s of every start). Any other folder loads with sentence-transformers.
+
 It loads a local model folder only (``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` are set
 before sentence-transformers is imported, and loading uses ``local_files_only``), so nothing is
 ever downloaded at run time. Loading takes seconds: construct it on the ``embed`` executor.
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.core.errors import ModelError
+from app.llm.bert import BertEncoder
 from app.llm.gguf import display_path
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -85,16 +90,18 @@ class SentenceEmbedder:
         self.path = path
         self.name = name or path.name
         started = time.perf_counter()
-        st = _offline_sentence_transformers()
-        if n_threads is not None:
-            import torch
-
-            torch.set_num_threads(n_threads)
         try:
-            self._model = st.SentenceTransformer(str(path), device=device, local_files_only=True)
-            getter = getattr(self._model, "get_embedding_dimension", None) or \
-                self._model.get_sentence_embedding_dimension
-            dim = getter()
+            self._bert = BertEncoder.load(path) if device == "cpu" else None
+            if self._bert is not None:
+                dim = self._bert.dim
+            else:
+                st = _offline_sentence_transformers()
+                self._model = st.SentenceTransformer(str(path), device=device, local_files_only=True)
+                getter = getattr(self._model, "get_embedding_dimension", None) or \
+                    self._model.get_sentence_embedding_dimension
+                dim = getter()
+        except ModelError:
+            raise
         except Exception as exc:
             why = " ".join(str(exc).split())[:160] or type(exc).__name__
             raise ModelError(f"could not load the embedding model {display_path(path)} ({why}); "
@@ -102,8 +109,11 @@ class SentenceEmbedder:
         if not dim:
             raise ModelError(f"{display_path(path)} does not declare an embedding size; pick another model")
         self.dim = int(dim)
+        self.backend = "bert" if self._bert is not None else "sentence-transformers"
         import torch
 
+        if n_threads is not None:
+            torch.set_num_threads(n_threads)
         self._batch_threads = n_threads or torch.get_num_threads()
         self.load_seconds = time.perf_counter() - started
 
@@ -115,6 +125,8 @@ class SentenceEmbedder:
         # other whenever the other core is busy (LanceDB, the UI), and latency spikes 5×.
         self._threads(1 if len(texts) <= 4 else self._batch_threads)
         try:
+            if self._bert is not None:
+                return self._bert.encode(texts, batch_size=batch_size)
             vectors = self._model.encode(
                 list(texts),
                 batch_size=max(1, batch_size),
@@ -134,4 +146,4 @@ class SentenceEmbedder:
             torch.set_num_threads(n)
 
     def __repr__(self) -> str:
-        return f"SentenceEmbedder({self.name!r}, dim={self.dim})"
+        return f"SentenceEmbedder({self.name!r}, dim={self.dim}, backend={self.backend!r})"
