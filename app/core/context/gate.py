@@ -7,7 +7,8 @@ budget with whatever was nearest. The grader here needs no model of its own:
 
 - ``sem``: cosine of the query and the item (the vector channel's score, or from the stored
   vectors of recent turns); ``lex``: share of the query's content words the item holds, each
-  word weighted by its rarity in the candidate pool (a word every candidate has says nothing);
+  word weighted by its rarity among the listed candidates — the channels' hits, not the
+  neighbours propagation reached from them (a word every candidate has says nothing);
   ``lex_rank``: the full-text channel's BM25 score relative to its best hit (a list-relative
   estimate: it counts too, except where an item must prove itself absolutely — below);
 - ``support`` = how far either of them reaches its "clearly about it" level, clipped to [0, 1];

@@ -318,8 +318,10 @@ class _Pool:
         several = self.state.graph.several_conversations()
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
                             strict_tree=several)
-        texts = {i: item_text(self.state, i) for i in fused}
-        w = gate.weights(req.query, texts.values())
+        texts: _OnDemand[str] = _OnDemand(lambda i: item_text(self.state, i), fused)
+        # The input's words weighed over the listed candidates only: the neighbours propagation
+        # reached (most of ``fused``) are graded on the words these weights give.
+        w = gate.weights(req.query, (texts[i] for i in fused if i in self.candidates))
         sem = dict(known_sem)
         for item, cand in self.candidates.items():
             hit = cand.channels.get("vector") or cand.channels.get("memory")
