@@ -4,7 +4,11 @@ data folder in the same run.
 
 One throw-away folder gets a synthetic history of ``turns`` turns (``app.eval.bench``) and its
 build benchmark; then the engine closes, ``pcm mcp`` is started over stdio on that folder and the
-same questions are asked through it."""
+same questions are asked through it.
+
+``bench_cold_start`` (part of ``pcm bench startup``) times what a client waits for when it starts
+``pcm mcp``: a new process each run, to ``initialize`` answered and to its first
+get_relevant_snippets answered (the engine loads after the greeting)."""
 
 from __future__ import annotations
 
@@ -27,25 +31,78 @@ def _stats(values: list[float]) -> dict[str, float]:
             "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2), "n": len(ordered)}
 
 
-async def _through_mcp(data: Path, queries: list[str], max_tokens: int) -> list[float]:
-    from mcp import Client
+def _server(data: Path) -> Any:
     from mcp.client.stdio import StdioServerParameters
-    from mcp.types import TextContent
 
     env = {**os.environ, "PCM_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
-    server = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env)
+
+
+def _failed(result: Any) -> str | None:
+    from mcp.types import TextContent
+
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent)) if result.is_error else None
+
+
+async def _through_mcp(data: Path, queries: list[str], max_tokens: int) -> list[float]:
+    from mcp import Client
+
     times: list[float] = []
-    async with Client(server, read_timeout_seconds=300) as client:
+    async with Client(_server(data), read_timeout_seconds=300) as client:
         for q in queries[:3]:  # warm-up: the first queries open the index files
             await client.call_tool("get_relevant_snippets", {"query": q, "maxTokens": max_tokens})
         for q in queries:
             started = time.perf_counter()
             result = await client.call_tool("get_relevant_snippets", {"query": q, "maxTokens": max_tokens})
             times.append((time.perf_counter() - started) * 1000)
-            if result.is_error:
-                said = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+            said = _failed(result)
+            if said is not None:
                 raise RuntimeError(f"get_relevant_snippets failed: {said}")
     return times
+
+
+COLD_QUERY = "What did we decide about the database?"
+
+
+async def _cold_start(data: Path) -> tuple[float, float]:
+    """Seconds from starting ``pcm mcp`` on ``data`` to ``initialize`` answered, and to the first
+    get_relevant_snippets answered."""
+    from mcp import Client
+
+    started = time.perf_counter()
+    async with Client(_server(data), read_timeout_seconds=300) as client:
+        greeted = time.perf_counter() - started
+        result = await client.call_tool("get_relevant_snippets", {"query": COLD_QUERY, "maxTokens": 300})
+        answered = time.perf_counter() - started
+    said = _failed(result)
+    if said is not None:
+        raise RuntimeError(f"get_relevant_snippets failed: {said}")
+    return greeted, answered
+
+
+def bench_cold_start(runs: int, *, say: Callable[[str], None] = lambda _l: None) -> dict[str, Any]:
+    """``pcm mcp`` started ``runs + 1`` times on one throw-away data folder, a new process each; the
+    first start (it creates the store and the index) is reported apart."""
+    with tempfile.TemporaryDirectory(prefix="pcm-bench-mcp-start-") as tmp:
+        data = Path(tmp) / "data"
+        first = asyncio.run(_cold_start(data))
+        say(f"pcm mcp: first start: initialize {first[0]:.2f} s, first call {first[1]:.2f} s")
+        rows: list[tuple[float, float]] = []
+        for n in range(max(1, runs)):
+            rows.append(asyncio.run(_cold_start(data)))
+            say(f"pcm mcp: start {n + 1}/{runs}: initialize {rows[-1][0]:.2f} s, first call {rows[-1][1]:.2f} s")
+    return {"runs": len(rows), "first": {"initialize_s": round(first[0], 2), "first_call_s": round(first[1], 2)},
+            "initialize_s": _stats([a for a, _ in rows]), "first_call_s": _stats([b for _, b in rows])}
+
+
+def format_cold_start(r: dict[str, Any]) -> str:
+    i, c, f = r["initialize_s"], r["first_call_s"], r["first"]
+    return "\n".join([
+        f"pcm mcp over {r['runs']} starts (stdio, a new process each, the official client)",
+        f"  to initialize answered          median {i['p50']:.2f} s   p95 {i['p95']:.2f} s",
+        f"  to the first tool call answered median {c['p50']:.2f} s   p95 {c['p95']:.2f} s",
+        f"  first start on a fresh folder: initialize {f['initialize_s']:.2f} s, first call {f['first_call_s']:.2f} s",
+    ])
 
 
 def bench_mcp(turns: int, *, budget: int = 1024, say: Callable[[str], None] = lambda _l: None) -> dict[str, Any]:

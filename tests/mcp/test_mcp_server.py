@@ -290,3 +290,16 @@ def test_record_event_stores_in_order_on_the_branch_the_router_picks(tmp_path: P
         await engine.close()
 
     asyncio.run(main())
+
+
+def test_the_cold_start_bench_times_initialize_then_the_first_tool_call() -> None:
+    """``pcm bench startup``'s part for ``pcm mcp``: real processes through the official client,
+    the first start on the fresh folder apart; a tool call is answered after the greeting."""
+    from app.mcp.bench import bench_cold_start, format_cold_start
+
+    said: list[str] = []
+    report = bench_cold_start(1, say=said.append)
+    assert report["runs"] == 1 and len(said) == 2 and said[0].startswith("pcm mcp: first start")
+    for figures in (report["first"], {k: report[k]["p50"] for k in ("initialize_s", "first_call_s")}):
+        assert 0 < figures["initialize_s"] <= figures["first_call_s"] < 300
+    assert "to the first tool call answered" in format_cold_start(report)
