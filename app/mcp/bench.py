@@ -8,7 +8,7 @@ same questions are asked through it.
 
 ``bench_cold_start`` (part of ``pcm bench startup``) times what a client waits for when it starts
 ``pcm mcp``: a new process each run, to ``initialize`` answered and to its first
-get_relevant_snippets answered (the engine loads after the greeting)."""
+get_relevant_snippets answered (the tools wait for the engine, which loads meanwhile)."""
 
 from __future__ import annotations
 
