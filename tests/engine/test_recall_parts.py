@@ -61,7 +61,9 @@ def test_a_part_answered_by_meaning_is_not_called_insufficient(make_engine: Engi
 
         # "when?" is no part of its own: no note that nothing covers it beside the Postgres evidence
         when = await ask("w", "Which database did we pick and when?")
-        assert when.build.recall.parts == [] or all(p.covered for p in when.build.recall.parts)
+        assert [p.question for p in when.build.recall.parts] in ([], ["Which database did we pick and when?"])
+        assert when.build.recall.gate is not None
+        assert when.build.recall.gate.uncovered == [] and not when.build.recall.gate.insufficient
         assert "Postgres" in when.build.context.text() and "nothing stored covers" not in when.build.context.text()
 
         for record in (asked, mixed, when):
