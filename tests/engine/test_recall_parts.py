@@ -1,6 +1,7 @@
 """Sub-questions on the real embedder and stores: each part retrieves on its own, a part the
 evidence answers without sharing its words ("Which database did we pick?" beside "we decided to
-go with Postgres") is not noted as uncovered, a part nothing answers is, and the turn replays."""
+go with Postgres") is not noted as uncovered, nor is a piece that asks nothing of its own ("… and
+when?"), a part nothing answers is, and the turn replays."""
 
 from __future__ import annotations
 
@@ -58,7 +59,14 @@ def test_a_part_answered_by_meaning_is_not_called_insufficient(make_engine: Engi
         assert mixed.build.recall.gate.uncovered == ["What is the museum's street address?"]
         assert "n0" in mixed.build.recall.parts[0].lead and "Postgres" in mixed.build.context.text()
 
-        for record in (asked, mixed):
+        # "when?" is no part of its own: no note that nothing covers it beside the Postgres evidence
+        when = await ask("w", "Which database did we pick and when?")
+        assert [p.question for p in when.build.recall.parts] in ([], ["Which database did we pick and when?"])
+        assert when.build.recall.gate is not None
+        assert when.build.recall.gate.uncovered == [] and not when.build.recall.gate.insufficient
+        assert "Postgres" in when.build.context.text() and "nothing stored covers" not in when.build.context.text()
+
+        for record in (asked, mixed, when):
             assert await engine.replay(record.turn_id) == []
         await engine.close()
 

@@ -6,7 +6,10 @@ retrieves for each on its own (``app.core.context.parts``) and the gate says whi
 
 The rules, tried in order (the first that applies wins):
 
-- several questions in one input, or "…, and what …?" (``split_sub_questions``);
+- several questions in one input, or "…, and what …?" (``split_sub_questions``). A piece without
+  a content word of its own ("Which database did we pick and when?" → "when?") asks about the
+  part before it and stays with it: alone it retrieves nothing, and the gate would note it
+  uncovered beside the evidence that answers it;
 - two people asked about together: "What do Jon and Gina both have in common?" → one part per
   person ("What do Jon have?" reads badly and retrieves well: the words are the question's);
 - a time between two events: "How many weeks passed between Maria adopting Coco and Shadow?" →
@@ -47,6 +50,7 @@ _BETWEEN = re.compile(r"\bbetween\s+(?P<a>[^?]+?)\s+and\s+(?P<b>[^?]+?)\s*\??\s*
 _RELATION = re.compile(r"^(?P<main>.+?)\s+(?P<rel>before|after|since|until)\s+(?P<event>[^?]+?)\s*\??\s*$",
                        re.IGNORECASE)
 _RELATIONS = {"before": "before", "until": "before", "after": "after", "since": "after"}
+_JOINER = re.compile(r"^\W*(?:and|or)\s+", re.IGNORECASE)
 _ANY_DAY = datetime(2000, 1, 1)  # a date names itself whatever the moment it is read at
 
 
@@ -102,12 +106,27 @@ def _relation(text: str) -> Decomposed:
     return Decomposed((_as_question(main), f"When was {event}?"), _RELATIONS[found.group("rel").lower()])
 
 
+def _with_fragments_joined(parts: Sequence[str]) -> list[str]:
+    """``parts`` with each one that holds no content word ("when?", "and why?") joined to the one
+    before it ("Which database did we pick and when?"); one before any other is left out (the
+    whole question is still what the first retrieval searches)."""
+    out: list[str] = []
+    for part in parts:
+        if not content_stems(part):
+            if out:
+                joined = _JOINER.sub("", part)
+                out[-1] = f"{out[-1].rstrip('?').rstrip()} and {joined[:1].lower()}{joined[1:]}"
+        else:
+            out.append(part)
+    return out
+
+
 def decompose(text: str) -> Decomposed:
     """The parts of a question that joins several facts, by the rules (see the module doc)."""
     text = " ".join(text.split())
     if not is_question(text):
         return Decomposed()
-    several = split_sub_questions(text)
+    several = _with_fragments_joined(split_sub_questions(text))
     if len(several) >= 2:
         return Decomposed(tuple(several[:MAX_PARTS]))
     for rule in (_pair, _between, _relation):

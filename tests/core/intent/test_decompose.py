@@ -21,6 +21,11 @@ from app.core.intent.engine import IntentEngine
      ("Maria adopting Coco", "Maria adopting Shadow"), ""),
     ("Which database did we pick? And when do we launch?",
      ("Which database did we pick?", "And when do we launch?"), ""),
+    # a piece without a content word of its own stays with the part it asks about
+    ("Which database did we pick and when, and who writes the migration?",
+     ("Which database did we pick and when?", "who writes the migration?"), ""),
+    ("When? Which database did we pick? Where do the backups go?",
+     ("Which database did we pick?", "Where do the backups go?"), ""),
 ])
 def test_rules_split_a_joined_question(text: str, parts: tuple[str, ...], relation: str) -> None:
     assert decompose(text) == Decomposed(parts, relation)
@@ -32,6 +37,8 @@ def test_rules_split_a_joined_question(text: str, parts: tuple[str, ...], relati
     "What did John do the week before August 3, 2023?",  # a date is the plan's range, not an event
     "What happened after that?",  # nothing to look up
     "We moved the meeting after the launch.",  # not a question
+    "Which database did we pick and when?",  # "when?" alone asks nothing: no part of its own
+    "Which database did we pick, and why?",
 ])
 def test_a_single_fact_is_not_split(text: str) -> None:
     assert decompose(text) == Decomposed()
