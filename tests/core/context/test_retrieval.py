@@ -399,6 +399,28 @@ def test_neighbours_too_far_below_the_best_are_counted_not_listed() -> None:
     assert result.kept_ids()[0] == "m0"
 
 
+def test_the_inputs_word_weights_count_the_listed_candidates_not_the_neighbours(monkeypatch) -> None:
+    """The gate weighs the input's words by their rarity among the channels' hits only: the
+    neighbours propagation reached from them (most of a real build's fused items) are not counted."""
+    from app.core.context import gate
+    from app.core.context.retrieval import ChannelRun
+
+    state = SessionState("s")
+    rows = [("t0", Role.USER, "m0", "the march budget plan"), ("t0", Role.ASSISTANT, "a0", "budget noted"),
+            ("t1", Role.USER, "m1", "lunch at noon"), ("t1", Role.ASSISTANT, "a1", "budget pasta")]
+    for n, (turn, role, mid, text) in enumerate(rows):
+        state.add_message(Message(message_id=mid, role=role, content=text, at=f"2024-01-0{n + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id="Ana"), turn_id=turn))
+    counted: list[list[str]] = []
+    real = gate.weights
+    monkeypatch.setattr(gate, "weights", lambda query, texts: real(query, counted.append(list(texts)) or counted[-1]))
+    runs = [ChannelRun(channel="vector", size=2, hits=[("m0", 0.9), ("m1", 0.8)])]
+    result = _fused(RecallRequest(query="budget plan", channel_sizes={}, top_k=5, relevance_threshold=0.1), runs, state)
+    assert result.gate is not None and {"a0", "a1"} & {c.id for c in result.candidates}  # neighbours were reached
+    assert len(counted) == 1 and len(counted[0]) == 2  # the two hits' texts, not the neighbours'
+    assert not any("noted" in t or "pasta" in t for t in counted[0])
+
+
 def test_the_memory_channel_searches_only_when_a_memory_could_be_recalled() -> None:
     """A memory restating this session's own turn is never recalled (its turn is): with only such
     memories the channel does not search at all; a memory from another session is searched for."""
