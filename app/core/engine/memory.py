@@ -9,7 +9,7 @@ transaction, indexes the new memories (with the embeddings already made), update
 index (new names embedded too, for aliases by similarity), and puts the memories into every open session that sees them
 (``app.core.memory.notes``). It is a background task at low priority: one write at a time, after
 a yield, never on the path of a prompt input, a streaming answer or a history import (it waits
-while one runs, ``SessionService.ingest_quiet``); ``idle()`` waits for it.
+while one runs and for a moment after, ``SessionService.behind_ingest``); ``idle()`` waits for it.
 A memory the answer's context used gets its ``access_count`` and ``last_accessed_at``.
 
 The user's actions: ``revoke`` (the memory is closed, marked revoked and taken out of the index;
@@ -158,6 +158,7 @@ class MemoryService:
             found += await self.model.memories(session_id, pieces)  # the optional model signal
             agents = {eid for eid, _, source, _ in pieces if source.startswith("agent:")}
             found = [m.with_origin("agent") if agents & set(m.source_evidence_ids) else m for m in found]
+            await self._behind_ingest()  # an import's next chunk may have begun meanwhile
             change = await self._observe_topics(session_id, pieces)
             similar, vectors = await self._similar(found)
             async with self._visible(session_id) as now:
@@ -181,7 +182,7 @@ class MemoryService:
         is being ingested: an import of thousands of turns runs at the embedder's pace and the
         writer (extraction, topics, its embeddings and writes) catches up behind it."""
         await asyncio.sleep(0)
-        await self.sessions.ingest_quiet.wait()
+        await self.sessions.behind_ingest()
 
     @contextlib.asynccontextmanager
     async def _visible(self, session_id: str | None) -> AsyncIterator[str]:
@@ -346,7 +347,7 @@ class MemoryService:
         await self._name_vectors(index, [text for _, text, _ in read])
         for n, (eid, text, at) in enumerate(read, start=1):
             if n % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+                await self._behind_ingest()
             change = index.observe(session_id, eid, text, at)
             total.topics += change.topics
             total.updated += change.updated

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -41,6 +42,9 @@ _ProfileKey = tuple[tuple[str, ...], frozenset[str]]
 
 
 IMPORTED_LABEL = "an imported session"
+#: Background work waits this long after the last ingest call ended: an import made of chunks
+#: ingested back to back is one import, not a series with gaps to work in.
+INGEST_SETTLE_S = 0.25
 
 
 def session_labels(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -82,6 +86,7 @@ class SessionService:
         self.ingest_quiet = asyncio.Event()
         self.ingest_quiet.set()
         self._ingesting = 0
+        self._ingest_ended = float("-inf")  # time.monotonic() when the last ingest call returned
 
     async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session."""
@@ -224,8 +229,21 @@ class SessionService:
                 return await self._ingest(state, messages, chain, parents or {}, routed or {})
         finally:
             self._ingesting -= 1
+            self._ingest_ended = time.monotonic()
             if not self._ingesting:
                 self.ingest_quiet.set()
+
+    async def behind_ingest(self) -> None:
+        """Return once no history is being ingested and none was for ``INGEST_SETTLE_S``: the memory
+        writer and the summaries catch up behind an import (chunks ingested back to back), instead of
+        starting in the moment between two chunks and taking the cores from the next one's embedding.
+        Returns at once when no ingest ran lately."""
+        while True:
+            await self.ingest_quiet.wait()
+            left = self._ingest_ended + INGEST_SETTLE_S - time.monotonic()
+            if left <= 0 and self.ingest_quiet.is_set():
+                return
+            await asyncio.sleep(max(left, 0.0))
 
     async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
                       parents: Mapping[str, str | None], routed: Mapping[str, float]) -> int:

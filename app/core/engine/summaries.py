@@ -4,8 +4,9 @@ Cued like the memory writer (``EngineContext.answered`` after each answered turn
 ``EngineContext.ingested`` after a history import), it updates, for the session, each branch,
 each task and each main topic (``app.core.memory.summary_subjects``), the summaries at three levels from the previous
 version and the new turns (one part per update; nothing is regenerated). It is a background
-task at low priority: one update at a time, after a yield, and only once ``summary_every`` new
-messages wait (``flush`` updates whatever waits).
+task at low priority: one update at a time, after a yield, never while a history import runs
+(``SessionService.behind_ingest``), and only once ``summary_every`` new messages wait (``flush``
+updates whatever waits).
 
 Who writes a level's text: at the detailed level (``MODEL_LEVELS``) and for a topic, the
 extractive summarizer (a topic's turns are scattered over the session: the model's time goes to
@@ -155,6 +156,7 @@ class SummaryService:
                 if sum(len(p) for p in parts) < every:
                     continue
                 for part in parts:
+                    await self.sessions.behind_ingest()  # a history import's chunks go first
                     written += await self._advance(session_id, subject, part, latest)
             return written
 

@@ -1,0 +1,33 @@
+"""Background work behind a history import (issue 40 item 3): the memory writer and the summaries
+wait until an import made of chunks ingested back to back has settled, instead of working in the
+moment between two chunks and taking the cores from the next chunk's embedding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.core.engine import sessions
+from app.core.engine.facade import Engine
+from tests.conftest import EngineFactory
+from tests.texts import step_history
+
+
+def test_the_memory_writer_and_the_summaries_start_only_once_an_import_has_settled(
+        make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sessions, "INGEST_SETTLE_S", 2.0, raising=False)
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="import")
+        for start in (0, 20, 40):  # an import in three chunks
+            await engine.ingest(state.session_id, step_history(20, start=start))
+        await asyncio.sleep(0.5)  # the loop is free, but the import ended a moment ago
+        assert engine.lab().memory_stats().runs == 0
+        assert engine._summaries.stats.misses == 0
+        await engine.memory_idle()
+        await engine._summaries.idle()
+        assert engine.lab().memory_stats().pieces == 60  # every chunk's turns, once the import settled
+        assert engine._summaries.stats.misses > 0
+
+    make_engine.run(body)
