@@ -100,13 +100,14 @@ def _gone(err: BaseException) -> bool:
 class SearchIndex:
     """Vector and full-text search over the searchable records of the store."""
 
-    def __init__(self, index_dir: Path, embedder: Embedder, *, batch_size: int = 64,
+    def __init__(self, index_dir: Path, embedder: Embedder, *, batch_size: int = 64, write_size: int = 512,
                  optimize_every: int = 256, cache_mb: tuple[int, int] = (256, 64),
                  ann_policy: AnnPolicy | None = None) -> None:
         self.index_dir = Path(index_dir)
         self.index_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # rows embedded in one call
+        self.write_size = write_size  # rows written in one upsert (at least; see ``add``)
         self.optimize_every = optimize_every
         self._unoptimized = 0
         self._counts = threading.Lock()  # ``_unoptimized``/``_rows``: written by the writer and the upkeep
@@ -373,11 +374,15 @@ class SearchIndex:
     def add(self, rows: Iterable[SearchRow], *, on_progress: ProgressCallback | None = None,
             cancel: CancelToken | None = None,
             vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:
-        """Embed and upsert ``rows`` (by id) in batches; return how many were written.
+        """Embed and upsert ``rows`` (by id); return how many were written.
 
-        ``on_progress(done, total)`` is called after each batch; ``cancel`` stops between
-        batches (rows written so far stay). ``vectors`` holds embeddings the caller already has
-        (by row id, of the row's text by this embedder); only the other rows are embedded.
+        Rows are embedded ``batch_size`` at a time and upserted ``write_size`` at a time: an
+        upsert joins the rows with every id of the table, so one upsert per several embedding
+        batches keeps the writes a small share of an import (and makes fewer table versions).
+        ``on_progress(done, total)`` is called after each embedding batch; ``cancel`` stops between
+        them (the rows embedded so far are written and stay). ``vectors`` holds embeddings the
+        caller already has (by row id, of the row's text by this embedder); only the other rows
+        are embedded.
         """
         unique: dict[str, SearchRow] = {}
         for row in rows:
@@ -385,30 +390,38 @@ class SearchIndex:
                 raise ValueError(f"search row {row.id!r}: unknown kind {row.kind!r}")
             unique[row.id] = row
         pending = list(unique.values())
-        total, done = len(pending), 0
+        total, embedded, done = len(pending), 0, 0
+        buffered: list[tuple[SearchRow, np.ndarray]] = []
         for start in range(0, total, self.batch_size):
             if cancel is not None and cancel.cancelled:
                 break
             batch = pending[start:start + self.batch_size]
-            embedded = self._batch_vectors(batch, vectors or {})
-            data = pa.Table.from_pylist(
-                [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text,
-                  "at": r.at, "vector": v} for r, v in zip(batch, embedded.tolist(), strict=True)],
-                schema=self._schema())
-            before = self._version()
-            self._retry(lambda data=data: (self._table.merge_insert("id").when_matched_update_all()
-                                           .when_not_matched_insert_all().execute(data)))
-            self._held.written(before, self._version(), [(r.id, r.session_id, r.kind, r.at, v)
-                                                         for r, v in zip(batch, embedded, strict=True)])
-            done += len(batch)
-            with self._counts:
-                self._unoptimized += len(batch)
-                self._rows += len(batch)
+            buffered += zip(batch, self._batch_vectors(batch, vectors or {}), strict=True)
+            embedded += len(batch)
+            if len(buffered) >= self.write_size or embedded == total:
+                done += self._upsert(buffered)
+                buffered = []
             if on_progress is not None:
-                on_progress(done, total)
+                on_progress(embedded, total)
+        if buffered:  # cancelled
+            done += self._upsert(buffered)
         if self._unoptimized >= self.optimize_every and not self._folds_in_background():
             self.optimize()
         return done
+
+    def _upsert(self, rows: Sequence[tuple[SearchRow, np.ndarray]]) -> int:
+        """Write embedded rows in one upsert (by id); return how many."""
+        data = pa.Table.from_pylist(
+            [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text, "at": r.at,
+              "vector": v.tolist()} for r, v in rows], schema=self._schema())
+        before = self._version()
+        self._retry(lambda: (self._table.merge_insert("id").when_matched_update_all()
+                             .when_not_matched_insert_all().execute(data)))
+        self._held.written(before, self._version(), [(r.id, r.session_id, r.kind, r.at, v) for r, v in rows])
+        with self._counts:
+            self._unoptimized += len(rows)
+            self._rows += len(rows)
+        return len(rows)
 
     def _batch_vectors(self, batch: Sequence[SearchRow],
                        known: Mapping[str, Sequence[float] | np.ndarray]) -> np.ndarray:

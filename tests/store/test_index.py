@@ -78,6 +78,25 @@ def test_optimize_every_folds_rows_into_the_index(tmp_path: Path, embedder: Hash
     assert [i for i, _ in index.search_text("token7", k=3)] == ["r7"]
 
 
+def test_rows_are_embedded_a_batch_at_a_time_and_written_several_batches_at_a_time(
+        tmp_path: Path, embedder: HashEmbedder) -> None:
+    index = SearchIndex(tmp_path / "idx", embedder, batch_size=2, write_size=4, optimize_every=1000)
+    versions = [index._table.version]  # noqa: SLF001 - a write is a table version
+    progress: list[tuple[int, int]] = []
+    rows = [SearchRow(f"r{i}", "s", "message", f"row number {i} token{i}", "t") for i in range(9)]
+    def seen(done: int, total: int) -> None:
+        progress.append((done, total))
+        versions.append(index._table.version)  # noqa: SLF001
+
+    assert index.add(rows, on_progress=seen) == 9
+    assert progress == [(2, 9), (4, 9), (6, 9), (8, 9), (9, 9)]  # after every embedding batch
+    assert [v - versions[0] for v in versions] == [0, 0, 1, 1, 2, 3]  # one upsert per 4 rows, the rest at the end
+    assert index.ids() == {r.id for r in rows}
+    # an upsert: a row written again replaces its text, and the count stays
+    assert index.add([SearchRow("r3", "s", "message", "a giraffe instead", "t")]) == 1
+    assert index.count() == 9 and [i for i, _ in index.search_text("giraffe", k=3)] == ["r3"]
+
+
 def test_rebuild_from_store_gives_the_same_ids(store: SqliteStore, index: SearchIndex) -> None:
     populated = populate(store)
     expected = {row.id for row in store.list_searchable()}
