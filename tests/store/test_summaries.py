@@ -1,0 +1,74 @@
+"""Summary versions in SQLite: a version that extends the one it is based on is stored as its
+extension, and every read gives the whole record back — also after a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.core.types import SummaryCovers, SummaryRecord
+from app.store.sqlite import SqliteStore
+
+
+def _chain(n: int, *, per_part: int = 32) -> list[SummaryRecord]:
+    """``n`` versions of one subject's summary, each covering one more part, as the engine makes them."""
+    out: list[SummaryRecord] = []
+    for k in range(n):
+        previous = out[-1] if out else None
+        new = [f"message-{k:04d}-{j:02d}-{'x' * 20}" for j in range(per_part)]
+        ids = [*(previous.covers.ids if previous else []), *new]
+        parts = [*(previous.parts if previous else []),
+                 {"first": k * per_part, "last": (k + 1) * per_part - 1, "brief": f"part {k}", "standard": f"part {k} " * 20,
+                  "detailed": f"part {k} in detail " * 40}]
+        out.append(SummaryRecord(subject="session", subject_id="s", level="detailed", content=f"summary {k}",
+                                 covers=SummaryCovers(first=0, last=len(ids) - 1, ids=ids), parts=parts,
+                                 based_on=previous.summary_id if previous else None, cache_key=f"key-{k}",
+                                 created_at=f"2026-11-28T10:{k // 60:02d}:{k % 60:02d}Z"))
+    return out
+
+
+def _sizes(store: SqliteStore) -> list[int]:
+    rows = store.db.connection().execute("SELECT length(data) FROM summaries ORDER BY seq")
+    return [int(r[0]) for r in rows]
+
+
+def _same(got: SummaryRecord | None, want: SummaryRecord) -> None:
+    assert got is not None
+    assert got.model_dump(exclude={"valid_to"}) == want.model_dump(exclude={"valid_to"})
+
+
+def test_a_chain_of_versions_is_stored_as_extensions_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "pcm.sqlite3"
+    store = SqliteStore(path)
+    sid = store.create_session("long")
+    chain = _chain(60)
+    for record in chain[:40]:
+        store.add_summary(sid, record)
+    sizes = _sizes(store)
+    assert max(sizes[1:]) < 2 * sizes[0]  # each row holds its own part, not the chain (whole: 40x the first)
+    every = store.list_summaries(sid, current=False)
+    assert len(every) == 40
+    for got, want in zip(every, chain, strict=False):
+        _same(got, want)
+    assert [s.valid_to is None for s in every] == [False] * 39 + [True]
+    _same(store.list_summaries(sid)[0], chain[39])
+    _same(store.get_summary(chain[17].summary_id), chain[17])
+    _same(store.summary_by_key("key-23"), chain[23])
+    store.close()
+
+    reopened = SqliteStore(path)  # nothing remembered in the process: the chain is read back
+    _same(reopened.get_summary(chain[39].summary_id), chain[39])
+    for record in chain[40:]:
+        reopened.add_summary(sid, record)
+    assert max(_sizes(reopened)[40:]) < 2 * sizes[0]
+    _same(reopened.list_summaries(sid)[0], chain[-1])
+    reopened.close()
+
+
+def test_a_version_that_does_not_extend_its_base_is_stored_whole(store: SqliteStore) -> None:
+    sid = store.create_session("rewritten")
+    first, second = _chain(2)
+    store.add_summary(sid, first)
+    other = second.model_copy(update={"covers": SummaryCovers(first=0, last=1, ids=["a", "b"]), "parts": []})
+    store.add_summary(sid, other)
+    _same(store.get_summary(other.summary_id), other)
+    _same(store.list_summaries(sid)[0], other)
