@@ -15,8 +15,9 @@ from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
 
 CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic", "time")
-#: Channels that query the index: observations of the outside, replayed as recorded.
-INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic")  # observed (recorded, fed back in replay)
+#: Channels that query the index: observations of the outside, replayed as recorded ("cover": the
+#: coverage check's cosines from the kept items' stored vectors, ``parts.Cover``; it fuses nothing).
+INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic", "cover")  # observed (recorded, fed back in replay)
 
 
 class SearchPort(Protocol):
