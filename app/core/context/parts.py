@@ -209,7 +209,7 @@ class Rounds:
         elif limit > 0 and self.runner.elapsed_ms() > limit * (1 - LOOP_LEFT):
             self.loop = f"no second round: {self.runner.elapsed_ms():.0f} ms of the {limit} ms limit spent"
             return out
-        req = req.model_copy(update={"query": text, "since": "", "until": "", "date_mode": ""})
+        req = req.model_copy(update={"query": text, "since": "", "until": "", "date_mode": "", "uncovered": True})
         found = await self.search(req, text, ranged=False, round_=2, share=share)
         lead = [i for i in _lead(found.result) if i not in out.lead]
         pool = [item_text(self.state, c.id) for c in found.result.candidates]

@@ -93,6 +93,9 @@ class RecallRequest(BaseModel):
     # routing's own, so among several conversations the others' turns need their tree among these.
     alternatives: list[tuple[str, float]] = Field(default_factory=list)
     routed: bool = False
+    # The retrieval loop's second round for a question the first left uncovered (``parts``): the
+    # gate lets another conversation's turn pass by meaning alone (``GatePolicy.loop``).
+    uncovered: bool = False
 
     def in_range(self, at: str) -> bool:
         """True when ``at`` falls in the date range (always, without one)."""

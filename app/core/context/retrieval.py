@@ -320,7 +320,7 @@ class _Pool:
         # several, so must the anchor tree's turns beyond its recent window (gate module doc).
         several = self.state.graph.several_conversations()
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
-                            strict_tree=several)
+                            strict_tree=several, loop=req.uncovered)
         texts: _OnDemand[str] = _OnDemand(lambda i: item_text(self.state, i), fused)
         # The input's words weighed over the listed candidates only: the neighbours propagation
         # reached (most of ``fused``) are graded on the words these weights give.
