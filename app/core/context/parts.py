@@ -86,7 +86,7 @@ class Cover:
     embed: Embed | None = None
     stored: Stored | None = None
     runs: list[ChannelRun] = field(default_factory=list)  # the "cover" runs made (recorded with the channels)
-    _vectors: dict[str, Sequence[float] | None] = field(default_factory=dict)
+    _vectors: dict[str, Sequence[float] | None] = field(default_factory=dict, init=False, repr=False)
 
     async def vector(self, text: str) -> Sequence[float] | None:
         """The embedding of ``text`` (the input's as given; the others embedded once)."""
@@ -105,13 +105,13 @@ class Cover:
         texts = {i: t for i in dict.fromkeys(items) if (t := said(self.state, i))}
         pool = list(pool)
         how = gate.covering(question, texts, cosines, pool, GatePolicy())
-        missing = sorted(i for i in texts if i not in cosines)
-        if how or not missing or self.stored is None:
+        missing, stored = sorted(i for i in texts if i not in cosines), self.stored
+        if how or not missing or stored is None:
             return how
 
         async def work() -> list[tuple[str, float]]:
             qv = await self.vector(by)
-            found = query_cosines(qv, await self.stored(missing)) if qv is not None and self.stored else {}
+            found = query_cosines(qv, await stored(missing)) if qv is not None else {}
             return sorted(found.items(), key=lambda h: (-h[1], h[0]))
 
         run = await self.runner.run("cover", len(missing), work, "" if by == self.text else by)
