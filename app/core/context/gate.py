@@ -232,5 +232,6 @@ def reason(g: Grade, threshold: float) -> str:
         how += "; another conversation, one routing ruled out for this input"
     elif not g.adds:
         whose = "an older turn of this tree" if g.relation == "tree" else "another conversation's"
-        how += f"; {whose}, and every word of the input it holds is already in this one"
+        held = "it holds no word of the input" if g.lex == 0 else "every word of the input it holds is already in this one"
+        how += f"; {whose}, and {held}"
     return f"{BELOW} ({how})"

@@ -119,6 +119,7 @@ def test_in_the_loops_round_another_conversations_turn_may_answer_by_meaning_alo
                 ruled_out={"ruled"})
     first = grade(**args, policy=GatePolicy(strict_other=True, strict_tree=True))  # type: ignore[arg-type]
     assert not any(g.passed for g in first.values())
+    assert "another conversation's, and it holds no word of the input" in reason(first["pg"], 0.3)  # not "already said"
     loop = grade(**args, policy=GatePolicy(strict_other=True, strict_tree=True, loop=True))  # type: ignore[arg-type]
     assert loop["pg"].passed and loop["far"].passed  # its cosine covers the question (cover_sem)
     assert not loop["noted"].passed  # the register alone is still not enough
