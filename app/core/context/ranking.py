@@ -185,7 +185,7 @@ def recency_score(age_s: float, half_life_s: float) -> float:
 
 
 def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:
-    """Cosine of the query and each stored vector (the recent turns', the kept items'), for the relevance gate."""
+    """Cosine of the query and each stored vector (the recent turns', the kept items'), for the gate and the coverage check."""
     if query is None or not vectors:
         return {}
     ids = sorted(vectors)
