@@ -78,37 +78,3 @@ def test_a_part_answered_by_meaning_is_not_called_insufficient(make_engine: Engi
         await engine.close()
 
     asyncio.run(main())
-
-
-@pytest.mark.model
-def test_the_decision_another_conversation_holds_answers_the_question(make_engine: EngineFactory,
-                                                                      tmp_path: Path) -> None:
-    """Said turn by turn, the statements are separate conversations (routing starts a tree for
-    each), and the question continues the latest one (the dashboard), which says nothing about it.
-    The Postgres turn shares no word with the question, so the gate's cross-conversation rule
-    (meaning and words at once, and a word of the input this conversation lacks) dropped it in
-    both rounds and the question stood uncovered. The loop's round, which runs because nothing
-    kept covers the question, lets it pass by meaning alone."""
-    from app import main as wiring
-
-    embedder = wiring.load_embedder(Settings.load(tmp_path / "settings"))
-    config = EngineConfig(default_budget=1024, llm_intent="off", ablate=(Ablation.DEADLINES.value,))
-    engine = make_engine(["Noted."], embedder=embedder, config=config)
-
-    async def main() -> None:
-        await engine.start()
-        state = await engine.open_session(None, title="infra")
-        for _, text in HISTORY:
-            await (await engine.submit(state.session_id, text)).done
-        record = await (await engine.submit(state.session_id, "Which database did we pick?")).done
-        recall, text = record.build.recall, record.build.context.text()
-        assert "Postgres" in text and "nothing stored covers" not in text and INSUFFICIENT not in text
-        assert recall.rounds == 2 and [p.covered for p in recall.parts] == ["meaning"]
-        postgres = next(c for c in recall.candidates if c.kept and c.relation == "other")
-        assert postgres.part == 0  # the question's best evidence, from another conversation
-        # the other conversations' "Noted." replies still stay out: no cosine of theirs covers it
-        assert "Noted." not in text.split("Evidence:")[-1]
-        assert await engine.replay(record.turn_id) == []
-        await engine.close()
-
-    asyncio.run(main())

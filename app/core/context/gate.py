@@ -33,12 +33,7 @@ leak in. Such a turn must also add to the conversation being continued: hold a w
 that none of that conversation's turns (the branch's window and linked turns) holds. A turn of
 another conversation repeating what this one already says about the input is that
 conversation's, not this one's; what only it says is what the input may be reaching for (CRAG:
-external knowledge where the retrieved knowledge falls short). Both tests ask for words, and a
-question's answer often shares none with it ("Which database did we pick?" — "we decided to go
-with Postgres"): in the retrieval loop's second round (``loop``), which runs because nothing kept
-covers the question — so there is nothing the other turn could repeat —, such a turn passes on
-the grade its standing gives when its cosine alone covers the question (``cover_sem``, the level
-the coverage check counts as covering by meaning).
+external knowledge where the retrieved knowledge falls short).
 When the session holds several conversations, the anchor's tree beyond its recent window (and
 beyond what the graph links) is held to the same two tests (``strict_tree``). There the trees
 were grown by routing, and every input routed to the wrong conversation joined two of them: the
@@ -85,7 +80,6 @@ class GatePolicy(BaseModel):
     strict_tree: bool = False  # several conversations: the anchor tree's turns outside its window need them too
     other_sem_full: float = 0.6  # ... full semantic support of another branch's turn from this cosine
     other_lex_full: float = 0.75  # ... and full lexical support from this share of the query's words
-    loop: bool = False  # the loop's round for an uncovered question: a strict turn whose cosine covers it passes
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +182,9 @@ def grade(fused: Mapping[str, float], *, sem: Mapping[str, float], lex: Mapping[
         lr = (lex_rank or {}).get(item, 0.0)
         strict = (policy.strict_other and kind == "other") or (policy.strict_tree and kind == "tree")
         words = lx if strict else max(lx, lr)
-        covers = strict and policy.loop and s is not None and s >= policy.cover_sem  # answers by meaning alone
-        new = covers or not strict or (adds or {}).get(item, True)
+        new = not strict or (adds or {}).get(item, True)
         excluded = kind == "other" and item in ruled_out
-        lifted = 1.0 if covers else support(s, words, policy, strict=strict)
-        value = 1.0 if kind in ("branch", "linked") else rel * lifted * new
+        value = 1.0 if kind in ("branch", "linked") else rel * support(s, words, policy, strict=strict) * new
         value = 0.0 if excluded else value
         out[item] = Grade(grade=round(value, 6), rel=round(rel, 6), sem=None if s is None else round(s, 6),
                           lex=round(lx, 6), lex_rank=round(lr, 6), relation=kind, adds=new, ruled_out=excluded,
@@ -232,6 +224,5 @@ def reason(g: Grade, threshold: float) -> str:
         how += "; another conversation, one routing ruled out for this input"
     elif not g.adds:
         whose = "an older turn of this tree" if g.relation == "tree" else "another conversation's"
-        held = "it holds no word of the input" if g.lex == 0 else "every word of the input it holds is already in this one"
-        how += f"; {whose}, and {held}"
+        how += f"; {whose}, and every word of the input it holds is already in this one"
     return f"{BELOW} ({how})"

@@ -182,15 +182,3 @@ def recency_score(age_s: float, half_life_s: float) -> float:
     if half_life_s <= 0:
         return 0.0
     return math.exp(-max(age_s, 0.0) * math.log(2) / half_life_s)
-
-
-def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:
-    """Cosine of the query and each stored vector (the recent turns', the kept items'), for the gate and the coverage check."""
-    if query is None or not vectors:
-        return {}
-    ids = sorted(vectors)
-    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float64)
-    q = np.asarray(query, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-    sims = np.divide(matrix @ q, norms, out=np.zeros(len(ids)), where=norms > 0)
-    return {i: round(float(x), 6) for i, x in zip(ids, sims)}

@@ -15,9 +15,8 @@ from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
 
 CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic", "time")
-#: Channels that query the index: observations of the outside, replayed as recorded ("cover": the
-#: coverage check's cosines from the kept items' stored vectors, ``parts.Cover``; it fuses nothing).
-INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic", "cover")  # observed (recorded, fed back in replay)
+#: Channels that query the index: observations of the outside, replayed as recorded.
+INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic")  # observed (recorded, fed back in replay)
 
 
 class SearchPort(Protocol):
@@ -93,9 +92,6 @@ class RecallRequest(BaseModel):
     # routing's own, so among several conversations the others' turns need their tree among these.
     alternatives: list[tuple[str, float]] = Field(default_factory=list)
     routed: bool = False
-    # The retrieval loop's second round for a question the first left uncovered (``parts``): the
-    # gate lets another conversation's turn pass by meaning alone (``GatePolicy.loop``).
-    uncovered: bool = False
 
     def in_range(self, at: str) -> bool:
         """True when ``at`` falls in the date range (always, without one)."""

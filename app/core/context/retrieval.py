@@ -47,7 +47,7 @@ from app.core.context.channels import recent as _recent
 from app.core.context.channels import structured as _structured
 from app.core.context.channels import topic as _topic
 from app.core.context.gate import GatePolicy, GateSummary, Relation
-from app.core.context.parts import Cover, Embed, Rounds, Stored
+from app.core.context.parts import Embed, Rounds
 from app.core.context.ranking import FusionMethod
 from app.core.context.recall_model import (
     CHANNELS,
@@ -87,7 +87,6 @@ async def recall(
     outside: Callable[[list[str]], Awaitable[list[NoteView]]] | None = None,
     topics: TopicSearch | None = None,
     embed: Embed | None = None,
-    stored: Stored | None = None,
 ) -> tuple[RecallResult, list[NoteView]]:
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify; then
     the sub-questions' own retrieval and the loop's second round (``app.core.context.parts``).
@@ -95,8 +94,7 @@ async def recall(
     ``recorded`` runs (by ``runner.run_key``) are used as observed; ``known_sem``: query cosines
     the caller has (recent turns), for the gate; ``topics(query, k, session or None)`` is the topic
     channel; ``outside(ids)`` reads other sessions' hits (workspace scope) as notes, fused on a view
-    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation; ``stored(ids)``
-    reads items' stored vectors (the coverage check's, ``parts.Cover``)."""
+    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
     runner = ChannelRunner(req, search=search, run_blocking=run_blocking, scoped=scoped, recorded=recorded)
@@ -128,9 +126,8 @@ async def recall(
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
     strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
-    cover = Cover(seen, runner, req.query, query_vector, embed, stored)
-    rounds = Rounds(seen, req, runner, lambda st, rq, rs: fuse(st, rq, strategy, rs, known_sem=known_sem), cover, sizes)
-    return await rounds.recall(list(runs), known_sem or {}), notes
+    rounds = Rounds(seen, req, runner, lambda st, rq, rs: fuse(st, rq, strategy, rs, known_sem=known_sem), embed, sizes)
+    return await rounds.recall(list(runs)), notes
 
 
 async def _memory_channel(state: SessionState, req: RecallRequest, search: SearchPort, query_vector: Sequence[float],
@@ -320,7 +317,7 @@ class _Pool:
         # several, so must the anchor tree's turns beyond its recent window (gate module doc).
         several = self.state.graph.several_conversations()
         policy = GatePolicy(threshold=req.relevance_threshold, strict_other=anchor is not None or several,
-                            strict_tree=several, loop=req.uncovered)
+                            strict_tree=several)
         texts: _OnDemand[str] = _OnDemand(lambda i: item_text(self.state, i), fused)
         # The input's words weighed over the listed candidates only: the neighbours propagation
         # reached (most of ``fused``) are graded on the words these weights give.

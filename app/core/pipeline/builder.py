@@ -30,7 +30,6 @@ import numpy as np
 
 from app.core.context.compiler import Item
 from app.core.context.prompt import SYSTEM_INSTRUCTION, CompiledPrompt, PromptCompiler, PromptSections
-from app.core.context.ranking import query_cosines
 from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, recall
 from app.core.context.sections.tools import clip
 from app.core.intent.dependence import states
@@ -343,7 +342,7 @@ class ContextBuilder:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
                                 run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
                                 outside=partial(sources.outside_notes, state), topics=sources.topics(),
-                                embed=sources.query_vector, stored=sources.vectors)
+                                embed=sources.query_vector)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()
@@ -397,3 +396,15 @@ def running_tasks(tasks: TaskInputs) -> list[RunningTask]:
     """The tasks a live stream works on, or paused, as the intent's structure signal reads them."""
     return [RunningTask(task_id=t.task_id, name=t.name, status="paused" if t.paused else t.status.value)
             for t in tasks.running()]
+
+
+def query_cosines(query: Sequence[float] | None, vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, float]:
+    """Cosine of the query and each stored vector (the recent turns'), for the relevance gate."""
+    if query is None or not vectors:
+        return {}
+    ids = sorted(vectors)
+    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    sims = np.divide(matrix @ q, norms, out=np.zeros(len(ids)), where=norms > 0)
+    return {i: round(float(x), 6) for i, x in zip(ids, sims)}

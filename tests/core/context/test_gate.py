@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.context.gate import (
-    BELOW,
-    GatePolicy,
-    Relation,
-    coverage,
-    covering,
-    grade,
-    reason,
-    support,
-    unsaid,
-    weights,
-)
+from app.core.context.gate import BELOW, GatePolicy, coverage, covering, grade, reason, support, unsaid, weights
 
 
 def test_weights_favour_rare_words_and_coverage_counts_them() -> None:
@@ -107,20 +96,3 @@ def test_grading_goes_best_first_and_stops_when_enough_passed() -> None:
     assert "d" not in grade(fused, sem=sem, lex={}, relation=Unread(relation), policy=policy, shown={"a", "b", "c", "e"})
     # two passing are enough: the rest is not graded (and so not read from the maps)
     assert list(grade(fused, sem=sem, lex={}, relation=relation, policy=policy, enough=2)) == ["a", "b"]
-
-
-def test_in_the_loops_round_another_conversations_turn_may_answer_by_meaning_alone() -> None:
-    # "Which database did we pick?" beside "we decided to go with Postgres": no shared word, so
-    # the cross-conversation rule (meaning and words at once, a word this conversation lacks) fails it.
-    fused = {"pg": 1.0, "noted": 1.0, "far": 1.0, "ruled": 1.0}
-    sem = {"pg": 0.35, "noted": 0.22, "far": 0.35, "ruled": 0.35}
-    relation: dict[str, Relation] = {"pg": "other", "noted": "other", "far": "tree", "ruled": "other"}
-    args = dict(fused=fused, sem=sem, lex={}, relation=relation, adds={i: False for i in fused},
-                ruled_out={"ruled"})
-    first = grade(**args, policy=GatePolicy(strict_other=True, strict_tree=True))  # type: ignore[arg-type]
-    assert not any(g.passed for g in first.values())
-    assert "another conversation's, and it holds no word of the input" in reason(first["pg"], 0.3)  # not "already said"
-    loop = grade(**args, policy=GatePolicy(strict_other=True, strict_tree=True, loop=True))  # type: ignore[arg-type]
-    assert loop["pg"].passed and loop["far"].passed  # its cosine covers the question (cover_sem)
-    assert not loop["noted"].passed  # the register alone is still not enough
-    assert not loop["ruled"].passed  # a conversation routing ruled out stays out
