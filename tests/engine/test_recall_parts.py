@@ -42,9 +42,6 @@ def test_a_part_answered_by_meaning_is_not_called_insufficient(make_engine: Engi
         await engine.ingest(state.session_id, [
             Message(message_id=f"{prefix}{n}", role=Role.USER, content=text, author=Author(kind=AuthorKind.USER, id=who),
                     at=f"2024-03-0{n + 1}T10:00:00") for n, (who, text) in enumerate(HISTORY)])
-        # The memory writer catches up behind the import: wait for it, so that the earlier sessions'
-        # memories are there (the same every run) when the question is asked.
-        await engine.memory_idle()
         run = await engine.submit(state.session_id, question)
         return await run.done
 
