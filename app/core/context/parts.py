@@ -21,7 +21,9 @@ After the first fusion (``app.core.context.retrieval``), ``Rounds``:
   "insufficient" only when nothing passed in any round.
 
 Every extra channel run is returned with the text it searched (``ChannelRun.query``, its round):
-replay answers the index channels from the record by that key (``runner.run_key``).
+replay answers the index channels from the record by that key (``runner.run_key``). The runs are
+listed by the order the parts started in, then round — not in the order the concurrent searches
+finished, which the machine's load decides — so a replay lists them as the record does.
 """
 
 from __future__ import annotations
@@ -66,8 +68,11 @@ class Rounds:
                  embed: Embed | None, sizes: Mapping[str, int]) -> None:
         self.state, self.req, self.runner, self.fuse, self.embed = state, req, runner, fuse, embed
         self.sizes = sizes
-        self.extra: list[ChannelRun] = []
-        self.found: list[RecallResult] = []  # the extra rounds' fused results
+        # Each extra search's (part's rank, round, runs, fused result). The parts search concurrently, so
+        # they finish in an order the machine's load decides: ``merged`` lists them by the order the
+        # parts started in (``ranks``) and round, the same live and on replay.
+        self.searched: list[tuple[int, int, list[ChannelRun], RecallResult]] = []
+        self.ranks: dict[str, int] = {}
         self.loop = ""
 
     async def recall(self, runs: list[ChannelRun]) -> RecallResult:
@@ -105,8 +110,9 @@ class Rounds:
     async def part(self, question: str, share: int, kept: Mapping[str, str], *, since: str = "",
                    until: str = "") -> PartRecall:
         """One sub-question's retrieval on its share of the pool, and its second round if uncovered."""
+        rank = self.ranks.setdefault(question, len(self.ranks))  # before the first await: in start order
         req = self.part_request(question, share, since, until)
-        found = await self.search(req, question, ranged=True)
+        found = await self.search(req, question, ranged=True, rank=rank)
         out = PartRecall(question=question, lead=_lead(found.result), since=since, until=until)
         return await self.covered(out, req, found, kept)
 
@@ -137,7 +143,8 @@ class Rounds:
             self.loop = f"no second round: {self.runner.elapsed_ms():.0f} ms of the {limit} ms limit spent"
             return out
         req = req.model_copy(update={"query": text, "since": "", "until": "", "date_mode": ""})
-        found = await self.search(req, text, ranged=False, round_=2, share=share)
+        rank = self.ranks.get(out.question, 0)
+        found = await self.search(req, text, ranged=False, round_=2, share=share, rank=rank)
         lead = [i for i in _lead(found.result) if i not in out.lead]
         texts = {i: item_text(self.state, i) for i in [*out.lead, *lead]}
         pool = [item_text(self.state, c.id) for c in found.result.candidates]
@@ -157,7 +164,7 @@ class Rounds:
         return req.model_copy(update=update)
 
     async def search(self, req: RecallRequest, text: str, *, ranged: bool, round_: int = 1,
-                     share: int | None = None) -> _Found:
+                     share: int | None = None, rank: int = 0) -> _Found:
         """The vector and full-text channels (and the time channel, with a range) for ``text``, fused."""
         n = share or len(self.req.sub_questions) or 1
         size = {c: max(1, self.sizes.get(c, 0) // n) if self.sizes.get(c, 0) else 0 for c in (*_SEARCHED, "time")}
@@ -175,14 +182,15 @@ class Rounds:
             runs.append(await self.runner.run("time", size["time"], timed, text))
         for run in runs:
             run.round = round_
-        self.extra.extend(runs)
-        self.found.append(self.fuse(self.state, req, runs))
-        return _Found(runs, self.found[-1])
+        fused = self.fuse(self.state, req, runs)
+        self.searched.append((rank, round_, runs, fused))
+        return _Found(runs, fused)
 
     def merged(self, result: RecallResult, runs: list[ChannelRun], parts: list[PartRecall]) -> RecallResult:
         """``result`` with the parts' leads kept and marked, their runs, coverage and rounds."""
         by_id = {c.id: c for c in result.candidates}
-        found = {c.id: c for extra in reversed(self.found) for c in extra.candidates}
+        searched = sorted(self.searched, key=lambda s: (s[0], s[1]))
+        found = {c.id: c for *_, fused in reversed(searched) for c in fused.candidates}
         rank = max((c.rank for c in result.candidates if c.kept), default=0)
         for n, part in enumerate(parts):
             for item in part.lead:
@@ -199,8 +207,9 @@ class Rounds:
             summary = summary.model_copy(update={
                 "uncovered": [p.question for p in parts if several and not p.covered],
                 "insufficient": summary.insufficient and not any(p.lead for p in parts)})
+        extra = [run for _, _, made, _ in searched for run in made]
         return result.model_copy(update={
-            "channels": [*runs, *self.extra], "candidates": ordered, "gate": summary, "parts": parts,
+            "channels": [*runs, *extra], "candidates": ordered, "gate": summary, "parts": parts,
             "rounds": 2 if any(p.rounds > 1 for p in parts) else 1, "loop": self.loop})
 
 

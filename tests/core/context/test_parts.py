@@ -107,3 +107,26 @@ def test_no_second_round_past_half_the_time_limit() -> None:
                                      search=again, run_blocking=_blocking,  # type: ignore[arg-type]
                                      recorded=recorded_runs(result.channels)))
     assert again.asked == [] and replayed.rounds == 1 and replayed.kept_ids() == result.kept_ids()
+
+
+def test_the_parts_runs_are_listed_in_the_parts_order_whichever_finishes_first() -> None:
+    # The parts search at once: the first part's full-text search is the slow one here. The record
+    # (and a replay, compared with it run by run) must not depend on which finished first.
+    questions = ["What did Caroline paint?", "Which class did Caroline sign up for?"]
+
+    async def first_is_slow(fn, *args, **kw):  # type: ignore[no-untyped-def]
+        if args and args[0] == questions[0]:
+            await asyncio.sleep(0.05)
+        return fn(*args, **kw)
+
+    req = RecallRequest(query="What did Caroline paint and which class did she sign up for?",
+                        channel_sizes={"fulltext": 5}, top_k=3, sub_questions=questions, speakers=["Caroline"])
+    result, _ = asyncio.run(recall(_state(), req, query_vector=None, search=WordIndex(),  # type: ignore[arg-type]
+                                   run_blocking=first_is_slow))
+    assert [r.query for r in result.channels if r.channel == "fulltext" and r.query in questions] == questions
+    replayed, _ = asyncio.run(recall(_state(), req, query_vector=None, search=WordIndex(),  # type: ignore[arg-type]
+                                     run_blocking=_blocking, recorded=recorded_runs(result.channels)))
+    def runs(res):  # type: ignore[no-untyped-def]
+        return [(r.channel, r.query, r.round, r.hits) for r in res.channels]
+
+    assert runs(replayed) == runs(result)
