@@ -267,12 +267,17 @@ def part_level(age: int, level: str) -> str:
     return shown
 
 
+def composed_lines(parts: Sequence[dict[str, str]], level: str) -> list[str]:
+    """The lines of ``compose``: each part's text at the level its age shows it at (empty ones left out)."""
+    n = len(parts)
+    texts = [part.get(part_level(n - 1 - k, level), "") for k, part in enumerate(parts)]
+    return [t for t in texts if t]
+
+
 def compose(parts: Sequence[dict[str, str]], level: str) -> str:
     """A subject's summary from its parts (oldest first, each a text per level), older parts
     coarser (temporal compression); empty texts are left out."""
-    n = len(parts)
-    texts = [part.get(part_level(n - 1 - k, level), "") for k, part in enumerate(parts)]
-    return "\n".join(t for t in texts if t)
+    return "\n".join(composed_lines(parts, level))
 
 
 def model_valid(text: str, turns: Sequence[SummaryTurn], level: str, reference: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.memory.summaries import SummaryTurn, anchored_brief, compose
+from app.core.memory.summaries import SummaryTurn, anchored_brief, composed_lines
 from app.core.session.state import SessionState
 from app.core.types import NodeKind, SummaryCovers, SummaryRecord, utc_now
 
@@ -131,19 +131,25 @@ class Made:
 def next_record(previous: SummaryRecord | None, subject: Subject, level: str, part: Sequence[SummaryTurn],
                 texts: dict[str, str], made: Made, *, key: str, tokens: Any) -> SummaryRecord:
     """The new version of ``subject``'s summary at ``level``: the previous parts and the new one
-    (``texts``: the part at each level), composed with older parts coarser; ``tokens`` counts text."""
+    (``texts``: the part at each level), composed with older parts coarser; ``tokens`` counts text
+    (a composed level's count is its lines' counts plus one per newline)."""
     parts = [*(previous.parts if previous else []),
              {"first": part[0].index, "last": part[-1].index, "first_id": part[0].message_id,
               "last_id": part[-1].message_id, **texts}]
     if level == "brief":
         content = anchored_brief(previous.content if previous else "", texts["brief"])
+        count = int(tokens(content))
     else:
-        content = compose(parts, level)
+        # Counted line by line, a newline apiece: the lines are the parts' texts, each counted once
+        # over the subject's life (the counter caches them), where the whole grows with every update.
+        lines = composed_lines(parts, level)
+        content = "\n".join(lines)
+        count = sum(int(tokens(line)) for line in lines) + max(0, len(lines) - 1)
     ids = [*(previous.covers.ids if previous else []), *(t.message_id for t in part)]
     first = previous.covers.first if previous else part[0].index
     return SummaryRecord(
         subject=subject.kind, subject_id=subject.subject_id, level=level, content=content,
         covers=SummaryCovers(first=first, last=part[-1].index, ids=ids), parts=parts,
-        provider=made.provider, model=made.model, tokens=int(tokens(content)),
+        provider=made.provider, model=made.model, tokens=count,
         based_on=previous.summary_id if previous else None, created_at=utc_now(), cache_key=key,
     )

@@ -84,7 +84,7 @@ def test_an_update_is_based_on_the_previous_version_and_keeps_its_parts() -> Non
     assert (second.covers.first, second.covers.last) == (0, 6)
     assert second.covers.ids == [t.message_id for t in TURNS]
     assert second.content.startswith(first.content)  # anchored: the earlier part is kept as it was
-    assert len(second.parts) == 2 and second.tokens == words(second.content)
+    assert len(second.parts) == 2 and second.tokens == words(second.content) + 1  # two parts, a newline between
     assert cache_key("branch", "root", "detailed", ["m0"], None) != cache_key("branch", "root", "detailed", ["m0"], "x")
 
 
@@ -97,3 +97,27 @@ def test_the_plan_chooses_the_summary_level_by_budget_and_confidence() -> None:
     assert summary_level(work, "wide", 1024) == "detailed"  # unsure: one level finer
     lookup = Intent(text="when was the release?", mode=Mode.QA, task_type=TaskType.RETRIEVAL)
     assert summary_level(lookup, "wide", 4096) == "brief"  # evidence answers a standalone lookup
+
+
+def test_a_composed_level_is_counted_line_by_line_so_a_long_chain_costs_linear_counting() -> None:
+    """Issue 40: the composed levels grew with every update and were counted whole each time
+    (quadratic over a 100,000-turn import); each line is now counted once, with the counter's cache."""
+    asked: list[str] = []
+    cache: dict[str, int] = {}
+
+    def count(text: str) -> int:  # a caching counter, as ModelTokenCounter is
+        if text not in cache:
+            asked.append(text)
+            cache[text] = words(text)
+        return cache[text]
+
+    subject = Subject("session", "s", tuple(TURNS))
+    record = None
+    for n in range(60):
+        part = [SummaryTurn(f"m{n}", n, "Ana", f"Step {n} moved file{n}.py to the release branch.")]
+        texts = {level: f"{level} {n}: file{n}.py" for level in ("brief", "standard", "detailed")}
+        record = next_record(record, subject, "standard", part, texts, Made(texts["standard"], "extractive"),
+                             key=f"k{n}", tokens=count)
+    assert record is not None and len(record.parts) == 60
+    assert record.tokens == words(record.content) + record.content.count("\n")  # its lines plus the newlines
+    assert sum(len(t) for t in asked) < 4 * sum(len(p["standard"]) + len(p["brief"]) for p in record.parts)
