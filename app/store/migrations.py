@@ -391,6 +391,12 @@ def _m0009_provenance(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m0010_summaries_seq(conn: sqlite3.Connection) -> None:
+    """Index the summaries by their per-session ``seq``: every new version asks for the session's
+    highest, which without it read every version of the session (quadratic over an import)."""
+    _run(conn, ("CREATE INDEX summaries_seq ON summaries(session_id, seq)",))
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
@@ -401,6 +407,7 @@ MIGRATIONS: list[Migration] = [
     ("0007_topics", _m0007_topics),
     ("0008_summaries", _m0008_summaries),
     ("0009_provenance", _m0009_provenance),
+    ("0010_summaries_seq", _m0010_summaries_seq),
 ]
 
 
