@@ -10,6 +10,7 @@ on their own single-worker executor (see ``app.core.runtime.executors``); the en
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -356,9 +357,10 @@ class WordTokenCounter:
 
 class ModelTokenCounter:
     """Adapts a ``ChatModel``'s tokenizer to the ``TokenCounter`` port, with a bounded cache
-    (the same turns are counted again in every build that recalls them)."""
+    (the same turns are counted again in every build that recalls them; an import warms it with
+    every turn, so it holds a 100,000-turn history, and when full drops its older half, not all)."""
 
-    def __init__(self, model: ChatModel, *, cache_size: int = 50_000) -> None:
+    def __init__(self, model: ChatModel, *, cache_size: int = 250_000) -> None:
         self._model = model
         self.name = f"model:{model.name}"
         self._cache: dict[str, int] = {}
@@ -368,8 +370,9 @@ class ModelTokenCounter:
         hit = self._cache.get(text)
         if hit is None:
             hit = self._model.count_tokens(text)
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()
+            if len(self._cache) >= self._cache_size:  # the older half goes (a dict keeps insertion order)
+                for old in list(itertools.islice(self._cache, len(self._cache) // 2)):
+                    del self._cache[old]
             self._cache[text] = hit
         return hit
 
