@@ -272,6 +272,15 @@ class SummaryRecord(_Model):
     created_at: str = Field(default_factory=utc_now)
     valid_to: str | None = None
     cache_key: str = ""
+    _json: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as JSON data, made once: a record is not changed once made, and every build
+        that is offered a branch's summaries keeps them in its record (``covers.ids`` and ``parts``
+        grow with the branch: thousands of entries at 10,000 turns)."""
+        if self._json is None:
+            self._json = self.model_dump(mode="json")
+        return self._json
 
 
 class Task(_Model):

@@ -106,7 +106,8 @@ class PromptCompiler:
                                  limit=sections.limit, quotas=dict(sections.quotas), conflicts=conflicts,
                                  plain=Ablation.TEMPLATE in sections.ablate)
         required = check_required(sections.required, items, fitted.compiled, sections.offered_tools,
-                                  {n.note_id: n.kind for n in state.notes.values()})
+                                  {it.item_id: state.notes[it.item_id].kind for it in items
+                                   if it.item_id in state.notes})  # the items' notes only: a build's few dozen
         return CompiledPrompt(fitted.compiled, fitted.prompt, fitted.charge, compressions, required)
 
     def items(self, state: SessionState, s: PromptSections,

@@ -48,7 +48,7 @@ def recorded_offer(state: SessionState, subjects: Sequence[str | None], offered:
         mine = offered_for(state, node, offered)
         if mine and node is not None and all(k["root"] != state.graph.root_of(node) for k in kept):
             kept.append({"root": state.graph.root_of(node),
-                         "levels": {k: v.model_dump(mode="json") for k, v in mine.items()}})
+                         "levels": {k: v.as_json() for k, v in mine.items()}})
     if not kept:
         return {}
     return {**kept[0], "more": kept[1:]} if len(kept) > 1 else kept[0]
