@@ -63,7 +63,7 @@ from app.core.context.recall_model import (
     RecallStrategy,
     SearchPort,
 )
-from app.core.context.runner import ChannelRunner, RunBlocking
+from app.core.context.runner import ChannelRunner, EarlyText, RunBlocking
 from app.core.session.state import NoteView, SessionState
 from app.core.text.words import RANKING, content_stems
 
@@ -87,6 +87,7 @@ async def recall(
     outside: Callable[[list[str]], Awaitable[list[NoteView]]] | None = None,
     topics: TopicSearch | None = None,
     embed: Embed | None = None,
+    early: EarlyText | None = None,
 ) -> tuple[RecallResult, list[NoteView]]:
     """Run the channels concurrently, fuse, propagate to neighbours, gate, dedup, diversify; then
     the sub-questions' own retrieval and the loop's second round (``app.core.context.parts``).
@@ -94,10 +95,12 @@ async def recall(
     ``recorded`` runs (by ``runner.run_key``) are used as observed; ``known_sem``: query cosines
     the caller has (recent turns), for the gate; ``topics(query, k, session or None)`` is the topic
     channel; ``outside(ids)`` reads other sessions' hits (workspace scope) as notes, fused on a view
-    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation."""
+    of ``state``, returned; ``embed(text)`` embeds a sub-question or a reformulation; ``early``: the
+    input's full-text query, started with the build (``runner.EarlyText``)."""
     sizes = {c: max(0, int(req.channel_sizes.get(c, 0))) for c in CHANNELS}
     scoped = None if req.scope == "workspace" else state.session_id  # the workspace: every session's messages
-    runner = ChannelRunner(req, search=search, run_blocking=run_blocking, scoped=scoped, recorded=recorded)
+    runner = ChannelRunner(req, search=search, run_blocking=run_blocking, scoped=scoped, recorded=recorded,
+                           early=early)
 
     async def given() -> Sequence[float] | None:
         return query_vector

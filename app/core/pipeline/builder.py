@@ -31,6 +31,7 @@ import numpy as np
 from app.core.context.compiler import Item
 from app.core.context.prompt import SYSTEM_INSTRUCTION, CompiledPrompt, PromptCompiler, PromptSections
 from app.core.context.retrieval import PCM_FUSION, RecallRequest, RecallResult, recall
+from app.core.context.runner import EarlyText
 from app.core.context.sections.tools import clip
 from app.core.intent.dependence import states
 from app.core.intent.engine import IntentEngine
@@ -189,11 +190,30 @@ class ContextBuilder:
         (the engine's now, or a recorded build's: replay). The model limits are the sources'
         (replay rebuilds with those the turn was built under), else the builder's. The turn's
         tools run alongside recall; their results enter the context as labelled evidence and the
-        round is recorded in ``BuildRecord.tools``. Nothing is written to ``state``: the notes
+        round is recorded in ``BuildRecord.tools``. The input's full-text query starts at once,
+        beside the query's embedding (``early_text``). Nothing is written to ``state``: the notes
         workspace recall read from other sessions are returned (``Built.outside``)."""
         timing = StageTiming()
         limits = sources.limits(state)
         context_size, answer_reserve = limits if limits is not None else (self.context_size, self.answer_reserve)
+        early = self.early_text(state, request, sources)
+        try:
+            return await self._build(state, request, sources, timing, context_size, answer_reserve, early)
+        finally:
+            if early is not None:
+                early.drop()
+
+    @staticmethod
+    def early_text(state: SessionState, request: BuildRequest, sources: BuildSources) -> EarlyText | None:
+        """The input's full-text query, started now, beside the query's embedding (live builds with
+        an index only: replay reads its runs from the record). See ``runner.EarlyText``."""
+        index = sources.index
+        if index is None or sources.channels() or not request.text.strip():
+            return None
+        return EarlyText.start(index, sources.run_blocking, request.text, state.session_id)
+
+    async def _build(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
+                     context_size: int, answer_reserve: int, early: EarlyText | None) -> Built:
         inp, vectors, tool_step = await self.inputs(state, request, sources, timing)
         inp = closed(state, inp) if inp.ablate else inp
         t0 = time.perf_counter()
@@ -214,7 +234,7 @@ class ContextBuilder:
         req = self.recall_request(state, inp, intent, plan, anchor)
         recalled, outside, tool_round = await self.recall_and_tools(state, inp, intent, plan, req, timing,
                                                                     sources=sources, vectors=vectors,
-                                                                    tool_step=tool_step)
+                                                                    tool_step=tool_step, early=early)
         state = state.with_notes(outside) if outside else state  # what recall read, the prompt shows
         t4 = time.perf_counter()
         limit = max(0, context_size - answer_reserve)
@@ -331,18 +351,18 @@ class ContextBuilder:
     async def recall_and_tools(
         self, state: SessionState, inp: BuildInputs, intent: Intent, plan: ContextPlan, req: RecallRequest,
         timing: StageTiming, *, sources: BuildSources, vectors: Mapping[str, Sequence[float] | np.ndarray],
-        tool_step: ToolStep | None,
+        tool_step: ToolStep | None, early: EarlyText | None = None,
     ) -> tuple[RecallResult, list[NoteView], ToolRound | None]:
         """Recall (the index channels the sources recorded are used as observed, the others run;
         with the notes it read from other sessions) and the turn's tool round, run concurrently
-        (``timing.tools_ms`` is the tools')."""
+        (``timing.tools_ms`` is the tools'); ``early``: the input's full-text query, started with the build."""
         known_sem = query_cosines(inp.query_vector, {k: v for k, v in vectors.items() if k not in state.notes})
 
         async def run_recall() -> tuple[RecallResult, list[NoteView]]:
             return await recall(state, req, query_vector=inp.query_vector, search=sources.index,
                                 run_blocking=sources.run_blocking, recorded=sources.channels(), known_sem=known_sem,
                                 outside=partial(sources.outside_notes, state), topics=sources.topics(),
-                                embed=sources.query_vector)
+                                embed=sources.query_vector, early=early)
 
         async def run_tools() -> ToolRound | None:
             started = time.perf_counter()
