@@ -1,6 +1,7 @@
-"""The input's full-text query starts with the build (issue 40 item 2, the recall stage's tail):
-it needs only the text, so it runs on the index's threads while the query is embedded, read,
-planned and routed, and the full-text channel takes its hits instead of querying after them."""
+"""The input's full-text query starts before recall (issue 40 item 2, the recall stage's tail): it
+needs only the text, so it runs on the index's threads once the query is embedded, while the
+intent, the plan and routing run, and the full-text channel takes its hits instead of querying
+after them."""
 
 from __future__ import annotations
 
@@ -36,18 +37,18 @@ class SlowEmbedder(HashEmbedder):
         return out
 
 
-def _watch_text_queries(engine: Engine) -> list[tuple[str, int, float]]:
-    """Every full-text query of the engine's index: (text, k, when it started)."""
+def _watch_queries(engine: Engine) -> list[tuple[str, Any, int, float]]:
+    """Every full-text and vector query of the engine's index: (kind, text or vector, k, when it started)."""
     index = engine._ctx.index
     assert index is not None
-    asked: list[tuple[str, int, float]] = []
-    search = index.search_text
+    asked: list[tuple[str, Any, int, float]] = []
+    for name in ("search_text", "search_vector"):
+        def watched(query: Any, k: int = 10, *, _search: Any = getattr(index, name), _name: str = name,
+                    **kw: Any) -> list[tuple[str, float]]:
+            asked.append((_name, query, k, time.perf_counter()))
+            return _search(query, k, **kw)
 
-    def watched(query: str, k: int = 10, **kw: Any) -> list[tuple[str, float]]:
-        asked.append((query, k, time.perf_counter()))
-        return search(query, k, **kw)
-
-    index.search_text = watched  # type: ignore[method-assign]
+        setattr(index, name, watched)
     return asked
 
 
@@ -57,12 +58,13 @@ def test_the_inputs_full_text_query_runs_while_the_query_is_embedded(make_engine
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None, title="early")
         await engine.ingest(state.session_id, step_history(40))
-        asked = _watch_text_queries(engine)
+        asked = _watch_queries(engine)
         record, _ = await engine.build(state.session_id, QUESTION)
-        mine = [(k, at) for text, k, at in asked if text == QUESTION]
+        mine = [(k, at) for name, text, k, at in asked if name == "search_text" and text == QUESTION]
         assert len(mine) == 1, asked  # one query for the input: the early one, the channel asks no other
         k, started = mine[0]
-        assert k == EARLY_TEXT_K and started < embedder.ended[QUESTION]  # under way before the embedding ended
+        vector = min(at for name, _, _, at in asked if name == "search_vector")  # recall's first vector query
+        assert k == EARLY_TEXT_K and embedder.ended[QUESTION] < started < vector
         run = next(r for r in record.recall.channels if r.channel == "fulltext" and not r.query)
         assert run.hits and not run.error
         index = engine._ctx.index
@@ -79,8 +81,8 @@ def test_replay_answers_the_full_text_channel_from_the_record_without_an_early_q
         state = await engine.open_session(None, title="early replay")
         await engine.ingest(state.session_id, step_history(40))
         record = await (await engine.submit(state.session_id, QUESTION)).done
-        asked = _watch_text_queries(engine)
+        asked = _watch_queries(engine)
         assert await engine.replay(record.turn_id) == []
-        assert not [q for q in asked if q[0] == QUESTION]  # nothing asked of the index again
+        assert not [q for q in asked if q[0] == "search_text" and q[1] == QUESTION]  # nothing asked again
 
     make_engine.run(body)

@@ -59,8 +59,9 @@ EARLY_TEXT_K = 256
 
 
 class EarlyText:
-    """The input's full-text query, started as the build starts (``start``): it needs only the text,
-    so it runs on the index's threads while the query is embedded, read and planned, instead of after.
+    """The input's full-text query, started before recall (``start``, by the builder once the query
+    is embedded): it needs only the text, so it runs on the index's threads while the intent, the
+    plan and routing run on the loop, instead of after them.
 
     Its hits serve the full-text channel (``serves``) when the plan asks what it asked: the input's
     own text, in the session it searched, at most ``k`` hits, with no date range pushed into the

@@ -190,31 +190,38 @@ class ContextBuilder:
         (the engine's now, or a recorded build's: replay). The model limits are the sources'
         (replay rebuilds with those the turn was built under), else the builder's. The turn's
         tools run alongside recall; their results enter the context as labelled evidence and the
-        round is recorded in ``BuildRecord.tools``. The input's full-text query starts at once,
-        beside the query's embedding (``early_text``). Nothing is written to ``state``: the notes
+        round is recorded in ``BuildRecord.tools``. The input's full-text query starts as soon as
+        the inputs are read (``early_text``). Nothing is written to ``state``: the notes
         workspace recall read from other sessions are returned (``Built.outside``)."""
         timing = StageTiming()
         limits = sources.limits(state)
         context_size, answer_reserve = limits if limits is not None else (self.context_size, self.answer_reserve)
+        read = await self.inputs(state, request, sources, timing)
         early = self.early_text(state, request, sources)
         try:
-            return await self._build(state, request, sources, timing, context_size, answer_reserve, early)
+            return await self._stages(state, request, sources, timing, (context_size, answer_reserve), read, early)
         finally:
             if early is not None:
                 early.drop()
 
     @staticmethod
     def early_text(state: SessionState, request: BuildRequest, sources: BuildSources) -> EarlyText | None:
-        """The input's full-text query, started now, beside the query's embedding (live builds with
-        an index only: replay reads its runs from the record). See ``runner.EarlyText``."""
+        """The input's full-text query, started once the inputs are read (the query embedded), so it
+        runs on the index's threads while the intent, the plan and routing run here (live builds
+        with an index only: replay reads its runs from the record). See ``runner.EarlyText``.
+        Not beside the embedding: on two cores the query's threads slowed the embedding's."""
         index = sources.index
         if index is None or sources.channels() or not request.text.strip():
             return None
         return EarlyText.start(index, sources.run_blocking, request.text, state.session_id)
 
-    async def _build(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
-                     context_size: int, answer_reserve: int, early: EarlyText | None) -> Built:
-        inp, vectors, tool_step = await self.inputs(state, request, sources, timing)
+    async def _stages(self, state: SessionState, request: BuildRequest, sources: BuildSources, timing: StageTiming,
+                      limits: tuple[int, int], read: tuple[BuildInputs, Mapping[str, Sequence[float] | np.ndarray],
+                                                          ToolStep | None], early: EarlyText | None) -> Built:
+        """The stages after the inputs are read: intent, plan, routing, recall (with the turn's
+        tools), compilation, and the record."""
+        context_size, answer_reserve = limits
+        inp, vectors, tool_step = read
         inp = closed(state, inp) if inp.ablate else inp
         t0 = time.perf_counter()
         intent = self.infer_intent(state, inp)
