@@ -130,7 +130,7 @@ def test_a_cancelled_add_writes_what_was_embedded_the_longest_rows_of_its_window
     cancel = CancelToken()
     rows = [SearchRow(f"r{i}", "s", "message", t, "t")
             for i, t in enumerate(["aa", "bbbbbbbbbbbb", "cc", "dddddddddddd", "eeeeeeeeeeeeeeee"])]
-    assert index.add(rows, on_progress=lambda d, t: cancel.cancel(), cancel=cancel) == 2
+    assert index.add(rows, on_progress=lambda *_: cancel.cancel(), cancel=cancel) == 2
     assert index.ids() == {"r1", "r3"}  # the first batch of the window: its two longest texts
 
 

@@ -248,6 +248,30 @@ class SessionService:
     async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
                       parents: Mapping[str, str | None], routed: Mapping[str, float]) -> int:
         ctx, session_id = self.ctx, state.session_id
+        # Embedding (most of an ingest's time) starts now, beside the graph work and the SQLite
+        # write; the rows reach the index only once that write committed.
+        embedding = (asyncio.ensure_future(ctx.ex.run("embed", ctx.index.embed_messages, session_id, list(messages)))
+                     if ctx.index is not None else None)
+        try:
+            nodes, edges, answers = self._link_ingested(state, messages, chain, parents, routed)
+            await ctx.on_store(self._write_ingested, session_id, messages, answers, nodes, edges)
+        except BaseException:
+            if embedding is not None:  # nothing of a failed write is indexed; the embedding is dropped
+                embedding.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
+        if ctx.index is not None and embedding is not None:
+            await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages), await embedding)
+        await self.warm_counts(state, [m.message_id for m in messages])
+        self.ctx.ingested.emit(session_id, list(messages))
+        settle_heap()
+        return len(messages)
+
+    @staticmethod
+    def _link_ingested(state: SessionState, messages: Sequence[Message], chain: bool,
+                       parents: Mapping[str, str | None], routed: Mapping[str, float],
+                       ) -> tuple[list[GraphNode], list[GraphEdge], dict[str, str]]:
+        """Add ingested messages to ``state`` as turns (``ingest``'s rules); return the new turn
+        nodes, the ``continues`` edges and, by turn id, the message that answers it."""
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
         edges: list[GraphEdge] = []
@@ -274,14 +298,7 @@ class SessionService:
                 state.add_edge(edge)
                 edges.append(edge)
             previous = node.node_id
-
-        await ctx.on_store(self._write_ingested, session_id, messages, answers, nodes, edges)
-        if ctx.index is not None:
-            await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages))
-        await self.warm_counts(state, [m.message_id for m in messages])
-        self.ctx.ingested.emit(session_id, list(messages))
-        settle_heap()
-        return len(messages)
+        return nodes, edges, answers
 
     def _write_ingested(self, session_id: str, messages: Sequence[Message], answers: Mapping[str, str],
                         nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> None:
