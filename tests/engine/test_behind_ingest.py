@@ -10,6 +10,7 @@ import pytest
 
 from app.core.engine import sessions
 from app.core.engine.facade import Engine
+from app.core.ports import WordTokenCounter
 from tests.conftest import EngineFactory
 from tests.texts import step_history
 
@@ -31,3 +32,33 @@ def test_the_memory_writer_and_the_summaries_start_only_once_an_import_has_settl
         assert engine._summaries.stats.misses > 0
 
     make_engine.run(body)
+
+
+class SeenCounter(WordTokenCounter):
+    """Counts words, and keeps every text it was asked about."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.seen.append(text)
+        return super().count(text)
+
+
+def test_the_tokens_of_ingested_messages_are_counted_once_the_import_has_settled(
+        make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sessions, "INGEST_SETTLE_S", 1.0, raising=False)
+    monkeypatch.setattr(sessions, "WARM_BATCH", 15, raising=False)
+    counter = SeenCounter()
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="import")
+        for start in (0, 20):  # an import in two chunks
+            await engine.ingest(state.session_id, step_history(20, start=start))
+        await asyncio.sleep(0.3)
+        rendered = {m.render() for m in engine._ctx.sessions[state.session_id].messages.values()}
+        assert len(rendered) == 40 and not rendered & set(counter.seen)  # not while the import may go on
+        await engine._sessions.counted()
+        assert rendered <= set(counter.seen)  # every message's, once it settled
+
+    make_engine.run(body, counter=counter)

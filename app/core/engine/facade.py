@@ -245,6 +245,7 @@ class Engine:
         await self._server_tools.close()
         await self._memory.idle()
         await self._summaries.idle()
+        await self._sessions.close()
         await self._recovery.close()
         await self._upkeep.close()
         await self._ctx.on_store(self._ctx.store.close)  # on its own thread; gives up the run lease
