@@ -433,9 +433,11 @@ class SearchIndex:
 
     def _upsert(self, rows: Sequence[tuple[SearchRow, np.ndarray]]) -> int:
         """Write embedded rows in one upsert (by id); return how many."""
-        data = pa.Table.from_pylist(
-            [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text, "at": r.at,
-              "vector": v.tolist()} for r, v in rows], schema=self._schema())
+        schema = self._schema()
+        vectors = np.ascontiguousarray(np.stack([v for _, v in rows]), dtype=np.float32).reshape(-1)
+        data = pa.Table.from_arrays(  # columns from the rows and the vectors' buffer: no Python float per value
+            [pa.array([getattr(r, name) for r, _ in rows], pa.string()) for name in schema.names[:-1]]
+            + [pa.FixedSizeListArray.from_arrays(pa.array(vectors), self.embedder.dim)], schema=schema)
         before = self._version()
         self._retry(lambda: (self._table.merge_insert("id").when_matched_update_all()
                              .when_not_matched_insert_all().execute(data)))
