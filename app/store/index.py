@@ -329,6 +329,15 @@ class SearchIndex:
         fold = self._folds_in_background() and unoptimized >= self.optimize_every
         return fold or ann.due(self.ann_policy, rows, self._trained)
 
+    def upkeep_backlog(self) -> int:
+        """How many rows the upkeep has yet to take in: those written and not folded when folding
+        is its job, or, when the ANN index is due to be trained (again), those it was not trained
+        on; whichever is more. Counters only."""
+        with self._counts:
+            unoptimized, rows = self._unoptimized, self._rows
+        untrained = rows - (self._trained or 0) if ann.due(self.ann_policy, rows, self._trained) else 0
+        return max(unoptimized if self._folds_in_background() else 0, untrained)
+
     def upkeep(self, *, force: bool = False) -> str:
         """Train the ANN index when it is due (``app.store.ann.due``) and fold written rows into
         the indices; return what was done ("trained", "folded", "trained+folded" or "").

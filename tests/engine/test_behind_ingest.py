@@ -5,12 +5,15 @@ moment between two chunks and taking the cores from the next chunk's embedding."
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
-from app.core.engine import sessions
+from app.core.engine import index_upkeep, sessions
 from app.core.engine.facade import Engine
+from app.core.engine.index_upkeep import IndexUpkeep
 from app.core.ports import WordTokenCounter
+from app.core.runtime.executors import Executors
 from tests.conftest import EngineFactory
 from tests.texts import step_history
 
@@ -62,3 +65,49 @@ def test_the_tokens_of_ingested_messages_are_counted_once_the_import_has_settled
         assert rendered <= set(counter.seen)  # every message's, once it settled
 
     make_engine.run(body, counter=counter)
+
+
+class BackloggedIndex:
+    """The upkeep's view of an index that always has work: counts the upkeeps run."""
+
+    upkeep_driven = False
+
+    def __init__(self) -> None:
+        self.backlog = 0
+        self.runs = 0
+
+    def upkeep_due(self) -> bool:
+        return True
+
+    def upkeep_backlog(self) -> int:
+        return self.backlog
+
+    def upkeep(self, *, force: bool = False) -> str:
+        self.runs += 1
+        return "folded"
+
+
+def test_the_index_upkeep_waits_behind_an_import_until_its_backlog_reaches_the_bound() -> None:
+    index = BackloggedIndex()
+    importing = [True]
+
+    async def body() -> None:
+        ex = Executors()
+        upkeep = IndexUpkeep(SimpleNamespace(index=index, ex=ex), every_s=0.01,  # type: ignore[arg-type]
+                             importing=lambda: importing[0])
+        upkeep.start()
+        try:
+            await asyncio.sleep(0.3)
+            assert index.runs == 0  # an import under way: training and folding wait
+            index.backlog = index_upkeep.IMPORT_BACKLOG  # unless too much waits
+            await asyncio.sleep(0.3)
+            assert index.runs > 0
+            index.backlog, importing[0] = 0, False
+            runs = index.runs
+            await asyncio.sleep(0.3)
+            assert index.runs > runs  # once the import settled, the upkeep runs whenever it is due
+        finally:
+            await upkeep.close()
+            ex.shutdown(wait=True)
+
+    asyncio.run(body())

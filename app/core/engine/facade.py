@@ -150,7 +150,7 @@ class Engine:
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
         self._recovery = RecoveryService(ctx)
-        self._upkeep = IndexUpkeep(ctx)
+        self._upkeep = IndexUpkeep(ctx, importing=self._sessions.importing)
         self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
         self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
         self._records = StoredRecords(ctx)

@@ -239,6 +239,10 @@ class SessionService:
             if not self._ingesting:
                 self.ingest_quiet.set()
 
+    def importing(self) -> bool:
+        """Whether history is being ingested, or was within the last ``INGEST_SETTLE_S``."""
+        return self._ingesting > 0 or time.monotonic() < self._ingest_ended + INGEST_SETTLE_S
+
     async def behind_ingest(self) -> None:
         """Return once no history is being ingested and none was for ``INGEST_SETTLE_S``: the memory
         writer and the summaries catch up behind an import (chunks ingested back to back), instead of
