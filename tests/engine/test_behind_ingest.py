@@ -5,6 +5,7 @@ moment between two chunks and taking the cores from the next chunk's embedding."
 from __future__ import annotations
 
 import asyncio
+import gc
 from types import SimpleNamespace
 
 import pytest
@@ -48,7 +49,7 @@ class SeenCounter(WordTokenCounter):
         return super().count(text)
 
 
-def test_the_tokens_of_ingested_messages_are_counted_once_the_import_has_settled(
+def test_the_tokens_of_ingested_messages_are_counted_and_the_heap_settled_once_the_import_has_settled(
         make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sessions, "INGEST_SETTLE_S", 1.0, raising=False)
     monkeypatch.setattr(sessions, "WARM_BATCH", 15, raising=False)
@@ -58,11 +59,14 @@ def test_the_tokens_of_ingested_messages_are_counted_once_the_import_has_settled
         state = await engine.open_session(None, title="import")
         for start in (0, 20):  # an import in two chunks
             await engine.ingest(state.session_id, step_history(20, start=start))
+        frozen = gc.get_freeze_count()
         await asyncio.sleep(0.3)
         rendered = {m.render() for m in engine._ctx.sessions[state.session_id].messages.values()}
         assert len(rendered) == 40 and not rendered & set(counter.seen)  # not while the import may go on
+        assert gc.get_freeze_count() == frozen  # nor the heap settled (a full collection)
         await engine._sessions.counted()
         assert rendered <= set(counter.seen)  # every message's, once it settled
+        assert gc.get_freeze_count() > frozen
 
     make_engine.run(body, counter=counter)
 

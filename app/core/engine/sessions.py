@@ -271,9 +271,8 @@ class SessionService:
             raise
         if ctx.index is not None and embedding is not None:
             await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages), await embedding)
-        self._warm_behind_ingest(state, [m.message_id for m in messages])
+        self._warm_behind_ingest(state, [m.message_id for m in messages])  # and settles the heap
         self.ctx.ingested.emit(session_id, list(messages))
-        settle_heap()
         return len(messages)
 
     @staticmethod
@@ -330,7 +329,8 @@ class SessionService:
 
     def _warm_behind_ingest(self, state: SessionState, ids: list[str]) -> None:
         """Count ingested messages' tokens once the import has settled (``behind_ingest``), in
-        batches of ``WARM_BATCH``: off the import's path, before the builds that follow it."""
+        batches of ``WARM_BATCH``, then settle the heap (``settle_heap``, a full collection): off
+        the import's path, before the builds that follow it."""
         self._uncounted.append((state, ids))
         if self._warming is None or self._warming.done():
             self._warming = spawn(self._warm_uncounted(), name="token counts behind ingest")
@@ -344,6 +344,7 @@ class SessionService:
             else:
                 self._uncounted.pop(0)
             await self.warm_counts(state, ids[:WARM_BATCH])
+        settle_heap()
 
     async def counted(self) -> None:
         """Wait until the tokens of every message ingested so far are counted."""
