@@ -329,6 +329,15 @@ class SearchIndex:
         fold = self._folds_in_background() and unoptimized >= self.optimize_every
         return fold or ann.due(self.ann_policy, rows, self._trained)
 
+    def upkeep_backlog(self) -> int:
+        """How many rows the upkeep has yet to take in: those written and not folded when folding
+        is its job, or, when the ANN index is due to be trained (again), those it was not trained
+        on; whichever is more. Counters only."""
+        with self._counts:
+            unoptimized, rows = self._unoptimized, self._rows
+        untrained = rows - (self._trained or 0) if ann.due(self.ann_policy, rows, self._trained) else 0
+        return max(unoptimized if self._folds_in_background() else 0, untrained)
+
     def upkeep(self, *, force: bool = False) -> str:
         """Train the ANN index when it is due (``app.store.ann.due``) and fold written rows into
         the indices; return what was done ("trained", "folded", "trained+folded" or "").
@@ -376,13 +385,18 @@ class SearchIndex:
             vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:
         """Embed and upsert ``rows`` (by id); return how many were written.
 
-        Rows are embedded ``batch_size`` at a time and upserted ``write_size`` at a time: an
+        Rows are taken a write window at a time (``write_size`` rows, rounded up to whole
+        embedding batches) and each window is upserted once, its rows in the order given: an
         upsert joins the rows with every id of the table, so one upsert per several embedding
         batches keeps the writes a small share of an import (and makes fewer table versions).
-        ``on_progress(done, total)`` is called after each embedding batch; ``cancel`` stops between
-        them (the rows embedded so far are written and stay). ``vectors`` holds embeddings the
-        caller already has (by row id, of the row's text by this embedder); only the other rows
-        are embedded.
+        Within a window the rows are embedded ``batch_size`` at a time, longest text first: the
+        embedder pads a batch to its longest text, so batches of like length waste little (as
+        one embedder call over the whole window would, which orders its texts by length).
+        ``on_progress(done, total)`` is called after each embedding batch; ``cancel`` stops
+        between them: the rows embedded so far are written and stay — of a window cut short,
+        that is its longest texts, not its first rows. ``vectors`` holds embeddings the caller
+        already has (by row id, of the row's text by this embedder); only the other rows are
+        embedded.
         """
         unique: dict[str, SearchRow] = {}
         for row in rows:
@@ -390,30 +404,49 @@ class SearchIndex:
                 raise ValueError(f"search row {row.id!r}: unknown kind {row.kind!r}")
             unique[row.id] = row
         pending = list(unique.values())
-        total, embedded, done = len(pending), 0, 0
-        buffered: list[tuple[SearchRow, np.ndarray]] = []
-        for start in range(0, total, self.batch_size):
-            if cancel is not None and cancel.cancelled:
+        total, done = len(pending), 0
+        window = -(-max(1, self.write_size) // self.batch_size) * self.batch_size
+        progress = (lambda n: on_progress(n, total)) if on_progress is not None else None
+        for start in range(0, total, window):
+            written, whole = self._add_window(pending[start:start + window], start, vectors or {}, progress, cancel)
+            done += written
+            if not whole:  # cancelled
                 break
-            batch = pending[start:start + self.batch_size]
-            buffered += zip(batch, self._batch_vectors(batch, vectors or {}), strict=True)
-            embedded += len(batch)
-            if len(buffered) >= self.write_size or embedded == total:
-                done += self._upsert(buffered)
-                buffered = []
-            if on_progress is not None:
-                on_progress(embedded, total)
-        if buffered:  # cancelled
-            done += self._upsert(buffered)
         if self._unoptimized >= self.optimize_every and not self._folds_in_background():
             self.optimize()
         return done
 
+    def _add_window(self, rows: Sequence[SearchRow], before: int,
+                    known: Mapping[str, Sequence[float] | np.ndarray],
+                    progress: Callable[[int], None] | None, cancel: CancelToken | None) -> tuple[int, bool]:
+        """Embed one write window's ``rows`` a batch at a time, longest text first, and upsert them
+        (in their given order) once all are embedded, or, when ``cancel`` stops it, those that
+        are; ``before``: rows of the call embedded before this window. Return how many rows were
+        written and whether the window was whole."""
+        order = sorted(range(len(rows)), key=lambda n: -len(rows[n].text))  # stable: ties keep their order
+        got: dict[int, np.ndarray] = {}
+        written = 0
+
+        def write() -> int:
+            return self._upsert([(rows[n], got[n]) for n in sorted(got)]) if got else 0
+
+        for start in range(0, len(order), self.batch_size):
+            if cancel is not None and cancel.cancelled:
+                return write(), False
+            batch = order[start:start + self.batch_size]
+            got.update(zip(batch, self._batch_vectors([rows[n] for n in batch], known), strict=True))
+            written = write() if len(got) == len(rows) else 0
+            if progress is not None:
+                progress(before + len(got))
+        return written, True
+
     def _upsert(self, rows: Sequence[tuple[SearchRow, np.ndarray]]) -> int:
         """Write embedded rows in one upsert (by id); return how many."""
-        data = pa.Table.from_pylist(
-            [{"id": r.id, "session_id": r.session_id, "kind": r.kind, "text": r.text, "at": r.at,
-              "vector": v.tolist()} for r, v in rows], schema=self._schema())
+        schema = self._schema()
+        vectors = np.ascontiguousarray(np.stack([v for _, v in rows]), dtype=np.float32).reshape(-1)
+        data = pa.Table.from_arrays(  # columns from the rows and the vectors' buffer: no Python float per value
+            [pa.array([getattr(r, name) for r, _ in rows], pa.string()) for name in schema.names[:-1]]
+            + [pa.FixedSizeListArray.from_arrays(pa.array(vectors), self.embedder.dim)], schema=schema)
         before = self._version()
         self._retry(lambda: (self._table.merge_insert("id").when_matched_update_all()
                              .when_not_matched_insert_all().execute(data)))
@@ -432,13 +465,15 @@ class SearchIndex:
             if row.id in known:
                 out[n] = np.asarray(known[row.id], dtype=np.float32)
         if todo:
-            fresh = np.asarray(self.embedder.embed([batch[n].text for n in todo], batch_size=self.batch_size),
-                               dtype=np.float32)
-            if fresh.shape != (len(todo), self.embedder.dim):
-                raise ValueError(f"embedder returned shape {fresh.shape}, "
-                                 f"expected {(len(todo), self.embedder.dim)}")
-            out[todo] = fresh
+            out[todo] = self._embed([batch[n].text for n in todo])
         return out
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The embedder's vectors of ``texts`` (one call), checked for shape."""
+        fresh = np.asarray(self.embedder.embed(texts, batch_size=self.batch_size), dtype=np.float32)
+        if fresh.shape != (len(texts), self.embedder.dim):
+            raise ValueError(f"embedder returned shape {fresh.shape}, expected {(len(texts), self.embedder.dim)}")
+        return fresh
 
     def remove(self, ids: Iterable[str]) -> int:
         """Drop index rows (never SQLite data), e.g. for superseded memory; return the count."""
@@ -559,9 +594,23 @@ class SearchIndex:
                 out[item] = np.asarray(vec, dtype=np.float32)
         return out
 
-    def index_messages(self, session_id: str, messages: Iterable[Message]) -> int:
-        """Embed and index messages (the live path); return how many were written."""
-        return self.add(message_row(session_id, m) for m in messages)
+    def index_messages(self, session_id: str, messages: Iterable[Message],
+                       vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> int:
+        """Embed and index messages (the live path; ``vectors``: their rows' embeddings the caller
+        has, by message id, from ``embed_messages``); return how many were written."""
+        return self.add((message_row(session_id, m) for m in messages), vectors=vectors)
+
+    def embed_messages(self, session_id: str, messages: Iterable[Message]) -> dict[str, np.ndarray]:
+        """The embeddings of messages' index rows, by message id, writing nothing: a caller embeds
+        while it stores the messages, and indexes them (``index_messages(vectors=...)``) only
+        once they are stored. One embedder call per ``write_size`` rows (the embedder orders a
+        call's texts by length, so its batches pad little)."""
+        rows = list({m.message_id: message_row(session_id, m) for m in messages}.values())
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(rows), self.write_size):
+            window = rows[start:start + self.write_size]
+            out.update(zip((r.id for r in window), self._embed([r.text for r in window]), strict=True))
+        return out
 
     def index_env_events(self, session_id: str, events: Sequence[EnvEvent],
                          vectors: Sequence[Sequence[float] | np.ndarray] | np.ndarray | None = None) -> int:

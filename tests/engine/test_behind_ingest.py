@@ -5,11 +5,16 @@ moment between two chunks and taking the cores from the next chunk's embedding."
 from __future__ import annotations
 
 import asyncio
+import gc
+from types import SimpleNamespace
 
 import pytest
 
-from app.core.engine import sessions
+from app.core.engine import index_upkeep, sessions
 from app.core.engine.facade import Engine
+from app.core.engine.index_upkeep import IndexUpkeep
+from app.core.ports import WordTokenCounter
+from app.core.runtime.executors import Executors
 from tests.conftest import EngineFactory
 from tests.texts import step_history
 
@@ -31,3 +36,82 @@ def test_the_memory_writer_and_the_summaries_start_only_once_an_import_has_settl
         assert engine._summaries.stats.misses > 0
 
     make_engine.run(body)
+
+
+class SeenCounter(WordTokenCounter):
+    """Counts words, and keeps every text it was asked about."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.seen.append(text)
+        return super().count(text)
+
+
+def test_the_tokens_of_ingested_messages_are_counted_and_the_heap_settled_once_the_import_has_settled(
+        make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sessions, "INGEST_SETTLE_S", 1.0, raising=False)
+    monkeypatch.setattr(sessions, "WARM_BATCH", 15, raising=False)
+    counter = SeenCounter()
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="import")
+        for start in (0, 20):  # an import in two chunks
+            await engine.ingest(state.session_id, step_history(20, start=start))
+        frozen = gc.get_freeze_count()
+        await asyncio.sleep(0.3)
+        rendered = {m.render() for m in engine._ctx.sessions[state.session_id].messages.values()}
+        assert len(rendered) == 40 and not rendered & set(counter.seen)  # not while the import may go on
+        assert gc.get_freeze_count() == frozen  # nor the heap settled (a full collection)
+        await engine._sessions.counted()
+        assert rendered <= set(counter.seen)  # every message's, once it settled
+        assert gc.get_freeze_count() > frozen
+
+    make_engine.run(body, counter=counter)
+
+
+class BackloggedIndex:
+    """The upkeep's view of an index that always has work: counts the upkeeps run."""
+
+    upkeep_driven = False
+
+    def __init__(self) -> None:
+        self.backlog = 0
+        self.runs = 0
+
+    def upkeep_due(self) -> bool:
+        return True
+
+    def upkeep_backlog(self) -> int:
+        return self.backlog
+
+    def upkeep(self, *, force: bool = False) -> str:
+        self.runs += 1
+        return "folded"
+
+
+def test_the_index_upkeep_waits_behind_an_import_until_its_backlog_reaches_the_bound() -> None:
+    index = BackloggedIndex()
+    importing = [True]
+
+    async def body() -> None:
+        ex = Executors()
+        upkeep = IndexUpkeep(SimpleNamespace(index=index, ex=ex), every_s=0.01,  # type: ignore[arg-type]
+                             importing=lambda: importing[0])
+        upkeep.start()
+        try:
+            await asyncio.sleep(0.3)
+            assert index.runs == 0  # an import under way: training and folding wait
+            index.backlog = index_upkeep.IMPORT_BACKLOG  # unless too much waits
+            await asyncio.sleep(0.3)
+            assert index.runs > 0
+            index.backlog, importing[0] = 0, False
+            runs = index.runs
+            await asyncio.sleep(0.3)
+            assert index.runs > runs  # once the import settled, the upkeep runs whenever it is due
+        finally:
+            await upkeep.close()
+            ex.shutdown(wait=True)
+
+    asyncio.run(body())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.core.ports import CancelToken
@@ -95,6 +96,42 @@ def test_rows_are_embedded_a_batch_at_a_time_and_written_several_batches_at_a_ti
     # an upsert: a row written again replaces its text, and the count stays
     assert index.add([SearchRow("r3", "s", "message", "a giraffe instead", "t")]) == 1
     assert index.count() == 9 and [i for i, _ in index.search_text("giraffe", k=3)] == ["r3"]
+
+
+def test_a_write_window_is_embedded_longest_first_in_batches_of_like_length_and_written_in_order(
+        tmp_path: Path, embedder: HashEmbedder) -> None:
+    """The embedder pads a batch to its longest text: rows arriving short, long, short, long... are
+    embedded in batches of one length, and the table still gets them in the order given."""
+    index = SearchIndex(tmp_path / "idx", embedder, batch_size=2, write_size=4, optimize_every=1000)
+    calls: list[list[str]] = []
+    original = embedder.embed
+
+    def spy(texts, *, batch_size=64):  # type: ignore[no-untyped-def]
+        calls.append(list(texts))
+        return original(texts, batch_size=batch_size)
+
+    embedder.embed = spy  # type: ignore[method-assign]
+    texts = ["short", "a much longer text than the others", "tiny", "another much longer text here"] * 2
+    rows = [SearchRow(f"r{i}", "s", "message", f"{t} {i}", "t") for i, t in enumerate(texts)]
+    progress: list[tuple[int, int]] = []
+    assert index.add(rows, on_progress=lambda d, t: progress.append((d, t))) == 8
+    assert progress == [(2, 8), (4, 8), (6, 8), (8, 8)]
+    assert [sorted(len(t) > 10 for t in batch) for batch in calls] == [[True, True], [False, False]] * 2
+    written = index._table.to_arrow().column("id").to_pylist()  # noqa: SLF001 - the table's own order
+    assert written == [r.id for r in rows]
+    stored = index.vectors(r.id for r in rows)
+    for row in rows:  # each row got its own text's vector
+        assert np.allclose(stored[row.id], original([row.text])[0])
+
+
+def test_a_cancelled_add_writes_what_was_embedded_the_longest_rows_of_its_window(
+        tmp_path: Path, embedder: HashEmbedder) -> None:
+    index = SearchIndex(tmp_path / "idx", embedder, batch_size=2, write_size=4, optimize_every=1000)
+    cancel = CancelToken()
+    rows = [SearchRow(f"r{i}", "s", "message", t, "t")
+            for i, t in enumerate(["aa", "bbbbbbbbbbbb", "cc", "dddddddddddd", "eeeeeeeeeeeeeeee"])]
+    assert index.add(rows, on_progress=lambda *_: cancel.cancel(), cancel=cancel) == 2
+    assert index.ids() == {"r1", "r3"}  # the first batch of the window: its two longest texts
 
 
 def test_rebuild_from_store_gives_the_same_ids(store: SqliteStore, index: SearchIndex) -> None:

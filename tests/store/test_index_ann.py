@@ -156,3 +156,17 @@ def test_a_session_bigger_than_the_bound_stays_on_the_ann_path(tmp_path: Path) -
         trace: list[str] = []
         index.search_vector(_queries(1)[0], k=10, session_id=session, trace=trace)
         assert trace == [path]
+
+
+def test_the_upkeep_backlog_counts_the_rows_it_has_yet_to_take_in(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 500)
+    index.upkeep_driven = True
+    index.add(rows, vectors=vecs)
+    assert index.upkeep_backlog() == 0  # below the threshold: the writer folds, nothing to train
+    rows, vecs = _rows(500, 200)
+    index.add(rows, vectors=vecs)
+    assert index.upkeep_backlog() == 700  # due for training: every row waits for it
+    index.upkeep()
+    rows, vecs = _rows(700, 150)
+    index.add(rows, vectors=vecs)
+    assert index.upkeep_backlog() == 150  # trained: the upkeep folds, these rows wait for it

@@ -150,7 +150,7 @@ class Engine:
         self._environment = EnvironmentService(ctx, self._sessions, self._tools)
         self._attachments = AttachmentService(ctx, self._sessions, self._environment, file_reader)
         self._recovery = RecoveryService(ctx)
-        self._upkeep = IndexUpkeep(ctx)
+        self._upkeep = IndexUpkeep(ctx, importing=self._sessions.importing)
         self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
         self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
         self._records = StoredRecords(ctx)
@@ -245,6 +245,7 @@ class Engine:
         await self._server_tools.close()
         await self._memory.idle()
         await self._summaries.idle()
+        await self._sessions.close()
         await self._recovery.close()
         await self._upkeep.close()
         await self._ctx.on_store(self._ctx.store.close)  # on its own thread; gives up the run lease

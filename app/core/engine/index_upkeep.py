@@ -9,6 +9,11 @@ minutes at 100,000) never holds up the ``index`` pool that serves the builds' qu
 writer. Below the ANN threshold the writers keep folding rows in themselves, as before (so small
 workspaces and evaluations see the same index whatever the timing); an engine never started
 never trains. Started by ``Engine.start``, stopped by ``Engine.close``.
+
+While history is being imported (``importing``: ``SessionService.importing``) the upkeep waits
+behind the import, as the memory writer does — training and folding would take the cores from
+its embedding — unless its backlog (``SearchIndex.upkeep_backlog``) reaches ``IMPORT_BACKLOG``
+rows: a 100,000-turn import still trains and folds, in batches of about that many rows.
 """
 
 from __future__ import annotations
@@ -16,19 +21,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from app.core.engine.context import EngineContext
 from app.core.runtime.background import spawn
 
 log = logging.getLogger(__name__)
 
+#: Rows the upkeep lets wait while history is being imported (see the module doc).
+IMPORT_BACKLOG = 20_000
+
 
 class IndexUpkeep:
     """Drives ``SearchIndex.upkeep`` in the background (see the module doc)."""
 
-    def __init__(self, ctx: EngineContext, *, every_s: float = 1.0) -> None:
+    def __init__(self, ctx: EngineContext, *, every_s: float = 1.0,
+                 importing: Callable[[], bool] = lambda: False) -> None:
         self.ctx = ctx
         self.every_s = every_s
+        self.importing = importing  # whether history is being imported (the upkeep waits behind it)
         self._task: asyncio.Task[None] | None = None
         self._running: asyncio.Lock = asyncio.Lock()
 
@@ -45,7 +56,7 @@ class IndexUpkeep:
         assert index is not None
         while True:
             await asyncio.sleep(self.every_s)
-            if index.upkeep_due():
+            if index.upkeep_due() and (not self.importing() or index.upkeep_backlog() >= IMPORT_BACKLOG):
                 try:
                     await self.run()
                 except Exception:  # the index stays usable (flat, or with more unindexed rows)

@@ -21,6 +21,7 @@ from app.core.memory.extract import memory_id
 from app.core.memory.notes import is_statement_record, notes_for
 from app.core.ports import SessionGeneration
 from app.core.routing.environment import note_text
+from app.core.runtime.background import spawn
 from app.core.session.documents import is_part, part_note
 from app.core.session.membership import ROUTED
 from app.core.session.state import NoteView, SessionState, override_spans, quoted_message, speaker_of
@@ -45,6 +46,9 @@ IMPORTED_LABEL = "an imported session"
 #: Background work waits this long after the last ingest call ended: an import made of chunks
 #: ingested back to back is one import, not a series with gaps to work in.
 INGEST_SETTLE_S = 0.25
+#: Ingested messages whose tokens are counted in one call behind an import: a build's query
+#: embedding (on the same thread) waits for one such call at most.
+WARM_BATCH = 500
 
 
 def session_labels(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -87,6 +91,8 @@ class SessionService:
         self.ingest_quiet.set()
         self._ingesting = 0
         self._ingest_ended = float("-inf")  # time.monotonic() when the last ingest call returned
+        self._uncounted: list[tuple[SessionState, list[str]]] = []  # ingested, tokens not counted yet
+        self._warming: asyncio.Task[None] | None = None
 
     async def open(self, session_id: str | None = None, *, title: str = "") -> SessionState:
         """The session's state, loaded on first use; a missing (or None) id creates the session."""
@@ -233,6 +239,10 @@ class SessionService:
             if not self._ingesting:
                 self.ingest_quiet.set()
 
+    def importing(self) -> bool:
+        """Whether history is being ingested, or was within the last ``INGEST_SETTLE_S``."""
+        return self._ingesting > 0 or time.monotonic() < self._ingest_ended + INGEST_SETTLE_S
+
     async def behind_ingest(self) -> None:
         """Return once no history is being ingested and none was for ``INGEST_SETTLE_S``: the memory
         writer and the summaries catch up behind an import (chunks ingested back to back), instead of
@@ -248,6 +258,29 @@ class SessionService:
     async def _ingest(self, state: SessionState, messages: Sequence[Message], chain: bool,
                       parents: Mapping[str, str | None], routed: Mapping[str, float]) -> int:
         ctx, session_id = self.ctx, state.session_id
+        # Embedding (most of an ingest's time) starts now, beside the graph work and the SQLite
+        # write; the rows reach the index only once that write committed.
+        embedding = (asyncio.ensure_future(ctx.ex.run("embed", ctx.index.embed_messages, session_id, list(messages)))
+                     if ctx.index is not None else None)
+        try:
+            nodes, edges, answers = self._link_ingested(state, messages, chain, parents, routed)
+            await ctx.on_store(self._write_ingested, session_id, messages, answers, nodes, edges)
+        except BaseException:
+            if embedding is not None:  # nothing of a failed write is indexed; the embedding is dropped
+                embedding.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
+        if ctx.index is not None and embedding is not None:
+            await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages), await embedding)
+        self._warm_behind_ingest(state, [m.message_id for m in messages])  # and settles the heap
+        self.ctx.ingested.emit(session_id, list(messages))
+        return len(messages)
+
+    @staticmethod
+    def _link_ingested(state: SessionState, messages: Sequence[Message], chain: bool,
+                       parents: Mapping[str, str | None], routed: Mapping[str, float],
+                       ) -> tuple[list[GraphNode], list[GraphEdge], dict[str, str]]:
+        """Add ingested messages to ``state`` as turns (``ingest``'s rules); return the new turn
+        nodes, the ``continues`` edges and, by turn id, the message that answers it."""
         previous = state.turns[state.turn_order[-1]].node_id if (chain and state.turn_order) else None
         nodes: list[GraphNode] = []
         edges: list[GraphEdge] = []
@@ -274,14 +307,7 @@ class SessionService:
                 state.add_edge(edge)
                 edges.append(edge)
             previous = node.node_id
-
-        await ctx.on_store(self._write_ingested, session_id, messages, answers, nodes, edges)
-        if ctx.index is not None:
-            await ctx.ex.run("embed", ctx.index.index_messages, session_id, list(messages))
-        await self.warm_counts(state, [m.message_id for m in messages])
-        self.ctx.ingested.emit(session_id, list(messages))
-        settle_heap()
-        return len(messages)
+        return nodes, edges, answers
 
     def _write_ingested(self, session_id: str, messages: Sequence[Message], answers: Mapping[str, str],
                         nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> None:
@@ -300,6 +326,37 @@ class SessionService:
                 store.save_node(session_id, n)
             for e in edges:
                 store.save_edge(session_id, e)
+
+    def _warm_behind_ingest(self, state: SessionState, ids: list[str]) -> None:
+        """Count ingested messages' tokens once the import has settled (``behind_ingest``), in
+        batches of ``WARM_BATCH``, then settle the heap (``settle_heap``, a full collection): off
+        the import's path, before the builds that follow it."""
+        self._uncounted.append((state, ids))
+        if self._warming is None or self._warming.done():
+            self._warming = spawn(self._warm_uncounted(), name="token counts behind ingest")
+
+    async def _warm_uncounted(self) -> None:
+        while self._uncounted:
+            await self.behind_ingest()  # a chunk ingested meanwhile goes first
+            state, ids = self._uncounted[0]
+            if len(ids) > WARM_BATCH:
+                self._uncounted[0] = (state, ids[WARM_BATCH:])
+            else:
+                self._uncounted.pop(0)
+            await self.warm_counts(state, ids[:WARM_BATCH])
+        settle_heap()
+
+    async def counted(self) -> None:
+        """Wait until the tokens of every message ingested so far are counted."""
+        while self._warming is not None and not self._warming.done():
+            await asyncio.gather(self._warming, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop counting ingested messages' tokens (a cache: nothing is lost)."""
+        self._uncounted.clear()
+        if self._warming is not None:
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
 
     async def warm_counts(self, state: SessionState, ids: Sequence[str]) -> None:
         """Count new messages' tokens once, off the build path (the counter caches them)."""
