@@ -287,3 +287,26 @@ def test_the_model_is_asked_for_a_summary_only_once_no_call_has_run_for_a_quiet_
 
     make_engine.run(body, chat=chat, config=EngineConfig(summary_model="auto", summary_every=100, llm_intent="off",
                                                           summary_quiet_s=0.4))
+
+
+def test_the_service_keeps_a_bounded_number_of_versions_in_memory(make_engine: EngineFactory,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: every version written stayed in the service's cache (each holds its chain's ids and
+    parts): ~20 GB after a 100,000-turn import. The store keeps them; memory keeps the latest few."""
+    from app.core.engine import summaries
+
+    monkeypatch.setattr(summaries, "CACHE_SIZE", 6)
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None, title="bounded")
+        for start in range(0, 80, 20):  # four imports, each a new part of every subject
+            await engine.ingest(state.session_id, _history(20, start=start))
+            await engine._summaries.idle()
+        assert engine._summaries.stats.misses > 6
+        assert len(engine._summaries._cache) <= 6
+        stored_all = await stored(engine, lambda store: store.list_summaries(state.session_id, current=False))
+        first = min(stored_all, key=lambda s: s.created_at)
+        assert first.cache_key not in engine._summaries._cache  # long gone from memory ...
+        assert (await engine._summaries._cached(first.cache_key)) == first  # ... and the store answers its key
+
+    make_engine.run(body)

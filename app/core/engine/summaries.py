@@ -51,6 +51,9 @@ from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
 from app.core.types import Ablation, Message, SummaryRecord
 
+#: Summary versions the service keeps in memory by cache key (the store keeps every one).
+CACHE_SIZE = 256
+
 
 @dataclass
 class SummaryStats:
@@ -77,6 +80,8 @@ class SummaryService:
         self._offers = enabled
         self.stats = SummaryStats()
         self._latest: dict[str, dict[tuple[str, str, str], SummaryRecord]] = {}  # session → (kind, id, level) → record
+        # The versions written or read lately, by cache key (at most ``CACHE_SIZE``; the store holds
+        # them all): every version of a long chain kept here held ~20 GB after a 100,000-turn import.
         self._cache: dict[str, SummaryRecord] = {}
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
@@ -98,7 +103,7 @@ class SummaryService:
 
     def start(self, session_id: str, *, flush: bool = False) -> None:
         """Update the session's summaries in the background (kept until done; see ``idle``)."""
-        task = spawn(self.update(session_id, flush=flush), name=f"summaries {session_id}")
+        task = spawn(self._update(session_id, flush, None), name=f"summaries {session_id}")
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
@@ -141,11 +146,17 @@ class SummaryService:
 
     async def update(self, session_id: str, *, flush: bool = False) -> list[SummaryRecord]:
         """Bring every subject of the session up to date; return the new versions written."""
+        written: list[SummaryRecord] = []
+        await self._update(session_id, flush, written)
+        return written
+
+    async def _update(self, session_id: str, flush: bool, written: list[SummaryRecord] | None) -> None:
+        """``update``, adding the versions written to ``written`` (None: not kept — the background
+        updates, which after an import write thousands of versions, each holding its chain)."""
         async with self._lock:
             await asyncio.sleep(0)  # behind whatever the loop has queued: prompt inputs go first
             state = self.ctx.sessions.get(session_id) or await self.sessions.open(session_id)
             latest = await self._load(session_id)
-            written: list[SummaryRecord] = []
             every = 1 if flush else max(1, self.ctx.config.summary_every)
             # (level, previous text, part) → text: a branch that is the whole session is summarized once
             self._made = {}
@@ -157,8 +168,9 @@ class SummaryService:
                     continue
                 for part in parts:
                     await self.sessions.behind_ingest()  # a history import's chunks go first
-                    written += await self._advance(session_id, subject, part, latest)
-            return written
+                    made = await self._advance(session_id, subject, part, latest)
+                    if written is not None:
+                        written += made
 
     async def _load(self, session_id: str) -> dict[tuple[str, str, str], SummaryRecord]:
         if session_id not in self._latest:
@@ -202,7 +214,7 @@ class SummaryService:
         await self.ctx.on_store(write)
         for record in records:
             latest[(subject.kind, subject.subject_id, record.level)] = record
-            self._cache[record.cache_key] = record
+            self._remember(record)
         return records
 
     async def _cached(self, key: str) -> SummaryRecord | None:
@@ -210,8 +222,15 @@ class SummaryService:
             return self._cache[key]
         record = await self.ctx.on_store(self.ctx.store.summary_by_key, key)
         if record is not None:
-            self._cache[key] = record
+            self._remember(record)
         return record
+
+    def _remember(self, record: SummaryRecord) -> None:
+        """Keep ``record`` among the lately written or read versions, the oldest going past ``CACHE_SIZE``."""
+        self._cache.pop(record.cache_key, None)
+        self._cache[record.cache_key] = record
+        while len(self._cache) > CACHE_SIZE:
+            del self._cache[next(iter(self._cache))]
 
     # ------------------------------------------------------------------ one level's text
 
