@@ -11,6 +11,17 @@ with the square of its length (4,000 imported turns: 144 MB in 777 versions). So
 ids and parts extend those of the version it is ``based_on`` is stored as the extension only
 (``data["extends"]``: that version's id), and reading puts the chain back together; the records
 read are the same either way.
+
+The content grows with the chain too (a standard or detailed summary is composed of every part,
+the older ones coarser: 100,000 imported turns wrote 3.6 GB, most of it contents repeated). An
+extension whose content begins with lines of its base's content keeps only how many lines it
+keeps and the lines after them (``data["content_tail"]``): composing changes the newest lines
+only. This is plain text differencing, so any content reads back exactly.
+
+Reading a version walks its chain once, extending lists in place (a version 6,000 updates long
+reads in one pass, not 6,000 copies of its growing lists). ``list_summaries(current=False)``
+gives every version whole, each with every id it covers: its size grows with the square of the
+chain, so the engine asks for the versions it needs by id (``get_summary``).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from app.store.connection import Database, StoreError
 
 _COLUMNS = ("summary_id", "subject", "subject_id", "level", "cache_key", "based_on", "created_at", "valid_to")
 _EXTENDS = "extends"  # in a row's data: the version whose covered ids and parts come before this row's
+_TAIL = "content_tail"  # in an extension's data: {"keep": lines of the base's content kept, "lines": those after}
 
 
 def _data(row: sqlite3.Row) -> dict[str, Any]:
@@ -39,8 +51,36 @@ def _extension(base: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | N
     before_parts, parts = base["parts"], data["parts"]
     if ids[:len(before_ids)] != before_ids or parts[:len(before_parts)] != before_parts:
         return None
-    return {**data, "covers": {**data["covers"], "ids": ids[len(before_ids):]}, "parts": parts[len(before_parts):],
-            _EXTENDS: base["summary_id"]}
+    out = {**data, "covers": {**data["covers"], "ids": ids[len(before_ids):]}, "parts": parts[len(before_parts):],
+           _EXTENDS: base["summary_id"]}
+    before_lines, lines = base["content"].split("\n"), data["content"].split("\n")
+    keep = _common_prefix(before_lines, lines)
+    if keep:
+        del out["content"]
+        out[_TAIL] = {"keep": keep, "lines": lines[keep:]}
+    return out
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    """How many leading items ``a`` and ``b`` share (a binary search over slice comparisons, which
+    run in C: contents are thousands of lines that differ near the end)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _whole_data(summary: SummaryRecord) -> dict[str, Any]:
+    """The record's JSON data, its covered ids and parts the record's own lists (JSON already, and
+    never changed once made): dumping them would copy a long chain's every id at each version."""
+    head = summary.model_copy(update={"covers": summary.covers.model_copy(update={"ids": []}), "parts": []})
+    data = R.dump_model(head)
+    data["covers"]["ids"], data["parts"] = summary.covers.ids, summary.parts
+    return data
 
 
 class SummaryStore:
@@ -54,7 +94,7 @@ class SummaryStore:
 
     def add_summary(self, session_id: str, summary: SummaryRecord) -> SummaryRecord:
         """Store a new summary version, closing the one it is ``based_on`` at its ``created_at``."""
-        dump = R.dump_model(summary)
+        dump = _whole_data(summary)
         with self.db.transaction():
             self.db.require_session(session_id)
             if self.db.one("SELECT 1 FROM summaries WHERE summary_id = ?", (summary.summary_id,)):
@@ -94,7 +134,11 @@ class SummaryStore:
         return None if row is None else self._record(row)
 
     def _record(self, row: sqlite3.Row) -> SummaryRecord:
-        return SummaryRecord.model_validate(self._joined(_data(row)))
+        data = _data(row)
+        end = self._ends.get(data["summary_id"])  # a chain's end this process wrote: no walk (the row's
+        if end is not None:                        # columns win: another process may have closed it since)
+            return SummaryRecord.model_validate({**end, **{name: data[name] for name in _COLUMNS}})
+        return SummaryRecord.model_validate(self._joined(data))
 
     def _whole(self, summary_id: str) -> dict[str, Any] | None:
         """The whole data of a stored version (its chain put back together), or None."""
@@ -104,7 +148,8 @@ class SummaryStore:
         return None if row is None else self._joined(_data(row))
 
     def _joined(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A row's data with the covered ids and parts of the versions it extends put back before its own."""
+        """A row's data with the covered ids, parts and content lines of the versions it extends
+        put back before its own (one pass over the chain, oldest first)."""
         extensions: list[dict[str, Any]] = []
         while _EXTENDS in data:
             extensions.append(data)
@@ -116,8 +161,22 @@ class SummaryStore:
             if row is None:
                 raise StoreError(f"summary {extensions[-1]['summary_id']!r} extends {base_id!r}, which is not stored")
             data = _data(row)
+        if not extensions:
+            return data
+        ids, parts = list(data["covers"]["ids"]), list(data["parts"])
+        content: str = data["content"]
+        lines: list[str] | None = None  # the content as lines, once an extension keeps some of them
         for extension in reversed(extensions):
-            data = {**{k: v for k, v in extension.items() if k != _EXTENDS},
-                    "covers": {**extension["covers"], "ids": [*data["covers"]["ids"], *extension["covers"]["ids"]]},
-                    "parts": [*data["parts"], *extension["parts"]]}
-        return data
+            ids.extend(extension["covers"]["ids"])
+            parts.extend(extension["parts"])
+            if _TAIL in extension:
+                if lines is None:
+                    lines = content.split("\n")
+                del lines[extension[_TAIL]["keep"]:]
+                lines.extend(extension[_TAIL]["lines"])
+            else:
+                content, lines = extension["content"], None
+        last = extensions[0]
+        return {**{k: v for k, v in last.items() if k not in (_EXTENDS, _TAIL)},
+                "content": "\n".join(lines) if lines is not None else content,
+                "covers": {**last["covers"], "ids": ids}, "parts": parts}

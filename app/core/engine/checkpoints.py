@@ -119,8 +119,12 @@ class CheckpointService:
         if not ids:
             return None
         wanted = {summary_id for levels in ids.values() for summary_id in levels.values()}
-        stored = await self.ctx.on_store(self.ctx.store.list_summaries, session_id, current=False)
-        by_id = {r.summary_id: r for r in stored if r.summary_id in wanted}
+
+        def read() -> dict[str, SummaryRecord]:  # by id: every version of a long session is too much to list
+            found = {sid: self.ctx.store.get_summary(sid) for sid in wanted}
+            return {sid: record for sid, record in found.items() if record is not None}
+
+        by_id = await self.ctx.on_store(read)
         return {root: {level: by_id[sid] for level, sid in levels.items() if sid in by_id} for root, levels in ids.items()}
 
     @staticmethod

@@ -18,7 +18,7 @@ summary keeps (``model_valid``). Otherwise — no model, busy, stopped, late, fa
 the extractive summarizer writes it. Each outcome is counted. The service yields to the loop
 before each level's text, so a prompt input waits for one piece at most.
 
-A cache keyed by (subject, level, covered ids, based_on) finds the summary of an unchanged
+A cache keyed by (subject, level, based_on, the new part's ids) finds the summary of an unchanged
 subject again (in memory, else in the store) instead of computing it; hits and misses are
 counted. ``current(session_id)`` is what builds read: the latest version of every subject.
 """
@@ -183,8 +183,7 @@ class SummaryService:
         """One update of ``subject`` by ``part`` at every level (found in the cache, or made)."""
         previous = {level: latest.get((subject.kind, subject.subject_id, level)) for level in LEVELS}
         ids = [t.message_id for t in part]
-        keys = {level: cache_key(subject.kind, subject.subject_id, level,
-                                 [*(p.covers.ids if (p := previous[level]) else []), *ids],
+        keys = {level: cache_key(subject.kind, subject.subject_id, level, ids,
                                  p.summary_id if (p := previous[level]) else None) for level in LEVELS}
         found = {level: await self._cached(keys[level]) for level in LEVELS}
         if all(found.values()):

@@ -6,7 +6,7 @@
   session (the turns that mention it), with their turns in order (this app's messages only).
 - ``new_parts(turns, last)``: the turns after the ones already covered, cut into parts at a
   pause of an hour or more, at most ``PART_MESSAGES`` each (an update covers one part).
-- ``cache_key``: (subject, level, covered ids, based_on) → the key a summary is found again by.
+- ``cache_key``: (subject, level, based_on, the new part's ids) → the key a summary is found again by.
 - ``summary_messages``: the prompt that asks the chat model to update a summary.
 - ``next_record``: the new version of a subject's summary at a level, from the previous one and
   the new part (anchored: the earlier parts are kept; the brief is re-chosen from the previous
@@ -23,7 +23,7 @@ from typing import Any
 
 from app.core.memory.summaries import SummaryTurn, anchored_brief, composed_lines
 from app.core.session.state import SessionState
-from app.core.types import NodeKind, SummaryCovers, SummaryRecord, utc_now
+from app.core.types import NodeKind, SummaryCovers, SummaryRecord, new_id, utc_now
 
 PART_MESSAGES = 32  # the most messages one update (one part) covers
 PAUSE_S = 3600  # a pause this long between two messages starts a new part
@@ -97,7 +97,9 @@ def new_parts(turns: Sequence[SummaryTurn], last: int | None) -> list[list[Summa
 
 
 def cache_key(kind: str, subject_id: str, level: str, ids: Sequence[str], based_on: str | None) -> str:
-    """The key of a summary of ``kind``/``subject_id`` at ``level`` covering ``ids`` on top of ``based_on``."""
+    """The key of a summary of ``kind``/``subject_id`` at ``level`` that adds the messages ``ids``
+    to the version ``based_on`` (which covers the ones before: a version's id stands for them, so
+    the key is made of one part's ids, not of every id a long subject covers)."""
     text = "\x1f".join([kind, subject_id, level, based_on or "", *ids])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
@@ -147,9 +149,12 @@ def next_record(previous: SummaryRecord | None, subject: Subject, level: str, pa
         count = sum(int(tokens(line)) for line in lines) + max(0, len(lines) - 1)
     ids = [*(previous.covers.ids if previous else []), *(t.message_id for t in part)]
     first = previous.covers.first if previous else part[0].index
-    return SummaryRecord(
-        subject=subject.kind, subject_id=subject.subject_id, level=level, content=content,
-        covers=SummaryCovers(first=first, last=part[-1].index, ids=ids), parts=parts,
+    # Constructed, not validated: every field is of its type by construction, and validating would
+    # copy the covered ids and the parts (a long subject's version holds 100,000s: its chain's cost
+    # would grow with the square of its length).
+    return SummaryRecord.model_construct(
+        summary_id=new_id(), subject=subject.kind, subject_id=subject.subject_id, level=level, content=content,
+        covers=SummaryCovers.model_construct(first=first, last=part[-1].index, ids=ids), parts=parts,
         provider=made.provider, model=made.model, tokens=count,
-        based_on=previous.summary_id if previous else None, created_at=utc_now(), cache_key=key,
+        based_on=previous.summary_id if previous else None, created_at=utc_now(), valid_to=None, cache_key=key,
     )
