@@ -142,12 +142,11 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
     kinds = _memory_kinds(state, req)
     if not size or not kinds:
         return []
-    changed = {n.key for n in state.notes.values() if n.key and n.valid_to and n.kind == "memory"}
+    changed, recallable = state.derived("recallable memories", lambda: _memory_scan(state))
     # Only memories the state holds are recalled, and of those only the recallable ones: with none
     # (a session whose memories all restate its own turns) the search could only find what is
     # dropped, and would still hold an index thread beside the vector and full-text queries.
-    memories = "memory" in kinds and any(
-        _recallable_memory(state, n.note_id, changed) for n in state.notes.values() if n.kind == "memory")
+    memories = "memory" in kinds and recallable
     if "env" not in kinds and not memories:
         return []
     dated = req.index_range()
@@ -158,6 +157,14 @@ async def _memory_channel(state: SessionState, req: RecallRequest, search: Searc
         hits += await run_blocking(search.search_vector, query_vector, size, session_id=state.session_id,
                                    kinds=["env"], **dated)
     return sorted(hits, key=lambda h: -h[1])[:size]
+
+
+def _memory_scan(state: SessionState) -> tuple[set[str], bool]:
+    """The subjects of the facts whose value changed (a memory of one closed), and whether any
+    memory the state holds is recallable (``_recallable_memory``)."""
+    changed = {n.key for n in state.notes.values() if n.key and n.valid_to and n.kind == "memory"}
+    return changed, any(_recallable_memory(state, n.note_id, changed) for n in state.notes.values()
+                        if n.kind == "memory")
 
 
 def _recallable_memory(state: SessionState, item: str, changed_keys: set[str]) -> bool:

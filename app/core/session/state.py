@@ -10,15 +10,17 @@ rebuilds its plan and context from.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from app.core.errors import NoRecordError
 from app.core.ports import SessionGeneration
 from app.core.session.graph import SessionGraph, edge_live_at
 from app.core.text.quoting import FENCE_CLOSE, QUOTED_HEADER, fence, fenced_lines, history_text, outside_keys
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Origin, Role, SessionGraphData
+
+T = TypeVar("T")
 
 #: How a message from outside is introduced in a context (the fence's header: the app's words).
 ORIGIN_HEADERS: dict[str, str] = {"imported": "imported {role} message", "agent": "{role} recorded by an MCP client"}
@@ -162,6 +164,8 @@ class SessionState:
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
         self._outside: set[str] | None = None  # match keys of the env notes' outside text (lazy)
         self._quoted: dict[str, str] = {}  # history_text of answers and summary parts, by text
+        self.notes_revision = 0  # notes added or replaced so far (``add_note``)
+        self._derived: dict[str, tuple[tuple[int, int], Any]] = {}  # ``derived``: name → (mark, value)
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
@@ -217,6 +221,7 @@ class SessionState:
 
     def add_note(self, note: NoteView) -> None:
         self.notes[note.note_id] = note
+        self.notes_revision += 1
         if self._outside is not None and note.kind == "env":
             self._outside.update(fenced_lines(note.text))
             self._quoted.clear()
@@ -227,7 +232,19 @@ class SessionState:
         messages; the engine adds them to the live state after the build."""
         view = copy.copy(self)
         view.notes = {**self.notes, **{n.note_id: n for n in notes}}
+        view._derived = {}
         return view
+
+    def derived(self, name: str, make: Callable[[], T]) -> T:
+        """``make()``, made again only once a note or a message has been added since (what a build
+        reads off every note — a long session holds thousands of memories — is made once, not per build)."""
+        mark = (self.notes_revision, len(self.messages))
+        kept = self._derived.get(name)
+        if kept is not None and kept[0] == mark:
+            return kept[1]  # type: ignore[no-any-return]
+        value = make()
+        self._derived[name] = (mark, value)
+        return value
 
     def add_node(self, node: GraphNode) -> None:
         self.graph.add_node(node)

@@ -81,3 +81,22 @@ def test_a_view_with_notes_shares_the_cache_and_stays_exact() -> None:
     state.add_message(Message(message_id="a1", role=Role.ASSISTANT, content="a", turn_id="t1"))
     assert list(view.neighbours("m1")) == ["a1", "m0", "m2"]
     assert list(state.neighbours("m2")) == ["a1"]  # the last message of the turn it continues
+
+
+def test_what_is_derived_from_every_note_is_made_again_only_after_a_note_or_a_message() -> None:
+    from app.core.session.state import NoteView
+
+    state = SessionState("s")
+    made: list[int] = []
+
+    def count() -> int:
+        made.append(1)
+        return len(state.notes) + len(state.messages)
+
+    assert state.derived("n", count) == 0 and state.derived("n", count) == 0 and len(made) == 1
+    state.add_note(NoteView("n1", "memory", "a fact", "2024-01-01T10:00:00"))
+    assert state.derived("n", count) == 1 and len(made) == 2
+    state.add_message(Message(message_id="m1", role=Role.USER, content="hi", at="2024-01-01T10:00:00", turn_id="t1"))
+    assert state.derived("n", count) == 2 and state.derived("n", count) == 2 and len(made) == 3
+    view = state.with_notes([NoteView("n2", "memory", "another", "2024-01-02T10:00:00")])
+    assert view.derived("n", lambda: len(view.notes)) == 2 and state.derived("n", count) == 2 and len(made) == 3
