@@ -19,12 +19,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast
 
-from app.core.memory.summaries import SummaryTurn, anchored_brief, composed_lines
+from app.core.memory.summaries import Level, SummaryTurn, anchored_brief, composed_lines
 from app.core.session.state import SessionState
 from app.core.types import NodeKind, SummaryCovers, SummaryRecord, new_id, utc_now
 
+SubjectKind = Literal["session", "branch", "task", "topic"]
 PART_MESSAGES = 32  # the most messages one update (one part) covers
 PAUSE_S = 3600  # a pause this long between two messages starts a new part
 #: The levels the chat model may write. The detailed level is always extractive: it is the
@@ -44,7 +45,7 @@ LEVEL_ASK = {
 class Subject:
     """One thing summarized: its kind, id and turns in order."""
 
-    kind: str  # session | branch | task | topic
+    kind: SubjectKind
     subject_id: str
     turns: tuple[SummaryTurn, ...]
 
@@ -153,7 +154,8 @@ def next_record(previous: SummaryRecord | None, subject: Subject, level: str, pa
     # copy the covered ids and the parts (a long subject's version holds 100,000s: its chain's cost
     # would grow with the square of its length).
     return SummaryRecord.model_construct(
-        summary_id=new_id(), subject=subject.kind, subject_id=subject.subject_id, level=level, content=content,
+        summary_id=new_id(), subject=subject.kind, subject_id=subject.subject_id, level=cast(Level, level),
+        content=content,
         covers=SummaryCovers.model_construct(first=first, last=part[-1].index, ids=ids), parts=parts,
         provider=made.provider, model=made.model, tokens=count,
         based_on=previous.summary_id if previous else None, created_at=utc_now(), valid_to=None, cache_key=key,

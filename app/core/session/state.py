@@ -241,7 +241,7 @@ class SessionState:
         mark = (self.notes_revision, len(self.messages))
         kept = self._derived.get(name)
         if kept is not None and kept[0] == mark:
-            return kept[1]  # type: ignore[no-any-return]
+            return kept[1]
         value = make()
         self._derived[name] = (mark, value)
         return value
