@@ -116,3 +116,20 @@ def test_a_content_that_keeps_no_line_of_its_base_is_stored_whole(store: SqliteS
     row = store.db.one("SELECT data FROM summaries WHERE summary_id = ?", (second.summary_id,))
     assert "a new brief" in row["data"] and "content_tail" not in row["data"]
     assert store.get_summary(second.summary_id).content == "a new brief\nin two lines"  # type: ignore[union-attr]
+
+
+def test_a_version_another_process_closed_reads_as_closed_in_the_process_that_wrote_it(tmp_path: Path) -> None:
+    """The writer remembers the end of each chain it wrote (read without walking the chain); a
+    version another store closed since is read with the row's own columns: closed."""
+    path = tmp_path / "pcm.sqlite3"
+    writer, other = SqliteStore(path), SqliteStore(path)
+    sid = writer.create_session("two")
+    first, second = _chain(2, composed=True)
+    writer.add_summary(sid, first)
+    other.add_summary(sid, second)  # closes ``first`` in the database
+    got = writer.get_summary(first.summary_id)
+    assert got is not None and got.valid_to == second.created_at
+    assert [s.summary_id for s in writer.list_summaries(sid)] == [second.summary_id]
+    _same(writer.get_summary(second.summary_id), second)
+    writer.close()
+    other.close()
