@@ -536,6 +536,16 @@ class SearchIndex:
             trace.append(path)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in rows]
 
+    def warm(self, session_id: str) -> None:
+        """Read ahead what the session's first recall would otherwise wait for: its rows held
+        in-process (past the ANN threshold; ~60 ms at 10,000 turns, 1–2 s at 100,000), the memory
+        rows, and the full-text index's files (one query). The queries' answers are dropped."""
+        zero = np.zeros(self.embedder.dim, dtype=np.float32)
+        if self._trained is not None:
+            self.search_vector(zero, 1, session_id=session_id)
+        self.search_vector(zero, 1, kinds=["memory"])
+        self.search_text("pcm", 1, session_id=session_id)
+
     def _vector_rows(self, vector: np.ndarray, k: int, where: str | None, path: VectorPath) -> list[dict[str, Any]]:
         """One top-``k`` cosine query: flat (every row the filter passes) or on the ANN index."""
         search = (self._table.search(vector, vector_column_name="vector")

@@ -3,6 +3,7 @@ history and turns, the cache, the versions' chain, and the export's session summ
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -112,6 +113,27 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
         assert await engine.replay(asked.turn_id) == []
 
     make_engine.run(body, budget=1200)
+
+
+def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summaries(make_engine: EngineFactory) -> None:
+    """Opening a session reads its summaries ahead (``Engine._warm``): before, the first build of
+    an app run had none (the read started with it, for the next build) and its context lacked the
+    branch summary every later build carried."""
+    async def first(engine: Engine) -> tuple[str, str]:
+        state, _, last = await _long_branch(engine)
+        return state.session_id, state.node_of(last.turn_id) or ""
+
+    sid, tip = make_engine.run(first, budget=1200)
+
+    async def again(engine: Engine) -> None:
+        await engine.open_session(sid)
+        await asyncio.gather(*engine._warming)  # the read-ahead, which a user's typing gives time for
+        built, _ = await engine.build(sid, QUESTION, anchor_override=tip)
+        assert built.summaries, "the branch summary is offered to the first build"
+        content = " ".join(b.content for b in built.context.blocks if b.block_type.value == "summary")
+        assert "/var/cache/pcm_v2" in content and "37 minutes" in content
+
+    make_engine.run(again, budget=1200)
 
 
 def test_with_several_conversations_a_branch_summary_line_must_hold_the_input_words(make_engine: EngineFactory) -> None:

@@ -170,3 +170,18 @@ def test_the_upkeep_backlog_counts_the_rows_it_has_yet_to_take_in(index: SearchI
     rows, vecs = _rows(700, 150)
     index.add(rows, vectors=vecs)
     assert index.upkeep_backlog() == 150  # trained: the upkeep folds, these rows wait for it
+
+
+def test_warming_reads_a_session_s_rows_ahead_of_its_first_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = SearchIndex(tmp_path / "idx", HashEmbedder(dim=DIM), batch_size=256, ann_policy=HELD)
+    rows, vecs = _rows(0, 700)
+    index.add(rows, vectors=vecs)
+    index.upkeep()
+    reads: list[str] = []
+    load = index._session_rows  # noqa: SLF001
+    monkeypatch.setattr(index, "_session_rows", lambda session: reads.append(session) or load(session))
+    index.warm("s1")
+    assert reads == ["s1"]
+    _same_as_exact(index, "s1")  # served from the copy the warm-up read: no second read
+    assert reads == ["s1"]
+    index.warm("s2")  # a session with no rows, and the memory and full-text reads: nothing fails

@@ -34,7 +34,8 @@ anything else happens with it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ from app.core.ports import (
     ToolServers,
 )
 from app.core.routing.anchor import AnchorRouter
+from app.core.runtime.background import spawn
 from app.core.runtime.executors import Executors
 from app.core.runtime.scheduler import SessionScheduler, StreamHandle
 from app.core.session.graph import GraphChange
@@ -95,6 +97,8 @@ from app.core.session.state import SessionState
 from app.core.tools.builtin import FolderFilesFactory
 from app.core.tools.governance import ToolApprover
 from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, Origin, SummaryRecord, Task, utc_now
+
+log = logging.getLogger(__name__)
 
 
 class Engine:
@@ -154,6 +158,7 @@ class Engine:
         self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
         self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
         self._records = StoredRecords(ctx)
+        self._warming: set[asyncio.Task[None]] = set()  # a session's read-ahead (``_warm``)
         self._environment.env_ingested.connect(self._memory.on_env_ingested)
         self._env_answers = EnvResponder(ctx, self._tasks, self._streams.agent, self._streams.scheduler)
         self._environment.env_ingested.connect(self._env_answers.on_env_ingested)
@@ -241,6 +246,7 @@ class Engine:
     async def close(self) -> None:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
+        await asyncio.gather(*self._warming, return_exceptions=True)
         await self._streams.close()
         await self._server_tools.close()
         await self._memory.idle()
@@ -310,7 +316,27 @@ class Engine:
         await self._memory.sync()
         state = await self._sessions.open(session_id, title=title)
         await self._ctx.on_store(self._ctx.store.mark_session_opened, state.session_id)
+        self._warm(state)
         return state
+
+    def _warm(self, state: SessionState) -> None:
+        """Read ahead, in the background, what the session's first build would otherwise wait for:
+        its current summaries (offered to that build, not only to the next), the vectors routing
+        compares the input with, and the index's held vectors, memory rows and full-text files
+        (at 10,000 turns the first build took ~250 ms against ~50 ms for the next)."""
+        ctx, session_id = self._ctx, state.session_id
+
+        async def warm() -> None:
+            reads: list[Awaitable[Any]] = [self._summaries.preload(session_id)]
+            if ctx.index is not None:
+                reads += [ctx.vectors_for(ctx.builder.routed_ids(state)), ctx.on_index(ctx.index.warm, session_id)]
+            for failed in await asyncio.gather(*reads, return_exceptions=True):
+                if isinstance(failed, Exception):  # only a read ahead: the build reads again, and says why
+                    log.warning("reading ahead for session %s failed: %s", session_id, failed)
+
+        task = spawn(warm(), name=f"warm {session_id}")
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
 
     async def session_state(self, session_id: str) -> SessionState:
         """A stored session's state for reading: loaded on first use, never created, and not

@@ -172,6 +172,12 @@ class SummaryService:
                     if written is not None:
                         written += made
 
+    async def preload(self, session_id: str) -> None:
+        """Read the session's current summaries now (a session just opened), so its first build
+        is offered them: ``branches`` only starts the read, for the build after."""
+        if self.enabled:
+            await self._load(session_id)
+
     async def _load(self, session_id: str) -> dict[tuple[str, str, str], SummaryRecord]:
         if session_id not in self._latest:
             stored = await self.ctx.on_store(self.ctx.store.list_summaries, session_id)

@@ -270,9 +270,7 @@ class ContextBuilder:
         given = request.query_vector if request.query_vector is not None else await sources.query_vector(request.text)
         timing.embed_ms = (time.perf_counter() - started) * 1000
         qv = None if given is None else [float(x) for x in given]
-        turns = state.turn_order[-self.candidate_turns * 2:]
-        events = [note.note_id for _, note in env_nodes(state, self.candidate_turns)]  # ENV nodes route too
-        vectors = await sources.vectors([m for tid in turns for m in state.turns[tid].message_ids] + events)
+        vectors = await sources.vectors(self.routed_ids(state))
         tasks = await sources.tasks(state)
         started = time.perf_counter()
         reading = request.reading or self.intents.read(request.text)  # the fast intent's text, read once
@@ -287,6 +285,13 @@ class ContextBuilder:
             system_prompt=sources.system_prompt(state), other_sessions=sources.other_sessions(state),
             ablate=sources.ablate(), summaries=sources.summaries(state), detail=sources.detail())
         return inp, vectors, tool_step
+
+    def routed_ids(self, state: SessionState) -> list[str]:
+        """The messages of the recent turns and the env events that routing compares an input with
+        (their vectors are read for every build)."""
+        turns = state.turn_order[-self.candidate_turns * 2:]
+        events = [note.note_id for _, note in env_nodes(state, self.candidate_turns)]  # ENV nodes route too
+        return [m for tid in turns for m in state.turns[tid].message_ids] + events
 
     @staticmethod
     def record(inp: BuildInputs, intent: Intent, result: PlanResult, decision: RoutingDecision, anchor: str | None,
