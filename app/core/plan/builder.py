@@ -260,14 +260,17 @@ def required_information(intent: Intent, ctx: PlanContext, tools_allowed: bool) 
 # --------------------------------------------------------------------------- constraint check and repair
 
 def check_plan(plan: ContextPlan, intent: Intent, ctx: PlanContext,
-               config: PlanConfig = DEFAULT_PLAN_CONFIG) -> tuple[ContextPlan, list[str], bool]:
+               config: PlanConfig = DEFAULT_PLAN_CONFIG, *, in_place: bool = False,
+               ) -> tuple[ContextPlan, list[str], bool]:
     """Check ``plan`` against the hard constraints; return (repaired copy, violations, pruned).
 
     Repairs are appended to ``plan.repairs``. A plan that acts when the intent requires a
     clarification cannot be repaired (that is the other candidate) and is pruned. The checks run
     in a fixed order: clarification duty, risk, tools, tool calls, budget, question, pool size.
+    ``in_place``: repair ``plan`` itself, not a copy (a draft nobody else holds: the deep copies
+    of the six candidates were a third of the plan stage).
     """
-    repair = _Repair(plan.model_copy(deep=True))
+    repair = _Repair(plan if in_place else plan.model_copy(deep=True))
     p = repair.plan
     pruned = intent.needs_clarification and not p.needs_clarification and not ctx.agent_run
     if pruned:
@@ -375,7 +378,7 @@ class PlanBuilder:
         for clarify in (False, True):
             for strategy in BANDS:
                 draft = self._candidate(intent, ctx, strategy, clarify, overall, band, scored)
-                plan, violations, pruned = check_plan(draft, intent, ctx, self.config)
+                plan, violations, pruned = check_plan(draft, intent, ctx, self.config, in_place=True)
                 candidates.append(PlanCandidate(candidate_id=plan.candidate_id, plan=plan, violations=violations,
                                                 repaired=bool(plan.repairs), pruned=pruned))
         order = sorted(candidates, key=lambda c: (c.plan.needs_clarification != want_clarify,
