@@ -20,8 +20,9 @@ lists (best ranks first, channel by channel); ``timeout_ms`` bounds each channel
 skipped and recorded); the relevance gate (``app.core.context.gate``) drops weak candidates
 before the crop; ``per_channel_cap`` bounds the kept items that only one channel found.
 
-When the input asks (and not about what was asked), a candidate that mostly asks itself loses the
-strategy's ``asking_discount`` of its fused score, after the neighbours' propagation: a question
+When the input asks (and not about what was asked), a conversation turn that mostly asks itself
+loses the strategy's ``asking_discount`` of its fused score (a document's part, a feed item or a
+memory never does: a question there heads its answer), after the neighbours' propagation: a question
 in the history resembles a question by meaning and words, but the answer is in what was said.
 
 The recent window is the anchor's branch: the latest turns of the tree the anchor belongs to
@@ -85,6 +86,7 @@ _ABOUT_ASKING = frozenset(content_stems("ask asked asking question questions"))
 def asks_for_statements(query: str) -> bool:
     """Whether ``query`` is a question whose evidence is what was said, not what was asked."""
     return is_question(query) and not _ABOUT_ASKING & set(content_stems(query))
+
 
 __all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES", "Candidate", "ChannelHit",
            "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "TopicSearch", "fuse",
@@ -275,10 +277,12 @@ class _Pool:
         return fused
 
     def asks(self, item: str) -> bool:
-        """Whether the item mostly asks (``ASKING`` of its words in questions): a turn that asks states nothing."""
+        """Whether the item is a conversation turn (this session's, or another's read as a note)
+        that mostly asks (``ASKING`` of its words in questions): a turn that asks states nothing.
+        A document's part, a feed item or a memory is never one: a question there heads its answer."""
         view = self.state.messages.get(item)
         note = self.state.notes.get(item) if view is None else None
-        text = view.text if view is not None else note.text if note is not None else ""
+        text = view.text if view is not None else note.text if note is not None and note.kind == "outside" else ""
         return asked_share(text) >= ASKING
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:

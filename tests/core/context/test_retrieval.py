@@ -474,6 +474,12 @@ def test_a_turn_that_only_asks_ranks_below_the_statement_that_answers_when_the_i
     assert order("What did Ben ask about church friends?")[:2] == ["m0", "m1"]  # the asking is the evidence
     assert order("church friends activities")[:2] == ["m0", "m1"]  # nothing asked
 
+    # A document's part that asks (an FAQ's question heading its answer) is no turn: never discounted.
+    state.add_note(NoteView("faq", "env", "How do I join the church choir? Ask Ana.", "2024-01-04T10:00:00"))
+    faq = [ChannelRun(channel="vector", size=2, hits=[("faq", 0.8), ("m1", 0.7), ("m2", 0.1)])]
+    kept = _fused(RecallRequest(query="How do I join the church choir?", channel_sizes={}, top_k=3), faq, state)
+    assert kept.kept_ids()[0] == "faq"
+
 
 def test_the_asking_discount_leaves_the_answer_its_lift_from_the_question_next_to_it() -> None:
     """The discount comes after propagation: a strong question still lifts the turn after it."""
