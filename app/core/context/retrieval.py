@@ -262,7 +262,7 @@ class _Pool:
 
     def fused(self, strategy: RecallStrategy, query: str = "") -> dict[str, float]:
         """One score per item by the strategy's fusion, then spread to the hits' neighbours; when
-        ``query`` asks, an item that mostly asks itself loses the strategy's ``asking_discount``."""
+        ``query`` asks, a turn that mostly asks itself (``asks``) loses the strategy's ``asking_discount``."""
         if strategy.fusion == FusionMethod.RRF:
             lists = {c: ranking.ranked(s) for c, s in self.per_channel.items()}
             fused = ranking.rrf(lists, strategy.weights, k=strategy.rrf_k)
