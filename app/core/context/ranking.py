@@ -81,6 +81,12 @@ def propagate(
     return out
 
 
+def discounted(scores: Mapping[str, float], marked: Callable[[str], bool], share: float) -> dict[str, float]:
+    """``scores`` with each positive score of a ``marked`` item lowered by ``share`` of it."""
+    keep = 1.0 - share
+    return {item: s * keep if s > 0 and marked(item) else s for item, s in scores.items()}
+
+
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
     """Pairwise word-set Jaccard similarity of ``texts`` (n × n, float32).
 

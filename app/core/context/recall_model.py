@@ -34,6 +34,11 @@ class SearchPort(Protocol):
     ) -> list[tuple[str, float]]: ...
 
 
+#: The PCM strategy's ``asking_discount``: fitted on two locomo-dev conversations and read on the
+#: third, for each of the three (docs/ARCHITECTURE.md, "One build").
+ASKING_DISCOUNT = 0.3
+
+
 class RecallStrategy(BaseModel):
     """How channel lists become one ranking. Strategies are data; presets below."""
 
@@ -42,6 +47,9 @@ class RecallStrategy(BaseModel):
     weights: dict[str, float]
     neighbour_alpha: float = 0.0  # share of the best neighbour's score a turn inherits
     rrf_k: int = 60
+    # When the input asks, the share of its fused score an item loses when it mostly asks itself
+    # (``app.core.context.retrieval``: "a turn that asks states nothing").
+    asking_discount: float = 0.0
 
 
 PCM_FUSION = RecallStrategy(
@@ -50,6 +58,7 @@ PCM_FUSION = RecallStrategy(
     weights={"vector": 0.7, "fulltext": 0.3, "structured": 0.25, "graph": 0.1, "recent": 0.05, "memory": 0.5,
              "topic": 0.2, "time": 0.3},
     neighbour_alpha=0.3,
+    asking_discount=ASKING_DISCOUNT,
 )
 HYBRID_RRF = RecallStrategy(
     name="hybrid_rrf", fusion=FusionMethod.RRF, weights={"vector": 1.0, "fulltext": 1.0}

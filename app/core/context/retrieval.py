@@ -20,6 +20,11 @@ lists (best ranks first, channel by channel); ``timeout_ms`` bounds each channel
 skipped and recorded); the relevance gate (``app.core.context.gate``) drops weak candidates
 before the crop; ``per_channel_cap`` bounds the kept items that only one channel found.
 
+When the input asks (and not about what was asked), a conversation turn that mostly asks itself
+loses the strategy's ``asking_discount`` of its fused score (a document's part, a feed item or a
+memory never does: a question there heads its answer), after the neighbours' propagation: a question
+in the history resembles a question by meaning and words, but the answer is in what was said.
+
 The recent window is the anchor's branch: the latest turns of the tree the anchor belongs to
 (without an anchor, of the whole session). Turns of other branches enter only through the
 gate, on their own merit.
@@ -64,11 +69,24 @@ from app.core.context.recall_model import (
     SearchPort,
 )
 from app.core.context.runner import ChannelRunner, EarlyText, RunBlocking
+from app.core.intent.decompose import is_question
 from app.core.session.state import NoteView, SessionState
+from app.core.text.sentences import asked_share
 from app.core.text.words import RANKING, content_stems
 
 _T = TypeVar("_T")
 _NEIGHBOUR = "neighbour of a hit"
+#: An item "asks" when at least this share of its words stand in questions (``asked_share``).
+ASKING = 0.5
+#: Words of an input that asks about questions themselves ("what did I ask about the database?"):
+#: there the turns that ask are the evidence, and no discount applies.
+_ABOUT_ASKING = frozenset(content_stems("ask asked asking question questions"))
+
+
+def asks_for_statements(query: str) -> bool:
+    """Whether ``query`` is a question whose evidence is what was said, not what was asked."""
+    return is_question(query) and not _ABOUT_ASKING & set(content_stems(query))
+
 
 __all__ = ["CHANNELS", "HYBRID_RRF", "INDEX_CHANNELS", "PCM_FUSION", "STRATEGIES", "Candidate", "ChannelHit",
            "ChannelRun", "RecallRequest", "RecallResult", "RecallStrategy", "SearchPort", "TopicSearch", "fuse",
@@ -242,8 +260,9 @@ class _Pool:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
-    def fused(self, strategy: RecallStrategy) -> dict[str, float]:
-        """One score per item by the strategy's fusion, then spread to the hits' neighbours."""
+    def fused(self, strategy: RecallStrategy, query: str = "") -> dict[str, float]:
+        """One score per item by the strategy's fusion, then spread to the hits' neighbours; when
+        ``query`` asks, a turn that mostly asks itself (``asks``) loses the strategy's ``asking_discount``."""
         if strategy.fusion == FusionMethod.RRF:
             lists = {c: ranking.ranked(s) for c, s in self.per_channel.items()}
             fused = ranking.rrf(lists, strategy.weights, k=strategy.rrf_k)
@@ -252,7 +271,19 @@ class _Pool:
         if strategy.neighbour_alpha > 0:
             neighbours = lambda i: (n for n in self.state.neighbours(i) if self.known(n))  # noqa: E731
             fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
+        if strategy.asking_discount > 0 and asks_for_statements(query):
+            # After propagation: a question that matches the input still lifts the turn that answers it.
+            fused = ranking.discounted(fused, lambda i: self.asks(i), strategy.asking_discount)
         return fused
+
+    def asks(self, item: str) -> bool:
+        """Whether the item is a conversation turn (this session's, or another's read as a note)
+        that mostly asks (``ASKING`` of its words in questions): a turn that asks states nothing.
+        A document's part, a feed item or a memory is never one: a question there heads its answer."""
+        view = self.state.messages.get(item)
+        note = self.state.notes.get(item) if view is None else None
+        text = view.text if view is not None else note.text if note is not None and note.kind == "outside" else ""
+        return asked_share(text) >= ASKING
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:
         """The neighbours propagation reached that are still in ``fused`` become candidates too."""
@@ -489,7 +520,7 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     pool.mark_speakers(req.speakers)
     pool.mark_dates(req)
     pool.mark_times(req)
-    fused = pool.fused(strategy)
+    fused = pool.fused(strategy, req.query)
     scores = dict(fused)
     summary = pool.gate(req, fused, known_sem or {}, _choosable(req)) if req.relevance_threshold > 0 else None
     pool.list_neighbours(fused)

@@ -8,6 +8,7 @@ extraction and of the profile were one rule, now ``statements`` with the ends as
 - ``statements(text, ends)``: the statements of a user's text (memory extraction:
   ``SENTENCE_ENDS``; profile rules, which a semicolon also ends: ``CLAUSE_ENDS``);
 - ``piece_spans``: pieces that tile a text, for query-aware compression's ``chars:`` selectors;
+- ``asked_share``: how much of a text asks rather than tells, for recall's discount of turns that ask;
 - ``sentence_ends``: where a sentence of an input ends, for its shortening;
 - ``split_after_stops``: a task's output, for its result summary;
 - ``split_before_capitals``: a turn, for the extractive summarizer;
@@ -51,6 +52,25 @@ def piece_spans(text: str) -> list[tuple[int, int]]:
     (query-aware compression, ``app.core.context.compress``, cites what it keeps by offsets).
     A stop ends a piece wherever it stands ("v1.2" is cut), unlike ``sentence_ends``."""
     return [m.span() for m in _PIECE.finditer(text) if m.group(0).strip()]
+
+
+_CLOSERS = " \t\n\"'\u201d\u2019)]"
+
+
+def asked_share(text: str) -> float:
+    """The share of ``text``'s words that stand in questions (its ``piece_spans`` pieces ending in
+    a question mark, before closing quotes or brackets), in [0, 1]: 1.0 for a text that only asks,
+    0.0 for one that asks nothing."""
+    if "?" not in text:  # most texts ask nothing: no need to split them (recall asks it of hundreds)
+        return 0.0
+    total = asked = 0
+    for match in _PIECE.finditer(text):
+        piece = match.group(0)
+        words = len(piece.split())
+        total += words
+        if "?" in piece.rstrip(_CLOSERS)[-3:]:
+            asked += words
+    return asked / total if total else 0.0
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s)|\n")

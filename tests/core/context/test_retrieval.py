@@ -448,3 +448,44 @@ def test_the_memory_channel_searches_only_when_a_memory_could_be_recalled() -> N
     state.add_note(NoteView("theirs", "memory", "Ben's plan is new", "2024-01-02T10:00:00", origin="Other",
                             source_ids=("x9",)))
     assert memory_hits(state) == ["theirs"] and asked == [(6, ["memory"])]
+
+
+def test_a_turn_that_only_asks_ranks_below_the_statement_that_answers_when_the_input_asks() -> None:
+    """A question in the history resembles a question asked of it (by meaning and words) but
+    states nothing: when the input asks, a turn that mostly asks loses part of its fused score,
+    and the statement beside it, scored a little lower by the channels, is kept first. An input
+    about what was asked, or one that asks nothing, keeps the channels' order."""
+    from app.core.context.retrieval import PCM_FUSION, ChannelRun
+
+    state = SessionState("s")
+    rows = [("Ben", "What activities do you enjoy with your church friends?"),
+            ("Ana", "Last weekend I went hiking with my church friends. It was great!"),
+            ("Ben", "Lunch at noon.")]
+    for n, (who, text) in enumerate(rows):
+        state.add_message(Message(message_id=f"m{n}", role=Role.USER, content=text, at=f"2024-01-0{n + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id=who), turn_id=f"t{n}"))
+    runs = [ChannelRun(channel="vector", size=3, hits=[("m0", 0.8), ("m1", 0.7), ("m2", 0.1)])]
+
+    def order(query: str) -> list[str]:
+        return _fused(RecallRequest(query=query, channel_sizes={}, top_k=3), runs, state).kept_ids()
+
+    assert PCM_FUSION.asking_discount > 0
+    assert order("What activities has Ana done with her church friends?")[:2] == ["m1", "m0"]
+    assert order("What did Ben ask about church friends?")[:2] == ["m0", "m1"]  # the asking is the evidence
+    assert order("church friends activities")[:2] == ["m0", "m1"]  # nothing asked
+
+    # A document's part that asks (an FAQ's question heading its answer) is no turn: never discounted.
+    state.add_note(NoteView("faq", "env", "How do I join the church choir? Ask Ana.", "2024-01-04T10:00:00"))
+    faq = [ChannelRun(channel="vector", size=2, hits=[("faq", 0.8), ("m1", 0.7), ("m2", 0.1)])]
+    kept = _fused(RecallRequest(query="How do I join the church choir?", channel_sizes={}, top_k=3), faq, state)
+    assert kept.kept_ids()[0] == "faq"
+
+
+def test_the_asking_discount_leaves_the_answer_its_lift_from_the_question_next_to_it() -> None:
+    """The discount comes after propagation: a strong question still lifts the turn after it."""
+    from app.core.context.ranking import discounted, propagate
+
+    scores = {"q": 1.0, "a": 0.0, "x": 0.2}
+    lifted = propagate(scores, lambda i: {"q": ["a"], "a": ["q"]}.get(i, []), 0.3)
+    after = discounted(lifted, lambda i: i == "q", 0.3)
+    assert after["a"] == lifted["a"] == 0.3 and after["q"] == 0.7 * lifted["q"] and after["x"] == lifted["x"]

@@ -50,3 +50,13 @@ def test_split_sub_questions() -> None:
     assert split_sub_questions("Who wrote it? When was it published?") == ["Who wrote it?", "When was it published?"]
     assert split_sub_questions("Write a poem and a song") == []
     assert split_sub_questions("What is salt and pepper?") == []
+
+
+def test_asked_share_is_the_share_of_words_in_questions() -> None:
+    from app.core.text.sentences import asked_share
+
+    assert asked_share("Looks fun! What other classes have you done?") == 6 / 8
+    assert asked_share("Just yesterday I joined a church. It's great!") == 0.0
+    assert asked_share("Did you go? Really?!") == 1.0  # "?!" still asks
+    assert asked_share("I went to the beach with the kids. Have you been?") == 3 / 11
+    assert asked_share("") == 0.0 and asked_share("   ") == 0.0
