@@ -20,6 +20,7 @@ Pure and deterministic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -57,10 +58,11 @@ def piece_spans(text: str) -> list[tuple[int, int]]:
 _CLOSERS = " \t\n\"'\u201d\u2019)]"
 
 
+@functools.lru_cache(maxsize=65_536)
 def asked_share(text: str) -> float:
     """The share of ``text``'s words that stand in questions (its ``piece_spans`` pieces ending in
     a question mark, before closing quotes or brackets), in [0, 1]: 1.0 for a text that only asks,
-    0.0 for one that asks nothing."""
+    0.0 for one that asks nothing. Remembered: every build asks it of the same turns again."""
     if "?" not in text:  # most texts ask nothing: no need to split them (recall asks it of hundreds)
         return 0.0
     total = asked = 0
