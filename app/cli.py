@@ -24,7 +24,7 @@
     pcm eval report OUT --data DIR [--data DIR] [--sample N] [--budgets 512,1024,2048] [--from-pred]
                                       (every strategy, control and ablation: PRED files, index.html, summary.json)
     pcm bench models [--runs N]
-    pcm bench build [--turns 1000,10000,100000] [--budget N] [--json]
+    pcm bench build [--turns 1000,10000,100000] [--budget N] [--json]   (then the first builds after a new engine opens them again)
     pcm bench ingest [--turns 1000,10000] [--json]   (turns/s against the embedder's own on the same texts)
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
     pcm bench sensors [--files 10000]

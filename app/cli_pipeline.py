@@ -484,27 +484,39 @@ def cmd_bench_sensors(args: argparse.Namespace) -> int:
 
 
 def _bench_histories(args: argparse.Namespace, run: Callable[[Engine, list[int]], Awaitable[dict[str, Any]]],
-                     text: Callable[[dict[str, Any]], str], counter: str) -> int:
-    """Run a benchmark over synthetic histories of the ``--turns`` sizes in a throw-away data folder."""
+                     text: Callable[[dict[str, Any]], str], counter: str,
+                     again: Callable[[Engine, dict[str, Any]], Awaitable[None]] | None = None) -> int:
+    """Run a benchmark over synthetic histories of the ``--turns`` sizes in a throw-away data folder;
+    ``again`` adds to the report with a second engine on the same folder (after the first closed)."""
     import tempfile
 
     sizes = [int(n) for n in args.turns.split(",") if n.strip()]
     settings = Settings.load(args.data_dir or tempfile.mkdtemp(prefix="pcm-bench-"))
+    report: dict[str, Any] = {}
 
     async def work(engine: Engine) -> int:
-        report = await run(engine, sizes)
-        print(json.dumps(report, indent=2) if args.json else text(report))
+        report.update(await run(engine, sizes))
         return 0
 
-    return _with_engine(args, work, settings=settings, chat=False, counter=counter)
+    async def reopened(engine: Engine) -> int:
+        assert again is not None
+        await again(engine, report)
+        return 0
+
+    code = _with_engine(args, work, settings=settings, chat=False, counter=counter)
+    if code == 0 and again is not None:
+        code = _with_engine(args, reopened, settings=settings, chat=False, counter=counter)
+    print(json.dumps(report, indent=2) if args.json else text(report))
+    return code
 
 
 def cmd_bench_build(args: argparse.Namespace) -> int:
     """Benchmark builds over synthetic histories (``app.eval.bench.bench_build``)."""
-    from app.eval.bench import bench_build, format_bench_report
+    from app.eval.bench import bench_build, bench_reopened, format_bench_report
 
     return _bench_histories(args, lambda engine, sizes: bench_build(engine, sizes, budget=args.budget, progress=_err),
-                            format_bench_report, "model")
+                            format_bench_report, "model",
+                            again=lambda engine, report: bench_reopened(engine, report, budget=args.budget))
 
 
 def cmd_bench_ingest(args: argparse.Namespace) -> int:

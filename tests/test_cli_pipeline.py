@@ -100,6 +100,10 @@ def test_eval_route_and_bench_build(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert row["build"]["p95"] >= row["build"]["p50"] > 0 and row["bare_vector_query"]["p50"] > 0
     # below the ANN threshold every query is flat: the "ANN" query is the same scan, its recall 1
     assert row["path"] == "flat" and row["ann_recall_at_20"] == 1.0 and row["peak_rss_mb"] > 0
+    # then a new engine opens the session again: its read-ahead, its first build and the ones after
+    again = row["reopened"]
+    assert again["open_ms"] > 0 and again["read_ahead_ms"] >= 0 and again["first_build_ms"] > 0
+    assert again["next_builds"]["p95"] >= again["next_builds"]["p50"] > 0
     assert main(["--data-dir", str(tmp_path / "i"), "bench", "ingest", "--turns", "200", "--json"]) == 0
     ingest = json.loads(capsys.readouterr().out)["sizes"]["200"]
     assert ingest["ingest_turns_per_s"] > 0 and ingest["bare_embed_texts_per_s"] > 0

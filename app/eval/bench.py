@@ -219,6 +219,30 @@ async def bench_build(
     return report
 
 
+async def bench_reopened(engine: Engine, report: dict[str, Any], *, budget: int = 1024, n_builds: int = 6) -> None:
+    """The first builds after ``bench_build``'s sessions are opened again by a new engine on the
+    same folder (an app start): for each size, how long opening the session takes, then its read
+    ahead (``Engine.open_session``), the first build and the builds after it (wall time, as the
+    user waits for it). Adds ``reopened`` to each size of ``report``."""
+    lab = engine.lab()
+    titles = {s.get("title"): s["session_id"] for s in await engine.list_sessions()}
+    qs = questions(n_builds, seed=5)  # not the questions the first engine built (its caches are gone anyway)
+    for n, row in report["sizes"].items():
+        session_id = titles[f"bench {n}"]
+        started = time.perf_counter()
+        await engine.open_session(session_id)
+        opened = time.perf_counter()
+        await lab.read_ahead()
+        read = time.perf_counter()
+        walls = []
+        for q in qs:
+            t = time.perf_counter()
+            await engine.build(session_id, q, budget=budget)
+            walls.append((time.perf_counter() - t) * 1000)
+        row["reopened"] = {"open_ms": round((opened - started) * 1000, 1), "read_ahead_ms": round((read - opened) * 1000, 1),
+                           "first_build_ms": round(walls[0], 1), "next_builds": _stats(walls[1:])}
+
+
 async def bench_ingest(engine: Engine, sizes: Sequence[int], *, chunk: int = 500,
                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``pcm bench ingest``: each size ingested into a fresh session (``ingest_history``), with the
@@ -270,4 +294,9 @@ def format_bench_report(report: dict[str, Any]) -> str:
         lines.append(f"{'':>8} memory and topic channels off: build p50/p95 {off['p50']}/{off['p95']} ms; on/off p95 "
                      f"{row['memory_topic_cost_p95']}x; {mem['memories']} memories, writer {mem['writer_pieces_per_s']} "
                      f"pieces/s ({mem['writer_wait_after_ingest_s']} s left after the ingest)")
+        again = row.get("reopened")
+        if again:
+            lines.append(f"{'':>8} opened again by a new engine: open {again['open_ms']} ms, read ahead "
+                         f"{again['read_ahead_ms']} ms, first build {again['first_build_ms']} ms, the next "
+                         f"p50/p95 {again['next_builds']['p50']}/{again['next_builds']['p95']} ms")
     return "\n".join(lines)

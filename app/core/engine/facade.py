@@ -156,9 +156,9 @@ class Engine:
         self._recovery = RecoveryService(ctx)
         self._upkeep = IndexUpkeep(ctx, importing=self._sessions.importing)
         self._details = DetailService(ctx, self._sessions, self._turns, self._summaries.offer)
-        self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep)
-        self._records = StoredRecords(ctx)
         self._warming: set[asyncio.Task[None]] = set()  # a session's read-ahead (``_warm``)
+        self._lab = EngineLab(ctx, self._memory, self._summaries, self._streams, self._upkeep, self._read_ahead)
+        self._records = StoredRecords(ctx)
         self._environment.env_ingested.connect(self._memory.on_env_ingested)
         self._env_answers = EnvResponder(ctx, self._tasks, self._streams.agent, self._streams.scheduler)
         self._environment.env_ingested.connect(self._env_answers.on_env_ingested)
@@ -246,7 +246,7 @@ class Engine:
     async def close(self) -> None:
         """Stop the scheduler's streams, let running answers finish their bookkeeping, stop the
         index catch-up between two batches, close the store, then stop the executors."""
-        await asyncio.gather(*self._warming, return_exceptions=True)
+        await self._read_ahead()
         await self._streams.close()
         await self._server_tools.close()
         await self._memory.idle()
@@ -337,6 +337,10 @@ class Engine:
         task = spawn(warm(), name=f"warm {session_id}")
         self._warming.add(task)
         task.add_done_callback(self._warming.discard)
+
+    async def _read_ahead(self) -> None:
+        """Wait until the read-ahead of every session opened so far is done."""
+        await asyncio.gather(*self._warming, return_exceptions=True)
 
     async def session_state(self, session_id: str) -> SessionState:
         """A stored session's state for reading: loaded on first use, never created, and not

@@ -10,7 +10,7 @@ it can be restored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +39,9 @@ class EngineLab:
     """See the module docstring."""
 
     def __init__(self, ctx: EngineContext, memory: MemoryService, summaries: SummaryService,
-                 streams: EngineStreams, upkeep: IndexUpkeep) -> None:
+                 streams: EngineStreams, upkeep: IndexUpkeep, read_ahead: Callable[[], Awaitable[None]]) -> None:
         self._ctx, self._memory, self._summaries, self._streams = ctx, memory, summaries, streams
-        self._upkeep = upkeep
+        self._upkeep, self._read_ahead = upkeep, read_ahead
 
     # ------------------------------------------------------------------ switches
 
@@ -147,6 +147,12 @@ class EngineLab:
             return []
         return await self._ctx.on_index(index.search_vector, vector, k, session_id=session_id, exact=exact,
                                         held=held, trace=trace)
+
+    async def read_ahead(self) -> None:
+        """Wait until what opening a session reads ahead for its first build is read
+        (``Engine.open_session``): a benchmark times that build as a user who types a question
+        after opening meets it."""
+        await self._read_ahead()
 
     async def index_upkeep(self) -> str:
         """Bring the index up to date now — the ANN index trained if due, every written row folded
