@@ -141,7 +141,8 @@ def build_engine(
     # build allocates tens of thousands of short-lived objects (recall's candidates and grades),
     # so at 700 it ran ~6 young collections a build (~2.5 ms, pauses up to 12 ms at 10,000
     # turns); the loaded sessions are frozen out of its sight (``settle_heap``), so a young
-    # collection only walks what was allocated since the last.
+    # collection only walks what was allocated since the last. (In the desktop app the UI thread
+    # collects from a timer instead, on the thresholds in force when it started: ``app.ui.gc_guard``.)
     gc.set_threshold(YOUNG_COLLECTION, *gc.get_threshold()[1:])
     executors = Executors()
     if not index and not chat and counter == "words":
