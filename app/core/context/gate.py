@@ -119,7 +119,13 @@ def weights(query: str, texts: Iterable[str]) -> dict[str, float]:
         n += 1
         for word in asked & RANKING.content(text):
             df[word] += 1
-    return {word: math.log(1.0 + (n + 1) / (1.0 + df[word])) for word in sorted(asked)}
+    return rarity(df, n)
+
+
+def rarity(df: Mapping[str, int], n: int) -> dict[str, float]:
+    """Each word of ``df`` (the query's content words, by how many of ``n`` texts hold each)
+    weighted by log(1 + N / (1 + df)), in word order: ``weights`` from counts made elsewhere."""
+    return {word: math.log(1.0 + (n + 1) / (1.0 + df[word])) for word in sorted(df)}
 
 
 def coverage(word_weights: Mapping[str, float], text: str) -> float:

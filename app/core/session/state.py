@@ -10,7 +10,7 @@ rebuilds its plan and context from.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
@@ -164,8 +164,10 @@ class SessionState:
         self.notes: dict[str, NoteView] = {}  # memory fragments and env events, by id
         self._outside: set[str] | None = None  # match keys of the env notes' outside text (lazy)
         self._quoted: dict[str, str] = {}  # history_text of answers and summary parts, by text
+        self.quoting = 0  # how often the outside text grew, so that quoting changed (``add_note``)
         self.notes_revision = 0  # notes added or replaced so far (``add_note``)
         self._derived: dict[str, tuple[tuple[int, int], Any]] = {}  # ``derived``: name → (mark, value)
+        self._memo: dict[str, tuple[Hashable, Any]] = {}  # ``memo``: name → (mark, value), shared by views
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
         self.focus: str | None = None  # the node the user chose to work on (None: follow the latest turn)
@@ -225,6 +227,7 @@ class SessionState:
         if self._outside is not None and note.kind == "env":
             self._outside.update(fenced_lines(note.text))
             self._quoted.clear()
+            self.quoting += 1
 
     def with_notes(self, notes: Iterable[NoteView]) -> "SessionState":
         """A view of this state with ``notes`` added to its notes, this state unchanged (everything
@@ -244,6 +247,17 @@ class SessionState:
             return kept[1]
         value = make()
         self._derived[name] = (mark, value)
+        return value
+
+    def memo(self, name: str, mark: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, made again only once ``mark`` (what the value depends on) differs from the
+        last one's: for what depends on neither the notes nor the messages, so is kept across turns
+        (a branch summary's words: thousands of parts at 100,000 turns). ``with_notes`` views share it."""
+        kept = self._memo.get(name)
+        if kept is not None and kept[0] == mark:
+            return kept[1]
+        value = make()
+        self._memo[name] = (mark, value)
         return value
 
     def add_node(self, node: GraphNode) -> None:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.context.compiler import Item
-from app.core.context.gate import GatePolicy, coverage, support, weights
+from app.core.context.gate import GatePolicy, rarity, support
 from app.core.session.state import SessionState
+from app.core.text.words import RANKING
 from app.core.types import BlockType, Priority, SummaryRecord
 
 #: A summary part shown as its raw turns, or left out.
@@ -113,38 +114,78 @@ def _window_start(state: SessionState, subject: Subject, history: History) -> in
     return start if subject.through is None else max(start, subject.through + 1)
 
 
+@dataclass(frozen=True)
+class _PartWords:
+    """A branch summary's parts as the gate reads them: each part's last message index, its quoted
+    text at the level it is shown at (none for a part shown ``RAW`` or ``HIDDEN``), and the parts
+    whose text holds each content word. Made once per record, levels and quoting, not per build:
+    a 100,000-turn branch has thousands of parts, and a build weighs and grades only those that
+    hold a word of the input."""
+
+    lasts: tuple[int, ...]
+    texts: dict[int, str]
+    holding: dict[str, list[int]]  # word → the parts (ascending) whose text holds it
+
+    @classmethod
+    def of(cls, state: SessionState, record: SummaryRecord, levels: Sequence[str]) -> _PartWords:
+        texts = {k: state.quoted(p[levels[k]]) for k, p in enumerate(record.parts) if levels[k] not in (RAW, HIDDEN)}
+        holding: dict[str, list[int]] = {}
+        for k, text in texts.items():
+            for word in RANKING.content(text):
+                holding.setdefault(word, []).append(k)
+        return cls(tuple(p["last"] for p in record.parts), texts, holding)
+
+
 def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary, history: History,
                   query: str) -> list[Item]:
-    """The summary lines of ``subject``'s branch before its raw window (see the module docstring)."""
+    """The summary lines of ``subject``'s branch before its raw window (see the module docstring).
+
+    Grades as ``gate.weights`` and ``gate.coverage`` over the parts' texts would, from the words
+    each part holds (``_PartWords``): a part holding none of the input's words has no lexical
+    support, so it is shown only when its grade needs none (the part before the window, a part
+    the user chose, a threshold of 0) or at its raw turns."""
     record, levels = summary.record, summary.levels
     start = _window_start(state, subject, history)
-    parts = [(k, p) for k, p in enumerate(record.parts) if p["last"] < start]
-    if not parts:
+    words = state.memo(f"summary words {record.subject}:{record.subject_id}",
+                       (record.summary_id, tuple(levels), state.quoting),
+                       lambda: _PartWords.of(state, record, levels))
+    before = [k for k, last in enumerate(words.lasts) if last < start]
+    if not before:
         return []
-    texts = {k: state.quoted(p[levels[k]]) for k, p in parts if levels[k] not in (RAW, HIDDEN)}
-    word_weights = weights(query, texts.values())
+    asked = RANKING.content(query)
+    df = {word: sum(1 for k in words.holding.get(word, ()) if words.lasts[k] < start) for word in asked}
+    word_weights = rarity(df, sum(1 for k in before if k in words.texts))
+    total = sum(word_weights.values())
+    held: dict[int, float] = {}  # part → the weight of the input's words its text holds
+    for word, weight in word_weights.items():
+        for k in words.holding.get(word, ()):
+            if words.lasts[k] < start:
+                held[k] = held.get(k, 0.0) + weight
     policy = GatePolicy(threshold=history.threshold)
     # Several conversations: the branch's older turns may be another's (the gate's strict_tree), so
     # a line summarizing them must hold the input's words as another conversation's turn must.
     strict = state.graph.several_conversations()
+    last = before[-1]
+    chosen = {k for k in before if span_of(record.parts[k]) in summary.chosen} if summary.chosen else set()
+    shown = (before if policy.threshold <= 0 else  # a part without the input's words passes too
+             sorted({*held, *chosen, last, *(k for k in before if levels[k] == RAW)}))
     items: list[Item] = []
-    last = parts[-1][0]
-    for k, part in parts:
+    for k in shown:
+        part = record.parts[k]
         span = span_of(part)
         if levels[k] == RAW:
             items += raw_items(state, record, part, history.excluded)
             continue
-        if k not in texts:  # hidden by the user
+        if k not in words.texts:  # hidden by the user
             continue
-        chosen = span in summary.chosen  # what the user asked to see is not graded away
-        lex = coverage(word_weights, texts[k])
-        grade = (1.0 if chosen else min(1.0, lex / policy.other_lex_full) if strict
+        lex = held.get(k, 0.0) / total if total > 0 else 0.0
+        grade = (1.0 if k in chosen else min(1.0, lex / policy.other_lex_full) if strict
                  else 1.0 if k == last else support(None, lex, policy))
-        if grade < policy.threshold or not texts[k]:
+        if grade < policy.threshold or not words.texts[k]:
             continue
         items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,
-                          f"(turns {span}) {texts[k]}", Priority.MUST if chosen else Priority.LOW, score=grade,
-                          order=part["first"],
+                          f"(turns {span}) {words.texts[k]}", Priority.MUST if k in chosen else Priority.LOW,
+                          score=grade, order=part["first"],
                           evidence_ids=(record.summary_id,), selector=f"turns:{span}"))
     return items
 
