@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from app.core.engine.facade import Engine
+from app.core.memory.summaries import LEVELS
 from app.core.pipeline.builder import NEW_ROOT
 from app.core.pipeline.detail import DetailAction, DetailError
 from app.core.pipeline.record import TurnRecord
+from app.core.session import state as state_module
 from app.core.session.state import SessionState
 from app.core.types import Author, AuthorKind, Message, Role
 from app.store.exchange import export_session
@@ -115,7 +117,8 @@ def test_an_early_decision_of_a_60_turn_branch_reaches_a_later_context_through_t
     make_engine.run(body, budget=1200)
 
 
-def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summaries(make_engine: EngineFactory) -> None:
+def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summaries(
+        make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Opening a session reads its summaries ahead (``Engine._warm``): before, the first build of
     an app run had none (the read started with it, for the next build) and its context lacked the
     branch summary every later build carried."""
@@ -128,8 +131,13 @@ def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summar
     async def again(engine: Engine) -> None:
         await engine.open_session(sid)
         await asyncio.gather(*engine._warming)  # the read-ahead, which a user's typing gives time for
+        quoted = []
+        monkeypatch.setattr(state_module, "history_text", lambda text, *_: quoted.append(text) or text)
         built, _ = await engine.build(sid, QUESTION, anchor_override=tip)
         assert built.summaries, "the branch summary is offered to the first build"
+        parts = {p[level] for levels in built.summaries["levels"].values() for p in levels["parts"]
+                 for level in LEVELS}
+        assert not parts & set(quoted), "the read-ahead quoted the parts: the first build does not"
         content = " ".join(b.content for b in built.context.blocks if b.block_type.value == "summary")
         assert "/var/cache/pcm_v2" in content and "37 minutes" in content
 
