@@ -172,7 +172,6 @@ def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary,
     items: list[Item] = []
     for k in shown:
         part = record.parts[k]
-        span = span_of(part)
         if levels[k] == RAW:
             items += raw_items(state, record, part, history.excluded)
             continue
@@ -183,6 +182,7 @@ def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary,
                  else 1.0 if k == last else support(None, lex, policy))
         if grade < policy.threshold or not words.texts[k]:
             continue
+        span = span_of(part)
         items.append(Item(f"summary:{record.summary_id}:{span}", BlockType.SUMMARY,
                           f"(turns {span}) {words.texts[k]}", Priority.MUST if k in chosen else Priority.LOW,
                           score=grade, order=part["first"],
