@@ -11,7 +11,7 @@ from app.core.context.gate import GatePolicy, coverage, support, weights
 from app.core.context.sections import history as section
 from app.core.context.sections.history import HIDDEN, RAW, BranchSummary, History, Subject, span_of, summary_lines
 from app.core.session.state import NoteView, SessionState
-from app.core.types import Author, AuthorKind, Message, Role, SummaryCovers, SummaryRecord
+from app.core.types import Author, AuthorKind, GraphNode, Message, NodeKind, Role, SummaryCovers, SummaryRecord
 
 VOCAB = "postgres schema deploy budget lantern river invoice parser kernel garden".split()
 
@@ -38,6 +38,7 @@ def _record(parts: int, rng: random.Random) -> SummaryRecord:
 def _every_part(state: SessionState, summary: BranchSummary, start: int, threshold: float, query: str) -> list[str]:
     """The lines as grading every part's text gives them (the gate's own weights and coverage)."""
     record, levels = summary.record, summary.levels
+    policy, strict = GatePolicy(threshold=threshold), state.graph.several_conversations()
     parts = [(k, p) for k, p in enumerate(record.parts) if p["last"] < start]
     texts = {k: state.quoted(p[levels[k]]) for k, p in parts if levels[k] not in (RAW, HIDDEN)}
     w = weights(query, texts.values())
@@ -48,22 +49,27 @@ def _every_part(state: SessionState, summary: BranchSummary, start: int, thresho
             continue
         if k not in texts:
             continue
-        chosen = span_of(part) in summary.chosen
-        grade = 1.0 if chosen or k == parts[-1][0] else support(None, coverage(w, texts[k]), GatePolicy(threshold=threshold))
+        lex = coverage(w, texts[k])
+        grade = (1.0 if span_of(part) in summary.chosen else min(1.0, lex / policy.other_lex_full) if strict
+                 else 1.0 if k == parts[-1][0] else support(None, lex, policy))
         if grade >= threshold and texts[k]:
             out.append(f"(turns {span_of(part)}) {texts[k]} {grade:.9f}")
     return out
 
 
+@pytest.mark.parametrize("conversations", [1, 2])
 @pytest.mark.parametrize("threshold", [0.0, 0.2, 0.45])
 @pytest.mark.parametrize("query", ["what did we decide on the postgres schema?", "the lantern by the river",
                                    "nothing in common here", ""])
-def test_summary_lines_are_those_every_part_s_text_would_give(threshold: float, query: str) -> None:
+def test_summary_lines_are_those_every_part_s_text_would_give(threshold: float, query: str, conversations: int) -> None:
     rng = random.Random(7)
     record = _record(40, rng)
     levels = tuple(rng.choice(["standard", "standard", "brief", RAW, HIDDEN]) for _ in record.parts)
     summary = BranchSummary(record, levels, frozenset({"4-5", "30-31"}))
     state = _state(61)  # parts ending at message 61 and later are not before the window
+    for root in range(conversations):  # two roots: every line must hold the input's words (strict)
+        state.add_node(GraphNode(node_id=f"root{root}", kind=NodeKind.TURN))
+    assert state.graph.several_conversations() == (conversations > 1)
     history = History(subjects=(Subject("n", summary),), threshold=threshold)
     got = [f"raw {it.item_id}" if it.segment.value == "conversation" else f"{it.text} {it.score:.9f}"
            for it in summary_lines(state, history.subjects[0], summary, history, query)]

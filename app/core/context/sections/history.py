@@ -146,7 +146,7 @@ def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary,
     the user chose, a threshold of 0) or at its raw turns."""
     record, levels = summary.record, summary.levels
     start = _window_start(state, subject, history)
-    words = state.memo(f"summary words {record.subject}:{record.subject_id}",
+    words = state.memo(f"summary words {record.subject}:{record.subject_id}:{record.level}",  # a slot per level
                        (record.summary_id, tuple(levels), state.quoting),
                        lambda: _PartWords.of(state, record, levels))
     before = [k for k, last in enumerate(words.lasts) if last < start]
@@ -167,8 +167,13 @@ def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary,
     strict = state.graph.several_conversations()
     last = before[-1]
     chosen = {k for k in before if span_of(record.parts[k]) in summary.chosen} if summary.chosen else set()
+    # A part's lexical grade is its share of the input's weighted words over the full level, so
+    # only parts holding at least that share times the threshold can pass (a hair less is let
+    # through, and graded exactly below).
+    floor = policy.threshold * (policy.other_lex_full if strict else policy.lex_full) * total * (1 - 1e-9)
     shown = (before if policy.threshold <= 0 else  # a part without the input's words passes too
-             sorted({*held, *chosen, last, *(k for k in before if levels[k] == RAW)}))
+             sorted({*(k for k, weight in held.items() if weight >= floor), *chosen, last,
+                     *(k for k in before if levels[k] == RAW)}))
     items: list[Item] = []
     for k in shown:
         part = record.parts[k]
