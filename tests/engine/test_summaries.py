@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.core.context.sections import history as history_section
 from app.core.engine.facade import Engine
 from app.core.memory.summaries import LEVELS
 from app.core.pipeline.builder import NEW_ROOT
@@ -131,13 +132,15 @@ def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summar
     async def again(engine: Engine) -> None:
         await engine.open_session(sid)
         await asyncio.gather(*engine._warming)  # the read-ahead, which a user's typing gives time for
-        quoted = []
+        quoted, indexed = [], []
         monkeypatch.setattr(state_module, "history_text", lambda text, *_: quoted.append(text) or text)
+        monkeypatch.setattr(history_section._PartWords, "of", classmethod(lambda *a: indexed.append(a)))
         built, _ = await engine.build(sid, QUESTION, anchor_override=tip)
         assert built.summaries, "the branch summary is offered to the first build"
         parts = {p[level] for levels in built.summaries["levels"].values() for p in levels["parts"]
                  for level in LEVELS}
         assert not parts & set(quoted), "the read-ahead quoted the parts: the first build does not"
+        assert not indexed, "nor does it index their words"
         content = " ".join(b.content for b in built.context.blocks if b.block_type.value == "summary")
         assert "/var/cache/pcm_v2" in content and "37 minutes" in content
 

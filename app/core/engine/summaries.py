@@ -46,6 +46,7 @@ from app.core.memory.summary_subjects import (
     subjects_of,
     summary_messages,
 )
+from app.core.pipeline.summary_items import prepare
 from app.core.ports import GenerationParams
 from app.core.runtime.background import spawn
 from app.core.runtime.executors import ChatStream
@@ -179,7 +180,8 @@ class SummaryService:
         """Read the session's current summaries now (a session just opened), so its first build
         is offered them: ``branches`` only starts the read, for the build after. Their parts'
         texts are then quoted and split into words as the history section shows them (at 100,000
-        turns, 3,000 parts: ~300 ms the first build would spend), a slice at a time."""
+        turns, 3,000 parts: ~300 ms the first build would spend), a slice at a time, and the
+        words of each part at the levels a build shows them at are indexed (``prepare``)."""
         if not self.enabled:
             return
         await self._load(state.session_id)
@@ -190,6 +192,7 @@ class SummaryService:
             for text in texts[start:start + READ_SLICE]:
                 RANKING.content(state.quoted(text))
             await asyncio.sleep(0)  # the loop's other work (an input) goes between slices
+        prepare(state, self.offer(state.session_id))
 
     async def _load(self, session_id: str) -> dict[tuple[str, str, str], SummaryRecord]:
         if session_id not in self._latest:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, span_of
+from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, part_words, span_of
 from app.core.memory.summaries import LEVELS, part_level
 from app.core.pipeline.detail import Detail
 from app.core.plan.model import ContextPlan
@@ -73,9 +73,23 @@ def branch_summary(state: SessionState, node: str | None, plan_level: str, offer
     record = offered_for(state, node, offered).get(level) if level in LEVELS else None
     if record is None:
         return None
+    return BranchSummary(record, shown_at(record, level, detail), frozenset(detail.spans))
+
+
+def shown_at(record: SummaryRecord, level: str, detail: Detail) -> tuple[str, ...]:
+    """The level each part of ``record`` is shown at: the user's choice (``detail``), else
+    ``level`` for the newest parts and coarser for older ones."""
     n = len(record.parts)
-    levels = tuple(detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in enumerate(record.parts))
-    return BranchSummary(record, levels, frozenset(detail.spans))
+    return tuple(detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in enumerate(record.parts))
+
+
+def prepare(state: SessionState, offered: Offered) -> None:
+    """Make what the history section reads of each offered branch summary at the levels a build
+    without the user's detail shows its parts at (``part_words``): the read-ahead of a session
+    just opened (at 100,000 turns, ~36 ms its first build would spend per record)."""
+    for levels in offered.values():
+        for level, record in levels.items():
+            part_words(state, record, shown_at(record, level, Detail()))
 
 
 def history(state: SessionState, anchor: str | None, plan: ContextPlan, offered: Offered, detail: Detail,

@@ -136,6 +136,13 @@ class _PartWords:
         return cls(tuple(p["last"] for p in record.parts), texts, holding)
 
 
+def part_words(state: SessionState, record: SummaryRecord, levels: Sequence[str]) -> _PartWords:
+    """The words of ``record``'s parts at ``levels``, made once per record, levels and quoting
+    (one kept per branch and level)."""
+    return state.memo(f"summary words {record.subject}:{record.subject_id}:{record.level}",
+                      (record.summary_id, tuple(levels), state.quoting), lambda: _PartWords.of(state, record, levels))
+
+
 def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary, history: History,
                   query: str) -> list[Item]:
     """The summary lines of ``subject``'s branch before its raw window (see the module docstring).
@@ -146,9 +153,7 @@ def summary_lines(state: SessionState, subject: Subject, summary: BranchSummary,
     the user chose, a threshold of 0) or at its raw turns."""
     record, levels = summary.record, summary.levels
     start = _window_start(state, subject, history)
-    words = state.memo(f"summary words {record.subject}:{record.subject_id}:{record.level}",  # a slot per level
-                       (record.summary_id, tuple(levels), state.quoting),
-                       lambda: _PartWords.of(state, record, levels))
+    words = part_words(state, record, levels)
     before = [k for k, last in enumerate(words.lasts) if last < start]
     if not before:
         return []
