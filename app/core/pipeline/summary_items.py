@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, part_words, span_of
+from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, span_of
 from app.core.memory.summaries import LEVELS, part_level
 from app.core.pipeline.detail import Detail
 from app.core.plan.model import ContextPlan
@@ -83,13 +83,11 @@ def shown_at(record: SummaryRecord, level: str, detail: Detail) -> tuple[str, ..
     return tuple(detail.level(span_of(p), part_level(n - 1 - k, level)) for k, p in enumerate(record.parts))
 
 
-def prepare(state: SessionState, offered: Offered) -> None:
-    """Make what the history section reads of each offered branch summary at the levels a build
-    without the user's detail shows its parts at (``part_words``): the read-ahead of a session
-    just opened (at 100,000 turns, ~36 ms its first build would spend per record)."""
-    for levels in offered.values():
-        for level, record in levels.items():
-            part_words(state, record, shown_at(record, level, Detail()))
+def default_views(offered: Offered) -> list[tuple[SummaryRecord, tuple[str, ...]]]:
+    """Each offered branch summary with the levels a build without the user's detail shows its
+    parts at: what a session's read-ahead indexes (``history.part_words``)."""
+    return [(record, shown_at(record, level, Detail())) for levels in offered.values()
+            for level, record in levels.items()]
 
 
 def history(state: SessionState, anchor: str | None, plan: ContextPlan, offered: Offered, detail: Detail,
