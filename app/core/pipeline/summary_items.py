@@ -13,7 +13,7 @@ collapsed before it is carried by the summary).
 
 ``recorded_offer``/``offer_from_record`` keep the offer in the build record and read it back;
 ``carried_ids`` says which turns a summary line stands for; ``shown_levels`` which level each
-part of a built context is shown at.
+part of a built context is shown at; ``default_views`` what a session's read-ahead indexes.
 """
 
 from __future__ import annotations
