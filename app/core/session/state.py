@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from app.core.errors import NoRecordError
 from app.core.ports import SessionGeneration
@@ -166,7 +166,7 @@ class SessionState:
         self._quoted: dict[str, str] = {}  # history_text of answers and summary parts, by text
         self.quoting = 0  # how often the outside text grew, so that quoting changed (``add_note``)
         self.notes_revision = 0  # notes added or replaced so far (``add_note``)
-        self._derived: dict[str, tuple[tuple[int, int], Any]] = {}  # ``derived``: name → (mark, value)
+        self._derived: dict[str, tuple[Any, Any]] = {}  # ``derived``: name → (mark, value)
         self._memo: dict[str, tuple[Hashable, Any]] = {}  # ``memo``: name → (mark, value), shared by views
         # The user's routing corrections, withdrawn ones included (``overrides`` are the live ones).
         self.override_spans: list[OverrideSpan] = []
@@ -241,24 +241,13 @@ class SessionState:
     def derived(self, name: str, make: Callable[[], T]) -> T:
         """``make()``, made again only once a note or a message has been added since (what a build
         reads off every note — a long session holds thousands of memories — is made once, not per build)."""
-        mark = (self.notes_revision, len(self.messages))
-        kept = self._derived.get(name)
-        if kept is not None and kept[0] == mark:
-            return kept[1]
-        value = make()
-        self._derived[name] = (mark, value)
-        return value
+        return _kept(self._derived, name, (self.notes_revision, len(self.messages)), make)
 
     def memo(self, name: str, mark: Hashable, make: Callable[[], T]) -> T:
         """``make()``, made again only once ``mark`` (what the value depends on) differs from the
         last one's: for what depends on neither the notes nor the messages, so is kept across turns
         (a branch summary's words: thousands of parts at 100,000 turns). ``with_notes`` views share it."""
-        kept = self._memo.get(name)
-        if kept is not None and kept[0] == mark:
-            return kept[1]
-        value = make()
-        self._memo[name] = (mark, value)
-        return value
+        return _kept(self._memo, name, mark, make)
 
     def add_node(self, node: GraphNode) -> None:
         self.graph.add_node(node)
@@ -483,6 +472,16 @@ class SessionState:
     def main_chain(self, anchor_node: str, limit: int) -> list[str]:
         """Turn nodes from ``anchor_node`` back along ``continues`` (anchor first), at most ``limit``."""
         return list(self.graph.chain_back(anchor_node, limit=limit))
+
+
+def _kept(store: dict[str, tuple[Any, Any]], name: str, mark: Hashable, make: Callable[[], T]) -> T:
+    """``store[name]``'s value when it was made under ``mark``, else ``make()``, kept under it."""
+    kept = store.get(name)
+    if kept is not None and kept[0] == mark:
+        return cast(T, kept[1])
+    value = make()
+    store[name] = (mark, value)
+    return value
 
 
 def override_spans(turn_id: str, seq: int, record: Mapping[str, Any]) -> list[OverrideSpan]:
