@@ -340,22 +340,28 @@ class SearchIndex:
         fold = self._folds_in_background() and unoptimized >= self.optimize_every
         return fold or ann.due(self.ann_policy, rows, self._trained)
 
-    def upkeep_backlog(self) -> int:
+    def upkeep_backlog(self, *, retrain: bool = True) -> int:
         """How many rows the upkeep has yet to take in: those written and not folded when folding
         is its job, or, when the ANN index is due to be trained (again), those it was not trained
-        on; whichever is more. Counters only."""
+        on; whichever is more. ``retrain=False``: as ``upkeep(retrain=False)`` would take them in
+        (an index due to be trained again is not counted). Counters only."""
         with self._counts:
             unoptimized, rows = self._unoptimized, self._rows
-        untrained = rows - (self._trained or 0) if ann.due(self.ann_policy, rows, self._trained) else 0
+        untrained = rows - (self._trained or 0) if self._train_due(rows, retrain) else 0
         return max(unoptimized if self._folds_in_background() else 0, untrained)
 
-    def upkeep(self, *, force: bool = False) -> str:
+    def _train_due(self, rows: int, retrain: bool) -> bool:
+        return ann.due(self.ann_policy, rows, self._trained) and (retrain or self._trained is None)
+
+    def upkeep(self, *, force: bool = False, retrain: bool = True) -> str:
         """Train the ANN index when it is due (``app.store.ann.due``) and fold written rows into
         the indices; return what was done ("trained", "folded", "trained+folded" or "").
 
         Blocking for seconds to minutes (training at 100,000 rows): run it on a thread of its own.
-        ``force`` folds even fewer than ``optimize_every`` rows. One process at a time
-        (``.optimize.lock``); another process's upkeep makes this one skip."""
+        ``force`` folds even fewer than ``optimize_every`` rows. ``retrain=False`` trains only a
+        table that has no ANN index yet: training again (a minute and more of both cores at
+        100,000 rows) waits for a later upkeep, while a history import is under way. One process
+        at a time (``.optimize.lock``); another process's upkeep makes this one skip."""
         lock = FileLock(self.index_dir / ".optimize.lock")
         if not lock.try_acquire():
             return ""
@@ -364,7 +370,7 @@ class SearchIndex:
             with self._counts:
                 self._rows = rows
             done = []
-            if ann.due(self.ann_policy, rows, self._trained):
+            if self._train_due(rows, retrain):
                 self._train(rows)
                 done.append("trained")
             with self._counts:

@@ -72,22 +72,25 @@ def test_the_tokens_of_ingested_messages_are_counted_and_the_heap_settled_once_t
 
 
 class BackloggedIndex:
-    """The upkeep's view of an index that always has work: counts the upkeeps run."""
+    """The upkeep's view of an index that always has work: rows to fold (or to train a first
+    index on), and rows only training the index again would take in; records each upkeep's
+    ``retrain``."""
 
     upkeep_driven = False
 
     def __init__(self) -> None:
-        self.backlog = 0
-        self.runs = 0
+        self.backlog = 0  # rows to fold, or to train a first ANN index on
+        self.untrained = 0  # rows only training the index again takes in
+        self.runs: list[bool] = []
 
     def upkeep_due(self) -> bool:
         return True
 
-    def upkeep_backlog(self) -> int:
-        return self.backlog
+    def upkeep_backlog(self, *, retrain: bool = True) -> int:
+        return max(self.backlog, self.untrained if retrain else 0)
 
-    def upkeep(self, *, force: bool = False) -> str:
-        self.runs += 1
+    def upkeep(self, *, force: bool = False, retrain: bool = True) -> str:
+        self.runs.append(retrain)
         return "folded"
 
 
@@ -101,15 +104,16 @@ def test_the_index_upkeep_waits_behind_an_import_until_its_backlog_reaches_the_b
                              importing=lambda: importing[0])
         upkeep.start()
         try:
+            index.untrained = 10 * index_upkeep.IMPORT_BACKLOG
             await asyncio.sleep(0.3)
-            assert index.runs == 0  # an import under way: training and folding wait
-            index.backlog = index_upkeep.IMPORT_BACKLOG  # unless too much waits
+            assert index.runs == []  # an import under way: training and folding wait, training again most of all
+            index.backlog = index_upkeep.IMPORT_BACKLOG  # unless too many rows wait to be folded in
             await asyncio.sleep(0.3)
-            assert index.runs > 0
+            assert index.runs and not any(index.runs)  # and then the index is not trained again
             index.backlog, importing[0] = 0, False
-            runs = index.runs
+            runs = len(index.runs)
             await asyncio.sleep(0.3)
-            assert index.runs > runs  # once the import settled, the upkeep runs whenever it is due
+            assert all(index.runs[runs:]) and len(index.runs) > runs  # once the import settled, it is
         finally:
             await upkeep.close()
             ex.shutdown(wait=True)

@@ -109,6 +109,26 @@ def test_the_index_is_trained_again_once_the_table_doubled(index: SearchIndex) -
     assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001 - the old one dropped
 
 
+def test_an_upkeep_told_not_to_train_again_folds_and_trains_only_a_first_index(index: SearchIndex) -> None:
+    rows, vecs = _rows(0, 700)
+    index.upkeep_driven = True
+    index.add(rows, vectors=vecs)
+    assert index.upkeep_backlog(retrain=False) == 700  # no index yet: a first one is trained all the same
+    assert index.upkeep(retrain=False) == "trained"
+    more, more_vecs = _rows(1000, 700)
+    index.add(more, vectors=more_vecs)  # the table doubled: due to be trained again
+    assert index.upkeep(retrain=False) == "folded"
+    assert index.upkeep_backlog(retrain=False) == 0  # folded: nothing left but training again
+    assert index.upkeep_backlog() == 700  # the rows the index was not trained on
+    assert list(ann_indices(list(index._table.list_indices())).values()) == [700]  # noqa: SLF001
+    for rid in ("r1005", "r1500"):  # the folded rows are found through the first index
+        trace: list[str] = []
+        assert index.search_vector(more_vecs[rid], k=5, session_id="s1", trace=trace)[0][0] == rid
+        assert trace == ["ann"]
+    assert index.upkeep() == "trained"  # the next upkeep trains it again
+    assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001
+
+
 def _same_as_exact(index: SearchIndex, session: str, *, kinds: list[str] | None = None, since: str | None = None,
                    k: int = 10) -> None:
     for q in _queries(8):

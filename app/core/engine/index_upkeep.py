@@ -13,7 +13,11 @@ never trains. Started by ``Engine.start``, stopped by ``Engine.close``.
 While history is being imported (``importing``: ``SessionService.importing``) the upkeep waits
 behind the import, as the memory writer does — training and folding would take the cores from
 its embedding — unless its backlog (``SearchIndex.upkeep_backlog``) reaches ``IMPORT_BACKLOG``
-rows: a 100,000-turn import still trains and folds, in batches of about that many rows.
+rows: a 100,000-turn import still gets its first ANN index and has its rows folded in, in
+batches of about that many rows, so queries meanwhile do not scan it flat. Training the index
+*again* (the table doubled) waits for the import to end: at 90,000 rows it takes both cores for
+a minute and more, and slowed the import's chunks three-fold while it ran; folding new rows
+into the partitions trained first keeps them searchable meanwhile.
 """
 
 from __future__ import annotations
@@ -56,19 +60,20 @@ class IndexUpkeep:
         assert index is not None
         while True:
             await asyncio.sleep(self.every_s)
-            if index.upkeep_due() and (not self.importing() or index.upkeep_backlog() >= IMPORT_BACKLOG):
+            importing = self.importing()
+            if index.upkeep_due() and (not importing or index.upkeep_backlog(retrain=False) >= IMPORT_BACKLOG):
                 try:
-                    await self.run()
+                    await self.run(retrain=not importing)
                 except Exception:  # the index stays usable (flat, or with more unindexed rows)
                     log.exception("index upkeep failed")
 
-    async def run(self, *, force: bool = False) -> str:
+    async def run(self, *, force: bool = False, retrain: bool = True) -> str:
         """Run the upkeep now (after one already running); return what it did (``SearchIndex.upkeep``)."""
         index = self.ctx.index
         if index is None:
             return ""
         async with self._running:
-            return await self.ctx.ex.run("upkeep", index.upkeep, force=force)
+            return await self.ctx.ex.run("upkeep", index.upkeep, force=force, retrain=retrain)
 
     async def close(self) -> None:
         """Stop checking and wait for an upkeep under way (it is not interruptible)."""
