@@ -17,7 +17,7 @@ from app.core.pipeline.detail import DetailAction, DetailError
 from app.core.pipeline.record import TurnRecord
 from app.core.session import state as state_module
 from app.core.session.state import SessionState
-from app.core.types import Author, AuthorKind, Message, Role
+from app.core.types import Author, AuthorKind, Message, Role, SummaryRecord
 from app.store.exchange import export_session
 from tests.conftest import EngineFactory, stored
 from tests.texts import step_history as _history
@@ -135,8 +135,12 @@ def test_the_first_build_after_the_session_is_opened_again_is_offered_its_summar
         quoted, indexed = [], []
         monkeypatch.setattr(state_module, "history_text", lambda text, *_: quoted.append(text) or text)
         monkeypatch.setattr(history_section._PartWords, "of", classmethod(lambda *a: indexed.append(a)))
+        dumped: list[str] = []
+        dump = SummaryRecord.model_dump
+        monkeypatch.setattr(SummaryRecord, "model_dump", lambda self, **kw: dumped.append(self.summary_id) or dump(self, **kw))
         built, _ = await engine.build(sid, QUESTION, anchor_override=tip)
         assert built.summaries, "the branch summary is offered to the first build"
+        assert not dumped, "the read-ahead made the records' JSON the build record keeps"
         parts = {p[level] for levels in built.summaries["levels"].values() for p in levels["parts"]
                  for level in LEVELS}
         assert not parts & set(quoted), "the read-ahead quoted the parts: the first build does not"

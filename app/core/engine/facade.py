@@ -323,8 +323,9 @@ class Engine:
         """Read ahead, in the background, what the session's first build would otherwise wait for:
         its current summaries (offered to that build, not only to the next; their parts quoted),
         the vectors routing compares the input with, the index's held vectors, memory rows and
-        full-text files, and each speaker's messages by time (at 10,000 turns the first build took
-        ~250 ms against ~50 ms for the next); then the heap is settled (``settle_heap``)."""
+        full-text files, each speaker's messages by time, the user's facts and profile (at 10,000
+        turns the first build took ~250 ms against ~50 ms for the next); then the heap is settled
+        (``settle_heap``)."""
         ctx, session_id = self._ctx, state.session_id
 
         async def warm() -> None:
@@ -337,6 +338,8 @@ class Engine:
             for name in state.speakers():  # the structured channel's list for an input naming them
                 state.speaker_timeline(name)  # (20,000 messages each at 100,000 turns: ~35 ms)
                 await asyncio.sleep(0)
+            self._sessions.facts(state)  # what the user typed here, read once
+            self._sessions.profile(state)
             # What was read lives as long as the session (at 100,000 turns: lists of 100,000 ids in
             # the held vectors and in each summary's covers): out of the collector's sight, or
             # every collection of the young generations walks it (a 75-90 ms pause inside a build).

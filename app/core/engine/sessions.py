@@ -165,15 +165,15 @@ class SessionService:
         return notes
 
     def facts(self, state: SessionState) -> tuple[Fact, ...]:
-        """Keyed statements of the app user so far (cached per state, extended incrementally)."""
+        """Keyed statements of the app user so far (cached per state, extended incrementally;
+        only the user's own messages are read, ``SessionState.user_said``)."""
         seen, facts = self._facts.get(state, (0, ()))
         new: list[Fact] = []
-        for mid in state.order[seen:]:
+        for mid in state.user_said[seen:]:
             view = state.messages[mid]
-            if view.said_by_user:
-                new.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
+            new.extend(extract_facts(view.text, evidence_id=mid, at=view.at, reliability=1.0))
         facts = facts + tuple(new)
-        self._facts[state] = (len(state.order), facts)
+        self._facts[state] = (len(state.user_said), facts)
         return facts
 
     def profile(self, state: SessionState) -> UserProfile:
@@ -201,17 +201,16 @@ class SessionService:
                     profile = _with_note(profile, note)
                 else:
                     by_hand.append(note)
-        for mid in state.order[seen:]:
+        for mid in state.user_said[seen:]:  # the others' messages never change it
             view = state.messages[mid]
             while by_hand and by_hand[0].added_at <= view.at:
                 profile = _with_note(profile, by_hand.pop(0))
-            if view.said_by_user:
-                said = [st for st in parse_profile_statements(view.text)
-                        if memory_id(mid, st.kind, st.text) not in revoked]
-                profile = profile.with_statements(said, (mid,)) if said else profile
+            said = [st for st in parse_profile_statements(view.text)
+                    if memory_id(mid, st.kind, st.text) not in revoked]
+            profile = profile.with_statements(said, (mid,)) if said else profile
         for note in by_hand:
             profile = _with_note(profile, note)
-        self._profiles[state] = (len(state.order), profile, key)
+        self._profiles[state] = (len(state.user_said), profile, key)
         return profile
 
     # ------------------------------------------------------------------ ingest (history, no generation)

@@ -181,8 +181,9 @@ class SummaryService:
         """Read the session's current summaries now (a session just opened), so its first build
         is offered them: ``branches`` only starts the read, for the build after. Their parts'
         texts are then quoted and split into words as the history section shows them (at 100,000
-        turns, 3,000 parts: ~300 ms the first build would spend), a slice at a time, and the
-        words of each part at the levels a build shows them at are indexed (``part_words``)."""
+        turns, 3,000 parts: ~300 ms the first build would spend), a slice at a time, the words
+        of each part at the levels a build shows them at are indexed (``part_words``), and each
+        record's JSON, which a build's record keeps (``as_json``), is made."""
         if not self.enabled:
             return
         await self._load(state.session_id)
@@ -196,6 +197,10 @@ class SummaryService:
         for record, levels in default_views(self.offer(state.session_id)):
             part_words(state, record, levels)  # ~36 ms a record at 100,000 turns
             await asyncio.sleep(0)
+        for levels in self.branches(state.session_id).values():
+            for record in levels.values():
+                record.as_json()  # ~20 ms a record at 100,000 turns
+                await asyncio.sleep(0)
 
     async def _load(self, session_id: str) -> dict[tuple[str, str, str], SummaryRecord]:
         if session_id not in self._latest:

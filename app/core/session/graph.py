@@ -197,6 +197,10 @@ class SessionGraph:
         conversations: trees grown by routing, where older turns may be another's)."""
         return len({self.root_of(n) for n in self._frontier}) > 1
 
+    def touch_mark(self) -> int:
+        """The mark ``touched_since`` would return now: no change is older than it."""
+        return len(self._touched)
+
     def touched_since(self, mark: int) -> tuple[list[str], int]:
         """The nodes whose edges changed since ``mark`` (a value this returned before; 0: since the
         graph was made), and the mark to pass next time."""

@@ -154,6 +154,7 @@ class SessionState:
         self.graph = graph or SessionGraph(session_id)
         self.messages: dict[str, MessageView] = {}
         self.order: list[str] = []  # message ids in arrival order
+        self.user_said: list[str] = []  # of those, what the app user typed here (``said_by_user``)
         self.turns: dict[str, TurnView] = {}
         self.turn_order: list[str] = []
         self._node_by_ref: dict[str, str] = {}
@@ -357,6 +358,8 @@ class SessionState:
         copy = replace(view, seq=len(self.order))
         self.messages[copy.message_id] = copy
         self.order.append(copy.message_id)
+        if copy.said_by_user:
+            self.user_said.append(copy.message_id)
         self._by_speaker.setdefault(copy.speaker.lower(), []).append(copy.message_id)
         self._timelines.pop(copy.speaker.lower(), None)
         if copy.turn_id is not None:
@@ -452,6 +455,9 @@ class SessionState:
 
     def _follow_graph(self) -> None:
         """Drop the cached neighbours of the messages on nodes whose edges changed since last time."""
+        if not self._near:  # nothing to drop (the first walk after a load: 300,000 changes at 100,000 turns)
+            self._near_mark = self.graph.touch_mark()
+            return
         touched, self._near_mark = self.graph.touched_since(self._near_mark)
         for node in touched:
             self._forget_near(node)
