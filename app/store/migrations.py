@@ -397,6 +397,13 @@ def _m0010_summaries_seq(conn: sqlite3.Connection) -> None:
     _run(conn, ("CREATE INDEX summaries_seq ON summaries(session_id, seq)",))
 
 
+def _m0011_event_log_type(conn: sqlite3.Connection) -> None:
+    """Index the event log by type within a session: the latest event of a type
+    (``last_event``: the task book's revision, read by a session's first build) otherwise read the
+    session's whole log newest first, 430,000 rows and ~115 ms at 100,000 turns when it has none."""
+    _run(conn, ("CREATE INDEX event_log_type ON event_log(session_id, type, seq)",))
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial", _m0001_initial),
     ("0002_canvas_positions", _m0002_canvas_positions),
@@ -408,6 +415,7 @@ MIGRATIONS: list[Migration] = [
     ("0008_summaries", _m0008_summaries),
     ("0009_provenance", _m0009_provenance),
     ("0010_summaries_seq", _m0010_summaries_seq),
+    ("0011_event_log_type", _m0011_event_log_type),
 ]
 
 

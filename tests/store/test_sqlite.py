@@ -110,6 +110,23 @@ def test_migration_from_previous_schema_keeps_data(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- append-only and supersede
 
 
+def test_the_latest_event_of_a_type_is_found_through_an_index(store: SqliteStore) -> None:
+    """``last_event`` (the task book's revision, read by a session's first build) reads no more of
+    a long log than it returns: without the index it read the session's whole log, newest first."""
+    sid = store.create_session("s")
+    store.append_event(sid, "task.changed", {"rev": 1})
+    for n in range(50):
+        store.append_event(sid, "message.added", {"n": n})
+    assert store.last_event(sid, "task.changed")["payload"] == {"rev": 1}
+    assert store.last_event(sid, "never") is None
+    store.close()
+    with _raw(store.db_path) as conn:
+        plan = " ".join(str(row[-1]) for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM event_log WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
+            (sid, "task.changed")))
+    assert "event_log_type" in plan and "TEMP B-TREE" not in plan
+
+
 def test_event_log_rejects_update_and_delete(store: SqliteStore) -> None:
     sid = store.create_session("s")
     seq = store.append_event(sid, "custom", {"a": 1})
