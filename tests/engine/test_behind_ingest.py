@@ -57,6 +57,7 @@ def test_the_tokens_of_ingested_messages_are_counted_and_the_heap_settled_once_t
 
     async def body(engine: Engine) -> None:
         state = await engine.open_session(None, title="import")
+        await asyncio.gather(*engine._warming)  # its read-ahead settles the heap too: not during the sleep below
         for start in (0, 20):  # an import in two chunks
             await engine.ingest(state.session_id, step_history(20, start=start))
         frozen = gc.get_freeze_count()
