@@ -9,20 +9,11 @@ The embedder's name and dimension are kept in the table's schema metadata; openi
 with a different embedder drops the table (``needs_rebuild`` becomes True) and the next
 ``reconcile``/``rebuild_from`` re-embeds everything.
 
-Crashes and other processes (several may share one data folder):
-- Opening is idempotent: the table and its full-text index are created, if missing, under a
-  file lock (``.create.lock``), so processes opening a fresh folder at once never race; a table
-  left without its full-text index by a crash gets it at the next open.
-- A rebuild writes the marker file ``REBUILDING`` before it drops the table and removes it once
-  every row is back, all under ``.rebuild.lock``. While the marker exists the index is incomplete
-  (``needs_rebuild``): ``reconcile``/``finish_rebuild`` complete it (embedding only what is
-  missing) and remove the marker; a process that finds another one rebuilding waits for it. A
-  table a rebuild killed in ``drop_table`` left half deleted is read in full first and made anew
-  when it cannot be; a table that cannot be opened at all is started over (marked) at the open.
-- ``reconcile`` reads the index's ids before the store's rows: a row another process commits
-  and indexes meanwhile is never mistaken for a stale one.
-- Writes that lose a commit race with another process are retried (``WRITE_RETRIES``); a handle
-  whose table another process's rebuild replaced is opened again (reads and writes).
+The table's life across crashes, rebuilds and other processes (several may share one data
+folder: the create and rebuild locks, the ``REBUILDING`` marker, retried writes, handles opened
+again) is ``app.store.index_table.IndexTable``'s. ``reconcile`` reads the index's ids before
+the store's rows: a row another process commits and indexes meanwhile is never mistaken for a
+stale one.
 
 Full text uses LanceDB's native FTS index on ``text``; the columns queries filter by
 (``session_id``, ``kind``) have bitmap indices, so a query kept to a session does not scan them.
@@ -46,27 +37,21 @@ thread or read ``store.list_searchable()`` there and pass the rows to ``rebuild_
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, Bitmap
 
 from app.core.ports import CancelToken, Embedder
-from app.core.types import EnvEvent, Evidence, MemoryFragment, Message, utc_now
+from app.core.types import EnvEvent, Evidence, MemoryFragment, Message
 from app.locks import FileLock
 from app.store import ann
 from app.store.ann import AnnPolicy, VectorPath
-from app.store.held_vectors import SessionVectors, VersionKey
+from app.store.held_vectors import SessionVectors
+from app.store.index_table import IndexTable
 from app.store.kind_vectors import KindVectors
 from app.store.search_rows import (
     SEARCH_KINDS,
@@ -83,21 +68,6 @@ if TYPE_CHECKING:
     from app.store.sqlite import SqliteStore
 
 ProgressCallback = Callable[[int, int], None]
-TABLE_NAME = "search_rows"
-REBUILD_MARKER = "REBUILDING"
-WRITE_RETRIES = 8  # a commit lost to another process's is tried again, with a growing pause
-LOCK_WAIT_S = 600.0  # how long to wait for another process's rebuild of the index
-FILTERED = ("session_id", "kind")  # the columns searches filter by (``where_clause``): bitmap-indexed
-T = TypeVar("T")
-
-
-_LANCE_ERRORS = (OSError, RuntimeError, ValueError)  # what LanceDB raises for missing or broken files
-
-
-def _gone(err: BaseException) -> bool:
-    """Whether a LanceDB error says files of the table are gone (another process rebuilt it)."""
-    text = str(err).lower()
-    return "not found" in text or "no such file" in text
 
 
 class SearchIndex:
@@ -120,25 +90,15 @@ class SearchIndex:
         self._rows = 0  # rows in the table, as last counted plus rows written since
         self._memories = KindVectors()  # the memory channel's search, served in-process
         self._held = SessionVectors()  # a session's vector search past the ANN threshold, in-process
-        # Lance caches opened indices and file metadata per session, by default up to 6 GB and
-        # 1 GB: a desktop app appending events all day would grow towards that. Bounded here
-        # (index MB, metadata MB); queries stay fast because the index is small and local.
-        session = lancedb.Session(index_cache_size_bytes=cache_mb[0] << 20, metadata_cache_size_bytes=cache_mb[1] << 20)
-        self._db = lancedb.connect(str(self.index_dir), session=session)
-        self._marker = self.index_dir / REBUILD_MARKER
-        self._rebuild_lock = FileLock(self.index_dir / ".rebuild.lock", timeout=LOCK_WAIT_S,
-                                      what="rebuilding the search index")
-        with FileLock(self.index_dir / ".create.lock", timeout=LOCK_WAIT_S, what="creating the search index"):
-            self._table = self._open_or_create()
-        self._note_table()
+        self._lance = IndexTable(self.index_dir, self._schema(), cache_mb=cache_mb, on_open=self._opened)
 
     @property
     def needs_rebuild(self) -> bool:
         """True while the index is incomplete: a rebuild was interrupted (or is running in another
         process), or the embedder changed; ``reconcile``/``finish_rebuild`` complete it."""
-        return self._marker.exists()
+        return self._lance.needs_rebuild
 
-    # ------------------------------------------------------------------ table
+    # ------------------------------------------------------------------ the table's rows
 
     def _schema(self) -> pa.Schema:
         return pa.schema(
@@ -153,145 +113,13 @@ class SearchIndex:
             metadata={"embedder": self.embedder.name, "dim": str(self.embedder.dim)},
         )
 
-    def _note_table(self) -> None:
-        """Read what the (re)opened table has: its rows and the ANN index it was given, if any."""
-        self._trained = ann.trained_rows(list(self._table.list_indices()))
-        self._rows = int(self._table.count_rows())
-
-    def _table_exists(self) -> bool:
-        return TABLE_NAME in self._db.list_tables().tables
-
-    def _create(self) -> Any:
-        # exist_ok: a process of an older build may have created it without our lock
-        table = self._db.create_table(TABLE_NAME, schema=self._schema(), exist_ok=True)
-        self._ensure_indices(table)
-        self._unoptimized = 0
-        return table
-
-    @staticmethod
-    def _ensure_indices(table: Any) -> None:
-        """Give ``table`` the indices it lacks (a crash may come between creating it and them, and
-        a table of an older build has no filter indices): the full-text index on ``text``, and
-        bitmap indices on the columns every query filters by (``FILTERED``). Without those a
-        query restricted to a session scans its column: at 100,000 rows the full-text query took
-        30-37 ms with the filter against 9-16 ms with the indices."""
-        have = {tuple(getattr(ix, "columns", [])) for ix in table.list_indices()}
-        if ("text",) not in have:
-            table.create_index("text", config=FTS(), replace=True)
-        for column in FILTERED:
-            if (column,) not in have:
-                table.create_index(column, config=Bitmap(), replace=True)
-
-    def _open_or_create(self) -> Any:
-        """Open the table, creating what is missing (called under ``.create.lock``). A table of
-        another embedder, or one that cannot be opened, is started over, marked incomplete until
-        every row is embedded again (the index is rebuildable: nothing is lost)."""
-        table, reason = self._try_open()
-        if table is not None:
-            return table
-        with self._rebuild_lock:
-            table, reason = self._try_open()  # another process may have just rebuilt it
-            if table is not None:
-                return table
-            self._write_marker(reason)
-            return self._recreate()
-
-    def _try_open(self) -> tuple[Any | None, str]:
-        """The table (created if missing), or None and why it cannot be used."""
-        if not self._table_exists():
-            return self._create(), ""
-        try:
-            table = self._db.open_table(TABLE_NAME)
-            metadata = table.schema.metadata or {}
-            size = table.schema.field("vector").type.list_size
-            if size != self.embedder.dim or metadata.get(b"embedder") != self.embedder.name.encode():
-                return None, "the embedder changed"  # vectors of another model mean nothing to this one
-            self._ensure_indices(table)
-        except _LANCE_ERRORS as err:
-            return None, f"the table could not be opened: {str(err)[:200]}"
-        return table, ""
-
-    def _write_marker(self, reason: str) -> None:
-        """Write the rebuild marker durably before the table is dropped."""
-        with open(self._marker, "w", encoding="utf-8") as out:
-            json.dump({"started_at": utc_now(), "pid": os.getpid(), "reason": reason}, out)
-            out.flush()
-            os.fsync(out.fileno())
-
-    def _clear_marker(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._marker.unlink()
-
-    def _recreate(self) -> Any:
-        """Drop the table — also one a killed drop left half deleted — and create it empty."""
-        try:
-            if self._table_exists():
-                self._db.drop_table(TABLE_NAME)
-        except _LANCE_ERRORS:
-            pass
-        shutil.rmtree(self.index_dir / f"{TABLE_NAME}.lance", ignore_errors=True)
-        return self._create()
-
-    def _reset(self) -> None:
-        self._table = self._recreate()
-        self._note_table()
-
-    def _reopen(self, *, verify: bool = False) -> None:
-        """Open the table again (another process may have replaced it by a rebuild). With
-        ``verify`` (a rebuild is pending: a process killed while it dropped the table may have
-        left it half deleted) every row and the full-text index are read, and a table that cannot
-        be read is made anew."""
-        try:
-            self._table = self._db.open_table(TABLE_NAME) if self._table_exists() else self._create()
-            if verify:
-                self._table.search().select(["id"]).limit(None).to_arrow()
-                self._table.search("probe", query_type="fts", fts_columns="text").limit(1).to_list()
-        except _LANCE_ERRORS:
-            if not verify:
-                raise
-            self._table = self._recreate()
-        self._note_table()
-
-    @contextlib.contextmanager
-    def _rebuilding(self) -> Iterator[bool]:
-        """Hold the rebuild lock when a rebuild is pending (waiting for another process that runs
-        one); yield whether one is still pending once the lock is held."""
-        if not self.needs_rebuild:
-            yield False
-            return
-        with self._rebuild_lock:
-            self._reopen(verify=True)
-            yield self.needs_rebuild
-
-    def _retry(self, write: Callable[[], T]) -> T:
-        """Run a table write, again on the latest version when another process committed a
-        conflicting one first (Lance reports a retryable commit conflict), or on the table
-        opened again when another process's rebuild replaced it."""
-        for attempt in range(WRITE_RETRIES):
-            try:
-                return write()
-            except _LANCE_ERRORS as err:
-                text = str(err).lower()
-                conflict = any(w in text for w in ("conflict", "retry", "concurrent"))
-                if attempt == WRITE_RETRIES - 1 or not (conflict or _gone(err)):
-                    raise
-                time.sleep(0.02 * (2 ** attempt))
-                if conflict:
-                    self._table.checkout_latest()
-                else:
-                    self._reopen()
-        raise AssertionError("unreachable")
-
-    def _fresh(self, read: Callable[[], T]) -> T:
-        """Run a table read; when another process's rebuild replaced the table under this handle,
-        open it again and read once more."""
-        try:
-            return read()
-        except _LANCE_ERRORS as err:
-            if not _gone(err):
-                raise
-        self._reopen()
-        return read()
+    def _opened(self, table: Any, created: bool) -> None:
+        """The table's handle changed (``IndexTable``): read what it has, its rows and the ANN
+        index it was given, if any; a table made anew has nothing to fold in."""
+        if created:
+            self._unoptimized = 0
+        self._trained = ann.trained_rows(list(table.list_indices()))
+        self._rows = int(table.count_rows())
 
     def optimize(self) -> None:
         """Fold appended rows into the full-text index and compact small files.
@@ -313,9 +141,9 @@ class SearchIndex:
         ``.optimize.lock``); rows written meanwhile stay counted."""
         with self._counts:
             folded = self._unoptimized
-        before = self._version()
-        self._retry(lambda: self._table.optimize())
-        self._held.unchanged(before, self._version())
+        before = self._lance.version()
+        self._lance.retry(lambda: self._lance.table.optimize())
+        self._held.unchanged(before, self._lance.version())
         with self._counts:
             self._unoptimized = max(0, self._unoptimized - folded)
 
@@ -387,12 +215,12 @@ class SearchIndex:
         old one meanwhile; training takes seconds to minutes)."""
         name = ann.index_name(rows)
         config = ann.config(self.ann_policy, rows, self.embedder.dim)
-        before = self._version()
-        self._retry(lambda: self._table.create_index("vector", config=config, name=name, replace=True))
-        for old in ann.ann_indices(list(self._table.list_indices())):
+        before = self._lance.version()
+        self._lance.retry(lambda: self._lance.table.create_index("vector", config=config, name=name, replace=True))
+        for old in ann.ann_indices(list(self._lance.table.list_indices())):
             if old != name:
-                self._retry(lambda old=old: self._table.drop_index(old))
-        self._held.unchanged(before, self._version())
+                self._lance.retry(lambda old=old: self._lance.table.drop_index(old))
+        self._held.unchanged(before, self._lance.version())
         self._trained = rows
 
     # ------------------------------------------------------------------ writing
@@ -459,15 +287,15 @@ class SearchIndex:
 
     def _upsert(self, rows: Sequence[tuple[SearchRow, np.ndarray]]) -> int:
         """Write embedded rows in one upsert (by id); return how many."""
-        schema = self._schema()
+        schema = self._lance.schema
         vectors = np.ascontiguousarray(np.stack([v for _, v in rows]), dtype=np.float32).reshape(-1)
         data = pa.Table.from_arrays(  # columns from the rows and the vectors' buffer: no Python float per value
             [pa.array([getattr(r, name) for r, _ in rows], pa.string()) for name in schema.names[:-1]]
             + [pa.FixedSizeListArray.from_arrays(pa.array(vectors), self.embedder.dim)], schema=schema)
-        before = self._version()
-        self._retry(lambda: (self._table.merge_insert("id").when_matched_update_all()
+        before = self._lance.version()
+        self._lance.retry(lambda: (self._lance.table.merge_insert("id").when_matched_update_all()
                              .when_not_matched_insert_all().execute(data)))
-        self._held.written(before, self._version(), [(r.id, r.session_id, r.kind, r.at, v) for r, v in rows])
+        self._held.written(before, self._lance.version(), [(r.id, r.session_id, r.kind, r.at, v) for r, v in rows])
         with self._counts:
             self._unoptimized += len(rows)
             self._rows += len(rows)
@@ -500,9 +328,9 @@ class SearchIndex:
             chunk = wanted[start:start + 500]
             before = self.count()
             where = f"id IN ({', '.join(quote(i) for i in chunk)})"
-            version = self._version()
-            self._retry(lambda where=where: self._table.delete(where))
-            self._held.removed(version, self._version(), chunk)
+            version = self._lance.version()
+            self._lance.retry(lambda where=where: self._lance.table.delete(where))
+            self._held.removed(version, self._lance.version(), chunk)
             removed += before - self.count()
         with self._counts:
             self._rows -= removed
@@ -535,20 +363,20 @@ class SearchIndex:
         if session_id is None and kinds is not None and list(kinds) == ["memory"]:  # few rows: held in-process
             if trace is not None:
                 trace.append("flat")
-            return self._memories.search(self._fresh(lambda: (self._table, self._table.version)), self._memory_rows,
+            return self._memories.search(self._lance.fresh(lambda: (self._lance.table, self._lance.table.version)), self._memory_rows,
                                          vector, k, since=since, until=until)
         where = where_clause(session_id, kinds, since, until)
         if session_id is not None and held and not exact and self._trained is not None:
-            held = self._held.search(session_id, self._fresh(self._version), self._session_rows, vector, k,
+            held = self._held.search(session_id, self._lance.fresh(self._lance.version), self._session_rows, vector, k,
                                      kinds=kinds, since=since, until=until)
             if held is not None:
                 if trace is not None:
                     trace.append("held")
                 return held
         path: VectorPath = "flat" if exact else self.vector_path
-        rows = self._fresh(lambda: self._vector_rows(vector, k, where, path))
+        rows = self._lance.fresh(lambda: self._vector_rows(vector, k, where, path))
         if path == "ann" and len(rows) < k:
-            path, rows = "flat", self._fresh(lambda: self._vector_rows(vector, k, where, "flat"))
+            path, rows = "flat", self._lance.fresh(lambda: self._vector_rows(vector, k, where, "flat"))
         if trace is not None:
             trace.append(path)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in rows]
@@ -565,7 +393,7 @@ class SearchIndex:
 
     def _vector_rows(self, vector: np.ndarray, k: int, where: str | None, path: VectorPath) -> list[dict[str, Any]]:
         """One top-``k`` cosine query: flat (every row the filter passes) or on the ANN index."""
-        search = (self._table.search(vector, vector_column_name="vector")
+        search = (self._lance.table.search(vector, vector_column_name="vector")
                   .distance_type("cosine").select(["id", "_distance"]).limit(k))
         if path == "flat":
             if self._trained is not None:  # without an index the query is flat already (as it always was)
@@ -574,22 +402,18 @@ class SearchIndex:
             search = search.nprobes(self.ann_policy.nprobes).refine_factor(self.ann_policy.refine_factor)
         return (search if where is None else search.where(where, prefilter=True)).to_list()
 
-    def _version(self) -> VersionKey:
-        """The table handle and its version: what an in-process copy of rows belongs to."""
-        return self._table, self._table.version
-
     def _session_rows(self, session_id: str) -> pa.Table | None:
         """Every row of the session (id, kind, at, vector), or None when it has more than
         ``ann_policy.held_rows``."""
         where = where_clause(session_id, None)
-        if self._fresh(lambda: self._table.count_rows(where)) > self.ann_policy.held_rows:
+        if self._lance.fresh(lambda: self._lance.table.count_rows(where)) > self.ann_policy.held_rows:
             return None
-        return self._fresh(lambda: self._table.search().where(where).select(["id", "kind", "at", "vector"])
+        return self._lance.fresh(lambda: self._lance.table.search().where(where).select(["id", "kind", "at", "vector"])
                            .limit(None).to_arrow())
 
     def _memory_rows(self) -> pa.Table:
         """Every memory row's id, time and vector (``KindVectors`` reads them when the table moved)."""
-        return self._fresh(lambda: self._table.search().where("kind = 'memory'").select(["id", "at", "vector"])
+        return self._lance.fresh(lambda: self._lance.table.search().where("kind = 'memory'").select(["id", "at", "vector"])
                            .limit(None).to_arrow())
 
     def search_text(self, query: str, k: int = 10, *, session_id: str | None = None,
@@ -602,11 +426,11 @@ class SearchIndex:
         where = where_clause(session_id, kinds, since, until)
 
         def read() -> list[dict[str, Any]]:
-            search = (self._table.search(query, query_type="fts", fts_columns="text")
+            search = (self._lance.table.search(query, query_type="fts", fts_columns="text")
                       .select(["id", "_score"]).limit(k))
             return (search if where is None else search.where(where, prefilter=True)).to_list()
 
-        return [(row["id"], float(row["_score"])) for row in self._fresh(read)]
+        return [(row["id"], float(row["_score"])) for row in self._lance.fresh(read)]
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """The stored embeddings of ``ids`` (those indexed), as float32 arrays."""
@@ -615,7 +439,7 @@ class SearchIndex:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             where = f"id IN ({', '.join(quote(i) for i in chunk)})"
-            table = self._fresh(lambda where=where, n=len(chunk): self._table.search().where(where)
+            table = self._lance.fresh(lambda where=where, n=len(chunk): self._lance.table.search().where(where)
                                 .select(["id", "vector"]).limit(n).to_arrow())
             for item, vec in zip(table.column("id").to_pylist(), table.column("vector").to_pylist()):
                 out[item] = np.asarray(vec, dtype=np.float32)
@@ -660,12 +484,12 @@ class SearchIndex:
 
     def ids(self) -> set[str]:
         """Return the ids of every indexed row."""
-        table = self._fresh(lambda: self._table.search().select(["id"]).limit(None).to_arrow())
+        table = self._lance.fresh(lambda: self._lance.table.search().select(["id"]).limit(None).to_arrow())
         return set(table.column("id").to_pylist())
 
     def count(self) -> int:
         """Return the number of indexed rows."""
-        return int(self._fresh(lambda: self._table.count_rows()))
+        return int(self._lance.fresh(lambda: self._lance.table.count_rows()))
 
     # ------------------------------------------------------------------ rebuild and reconcile
 
@@ -678,15 +502,15 @@ class SearchIndex:
         that is cancelled or killed leaves it, and the next ``reconcile``/``finish_rebuild``
         completes the index.
         """
-        with self._rebuild_lock:
-            self._write_marker("rebuild")
-            self._reset()
+        with self._lance.rebuild_lock:
+            self._lance.write_marker("rebuild")
+            self._lance.reset()
             done = self.add(rows, on_progress=on_progress, cancel=cancel)
             if cancel is not None and cancel.cancelled:
                 return done
             if done:
                 self.optimize()
-            self._clear_marker()
+            self._lance.clear_marker()
         return done
 
     def rebuild_from(self, store: SqliteStore, *, on_progress: ProgressCallback | None = None,
@@ -706,7 +530,7 @@ class SearchIndex:
         Returns how many rows were embedded (dropped rows, such as superseded memory, are not
         counted).
         """
-        with self._rebuilding() as pending:
+        with self._lance.rebuilding() as pending:
             drop = have is not None and not pending  # ids read under the lock come after rows
             if have is None or pending:
                 have = self.ids()
@@ -718,7 +542,7 @@ class SearchIndex:
             done = self.add(missing, on_progress=on_progress, cancel=cancel)
             if pending and not (cancel is not None and cancel.cancelled):
                 self.optimize()
-                self._clear_marker()
+                self._lance.clear_marker()
         return done
 
     def finish_rebuild(self, rows: Sequence[SearchRow], *, on_progress: ProgressCallback | None = None,

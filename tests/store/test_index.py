@@ -82,12 +82,12 @@ def test_optimize_every_folds_rows_into_the_index(tmp_path: Path, embedder: Hash
 def test_rows_are_embedded_a_batch_at_a_time_and_written_several_batches_at_a_time(
         tmp_path: Path, embedder: HashEmbedder) -> None:
     index = SearchIndex(tmp_path / "idx", embedder, batch_size=2, write_size=4, optimize_every=1000)
-    versions = [index._table.version]  # noqa: SLF001 - a write is a table version
+    versions = [index._lance.table.version]  # noqa: SLF001 - a write is a table version
     progress: list[tuple[int, int]] = []
     rows = [SearchRow(f"r{i}", "s", "message", f"row number {i} token{i}", "t") for i in range(9)]
     def seen(done: int, total: int) -> None:
         progress.append((done, total))
-        versions.append(index._table.version)  # noqa: SLF001
+        versions.append(index._lance.table.version)  # noqa: SLF001
 
     assert index.add(rows, on_progress=seen) == 9
     assert progress == [(2, 9), (4, 9), (6, 9), (8, 9), (9, 9)]  # after every embedding batch
@@ -117,7 +117,7 @@ def test_a_write_window_is_embedded_longest_first_in_batches_of_like_length_and_
     assert index.add(rows, on_progress=lambda d, t: progress.append((d, t))) == 8
     assert progress == [(2, 8), (4, 8), (6, 8), (8, 8)]
     assert [sorted(len(t) > 10 for t in batch) for batch in calls] == [[True, True], [False, False]] * 2
-    written = index._table.to_arrow().column("id").to_pylist()  # noqa: SLF001 - the table's own order
+    written = index._lance.table.to_arrow().column("id").to_pylist()  # noqa: SLF001 - the table's own order
     assert written == [r.id for r in rows]
     stored = index.vectors(r.id for r in rows)
     for row in rows:  # each row got its own text's vector
@@ -246,7 +246,7 @@ def test_the_memory_search_held_in_process_answers_as_lancedb_does(index: Search
         where = "kind IN ('memory')" + "".join(f" AND at {'>=' if key == 'since' else '<'} '{value}'"
                                                for key, value in dated.items())
         vector = index.embedder.embed([query])[0]
-        rows = (index._table.search(vector, vector_column_name="vector").distance_type("cosine")
+        rows = (index._lance.table.search(vector, vector_column_name="vector").distance_type("cosine")
                 .select(["id", "_distance"]).limit(k).where(where, prefilter=True).to_list())
         return [(r["id"], 1.0 - float(r["_distance"])) for r in rows]
 

@@ -42,7 +42,7 @@ def index(tmp_path: Path) -> SearchIndex:
 def test_below_the_threshold_every_query_is_flat(index: SearchIndex) -> None:
     rows, vecs = _rows(0, 500)
     index.add(rows, vectors=vecs)
-    assert not any(n.startswith("vector_ann") for n in ann_indices(list(index._table.list_indices())))  # noqa: SLF001
+    assert not any(n.startswith("vector_ann") for n in ann_indices(list(index._lance.table.list_indices())))  # noqa: SLF001
     index.upkeep()
     assert index.vector_path == "flat"
     trace: list[str] = []
@@ -84,7 +84,7 @@ def test_rows_written_after_training_are_found_and_folded_in(index: SearchIndex)
     target = late_vecs["r5007"]
     assert index.search_vector(target, k=1, session_id="s1")[0][0] == "r5007"  # searched flat beside the index
     assert index.upkeep() == "folded"
-    stats = index._table.index_stats(next(iter(ann_indices(list(index._table.list_indices())))))  # noqa: SLF001
+    stats = index._lance.table.index_stats(next(iter(ann_indices(list(index._lance.table.list_indices())))))  # noqa: SLF001
     assert stats is not None and stats.num_unindexed_rows == 0
     assert index.search_vector(target, k=1, session_id="s1")[0][0] == "r5007"
 
@@ -106,7 +106,7 @@ def test_the_index_is_trained_again_once_the_table_doubled(index: SearchIndex) -
     more, more_vecs = _rows(1000, 700)
     index.add(more, vectors=more_vecs)
     assert index.upkeep().startswith("trained")
-    assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001 - the old one dropped
+    assert list(ann_indices(list(index._lance.table.list_indices())).values()) == [1400]  # noqa: SLF001 - the old one dropped
 
 
 def test_an_upkeep_told_not_to_train_again_folds_and_trains_only_a_first_index(index: SearchIndex) -> None:
@@ -120,13 +120,13 @@ def test_an_upkeep_told_not_to_train_again_folds_and_trains_only_a_first_index(i
     assert index.upkeep(retrain=False) == "folded"
     assert index.upkeep_backlog(retrain=False) == 0  # folded: nothing left but training again
     assert index.upkeep_backlog() == 700  # the rows the index was not trained on
-    assert list(ann_indices(list(index._table.list_indices())).values()) == [700]  # noqa: SLF001
+    assert list(ann_indices(list(index._lance.table.list_indices())).values()) == [700]  # noqa: SLF001
     for rid in ("r1005", "r1500"):  # the folded rows are found through the first index
         trace: list[str] = []
         assert index.search_vector(more_vecs[rid], k=5, session_id="s1", trace=trace)[0][0] == rid
         assert trace == ["ann"]
     assert index.upkeep() == "trained"  # the next upkeep trains it again
-    assert list(ann_indices(list(index._table.list_indices())).values()) == [1400]  # noqa: SLF001
+    assert list(ann_indices(list(index._lance.table.list_indices())).values()) == [1400]  # noqa: SLF001
 
 
 def _same_as_exact(index: SearchIndex, session: str, *, kinds: list[str] | None = None, since: str | None = None,

@@ -8,7 +8,8 @@ from pathlib import Path
 import lancedb
 
 from app.llm.fakes import HashEmbedder
-from app.store.index import FILTERED, TABLE_NAME, SearchIndex
+from app.store.index import SearchIndex
+from app.store.index_table import FILTERED, TABLE_NAME
 from app.store.search_rows import SearchRow
 
 

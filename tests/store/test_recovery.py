@@ -20,7 +20,8 @@ from app.core.ports import CancelToken
 from app.core.types import Message, Role
 from app.llm.fakes import HashEmbedder
 from app.store import migrations
-from app.store.index import REBUILD_MARKER, TABLE_NAME, SearchIndex
+from app.store.index import SearchIndex
+from app.store.index_table import REBUILD_MARKER, TABLE_NAME
 from app.locks import FileLock, LockTimeout, held_elsewhere
 from app.store.sqlite import SqliteStore
 from tests.store.helpers import populate
