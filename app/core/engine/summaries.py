@@ -197,8 +197,8 @@ class SummaryService:
         for record, levels in default_views(self.offer(state.session_id)):
             part_words(state, record, levels)  # ~36 ms a record at 100,000 turns
             await asyncio.sleep(0)
-        for levels in self.branches(state.session_id).values():
-            for record in levels.values():
+        for by_level in self.branches(state.session_id).values():
+            for record in by_level.values():
                 record.as_json()  # ~20 ms a record at 100,000 turns
                 await asyncio.sleep(0)
 
