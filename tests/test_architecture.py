@@ -47,7 +47,7 @@ def test_contracts_cover_every_layer() -> None:
 
 def test_core_imports_only_allowed_libraries() -> None:
     """Belt and braces for the contract: scan core's import lines directly."""
-    allowed = {"app", "pydantic", "networkx", "numpy", "__future__"}
+    allowed = {"app", "pydantic", "numpy", "__future__"}
     stdlib = set(sys.stdlib_module_names)
     offenders = []
     for path in (ROOT / "app" / "core").rglob("*.py"):

@@ -1,1 +1,1 @@
-"""The engine: pure Python (stdlib, pydantic, networkx, numpy). No Qt, no I/O libraries."""
+"""The engine: pure Python (stdlib, pydantic, numpy). No Qt, no I/O libraries."""

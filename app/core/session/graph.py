@@ -1,7 +1,7 @@
 """The session task graph: turn, task, env, memory and artifact nodes joined by typed edges.
 
-``SessionGraph`` wraps a networkx ``MultiDiGraph`` (two nodes may be joined by edges of several
-kinds). Every mutation returns a ``GraphChange`` saying what changed and emits one of the signals
+``SessionGraph`` keeps nodes by id and live edges by id, with each node's adjacency (two nodes may
+be joined by edges of several kinds). Every mutation returns a ``GraphChange`` saying what changed and emits one of the signals
 ``node_added``, ``edge_added``, ``edge_removed``, ``node_moved``, ``node_updated``; ``attach_sink``
 connects those signals to a persistence sink (the SQLite store) so the graph reloads identical.
 
@@ -9,8 +9,8 @@ Edges are never deleted: ``retire_edge`` takes an edge out of the live graph and
 (with ``attrs["valid_to"]``/``attrs["valid_to_seq"]``) in ``edge_history()``. The ``*_seq`` bounds
 count session turns: an edge is live for a turn of seq ``s`` when ``valid_from_seq <= s <
 valid_to_seq`` (a missing bound is open), which is what ``SessionState.as_of`` rebuilds from.
-Adjacency is kept per node in edge creation order (networkx would reorder a neighbour joined
-again after a removal), so a graph rebuilt from its history iterates exactly like the live one.
+Adjacency is kept per node in edge creation order, so a graph rebuilt from its history iterates
+exactly like the live one.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import networkx as nx
 
 from app.core.errors import CoreError, NoRecordError
 from app.core.signals import Signal
@@ -72,7 +70,7 @@ class SessionGraph:
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self._g: nx.MultiDiGraph = nx.MultiDiGraph()
+        self._nodes: dict[str, GraphNode] = {}  # node id → record, in insertion order
         self._edges: dict[str, GraphEdge] = {}  # live edges, in creation order
         self._history: dict[str, GraphEdge] = {}  # every edge ever (live and retired), creation order
         self._out: dict[str, dict[str, str]] = {}  # node → {live edge leaving it: its dst}, creation order
@@ -92,21 +90,20 @@ class SessionGraph:
     # ------------------------------------------------------------------ reading
 
     def __contains__(self, node_id: object) -> bool:
-        return node_id in self._g
+        return node_id in self._nodes
 
     def __len__(self) -> int:
-        return self._g.number_of_nodes()
+        return len(self._nodes)
 
     def node(self, node_id: str) -> GraphNode:
         try:
-            return self._g.nodes[node_id]["record"]
+            return self._nodes[node_id]
         except KeyError:
             raise NoNodeError(f"unknown node {node_id!r}") from None
 
     def nodes(self, kind: NodeKind | None = None) -> list[GraphNode]:
         """Nodes in insertion order, optionally of one kind."""
-        records = (data["record"] for _, data in self._g.nodes(data=True))
-        return [n for n in records if kind is None or n.kind == kind]
+        return [n for n in self._nodes.values() if kind is None or n.kind == kind]
 
     def edges(self, kind: EdgeKind | None = None) -> list[GraphEdge]:
         """Live edges in creation order, optionally of one kind."""
@@ -184,7 +181,7 @@ class SessionGraph:
 
     def root_of(self, node_id: str) -> str:
         """The first node of the chain ``node_id`` belongs to (O(1): kept as edges change)."""
-        if node_id not in self._g:
+        if node_id not in self._nodes:
             raise GraphError(f"unknown node {node_id!r}")
         return self._root.get(node_id, node_id)
 
@@ -218,7 +215,7 @@ class SessionGraph:
     # ------------------------------------------------------------------ mutating
 
     def add_node(self, node: GraphNode) -> GraphChange:
-        if node.node_id in self._g:
+        if node.node_id in self._nodes:
             raise GraphError(f"node {node.node_id!r} already exists")
         self.add_node_silently(node)
         self.node_added.emit(node)
@@ -226,7 +223,7 @@ class SessionGraph:
 
     def add_edge(self, edge: GraphEdge) -> GraphChange:
         for end in (edge.src, edge.dst):
-            if end not in self._g:
+            if end not in self._nodes:
                 raise GraphError(f"edge {edge.kind} refers to unknown node {end!r}")
         if edge.src == edge.dst:
             raise GraphError(f"self loop on {edge.src!r}")
@@ -261,7 +258,7 @@ class SessionGraph:
     def move_node(self, node_id: str, x: float, y: float, *, pinned: bool = True) -> GraphChange:
         """Place a node; ``pinned`` marks a position the user chose (layout keeps it)."""
         node = self.node(node_id).model_copy(update={"x": float(x), "y": float(y), "pinned": pinned})
-        self._g.nodes[node_id]["record"] = node
+        self._nodes[node_id] = node
         self.node_moved.emit(node)
         return GraphChange(moved_nodes=(node_id,))
 
@@ -276,7 +273,7 @@ class SessionGraph:
         if attrs:
             update["attrs"] = {**current.attrs, **attrs}
         node = current.model_copy(update=update)
-        self._g.nodes[node_id]["record"] = node
+        self._nodes[node_id] = node
         self.node_updated.emit(node)
         return GraphChange(updated_nodes=(node_id,))
 
@@ -287,7 +284,7 @@ class SessionGraph:
 
     def add_node_silently(self, node: GraphNode) -> None:
         """Insert a stored node without emitting a signal (loading, as-of views)."""
-        self._g.add_node(node.node_id, record=node)
+        self._nodes[node.node_id] = node
         self._node_index.setdefault(node.node_id, len(self._node_index))
         self._root.setdefault(node.node_id, node.node_id)
         self._touched.append(node.node_id)
@@ -297,7 +294,6 @@ class SessionGraph:
     def add_edge_silently(self, edge: GraphEdge) -> None:
         """Insert a stored live edge without emitting a signal (loading, as-of views)."""
         self._history[edge.edge_id] = edge
-        self._g.add_edge(edge.src, edge.dst, key=edge.edge_id)
         self._edges[edge.edge_id] = edge
         self._out.setdefault(edge.src, {})[edge.edge_id] = edge.dst
         self._in.setdefault(edge.dst, {})[edge.edge_id] = edge.src
@@ -311,7 +307,6 @@ class SessionGraph:
         edge = self.edge(edge_id)
         if attrs:
             edge = edge.model_copy(update={"attrs": {**edge.attrs, **attrs}})
-        self._g.remove_edge(edge.src, edge.dst, key=edge_id)
         del self._edges[edge_id], self._out[edge.src][edge_id], self._in[edge.dst][edge_id]
         self._history[edge_id] = edge
         self._touched += (edge.src, edge.dst)
