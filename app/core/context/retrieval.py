@@ -224,10 +224,12 @@ class _Pool:
     def known(self, item: str) -> bool:
         """A message or note of the session that the request does not exclude (and the pool admits);
         never a revoked memory, nor a profile statement (the profile lines carry those)."""
+        if item in self.excluded or (self.admitted is not None and item not in self.admitted):
+            return False
+        if item in self.state.messages:  # most are (asked of every neighbour propagation meets)
+            return True
         note = self.state.notes.get(item)
-        recallable = note is not None and not note.removed_at and note.kind != "profile"
-        return ((item in self.state.messages or recallable) and item not in self.excluded
-                and (self.admitted is None or item in self.admitted))
+        return note is not None and not note.removed_at and note.kind != "profile"
 
     def candidate(self, item: str) -> Candidate:
         if item not in self.candidates:
