@@ -102,9 +102,10 @@ class SessionService:
         if session_id is None or await ctx.on_store(ctx.store.get_session, session_id) is None:
             session_id = await ctx.on_store(ctx.store.create_session, title, session_id)
         sid = session_id
-        messages = await ctx.on_store(ctx.store.list_messages, sid)
-        graph = await ctx.on_store(lambda: ctx.store.load_graph(sid, include_superseded=True))
-        state = SessionState.load(sid, messages, graph)  # superseded edges: history only
+        # Read and built off the loop: at 100,000 turns building the state takes over a second
+        # of Python, which on the loop would freeze the window. Nothing else sees it until it returns.
+        state = await ctx.on_store(lambda: SessionState.load(  # superseded edges: history only
+            sid, ctx.store.list_messages(sid), ctx.store.load_graph(sid, include_superseded=True)))
         state.generation = SessionGeneration.model_validate(await ctx.on_store(ctx.store.session_generation, sid))
         await self._load_notes(state)
         for turn in await ctx.on_store(ctx.store.list_turns, sid):
