@@ -50,6 +50,7 @@ _SEP = ("\t \u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u180e\u2000-\u200f\u202a-
 _SEP_RE = re.compile(f"[{_SEP}]")
 _ANGLE_CLASS = "".join(re.escape(c) for c in _ANGLES)
 _RUN = re.compile(f"[{_ANGLE_CLASS}](?:[{_SEP}]*[{_ANGLE_CLASS}])*")
+_ANGLE = re.compile(f"[{_ANGLE_CLASS}]")  # whether a text holds any: a scan in C, not a loop over characters
 _VISIBLE_SPACE = frozenset("\t \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000")
 # Invisible format characters removed from outside text (zero-width joiner/non-joiner stay:
 # emoji and several scripts need them; inside a bracket run they are dropped with the run's gaps).
@@ -81,7 +82,7 @@ def neutralise(text: str) -> str:
     ``&lt;``/``&gt;``, invisible format characters removed. Idempotent."""
     text = _BREAKS.sub("\n", safe_text(text))
     text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    if any(c in _ANGLES for c in text):
+    if _ANGLE.search(text):
         text = _RUN.sub(_escape_run, text)
     return _INVISIBLE.sub("", text)
 
@@ -207,7 +208,7 @@ def history_text(text: str, outside: Collection[str] = ()) -> str:
             quoted.clear()
 
     for line in _BREAKS.sub("\n", safe_text(text)).split("\n"):
-        marker = _MARKER_PREFIX.match(_skeleton(line)) if any(c in _ANGLES for c in line) else None
+        marker = _MARKER_PREFIX.match(_skeleton(line)) if _ANGLE.search(line) else None
         key = "" if inside or marker is not None else match_key(line)
         if marker is not None or inside:  # a marker either way round starts or ends a quotation
             quoted.append(line)
