@@ -80,11 +80,11 @@ def _progress(prefix: str) -> Callable[[int, int], None]:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from app import main as wiring
     from app.llm import models
+    from app.model_library import manifest
 
     settings = _settings(args)
-    entries = wiring.manifest(settings)
+    entries = manifest(settings)
     if args.action == "fetch":
         _refuse_fetch_in_a_bundle(settings, entries)
         statuses = models.fetch_models(
@@ -414,9 +414,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app import main as wiring
     from app.llm.bench import bench_models, format_report
     from app.llm.models import resolve_chat_model, resolve_embed_model
+    from app.model_library import manifest
 
     settings = _settings(args)
-    entries = wiring.manifest(settings)
+    entries = manifest(settings)
     chat = resolve_chat_model(settings.chat_model, settings.models_dir, entries)
     if args.target == "providers":
         from app.llm.providers import bench

@@ -47,13 +47,13 @@ def chat_models(settings: Settings) -> list[str]:
     from app.core.types import ModelRole
     from app.llm.models import list_models
 
-    return [e.name for e in list_models(settings.models_dir, wiring.manifest(settings)) if e.role == ModelRole.CHAT]
+    return [e.name for e in list_models(settings.models_dir, model_library.manifest(settings)) if e.role == ModelRole.CHAT]
 
 
 def embed_models(settings: Settings) -> list[str]:
     from app.core.types import ModelRole
 
-    return [e.name for e in wiring.manifest(settings) if e.role == ModelRole.EMBED]
+    return [e.name for e in model_library.manifest(settings) if e.role == ModelRole.EMBED]
 
 
 def read_document(path: Path) -> Any:

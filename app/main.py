@@ -10,12 +10,12 @@ import gc
 import importlib
 from collections.abc import Callable
 from concurrent.futures import Future, wait
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.core.ports import ChatModel, Embedder
-from app.llm.models import ModelEntry, load_manifest, resolve_chat_model, resolve_embed_model
+from app.llm.models import resolve_chat_model, resolve_embed_model
+from app.model_library import manifest
 from app.sensors.attach import read_attachment
 from app.sensors.confined import ConfinedFolders
 from app.store.exchange import StoreExchange
@@ -26,20 +26,6 @@ if TYPE_CHECKING:
     from app.core.runtime.executors import Executors
     from app.store.index import SearchIndex  # LanceDB: imported only where an index is opened
     from app.toolservers.client import McpToolServers
-
-
-def manifest_path(settings: Settings) -> Path:
-    """The committed model manifest (models/manifest.json), even when models_dir is elsewhere."""
-    local = settings.models_dir / "manifest.json"
-    if local.is_file():
-        return local
-    from app.config import REPO_ROOT
-
-    return REPO_ROOT / "models" / "manifest.json"
-
-
-def manifest(settings: Settings) -> list[ModelEntry]:
-    return load_manifest(manifest_path(settings))
 
 
 def open_store(settings: Settings) -> SqliteStore:

@@ -1,8 +1,9 @@
 """The model library as the front ends see it: files, servers, recommended downloads, speeds.
 
-Composition over the adapters (``app.llm.library``, ``app.llm.hub``, ``app.store.usage_stats``,
-``app.llm.providers.settings``), used by ``pcm models list|download|use`` (``app/cli.py``) and the
-desktop's Models page (through ``app.ui.services.ModelAccess``, filled in by ``app/desktop.py``).
+Composition over the adapters (``app.llm.models``' manifest, ``app.llm.library``, ``app.llm.hub``,
+``app.store.usage_stats``, ``app.llm.providers.settings``), used by ``pcm models list|download|use``
+(``app/cli.py``), the desktop's Models page (through ``app.ui.services.ModelAccess``, filled in by
+``app/desktop.py``) and ``app/main.py`` (the manifest it loads the models by).
 Every function may block (file headers, template checks, port probes, a download): call them off
 the UI thread.
 """
@@ -12,13 +13,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app import main as wiring
 from app.config import REPO_ROOT, Settings
 from app.core.errors import ModelError
 from app.core.ports import CancelToken
 from app.llm import hub, library
+from app.llm.models import ModelEntry, load_manifest
 
 CATALOG_FILE = "catalog.json"
+
+
+def manifest_path(settings: Settings) -> Path:
+    """The committed model manifest (models/manifest.json), even when models_dir is elsewhere."""
+    local = settings.models_dir / "manifest.json"
+    return local if local.is_file() else REPO_ROOT / "models" / "manifest.json"
+
+
+def manifest(settings: Settings) -> list[ModelEntry]:
+    return load_manifest(manifest_path(settings))
 
 
 def catalog_path(settings: Settings) -> Path:
@@ -43,7 +54,7 @@ def listing(settings: Settings, *, servers: bool = True, check: bool = True) -> 
     from app.store.usage_stats import read_model_speeds
 
     speeds = read_model_speeds(settings.db_path)
-    files = library.discover_files(settings.models_dir, wiring.manifest(settings), check=check)
+    files = library.discover_files(settings.models_dir, manifest(settings), check=check)
     for row in files:
         speed = _speed_of(speeds, row.name, Path(row.path).name.removesuffix(".gguf"))
         if speed is not None:
@@ -72,7 +83,7 @@ def download(settings: Settings, name: str, *, endpoint: str | None = None,
 def note(settings: Settings) -> str:
     """One plain line on the chat model in use when the manifest says what it can and cannot do
     (the bundled default), with how to get a better one; "" for any other model."""
-    entry = next((e for e in wiring.manifest(settings) if e.name == settings.chat_model and e.note), None)
+    entry = next((e for e in manifest(settings) if e.name == settings.chat_model and e.note), None)
     return f"{entry.note} — File → Models gets a better one" if entry is not None else ""
 
 
@@ -86,7 +97,7 @@ def verify_chat_model(settings: Settings, value: str) -> str | None:
     from app.llm.gguf import probe_gguf, validate_gguf
     from app.llm.models import resolve_chat_model
 
-    entries = wiring.manifest(settings)
+    entries = manifest(settings)
     try:
         path = resolve_chat_model(value, settings.models_dir, entries)
         if any(e.target(settings.models_dir) == path for e in entries):
