@@ -1,7 +1,9 @@
 """The desktop composition root: ``python -m app`` (and the ``pcm-canvas`` script) start here.
 
 It resolves settings, fills ``app.ui.services.Services`` with the adapters (store, models,
-export files) and runs the window. Like ``app/main.py`` it holds construction only.
+export files) and runs the window. Like ``app/main.py`` it holds construction only. It imports
+``app.main`` (and with it the engine, the store, the sensors) only in ``build_engine``, which the
+window's controller runs on a worker thread once the window is shown.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from app import __version__, model_library
-from app import main as wiring
 from app.config import Settings
 from app.core.errors import CoreError
 from app.logfile import start_log_file
@@ -40,6 +41,8 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 
 
 def build_engine(settings: Settings, progress: Progress) -> Any:
+    from app import main as wiring  # the engine's modules load here, on the loading thread, after the window shows
+
     return wiring.build_engine(settings, progress=progress)
 
 
@@ -203,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _session(settings: Settings, typed: str) -> str:
     """``--session`` as ``pcm`` takes it: a whole id, its first characters, or 'last' (read from
     the store alone, before any model loads); ``CoreError`` when it names no session or several."""
+    from app import main as wiring  # here: only a start with --session reads the store before the window
     from app.core.engine.ids import resolve_id
 
     store = wiring.open_store(settings)
