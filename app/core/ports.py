@@ -14,10 +14,9 @@ import itertools
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-import numpy as np
 from pydantic import BaseModel, Field
 
 from app.core.types import (
@@ -35,6 +34,9 @@ from app.core.types import (
     Task,
     ToolCall,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class CancelToken:

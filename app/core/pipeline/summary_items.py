@@ -19,14 +19,16 @@ part of a built context is shown at; ``default_views`` what a session's read-ahe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.context.sections.history import BranchSummary, History, Subject, covered_ids, span_of
 from app.core.memory.summaries import LEVELS, part_level
 from app.core.pipeline.detail import Detail
-from app.core.plan.model import ContextPlan
-from app.core.session.state import SessionState
 from app.core.types import BlockType, ContextBlock, Ref, SummaryRecord
+
+if TYPE_CHECKING:
+    from app.core.plan.model import ContextPlan
+    from app.core.session.state import SessionState
 
 #: What a build was offered: branch root node → level → the branch's summary at that level.
 Offered = Mapping[str, Mapping[str, SummaryRecord]]

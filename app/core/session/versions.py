@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import CoreError
 from app.core.session.graph import SessionGraph
-from app.core.session.state import SessionState
 from app.core.types import EdgeKind, NodeKind
+
+if TYPE_CHECKING:
+    from app.core.session.state import SessionState
 
 VERSION_OF = "version_of"
 HIDDEN = "version_hidden"

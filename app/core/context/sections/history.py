@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.context.compiler import Item
 from app.core.context.gate import GatePolicy, rarity, support
-from app.core.session.state import SessionState
 from app.core.text.words import RANKING
 from app.core.types import BlockType, Priority, SummaryRecord
+
+if TYPE_CHECKING:
+    from app.core.session.state import SessionState
 
 #: A summary part shown as its raw turns, or left out.
 RAW, HIDDEN = "raw", "hidden"
