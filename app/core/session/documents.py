@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.session.note_view import NoteView
 from app.core.session.selectors import describe
-from app.core.session.state import NoteView
 from app.core.text.quoting import fence
 from app.core.types import EnvEvent, Evidence, EvidenceSource, EvidenceType, SourceKind
 
