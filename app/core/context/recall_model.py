@@ -1,4 +1,4 @@
-"""The data of recall: channel names, strategies, the request, channel runs and candidates.
+"""The data of recall: strategies, the request, channel runs and candidates.
 
 Shared by the channels (``app.core.context.channels``), recall and fusion
 (``app.core.context.retrieval``), the per-turn record and the evidence panel. Pure data.
@@ -13,10 +13,6 @@ from pydantic import BaseModel, Field
 
 from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
-
-CHANNELS = ("vector", "fulltext", "structured", "graph", "recent", "memory", "topic", "time")
-#: Channels that query the index: observations of the outside, replayed as recorded.
-INDEX_CHANNELS = ("vector", "fulltext", "memory", "topic")  # observed (recorded, fed back in replay)
 
 
 class SearchPort(Protocol):

@@ -45,6 +45,7 @@ from typing import TypeVar
 import numpy as np
 
 from app.core.context import gate, ranking, timeline
+from app.core.context.channel_names import CHANNELS, INDEX_CHANNELS
 from app.core.context.channels import TopicSearch, item_text, ranking_items, root_of_message
 from app.core.context.channels import graph as _graph
 from app.core.context.channels import memory_kinds as _memory_kinds
@@ -55,9 +56,7 @@ from app.core.context.gate import GatePolicy, GateSummary, Relation
 from app.core.context.parts import Embed, Rounds
 from app.core.context.ranking import FusionMethod
 from app.core.context.recall_model import (
-    CHANNELS,
     HYBRID_RRF,
-    INDEX_CHANNELS,
     PCM_FUSION,
     STRATEGIES,
     Candidate,

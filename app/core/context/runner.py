@@ -15,7 +15,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from app.core.context.recall_model import INDEX_CHANNELS, ChannelRun, RecallRequest, SearchPort
+from app.core.context.channel_names import INDEX_CHANNELS
+from app.core.context.recall_model import ChannelRun, RecallRequest, SearchPort
 
 Hits = list[tuple[str, float]]
 #: Runs an index query off the event loop: ``run_blocking(fn, *args, **kw)``.

@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.core.context.retrieval import CHANNELS
+from app.core.context.channel_names import CHANNELS
 from app.core.pipeline.record import TurnRecord
 from app.core.session.membership import SOFT
 from app.core.session.selectors import describe
