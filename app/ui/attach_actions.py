@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from app.core.engine.attachments import Attached
 from app.core.errors import AttachCancelled, user_line
 from app.ui.attach_progress import AttachProgressWidget
 from app.ui.canvas.scene import CanvasScene
 from app.ui.composer import ComposerWidget
 from app.ui.controller import EngineController, report
 from app.ui.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from app.core.engine.attachments import Attached
 
 FILTERS = ("Documents and text (*.pdf *.docx *.odt *.xlsx *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.yaml *.yml "
            "*.toml *.ini *.log *.py *.js *.ts *.java *.c *.cpp *.go *.rs *.html *.htm);;All files (*)")

@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import QInputDialog
 
-from app.core.engine.facade import Injected, Reanchored, Restored
 from app.core.session import versions
 from app.ui.canvas.overlay import ACTION_TEXT
 from app.ui.canvas.scene import CanvasScene
@@ -28,6 +27,9 @@ from app.ui.controller import EngineController
 from app.ui.detail_actions import DetailActions
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from app.core.engine.facade import Injected, Reanchored, Restored
 
 
 class ReanchorCommand(QUndoCommand):

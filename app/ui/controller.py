@@ -19,21 +19,23 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.config import Settings
-from app.core.engine.facade import Engine, StreamHandle, TurnRun
 from app.core.errors import CoreError, NoRecordError, user_line
-from app.core.pipeline.record import TurnRecord
 from app.core.runtime.intake import EnvIntake
-from app.core.session.state import SessionState
 from app.core.signals import Signal as CoreSignal
 from app.core.types import NodeKind
 from app.ui.services import Services
 from app.ui.tool_approval import ToolApprovalPrompt
+
+if TYPE_CHECKING:
+    from app.core.engine.facade import Engine, StreamHandle, TurnRun
+    from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +312,8 @@ class EngineController(QObject):
         self.turn_queued.emit(handle.stream_id, handle.text)
 
     def _on_stream_routed(self, handle: StreamHandle, run: TurnRun) -> None:
+        from app.core.pipeline.record import TurnRecord  # here: the window shows before the engine loads
+
         live = LiveTurn(run.turn_id, run.node_id, handle.text[:60], handle, started=time.perf_counter())
         self.live[run.turn_id] = live
         record = TurnRecord(turn_id=run.turn_id, session_id=run.session_id, node_id=run.node_id,
@@ -317,6 +321,8 @@ class EngineController(QObject):
         self.turn_routed.emit(handle.stream_id, run.turn_id, run.node_id, record)
 
     def _on_stream_finished(self, handle: StreamHandle, outcome: TurnRecord | BaseException | None) -> None:
+        from app.core.pipeline.record import TurnRecord  # here: the window shows before the engine loads
+
         self.handles.pop(handle.stream_id, None)
         if not self.handles:
             self.busy_changed.emit(False)

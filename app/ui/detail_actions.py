@@ -16,13 +16,10 @@ also for the nodes a session opens with collapsed, and again when a turn lands b
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.core.engine.detail import Detailed, SubtreeSummary
 from app.core.pipeline.detail import HIDDEN, RAW, Detail, DetailAction, DetailError
-from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
-from app.core.session.state import SessionState
 from app.core.types import BlockType, NodeKind
 from app.ui.canvas.scene import CanvasScene
 from app.ui.controller import EngineController
@@ -30,6 +27,11 @@ from app.ui.panels.detail_row import LEVEL_WORDS, Branch, unseen
 from app.ui.panels.inspector import InspectorPanel
 from app.ui.panels.widgets import short_id
 from app.ui.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from app.core.engine.detail import Detailed, SubtreeSummary
+    from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import SessionState
 
 TITLES = {"expand": "More detail", "collapse": "Less detail"}
 NAME_CHARS = 40

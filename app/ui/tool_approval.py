@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QPushButton, QWidget
 
-from app.core.tools.governance import ApprovalRequest
+if TYPE_CHECKING:
+    from app.core.tools.governance import ApprovalRequest
+
 
 
 class ToolApprovalPrompt:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QUndoStack
@@ -32,10 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings, layout_file
-from app.core.engine.answer_length import CONTINUE_TEXT
-from app.core.pipeline.record import TurnRecord
 from app.core.session import versions
-from app.core.session.state import SessionState
 from app.core.types import NodeKind
 from app.ui.attach_actions import AttachActions
 from app.ui.canvas.cards import card_texts
@@ -57,6 +54,10 @@ from app.ui.panels.transcript import TranscriptPanel
 from app.ui.services import Services
 from app.ui.sessions import SessionsPanel
 from app.ui.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ class MainWindow(QMainWindow):
         self.inspector.evidence.text_lookup = self._evidence_text
         self.inspector.evidence.note_lookup = lambda i: self.controller.state.notes.get(i) if self.controller.state else None
         self.inspector.turn.label_of = self.controller.label_of
-        self.inspector.turn.continue_requested.connect(  # an answer cut at its limit: the rest, on that turn
-            lambda node: self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value()))
+        self.inspector.turn.continue_requested.connect(self._on_continue_requested)
         self.streams = StreamsPanel(self)
         self.env = EnvPanel(self)
         self.sessions = SessionsPanel(self)
@@ -367,6 +367,12 @@ class MainWindow(QMainWindow):
 
     def _on_submitted(self, text: str, anchor: str | None, budget: int) -> None:
         self.controller.submit(text, anchor=anchor, budget=budget)
+
+    def _on_continue_requested(self, node: str) -> None:
+        """An answer cut at its limit: ask for the rest, on that turn."""
+        from app.core.engine.answer_length import CONTINUE_TEXT  # here: the window shows before the engine loads
+
+        self._on_submitted(CONTINUE_TEXT, node, self.composer.budget.value())
 
     def _on_turn_queued(self, key: str, text: str) -> None:
         self.streams.add_stream(key, text[:60])

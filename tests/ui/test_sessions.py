@@ -124,7 +124,7 @@ def test_session_settings_are_edited_in_a_dialog_and_apply_to_the_next_turn(qtbo
 
 def test_an_answer_cut_at_its_length_offers_continue_which_asks_on_that_turn(qtbot, aloop, settings: Settings) -> None:
     from app.core.ports import SessionGeneration
-    from app.ui.window import CONTINUE_TEXT
+    from app.core.engine.answer_length import CONTINUE_TEXT
 
     long = " ".join(f"w{i}" for i in range(200))
     window = MainWindow(settings, fake_services([long, "the rest."]))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.core.session.state import SessionState
 from app.core.session.titles import key_titles
 from app.core.types import Role
+
+if TYPE_CHECKING:
+    from app.core.session.state import SessionState
 
 
 @dataclass(frozen=True)

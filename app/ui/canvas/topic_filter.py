@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from app.core.memory.topics import TopicIndex
-from app.core.session.graph import SessionGraph
-from app.core.session.state import SessionState
 from app.core.types import EdgeKind, NodeKind
+
+if TYPE_CHECKING:
+    from app.core.memory.topics import TopicIndex
+    from app.core.session.graph import SessionGraph
+    from app.core.session.state import SessionState
 
 #: Edges that join a turn to a task it is about (besides the branch it sits on).
 TASK_LINKS = (EdgeKind.SPAWNED, EdgeKind.RESOLVES, EdgeKind.REFERENCES)

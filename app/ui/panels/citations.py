@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.core.context.compiler import HEADERS, SOURCE
-from app.core.pipeline.record import TurnRecord
 from app.core.session.selectors import describe
 from app.core.types import BlockType
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 CITE_RE = re.compile(r"\[(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\]")
 """``[1]``, ``[1, 2]`` or ``[1;2]`` in an answer."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
@@ -19,7 +19,6 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QWidget
 
 from app.core.context.compiler import SEGMENT_ORDER
 from app.core.pipeline.detail import RAW
-from app.core.pipeline.record import TurnRecord
 from app.core.types import BlockType
 from app.ui import theme
 from app.ui.panels.detail_row import Branch, DetailRow, block_parts, shown_of, unseen, unseen_parts
@@ -36,6 +35,9 @@ from app.ui.panels.widgets import (
     set_role,
     short_id,
 )
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.context.compiler import HEADERS
 from app.core.pipeline.detail import HIDDEN, RAW, Detail, DetailAction
-from app.core.pipeline.record import TurnRecord
 from app.core.pipeline.summary_items import offer_from_record, shown_levels
 from app.core.types import BlockType, ContextBlock
 from app.ui.panels.widgets import set_role, short_id
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 #: How a part is shown, in the words of the "You set" line and the status bar.
 LEVEL_WORDS = {RAW: "shown in full", "detailed": "summarized in detail", "standard": "summarized at standard length",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
@@ -18,7 +19,9 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, 
 
 from app.core.session.documents import unfenced
 from app.core.session.selectors import describe, first_page, parse, sheet_parts
-from app.core.session.state import NoteView
+
+if TYPE_CHECKING:
+    from app.core.session.state import NoteView
 
 
 def part_url(uri: str, selector: str) -> QUrl:

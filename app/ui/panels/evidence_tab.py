@@ -11,17 +11,15 @@ the file there (``DocumentPartView``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.core.context.channel_names import CHANNELS
-from app.core.pipeline.record import TurnRecord
 from app.core.session.membership import SOFT
 from app.core.session.selectors import describe
-from app.core.session.state import NoteView
 from app.ui import theme
 from app.ui.panels.citations import citation_map, evidence_texts
 from app.ui.panels.document_part import DocumentPartView
@@ -39,6 +37,10 @@ from app.ui.panels.widgets import (
     set_role,
     short_id,
 )
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
+    from app.core.session.state import NoteView
 
 CANDIDATE_COLUMNS = ("Rank", "[n]", "Id", "Text", "Where", "Kind", *CHANNELS, "Fused", "Grade", "Relation", "Kept",
                      "Reason")

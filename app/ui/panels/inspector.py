@@ -8,10 +8,11 @@ that is not a turn (env event, task, memory, artifact) gets a page of its own (`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QEvent, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QTabWidget, QVBoxLayout, QWidget
 
-from app.core.pipeline.record import TurnRecord
 from app.ui.panels.context_tab import ContextTabWidget
 from app.ui.panels.evidence_tab import EvidenceTabWidget
 from app.ui.panels.intent_tab import IntentTabWidget
@@ -20,6 +21,9 @@ from app.ui.panels.plan_tab import PlanTabWidget
 from app.ui.panels.timing_tab import TimingTabWidget
 from app.ui.panels.turn import TurnPanel
 from app.ui.panels.widgets import HoverTracker, empty_label, restyle, set_role, short_id
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 EMPTY_HINT = "Select a turn on the canvas to see how its context was built: intent, plan, evidence, context and timing."
 def history_note(speaker: str, text: str, at: str) -> str:

@@ -7,12 +7,11 @@ Built from ``BuildRecord.intent`` (an ``Intent`` dumped to a dict) and ``BuildRe
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QWidget
 
-from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.plain import Details, intent_sentence
 from app.ui.panels.widgets import (
@@ -27,6 +26,9 @@ from app.ui.panels.widgets import (
     section_label,
     set_role,
 )
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 # Fields in reading order; the first three carry a per-field confidence.
 FIELDS: tuple[str, ...] = (

@@ -8,14 +8,12 @@ why, and the calls the turn made (``BuildRecord.tools``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
-from app.core.pipeline.record import TurnRecord
-from app.core.tools.model import ToolRound
 from app.ui.panels.plain import Details, plan_sentence
 from app.ui.panels.widgets import (
     RawJsonWidget,
@@ -27,6 +25,10 @@ from app.ui.panels.widgets import (
     make_table,
     section_label,
 )
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
+    from app.core.tools.model import ToolRound
 
 # DESIGN §4 families → the plan keys shown under each (dotted paths pick one field of a section).
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (

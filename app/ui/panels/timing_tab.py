@@ -5,12 +5,11 @@ it was answered off the machine (from ``TurnRecord.usage``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.widgets import (
     MeterWidget,
@@ -23,6 +22,9 @@ from app.ui.panels.widgets import (
     scroll_page,
     section_label,
 )
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 # (label, StageTiming field, group, the plan timeout that applies); bars are scaled within a group.
 STAGES: tuple[tuple[str, str, str, str], ...] = (

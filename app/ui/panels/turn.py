@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QFont
@@ -26,11 +27,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.pipeline.record import TurnRecord
 from app.ui import theme
 from app.ui.panels.citations import Citation, citation_map, context_lines, evidence_texts, split_citations
 from app.ui.panels.plain import MODE_WORDS, TASK_WORDS
 from app.ui.panels.widgets import IDS_ROLE, HoverTracker, empty_label, section_label, set_role, short_id
+
+if TYPE_CHECKING:
+    from app.core.pipeline.record import TurnRecord
 
 EMPTY_HINT = "Select a turn on the canvas to see its input, its answer and the evidence it cites."
 
