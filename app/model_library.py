@@ -62,9 +62,9 @@ def listing(settings: Settings, *, servers: bool = True, check: bool = True) -> 
     found = library.probe_servers() if servers else []
     server_rows = []
     for server in found:
-        row = server.row()
-        row["speeds"] = {m: speeds[m]._asdict() for m in server.models if m in speeds}
-        server_rows.append(row)
+        server_row = server.row()
+        server_row["speeds"] = {m: speeds[m]._asdict() for m in server.models if m in speeds}
+        server_rows.append(server_row)
     entries = [{**e.model_dump(), "present": (settings.models_dir / e.file).is_file()} for e in catalog(settings)]
     return {"chat_model": settings.chat_model, "files": [f.row() for f in files], "servers": server_rows,
             "catalog": entries}
