@@ -52,6 +52,7 @@ Pure functions over ids, texts and scores.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.core.text.sentences import piece_spans
 from app.core.text.words import RANKING
 
 Relation = Literal["branch", "linked", "tree", "other"]
@@ -135,6 +137,23 @@ def coverage(word_weights: Mapping[str, float], text: str) -> float:
         return 0.0
     have = RANKING.content(text)
     return sum(w for word, w in word_weights.items() if word in have) / total
+
+
+def sentence_coverage(word_weights: Mapping[str, float], text: str) -> float:
+    """``coverage`` by the best of ``text``'s sentences (its ``piece_spans`` pieces): how much of
+    the query one sentence holds, where ``coverage`` counts the words wherever they stand."""
+    total = sum(word_weights.values())
+    if total <= 0:
+        return 0.0
+    return max((sum(w for word, w in word_weights.items() if word in have) / total
+                for have in _sentence_words(text)), default=0.0)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _sentence_words(text: str) -> tuple[frozenset[str], ...]:
+    """The content words of each of ``text``'s sentences, remembered (a build asks of the same
+    turns again)."""
+    return tuple(RANKING.content(text[start:end]) for start, end in piece_spans(text))
 
 
 def unsaid(word_weights: Mapping[str, float], said: Iterable[str]) -> frozenset[str]:

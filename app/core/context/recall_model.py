@@ -33,6 +33,10 @@ class SearchPort(Protocol):
 #: The PCM strategy's ``asking_discount``: fitted on two locomo-dev conversations and read on the
 #: third, for each of the three (docs/ARCHITECTURE.md, "One build").
 ASKING_DISCOUNT = 0.3
+#: The PCM strategy's ``sentence_match`` and ``length_prior``, fitted the same way (issue 39's
+#: closing notes give the grid and each fold's choice).
+SENTENCE_MATCH = 0.2
+LENGTH_PRIOR = 0.1
 
 
 class RecallStrategy(BaseModel):
@@ -46,6 +50,13 @@ class RecallStrategy(BaseModel):
     # When the input asks, the share of its fused score an item loses when it mostly asks itself
     # (``app.core.context.retrieval``: "a turn that asks states nothing").
     asking_discount: float = 0.0
+    # When the input asks, what an item states counts beyond its channels' scores
+    # (``app.core.context.retrieval``, ``_Pool.stated``): ``sentence_match`` × the share of the
+    # input's weighted words its best sentence holds is added to its fused score; a conversation
+    # turn's is then multiplied by its length (words up to ``LENGTH_CAP``, over half of it) to the
+    # ``length_prior``.
+    sentence_match: float = 0.0
+    length_prior: float = 0.0
 
 
 PCM_FUSION = RecallStrategy(
@@ -55,6 +66,8 @@ PCM_FUSION = RecallStrategy(
              "topic": 0.2, "time": 0.3},
     neighbour_alpha=0.3,
     asking_discount=ASKING_DISCOUNT,
+    sentence_match=SENTENCE_MATCH,
+    length_prior=LENGTH_PRIOR,
 )
 HYBRID_RRF = RecallStrategy(
     name="hybrid_rrf", fusion=FusionMethod.RRF, weights={"vector": 1.0, "fulltext": 1.0}

@@ -24,6 +24,10 @@ When the input asks (and not about what was asked), a conversation turn that mos
 loses the strategy's ``asking_discount`` of its fused score (a document's part, a feed item or a
 memory never does: a question there heads its answer), after the neighbours' propagation: a question
 in the history resembles a question by meaning and words, but the answer is in what was said.
+For the same reason, what an item states counts then too (``_Pool.stated``): an item whose best
+sentence holds much of the input's weighted words gains the strategy's ``sentence_match`` of that
+share, and a turn's score is multiplied by its length (up to ``LENGTH_CAP`` words, relative to
+half of it) to the ``length_prior``: a turn that says more is likelier to hold the answer.
 
 The recent window is the anchor's branch: the latest turns of the tree the anchor belongs to
 (without an anchor, of the whole session). Turns of other branches enter only through the
@@ -39,6 +43,7 @@ too far below the best to pass (most of them: the neighbours of weak hits) are o
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -77,6 +82,10 @@ _T = TypeVar("_T")
 _NEIGHBOUR = "neighbour of a hit"
 #: An item "asks" when at least this share of its words stand in questions (``asked_share``).
 ASKING = 0.5
+#: The words of a turn the length prior counts at most: a long paragraph (the 90th percentile of
+#: locomo-dev's turns is 47 words) says no more for being longer still; a turn of half as many
+#: (its median, 24) keeps its score. Set, not fitted.
+LENGTH_CAP = 48
 #: Words of an input that asks about questions themselves ("what did I ask about the database?"):
 #: there the turns that ask are the evidence, and no discount applies.
 _ABOUT_ASKING = frozenset(content_stems("ask asked asking question questions"))
@@ -272,19 +281,52 @@ class _Pool:
         if strategy.neighbour_alpha > 0:
             neighbours = lambda i: (n for n in self.state.neighbours(i) if self.known(n))  # noqa: E731
             fused = ranking.propagate(fused, neighbours, strategy.neighbour_alpha)
-        if strategy.asking_discount > 0 and asks_for_statements(query):
-            # After propagation: a question that matches the input still lifts the turn that answers it.
-            fused = ranking.discounted(fused, lambda i: self.asks(i), strategy.asking_discount)
+        if asks_for_statements(query):
+            if strategy.asking_discount > 0:
+                # After propagation: a question that matches the input still lifts the turn that answers it.
+                fused = ranking.discounted(fused, lambda i: self.asks(i), strategy.asking_discount)
+            if strategy.sentence_match > 0 or strategy.length_prior > 0:
+                fused = self.stated(fused, query, strategy)
         return fused
 
-    def asks(self, item: str) -> bool:
-        """Whether the item is a conversation turn (this session's, or another's read as a note)
-        that mostly asks (``ASKING`` of its words in questions): a turn that asks states nothing.
-        A document's part, a feed item or a memory is never one: a question there heads its answer."""
+    def turn_text(self, item: str) -> str:
+        """The text of a conversation turn (this session's, or another's read as a note); "" for
+        anything else: a document's part, a feed item or a memory."""
         view = self.state.messages.get(item)
-        note = self.state.notes.get(item) if view is None else None
-        text = view.text if view is not None else note.text if note is not None and note.kind == "outside" else ""
-        return asked_share(text) >= ASKING
+        if view is not None:
+            return view.text
+        note = self.state.notes.get(item)
+        return note.text if note is not None and note.kind == "outside" else ""
+
+    def asks(self, item: str) -> bool:
+        """Whether the item is a conversation turn that mostly asks (``ASKING`` of its words in
+        questions): a turn that asks states nothing. A document's part, a feed item or a memory is
+        never one: a question there heads its answer."""
+        return asked_share(self.turn_text(item)) >= ASKING
+
+    def stated(self, fused: Mapping[str, float], query: str, strategy: RecallStrategy) -> dict[str, float]:
+        """``fused`` with what the items state counted. Each listed item (a channel's hit) gains
+        ``sentence_match`` × the share of the input's weighted words (``gate.weights`` over the
+        listed candidates) that its best sentence holds: one sentence holding the question's words
+        is about it, where the same words spread over a turn or a part may not be. Then each
+        conversation turn's score is multiplied by (its words, up to ``LENGTH_CAP``, over half
+        the cap) to the ``length_prior``: a short turn ("Cool! What did it look like?") says
+        little that could answer anything. A turn of half the cap keeps its score, so turns as a
+        whole stand where they stood against parts, feed items and memories, whose lengths a
+        splitter or a writer set."""
+        out = dict(fused)
+        if strategy.sentence_match > 0:
+            listed = [i for i in self.candidates if out.get(i, 0.0) > 0]
+            texts = {i: item_text(self.state, i) for i in listed}
+            weights = gate.weights(query, texts.values())
+            for item in listed:
+                out[item] += strategy.sentence_match * gate.sentence_coverage(weights, texts[item])
+        if strategy.length_prior > 0:
+            for item, score in out.items():
+                text = self.turn_text(item) if score > 0 else ""
+                if text:
+                    out[item] = score * (_words(text) / (LENGTH_CAP / 2)) ** strategy.length_prior
+        return out
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:
         """The neighbours propagation reached that are still in ``fused`` become candidates too."""
@@ -407,6 +449,13 @@ class _Pool:
                 del fused[item]
         return GateSummary(threshold=policy.threshold, graded=graded, passed=len(fused),
                            insufficient=not fused, unlisted=unlisted)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _words(text: str) -> int:
+    """A turn's words for the length prior, up to ``LENGTH_CAP`` (remembered: every build asks it
+    of the same turns again)."""
+    return max(1, min(len(text.split()), LENGTH_CAP))
 
 
 class _OnDemand(Mapping[str, _T]):

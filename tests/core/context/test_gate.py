@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from app.core.context.gate import BELOW, GatePolicy, coverage, covering, grade, reason, support, unsaid, weights
+from app.core.context.gate import (
+    BELOW,
+    GatePolicy,
+    coverage,
+    covering,
+    grade,
+    reason,
+    sentence_coverage,
+    support,
+    unsaid,
+    weights,
+)
 
 
 def test_weights_favour_rare_words_and_coverage_counts_them() -> None:
@@ -96,3 +107,15 @@ def test_grading_goes_best_first_and_stops_when_enough_passed() -> None:
     assert "d" not in grade(fused, sem=sem, lex={}, relation=Unread(relation), policy=policy, shown={"a", "b", "c", "e"})
     # two passing are enough: the rest is not graded (and so not read from the maps)
     assert list(grade(fused, sem=sem, lex={}, relation=relation, policy=policy, enough=2)) == ["a", "b"]
+
+
+def test_sentence_coverage_is_the_best_sentence_s_share_of_the_weighted_words() -> None:
+    """``coverage`` counts the query's words wherever they stand in a text; ``sentence_coverage``
+    only those one sentence holds: the same words spread over a turn count less."""
+    w = weights("Which bands played for Ana in Berlin?", ["x"])
+    together = "We had lunch. Two bands played for Ana in Berlin last spring!"
+    apart = "Ana came by. The bands played loud. Berlin is far."
+    assert coverage(w, together) == coverage(w, apart) == 1.0
+    assert sentence_coverage(w, together) == 1.0
+    assert sentence_coverage(w, apart) == coverage(w, "The bands played loud.") == 0.5
+    assert sentence_coverage(w, "") == 0.0 and sentence_coverage({}, together) == 0.0

@@ -489,3 +489,43 @@ def test_the_asking_discount_leaves_the_answer_its_lift_from_the_question_next_t
     lifted = propagate(scores, lambda i: {"q": ["a"], "a": ["q"]}.get(i, []), 0.3)
     after = discounted(lifted, lambda i: i == "q", 0.3)
     assert after["a"] == lifted["a"] == 0.3 and after["q"] == 0.7 * lifted["q"] and after["x"] == lifted["x"]
+
+
+def test_when_the_input_asks_an_item_is_ranked_on_what_it_states() -> None:
+    """Of turns the channels score alike, the one with a sentence about the question comes before
+    one with the same words spread over unrelated sentences, and both before a short aside the
+    channels scored higher. Without the two weights, or when the input asks nothing, the
+    channels' order stands. A document's part gains by its best sentence too, but its length
+    counts for nothing."""
+    from app.core.context.gate import sentence_coverage, weights
+    from app.core.context.retrieval import PCM_FUSION, ChannelRun, fuse
+
+    state = SessionState("s")
+    rows = [("Ben", "Cool! Sounds fun."),
+            ("Ana", "Ana came by. The bands played loud. Berlin is far."),
+            ("Ana", "We had lunch after. Two bands played for Ana in Berlin last spring!"),
+            ("Ben", "Lunch at noon.")]
+    for n, (who, text) in enumerate(rows):
+        state.add_message(Message(message_id=f"m{n}", role=Role.USER, content=text, at=f"2024-01-0{n + 1}T10:00:00",
+                                  author=Author(kind=AuthorKind.USER, id=who), turn_id=f"t{n}"))
+    part = "The tour played Berlin. Bands for Ana."
+    state.add_note(NoteView("doc", "env", part, "2024-01-05T10:00:00"))
+    runs = [ChannelRun(channel="vector", size=5,
+                       hits=[("m0", 0.9), ("doc", 0.85), ("m1", 0.8), ("m2", 0.8), ("m3", 0.1)])]
+    plain = PCM_FUSION.model_copy(update={"sentence_match": 0.0, "length_prior": 0.0})
+
+    def fused(query: str, strategy=PCM_FUSION) -> dict[str, float]:
+        result = fuse(state, RecallRequest(query=query, channel_sizes={}, top_k=5), strategy, runs)
+        return {c.id: c.fused for c in result.candidates}
+
+    def turns(query: str, strategy=PCM_FUSION) -> list[str]:
+        scores = fused(query, strategy)
+        return [i for i in sorted(scores, key=lambda i: (-scores[i], i)) if i.startswith("m")]
+
+    asked = "Which bands played for Ana in Berlin?"
+    assert PCM_FUSION.sentence_match > 0 and PCM_FUSION.length_prior > 0
+    assert turns(asked) == ["m2", "m1", "m0", "m3"]
+    assert turns(asked, plain) == turns("bands Berlin Ana") == ["m0", "m1", "m2", "m3"]  # the channels' order
+    texts = [r[1] for r in rows] + [part]
+    gained = PCM_FUSION.sentence_match * sentence_coverage(weights(asked, texts), part)
+    assert gained > 0 and abs(fused(asked)["doc"] - fused(asked, plain)["doc"] - gained) < 1e-9

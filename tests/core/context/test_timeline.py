@@ -39,7 +39,7 @@ def test_a_when_question_marks_the_candidates_that_say_when() -> None:
     assert dated(state, ["m0", "m1", "m3"]) == ["m0"]
 
     async def fulltext(_fn, *_a, **_k):  # the index's full-text hits: the question turn first
-        return [("m1", 2.0), ("m0", 1.9), ("m3", 1.8)]
+        return [("m1", 2.0), ("m0", 1.0), ("m3", 0.9)]
 
     class Search:
         search_text = search_vector = None
