@@ -310,8 +310,8 @@ class _Pool:
         listed candidates) that its best sentence holds: one sentence holding the question's words
         is about it, where the same words spread over a turn or a part may not be. Then each
         conversation turn's score is multiplied by (its words, up to ``LENGTH_CAP``, over half
-        the cap) to the ``length_prior``: a short turn ("Cool! What did it look like?") says
-        little that could answer anything. A turn of half the cap keeps its score, so turns as a
+        the cap) to the ``length_prior``: a short turn ("Cool! Sounds fun.") says little that
+        could answer anything. A turn of half the cap keeps its score, so turns as a
         whole stand where they stood against parts, feed items and memories, whose lengths a
         splitter or a writer set."""
         out = dict(fused)
