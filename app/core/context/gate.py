@@ -145,6 +145,7 @@ def sentence_coverage(word_weights: Mapping[str, float], text: str) -> float:
     total = sum(word_weights.values())
     if total <= 0:
         return 0.0
+    # summed in the weights' order, not a set's: the same score in every process
     return max((sum(w for word, w in word_weights.items() if word in have) / total
                 for have in _sentence_words(text)), default=0.0)
 

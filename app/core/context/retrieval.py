@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -214,6 +215,7 @@ class _Pool:
         self.candidates: dict[str, Candidate] = {}
         self.admitted: set[str] | None = None  # None: every known id
         self.left_out = 0
+        self._weights: dict[str, float] | None = None
 
     def bound(self, runs: Sequence[ChannelRun], pool: int) -> None:
         """Admit at most ``pool`` distinct ids: rank 1 of every channel, then rank 2, and so on."""
@@ -270,7 +272,7 @@ class _Pool:
                 marks[item] = 1.0
                 cand.channels["structured"] = ChannelHit(rank=0, score=1.0)
 
-    def fused(self, strategy: RecallStrategy, query: str = "") -> dict[str, float]:
+    def fused(self, strategy: RecallStrategy, query: str = "", reach: int = 0) -> dict[str, float]:
         """One score per item by the strategy's fusion, then spread to the hits' neighbours; when
         ``query`` asks, a turn that mostly asks itself (``asks``) loses the strategy's ``asking_discount``."""
         if strategy.fusion == FusionMethod.RRF:
@@ -286,7 +288,7 @@ class _Pool:
                 # After propagation: a question that matches the input still lifts the turn that answers it.
                 fused = ranking.discounted(fused, lambda i: self.asks(i), strategy.asking_discount)
             if strategy.sentence_match > 0 or strategy.length_prior > 0:
-                fused = self.stated(fused, query, strategy)
+                fused = self.stated(fused, query, strategy, reach)
         return fused
 
     def turn_text(self, item: str) -> str:
@@ -304,28 +306,41 @@ class _Pool:
         never one: a question there heads its answer."""
         return asked_share(self.turn_text(item)) >= ASKING
 
-    def stated(self, fused: Mapping[str, float], query: str, strategy: RecallStrategy) -> dict[str, float]:
+    def query_weights(self, query: str) -> dict[str, float]:
+        """The input's content words, each weighted by its rarity among the listed candidates (the
+        channels' hits; ``gate.weights``): what the sentence match and the gate weigh words by.
+        Computed once per fusion (the candidates are all listed by then)."""
+        if self._weights is None:
+            self._weights = gate.weights(query, (item_text(self.state, i) for i in self.candidates))
+        return self._weights
+
+    def stated(self, fused: Mapping[str, float], query: str, strategy: RecallStrategy, reach: int = 0) -> dict[str, float]:
         """``fused`` with what the items state counted. Each listed item (a channel's hit) gains
-        ``sentence_match`` × the share of the input's weighted words (``gate.weights`` over the
-        listed candidates) that its best sentence holds: one sentence holding the question's words
-        is about it, where the same words spread over a turn or a part may not be. Then each
-        conversation turn's score is multiplied by (its words, up to ``LENGTH_CAP``, over half
-        the cap) to the ``length_prior``: a short turn ("Cool! Sounds fun.") says little that
-        could answer anything. A turn of half the cap keeps its score, so turns as a
-        whole stand where they stood against parts, feed items and memories, whose lengths a
-        splitter or a writer set."""
+        ``sentence_match`` × the share of the input's weighted words (``query_weights``) that its
+        best sentence holds: one sentence holding the question's words is about it, where the
+        same words spread over a turn or a part may not be. Then each conversation turn's score is
+        multiplied by (its words, up to ``LENGTH_CAP``, over half the cap) to the
+        ``length_prior``: a short turn ("Cool! Sounds fun.") says little that could answer
+        anything. A turn of half the cap keeps its score, so turns as a whole stand where they
+        stood against parts, feed items and memories, whose lengths a splitter or a writer set.
+        ``reach`` (0: all) bounds the sentence match to the best listed items: as many as
+        selection looks at (``_choosable``); those below could pass few of them."""
         out = dict(fused)
         if strategy.sentence_match > 0:
-            listed = [i for i in self.candidates if out.get(i, 0.0) > 0]
-            texts = {i: item_text(self.state, i) for i in listed}
-            weights = gate.weights(query, texts.values())
+            weights = self.query_weights(query)
+            listed = [i for i in self.candidates if i in out]
+            if 0 < reach < len(listed):
+                listed = heapq.nlargest(reach, listed, key=lambda i: (out[i], i))
             for item in listed:
-                out[item] += strategy.sentence_match * gate.sentence_coverage(weights, texts[item])
+                out[item] += strategy.sentence_match * gate.sentence_coverage(weights, item_text(self.state, item))
         if strategy.length_prior > 0:
+            prior, half, messages = strategy.length_prior, LENGTH_CAP / 2, self.state.messages
             for item, score in out.items():
-                text = self.turn_text(item) if score > 0 else ""
-                if text:
-                    out[item] = score * (_words(text) / (LENGTH_CAP / 2)) ** strategy.length_prior
+                if score > 0:
+                    view = messages.get(item)
+                    text = view.text if view is not None else self.turn_text(item)
+                    if text:
+                        out[item] = score * (_words(text) / half) ** prior
         return out
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:
@@ -405,7 +420,7 @@ class _Pool:
         texts: _OnDemand[str] = _OnDemand(lambda i: item_text(self.state, i), fused)
         # The input's words weighed over the listed candidates only: the neighbours propagation
         # reached (most of ``fused``) are graded on the words these weights give.
-        w = gate.weights(req.query, (texts[i] for i in fused if i in self.candidates))
+        w = self.query_weights(req.query)
         sem = dict(known_sem)
         for item, cand in self.candidates.items():
             hit = cand.channels.get("vector") or cand.channels.get("memory")
@@ -570,7 +585,7 @@ def fuse(state: SessionState, req: RecallRequest, strategy: RecallStrategy, runs
     pool.mark_speakers(req.speakers)
     pool.mark_dates(req)
     pool.mark_times(req)
-    fused = pool.fused(strategy, req.query)
+    fused = pool.fused(strategy, req.query, reach=_choosable(req))
     scores = dict(fused)
     summary = pool.gate(req, fused, known_sem or {}, _choosable(req)) if req.relevance_threshold > 0 else None
     pool.list_neighbours(fused)
