@@ -334,13 +334,10 @@ class _Pool:
             for item in listed:
                 out[item] += strategy.sentence_match * gate.sentence_coverage(weights, item_text(self.state, item))
         if strategy.length_prior > 0:
-            prior, half, messages = strategy.length_prior, LENGTH_CAP / 2, self.state.messages
             for item, score in out.items():
-                if score > 0:
-                    view = messages.get(item)
-                    text = view.text if view is not None else self.turn_text(item)
-                    if text:
-                        out[item] = score * (_words(text) / half) ** prior
+                text = self.turn_text(item) if score > 0 else ""
+                if text:
+                    out[item] = score * (_words(text) / (LENGTH_CAP / 2)) ** strategy.length_prior
         return out
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:
