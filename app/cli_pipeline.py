@@ -364,6 +364,29 @@ def _budgets(args: argparse.Namespace) -> list[int] | None:
         return None
 
 
+def _tuning(args: argparse.Namespace) -> dict[str, float] | None:
+    """``--tune`` as {name: weight} ({} when not given); None, said, when malformed or a name is
+    not a recall weight."""
+    from app.core.context.recall_model import PCM_FUSION
+
+    settings: dict[str, float] = {}
+    for pair in (p.strip() for p in (args.tune or "").split(",")):
+        if not pair:
+            continue
+        name, _, value = pair.partition("=")
+        try:
+            settings[name.strip()] = float(value)
+        except ValueError:
+            _err(f"pcm: error: --tune takes NAME=NUMBER pairs, comma-separated, not {pair!r}")
+            return None
+    try:
+        PCM_FUSION.tuned(settings)
+    except ValueError as exc:
+        _err(f"pcm: error: --tune: {exc}")
+        return None
+    return settings
+
+
 def _eval_answers(args: argparse.Namespace, data_dir: Path) -> int:
     from app.cli_answers import cmd_eval_answers
 
@@ -409,8 +432,8 @@ def cmd_eval_data(args: argparse.Namespace) -> int:
     from app.eval.purity import format_purity_report, run_purity_eval
     from app.eval.recall import format_recall_report, run_recall_eval
 
-    budgets = _budgets(args)
-    if budgets is None:
+    budgets, tuning = _budgets(args), _tuning(args)
+    if budgets is None or tuning is None:
         return 2
     settings = Settings.load(args.data_dir)
     if args.data_dir is None:  # evaluation sessions never go into the user's own data folder
@@ -424,6 +447,7 @@ def cmd_eval_data(args: argparse.Namespace) -> int:
 
     async def work(engine: Engine) -> int:
         engine.lab().set_ablation(ablate)
+        engine.lab().set_tuning(tuning)
         if args.kind == "purity":
             report = await run_purity_eval(engine, data_dir, budgets, out, progress=_err)
             print(format_purity_report(report))
@@ -447,6 +471,7 @@ def cmd_eval_data(args: argparse.Namespace) -> int:
         async def make(folder: Path) -> Engine:
             engine = await asyncio.to_thread(wiring.build_engine, Settings.load(folder), chat=False, counter=counter)
             engine.lab().set_ablation(ablate)
+            engine.lab().set_tuning(tuning)
             await engine.start()
             return engine
 
@@ -573,6 +598,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-baselines", action="store_true", help="recall: skip the baselines")
     p.add_argument("--ablate", metavar="NAMES", help="recall / purity: close mechanisms (routing, fences, progress, "
                    "template, env, gate, compression, memory, topic, summaries) or recall channels by name")
+    p.add_argument("--tune", metavar="NAME=W,...", help="recall / purity: build with these recall weights in place of "
+                   "the strategy's: a channel's fusion weight by its name (vector, fulltext, structured, graph, "
+                   "recent, memory, topic, time), or asking_discount, sentence_match, length_prior, "
+                   "neighbour_alpha; one grid point for python -m app.eval.folds")
     p.add_argument("--split-sessions", action="store_true",
                    help="recall: also ingest each dialogue session (the D<n> of the ids) as its own app session "
                         "of one workspace per conversation and ask from a new session (PRED.split.jsonl)")

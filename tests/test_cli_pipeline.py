@@ -74,6 +74,21 @@ def test_eval_recall_writes_scored_lines(tmp_path: Path, capsys: pytest.CaptureF
     assert any("Miso" in b["content"] for b in best["blocks"])
 
 
+def test_eval_tune_names_a_recall_weight_or_says_which_there_are(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``--tune`` is checked before any model loads: a name that is no recall weight, or a pair
+    without a number, is one line and exit 2."""
+    for name in ("messages.jsonl", "questions.jsonl"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    base = ["--data-dir", str(tmp_path / "data"), "eval", "recall", str(tmp_path), "--out", str(tmp_path / "p.jsonl")]
+    assert main([*base, "--tune", "time=0.15,vectr=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown recall weight vectr" in err and "sentence_match" in err and len(err.strip().splitlines()) == 1
+    assert main([*base, "--tune", "time"]) == 2
+    assert "NAME=NUMBER" in capsys.readouterr().err
+    assert not (tmp_path / "p.jsonl").exists()
+
+
 def test_eval_route_and_bench_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = tmp_path / "irc"
     d.mkdir()

@@ -1,16 +1,21 @@
-"""Held-out figures for a recall change: conversation-level folds over two ``pcm eval recall`` runs.
+"""Held-out figures for a recall change: conversation-level folds over ``pcm eval recall`` runs.
 
 A quality change is kept only when it gains on conversations its tuning never saw. With the
 few conversations of a dev set (locomo-dev has three) the folds are leave-one-conversation-out:
 each conversation in turn is the held-out half and the others the fitted half. Given the PRED
-files of a run before and after a change (the same DIR, budgets and counter), this prints, per
-fold, the recall of each budget on the fitted and the held-out half, before → after, per
-question category at each budget on the held-out half, and whether the change gains on every
-held-out conversation. A weight or threshold is then fitted on a fold's fitted half and read on
-its held-out half. Scoring is ``app.eval.recall``'s ("overall" leaves the adversarial
-questions out).
+files of a run before a change and of one run after it (the same DIR, budgets and counter), this
+prints, per fold, the recall of each budget on the fitted and the held-out half, before → after,
+per question category at each budget on the held-out half, and whether the change gains on every
+held-out conversation.
 
-    python -m app.eval.folds DIR BEFORE.jsonl AFTER.jsonl [--report FILE]
+A weight or threshold is fitted the same way: run the evaluation once per grid point (``pcm eval
+recall --tune NAME=W``) and give every run after BEFORE. Each fold then chooses the run with the
+best mean overall recall on its fitted half (over the ``--fit-on`` budgets, default all; the
+first given on a tie) and reports that run's figures on its held-out half, so a held-out figure
+never comes from a choice that saw it. Scoring is ``app.eval.recall``'s ("overall" leaves the
+adversarial questions out).
+
+    python -m app.eval.folds DIR BEFORE.jsonl AFTER.jsonl [AFTER.jsonl ...] [--fit-on 512,1024] [--report FILE]
 """
 
 from __future__ import annotations
@@ -40,23 +45,38 @@ def figures(got: Scores, questions: Sequence[dict[str, Any]], budgets: Sequence[
             for b in budgets}
 
 
-def fold_report(data_dir: Path, before: Path, after: Path) -> dict[str, Any]:
-    """Per held-out conversation: the fitted and held-out halves' figures before and after."""
+def run_names(paths: Sequence[Path]) -> list[str]:
+    """A short name for each run: its file's stem, or its path when two stems are the same."""
+    stems = [p.stem for p in paths]
+    return [p.stem if stems.count(p.stem) == 1 else str(p) for p in paths]
+
+
+def fold_report(data_dir: Path, before: Path, after: Sequence[Path], *,
+                fit_on: Sequence[int] | None = None) -> dict[str, Any]:
+    """Per held-out conversation: the run of ``after`` its fitted half chose (the best mean overall
+    recall over the ``fit_on`` budgets, default all; the first on a tie) and both halves' figures
+    before and with it."""
     _, questions, turns, _ = load_dataset(data_dir)
     gold = {q["qid"]: q["gold"] for q in questions}
-    old, new = scores(before, gold, turns), scores(after, gold, turns)
-    budgets = sorted({b for _, b in old} & {b for _, b in new})
+    old = scores(before, gold, turns)
+    names = run_names(after)
+    runs = {name: scores(path, gold, turns) for name, path in zip(names, after, strict=True)}
+    budgets = sorted(set.intersection({b for _, b in old}, *({b for _, b in got} for got in runs.values())))
+    chosen_on = [b for b in (fit_on or budgets) if b in budgets] or budgets
     convs = sorted({q["conversation"] for q in questions})
     folds: dict[str, Any] = {}
     for held in convs:
         halves = {"held_out": [q for q in questions if q["conversation"] == held],
                   "fitted": [q for q in questions if q["conversation"] != held]}
-        folds[held] = {name: {"before": figures(old, qs, budgets), "after": figures(new, qs, budgets), "n": len(qs)}
-                       for name, qs in halves.items()}
+        fitted = {name: figures(got, halves["fitted"], chosen_on) for name, got in runs.items()}
+        choice = max(names, key=lambda n: (sum(fitted[n][b]["overall"] for b in chosen_on), -names.index(n)))
+        folds[held] = {"chosen": choice} | {
+            name: {"before": figures(old, qs, budgets), "after": figures(runs[choice], qs, budgets), "n": len(qs)}
+            for name, qs in halves.items()}
     gains = {b: min(f["held_out"]["after"][b]["overall"] - f["held_out"]["before"][b]["overall"]
                     for f in folds.values()) for b in budgets}
-    return {"budgets": budgets, "folds": folds, "all": {"before": figures(old, questions, budgets),
-                                                        "after": figures(new, questions, budgets)},
+    return {"budgets": budgets, "fit_on": chosen_on, "folds": folds, "before": figures(old, questions, budgets),
+            "runs": {name: figures(got, questions, budgets) for name, got in runs.items()},
             "min_held_out_gain": gains}
 
 
@@ -64,20 +84,23 @@ def format_fold_report(report: Mapping[str, Any]) -> str:
     budgets = report["budgets"]
     head = "".join(f"{b:>16}" for b in budgets)
     lines = ["evidence recall, before -> after (overall = all categories but adversarial)", f"{'':24}{head}"]
+    several = len(report["runs"]) > 1
 
-    def row(label: str, half: Mapping[str, Any], key: str) -> str:
-        cells = "".join(f"   {half['before'][b].get(key, float('nan')):.3f} -> {half['after'][b].get(key, float('nan')):.3f}"
+    def row(label: str, before: Mapping[int, Any], after: Mapping[int, Any], key: str) -> str:
+        cells = "".join(f"   {before[b].get(key, float('nan')):.3f} -> {after[b].get(key, float('nan')):.3f}"
                         for b in budgets)
         return f"{label:24}{cells}"
 
-    lines.append(row("all conversations", report["all"], "overall"))
+    for name, figs in report["runs"].items():
+        lines.append(row(f"all: {name}" if several else "all conversations", report["before"], figs, "overall"))
     for held, fold in report["folds"].items():
+        chose = (f"; chose {fold['chosen']} on {','.join(map(str, report['fit_on']))}") if several else ""
         lines.append(f"fold: {held} held out ({fold['held_out']['n']} questions; fitted on the other "
-                     f"{fold['fitted']['n']})")
-        lines.append(row("  fitted half", fold["fitted"], "overall"))
-        lines.append(row("  held-out half", fold["held_out"], "overall"))
+                     f"{fold['fitted']['n']}{chose})")
+        for label, half in (("  fitted half", fold["fitted"]), ("  held-out half", fold["held_out"])):
+            lines.append(row(label, half["before"], half["after"], "overall"))
         cats = sorted(k for k in fold["held_out"]["before"][budgets[0]] if k != "overall")
-        lines.extend(row(f"    {cat}", fold["held_out"], cat) for cat in cats)
+        lines.extend(row(f"    {cat}", fold["held_out"]["before"], fold["held_out"]["after"], cat) for cat in cats)
     lines.append(row_gain(report["min_held_out_gain"], budgets))
     return "\n".join(lines)
 
@@ -89,16 +112,24 @@ def row_gain(gains: Mapping[int, float], budgets: Sequence[int]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.eval.folds", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dir", help="the dataset folder both runs read (messages.jsonl, questions.jsonl)")
+    parser.add_argument("dir", help="the dataset folder the runs read (messages.jsonl, questions.jsonl)")
     parser.add_argument("before", help="PRED.jsonl of the run before the change")
-    parser.add_argument("after", help="PRED.jsonl of the run after it")
+    parser.add_argument("after", nargs="+", help="PRED.jsonl of the run after it, or of each grid point of a weight")
+    parser.add_argument("--fit-on", metavar="BUDGETS",
+                        help="with several runs after: the budgets whose mean recall a fold chooses by "
+                             "(comma-separated; default all)")
     parser.add_argument("--report", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    for path in (Path(args.before), Path(args.after), Path(args.dir) / "questions.jsonl"):
+    try:
+        fit_on = [int(b) for b in args.fit_on.split(",") if b.strip()] if args.fit_on else None
+    except ValueError:
+        print(f"folds: error: --fit-on must be comma-separated whole numbers, not {args.fit_on!r}", file=sys.stderr)
+        return 2
+    for path in (Path(args.before), *map(Path, args.after), Path(args.dir) / "questions.jsonl"):
         if not path.is_file():
             print(f"folds: error: {path} not found", file=sys.stderr)
             return 2
-    report = fold_report(Path(args.dir), Path(args.before), Path(args.after))
+    report = fold_report(Path(args.dir), Path(args.before), [Path(a) for a in args.after], fit_on=fit_on)
     print(format_fold_report(report))
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2), encoding="utf-8")

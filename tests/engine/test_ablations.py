@@ -217,3 +217,35 @@ def test_without_summaries_no_branch_summary_is_offered(make_engine: EngineFacto
         assert not closed.summaries and not any(b.block_type.value == "summary" for b in closed.context.blocks)
 
     make_engine.run(body)
+
+
+def test_recall_weights_an_evaluation_sets_reach_the_build_and_are_undone(make_engine: EngineFactory) -> None:
+    """``EngineLab.set_tuning`` (``pcm eval recall --tune``): the next builds fuse with those weights
+    in place of the strategy's, and setting back what it returned restores the builds."""
+
+    async def body(engine: Engine) -> None:
+        state = await engine.open_session(None)
+        sid = state.session_id
+        await engine.ingest(sid, _said(["The Kyoto trip budget is 1500 euros for four nights.",
+                                        "For the Kyoto trip we book a hotel in Gion.",
+                                        "My bike needs a new chain before Sunday.",
+                                        "The bike shop closes at six on Saturdays."]))
+        question = "Which hotel did we book for the Kyoto trip?"
+
+        async def fused() -> dict[str, float]:
+            record, _ = await engine.build(sid, question, budget=400)
+            return {c.id: c.fused for c in record.recall.candidates}
+
+        plain = await fused()
+        kept = engine.lab().set_tuning({"vector": 0.0, "fulltext": 0.0})
+        try:
+            tuned = await fused()
+        finally:
+            assert engine.lab().set_tuning(kept) == {"fulltext": 0.0, "vector": 0.0}
+        assert kept == {}
+        assert tuned != plain and max(tuned.values()) < max(plain.values())  # the index channels count for nothing
+        assert await fused() == plain
+        with pytest.raises(ValueError, match="unknown recall weight vectr"):
+            engine.lab().set_tuning({"vectr": 1.0})
+
+    make_engine.run(body)

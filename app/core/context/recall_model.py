@@ -6,11 +6,12 @@ Shared by the channels (``app.core.context.channels``), recall and fusion
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from app.core.context.channel_names import CHANNELS
 from app.core.context.gate import GateSummary
 from app.core.context.ranking import FusionMethod
 
@@ -58,6 +59,24 @@ class RecallStrategy(BaseModel):
     # ``length_prior``.
     sentence_match: float = 0.0
     length_prior: float = 0.0
+
+    def tuned(self, settings: Mapping[str, float]) -> RecallStrategy:
+        """This strategy with ``settings`` in place of its own: a channel's name sets that
+        channel's fusion weight, any other name (``TUNABLE``) the field of that name. An
+        evaluation's grid point (``RecallRequest.tuning``); a name neither is a ``ValueError``."""
+        if not settings:
+            return self
+        unknown = sorted(set(settings) - set(TUNABLE))
+        if unknown:
+            raise ValueError(f"unknown recall weight {', '.join(unknown)} (known: {', '.join(TUNABLE)})")
+        weights = {**self.weights, **{k: v for k, v in settings.items() if k in CHANNELS}}
+        return self.model_copy(update={**{k: v for k, v in settings.items() if k not in CHANNELS},
+                                       "weights": weights})
+
+
+#: What an evaluation may set on a strategy (``RecallStrategy.tuned``): each channel's fusion
+#: weight by the channel's name, and these fields.
+TUNABLE = (*CHANNELS, "neighbour_alpha", "asking_discount", "sentence_match", "length_prior")
 
 
 PCM_FUSION = RecallStrategy(
@@ -111,6 +130,10 @@ class RecallRequest(BaseModel):
     # routing's own, so among several conversations the others' turns need their tree among these.
     alternatives: list[tuple[str, float]] = Field(default_factory=list)
     routed: bool = False
+    # An evaluation's settings of the strategy's weights (``RecallStrategy.tuned``, ``pcm eval
+    # recall --tune``): a grid point whose held-out figures ``app.eval.folds`` reads. The app never
+    # sets them.
+    tuning: dict[str, float] = Field(default_factory=dict)
 
     def in_range(self, at: str) -> bool:
         """True when ``at`` falls in the date range (always, without one)."""

@@ -155,7 +155,7 @@ async def recall(
     notes = [] if outside is None or req.scope != "workspace" else await outside(  # other sessions' messages
         [i for run in runs for i, _ in run.hits if i not in state.messages and i not in state.notes])
     seen = state.with_notes(notes) if notes else state
-    strategy = STRATEGIES.get(req.strategy, PCM_FUSION)
+    strategy = STRATEGIES.get(req.strategy, PCM_FUSION).tuned(req.tuning)
     rounds = Rounds(seen, req, runner, lambda st, rq, rs: fuse(st, rq, strategy, rs, known_sem=known_sem), embed, sizes)
     return await rounds.recall(list(runs)), notes
 

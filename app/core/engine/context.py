@@ -81,6 +81,9 @@ class EngineConfig:
     # are waited for past the plan's time limit, so the contexts do not depend on the machine's
     # load) and recall channels switched off by name (e.g. "vector"). The app never sets it.
     ablate: tuple[str, ...] = ()
+    # Recall weights an evaluation set in place of the strategy's ((name, value) pairs,
+    # ``EngineLab.set_tuning``, ``RecallStrategy.tuned``). The app never sets them.
+    tune: tuple[tuple[str, float], ...] = ()
     # A new task's steps (``app.core.engine.agent``): "model" asks the chat model for them as JSON
     # (checked by rules, made by rules when the proposal fails), "rules" makes them by rules
     # alone, "off" runs a task as one stream (its answer is its result).

@@ -10,11 +10,12 @@ it can be restored.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.context.recall_model import PCM_FUSION
 from app.core.engine.context import EngineContext
 from app.core.engine.index_upkeep import IndexUpkeep
 from app.core.engine.memory import MemoryService, WriterStats
@@ -58,6 +59,17 @@ class EngineLab:
     def ablation(self) -> tuple[str, ...]:
         """What is closed now (``set_ablation``): an evaluation that routes by its own router reads it."""
         return self._ctx.config.ablate
+
+    def set_tuning(self, settings: Mapping[str, float]) -> dict[str, float]:
+        """Build with these recall weights in place of the strategy's from the next build (a
+        channel's name: its fusion weight; ``asking_discount``, ``sentence_match``,
+        ``length_prior``, ``neighbour_alpha``: those fields; ``RecallStrategy.tuned``), for a grid
+        whose held-out figures ``app.eval.folds`` reads; return the settings until now. A name
+        that is neither is a ``ValueError``, raised here."""
+        PCM_FUSION.tuned(settings)  # checks the names
+        config = self._ctx.config
+        before, config.tune = dict(config.tune), tuple(sorted(settings.items()))
+        return before
 
     def set_llm_intent(self, mode: str) -> str:
         """Ask the chat model for intent JSON when the fast intent is unsure ("auto"), or never

@@ -116,6 +116,9 @@ class LiveSources(StoredReads):
     def ablate(self) -> tuple[str, ...]:
         return self.ctx.config.ablate
 
+    def tuning(self) -> tuple[tuple[str, float], ...]:
+        return self.ctx.config.tune
+
     # -- observations and choices: live now (``RecordedSources`` answers them as recorded)
 
     def limits(self, state: SessionState) -> tuple[int, int] | None:
@@ -249,6 +252,9 @@ class PushSources(StoredReads):
         return []
 
     def ablate(self) -> tuple[str, ...]:
+        return ()
+
+    def tuning(self) -> tuple[tuple[str, float], ...]:
         return ()
 
     def limits(self, _state: SessionState) -> tuple[int, int] | None:

@@ -174,7 +174,7 @@ class ContextBuilder:
             relevance_threshold=plan.rerank.relevance_threshold,
             sub_questions=list(plan.sub_questions),
             asks_time=plan.retrieval.time.asks, time_relation=plan.retrieval.time.relation,
-            alternatives=list(routed.alternatives), routed=routed.judged,
+            alternatives=list(routed.alternatives), routed=routed.judged, tuning=dict(inp.tuning),
         )
 
     @staticmethod
@@ -283,7 +283,8 @@ class ContextBuilder:
             overrides=sources.overrides(state), tools=specs, tool_signals=await sources.tool_signals(state, qv),
             tasks=tasks, llm_output=llm_output, llm_status=llm_status,
             system_prompt=sources.system_prompt(state), other_sessions=sources.other_sessions(state),
-            ablate=sources.ablate(), summaries=sources.summaries(state), detail=sources.detail())
+            ablate=sources.ablate(), tuning=sources.tuning(), summaries=sources.summaries(state),
+            detail=sources.detail())
         return inp, vectors, tool_step
 
     def routed_ids(self, state: SessionState) -> list[str]:

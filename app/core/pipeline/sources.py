@@ -96,6 +96,7 @@ class BuildInputs(BuildRequest):
     system_prompt: str = ""  # the user's standing instruction for the session ("" when none)
     other_sessions: int = 0  # how many other sessions the workspace has (the plan's recall scope reads it)
     ablate: tuple[str, ...] = ()  # mechanisms an evaluation closed (``types.Ablation``) or recall channels off
+    tuning: tuple[tuple[str, float], ...] = ()  # recall weights an evaluation set (``RecallRequest.tuning``)
     # The branch summaries on offer (root node → level → summary; ``pipeline/summary_items``).
     summaries: Offered = field(default_factory=dict)
     detail: Detail = field(default_factory=Detail)  # the progressive detail the user set (``pipeline/detail``)
@@ -151,6 +152,10 @@ class BuildSources(Protocol):
 
     def ablate(self) -> tuple[str, ...]:
         """The mechanisms an evaluation closed (``app.core.types.Ablation``) and recall channels off."""
+        ...
+
+    def tuning(self) -> tuple[tuple[str, float], ...]:
+        """The recall weights an evaluation set in place of the strategy's (``RecallRequest.tuning``)."""
         ...
 
     # -- observations of the outside and the user's choices: live now, as recorded on replay

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from app.core.context.retrieval import RecallRequest, recall
 from app.core.session.state import NoteView, SessionState
 from app.core.types import Author, AuthorKind, Message, Role
@@ -529,3 +531,14 @@ def test_when_the_input_asks_an_item_is_ranked_on_what_it_states() -> None:
     texts = [r[1] for r in rows] + [part]
     gained = PCM_FUSION.sentence_match * sentence_coverage(weights(asked, texts), part)
     assert gained > 0 and abs(fused(asked)["doc"] - fused(asked, plain)["doc"] - gained) < 1e-9
+
+
+def test_a_strategy_tuned_takes_a_channel_s_weight_or_a_field_by_its_name() -> None:
+    from app.core.context.retrieval import PCM_FUSION
+
+    tuned = PCM_FUSION.tuned({"time": 0.15, "length_prior": 0.05})
+    assert tuned.weights == {**PCM_FUSION.weights, "time": 0.15} and tuned.length_prior == 0.05
+    assert tuned.sentence_match == PCM_FUSION.sentence_match and PCM_FUSION.weights["time"] == 0.3
+    assert PCM_FUSION.tuned({}) is PCM_FUSION
+    with pytest.raises(ValueError, match="unknown recall weight rrf_k, speed"):
+        PCM_FUSION.tuned({"speed": 1.0, "rrf_k": 10})
