@@ -82,14 +82,15 @@ def fold_report(data_dir: Path, before: Path, after: Sequence[Path], *,
 
 def format_fold_report(report: Mapping[str, Any]) -> str:
     budgets = report["budgets"]
-    head = "".join(f"{b:>16}" for b in budgets)
-    lines = ["evidence recall, before -> after (overall = all categories but adversarial)", f"{'':24}{head}"]
     several = len(report["runs"]) > 1
+    width = max([24] + [len(f"all: {name}") + 1 for name in report["runs"] if several])
+    head = "".join(f"{b:>16}" for b in budgets)
+    lines = ["evidence recall, before -> after (overall = all categories but adversarial)", f"{'':{width}}{head}"]
 
     def row(label: str, before: Mapping[int, Any], after: Mapping[int, Any], key: str) -> str:
         cells = "".join(f"   {before[b].get(key, float('nan')):.3f} -> {after[b].get(key, float('nan')):.3f}"
                         for b in budgets)
-        return f"{label:24}{cells}"
+        return f"{label:{width}}{cells}"
 
     for name, figs in report["runs"].items():
         lines.append(row(f"all: {name}" if several else "all conversations", report["before"], figs, "overall"))
@@ -101,13 +102,13 @@ def format_fold_report(report: Mapping[str, Any]) -> str:
             lines.append(row(label, half["before"], half["after"], "overall"))
         cats = sorted(k for k in fold["held_out"]["before"][budgets[0]] if k != "overall")
         lines.extend(row(f"    {cat}", fold["held_out"]["before"], fold["held_out"]["after"], cat) for cat in cats)
-    lines.append(row_gain(report["min_held_out_gain"], budgets))
+    lines.append(row_gain(report["min_held_out_gain"], budgets, width))
     return "\n".join(lines)
 
 
-def row_gain(gains: Mapping[int, float], budgets: Sequence[int]) -> str:
+def row_gain(gains: Mapping[int, float], budgets: Sequence[int], width: int = 24) -> str:
     cells = "".join(f"{gains[b]:>+16.3f}" for b in budgets)
-    return f"{'least held-out gain':24}{cells}"
+    return f"{'least held-out gain':{width}}{cells}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
