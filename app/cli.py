@@ -15,7 +15,7 @@
     pcm [--data-dir DIR] memory list|show|revoke [MEMORY_ID] [--type T] [--session ID] [--all] [--json]
     pcm [--data-dir DIR] memory add "Never deploy on Fridays." [--session ID]
     pcm [--data-dir DIR] topics [--json]
-    pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions]
+    pcm eval recall DIR --out PRED.jsonl [--budgets 512,1024] [--counter model|words] [--split-sessions] [--tune NAME=W,...]
     pcm eval route DIR --out PRED.jsonl
     pcm eval followups DIR [--out PRED.jsonl] [--fit A|B] [--write DIR]   (follow-ups stay on their conversation)
     pcm eval answers DIR [--budget B] [--limit N] [--models A,B] [--answers locomo10.json] [--json FILE]
@@ -24,7 +24,7 @@
     pcm eval report OUT --data DIR [--data DIR] [--sample N] [--budgets 512,1024,2048] [--from-pred]
                                       (every strategy, control and ablation: PRED files, index.html, summary.json)
     pcm bench models [--runs N]
-    pcm bench build [--turns 1000,10000,100000] [--budget N] [--json]   (then the first builds after a new engine opens them again)
+    pcm bench build [--turns 1000,10000,100000] [--budget N] [--tune NAME=W,...] [--json]   (then the first builds after a new engine opens them again)
     pcm bench ingest [--turns 1000,10000] [--json]   (turns/s against the embedder's own on the same texts)
     pcm bench streams [--k 4] [--inputs 8] [--runs N]
     pcm bench sensors [--files 10000]
@@ -526,6 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID", help="canvas: measure this stored session instead (read only)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="canvas: measure this session export instead")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
+    p.add_argument("--tune", metavar="NAME=W,...", help="build: also build each question with these recall weights "
+                   "(as pcm eval recall --tune), in the same process and alternating order, and report the cost")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
     p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")
     p.add_argument("--burst", type=int, default=0, help="ui: also a burst of N files in a watched folder")

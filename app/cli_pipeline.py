@@ -539,7 +539,11 @@ def cmd_bench_build(args: argparse.Namespace) -> int:
     """Benchmark builds over synthetic histories (``app.eval.bench.bench_build``)."""
     from app.eval.bench import bench_build, bench_reopened, format_bench_report
 
-    return _bench_histories(args, lambda engine, sizes: bench_build(engine, sizes, budget=args.budget, progress=_err),
+    tuning = _tuning(args)
+    if tuning is None:
+        return 2
+    return _bench_histories(args, lambda engine, sizes: bench_build(engine, sizes, budget=args.budget, tuning=tuning,
+                                                                    progress=_err),
                             format_bench_report, "model",
                             again=lambda engine, report: bench_reopened(engine, report, budget=args.budget))
 

@@ -86,6 +86,8 @@ def test_eval_tune_names_a_recall_weight_or_says_which_there_are(tmp_path: Path,
     assert "unknown recall weight vectr" in err and "sentence_match" in err and len(err.strip().splitlines()) == 1
     assert main([*base, "--tune", "time"]) == 2
     assert "NAME=NUMBER" in capsys.readouterr().err
+    assert main(["--data-dir", str(tmp_path / "data"), "bench", "build", "--turns", "10", "--tune", "speed=1"]) == 2
+    assert "unknown recall weight speed" in capsys.readouterr().err
     assert not (tmp_path / "p.jsonl").exists()
 
 
@@ -109,9 +111,14 @@ def test_eval_route_and_bench_build(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["eval", "route", str(d), "--out", str(out)]) == 0
     assert "thread" in capsys.readouterr().out.lower()
     assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["s:1", "s:2", "s:3", "s:4"]
-    assert main(["--data-dir", str(tmp_path / "b"), "bench", "build", "--turns", "300", "--json"]) == 0
+    assert main(["--data-dir", str(tmp_path / "b"), "bench", "build", "--turns", "300", "--json",
+                 "--tune", "time=0,sentence_match=0"]) == 0
     report = json.loads(capsys.readouterr().out)
     row = report["sizes"]["300"]
+    # each question built with the weights too, in the same process: 60 builds and their cost
+    tuned = row["tuned"]
+    assert tuned["settings"] == {"time": 0.0, "sentence_match": 0.0} and tuned["p95"] >= tuned["p50"] > 0
+    assert tuned["build_vs_tuned_p95"] == round(row["build"]["p95"] / tuned["p95"], 2)
     assert row["build"]["p95"] >= row["build"]["p50"] > 0 and row["bare_vector_query"]["p50"] > 0
     # below the ANN threshold every query is flat: the "ANN" query is the same scan, its recall 1
     assert row["path"] == "flat" and row["ann_recall_at_20"] == 1.0 and row["peak_rss_mb"] > 0

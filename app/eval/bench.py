@@ -20,7 +20,7 @@ import random
 import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.core.engine.facade import Engine
@@ -82,6 +82,15 @@ async def _build_without_memory_topic(engine: Engine, session_id: str, query: st
         return (await engine.build(session_id, query, budget=budget))[1].build_ms
     finally:
         engine.lab().set_ablation(kept)
+
+
+async def _build_tuned(engine: Engine, session_id: str, query: str, budget: int, tuning: Mapping[str, float]) -> float:
+    """One build's time (ms) with ``tuning``'s recall weights (``EngineLab.set_tuning``)."""
+    kept = engine.lab().set_tuning(tuning)
+    try:
+        return (await engine.build(session_id, query, budget=budget))[1].build_ms
+    finally:
+        engine.lab().set_tuning(kept)
 
 
 def _peak_mb() -> float:
@@ -165,9 +174,13 @@ async def bench_build(
     budget: int = 1024,
     n_questions: int = 60,
     chunk: int = 2000,
+    tuning: Mapping[str, float] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Measure build latency per stage at each history size, against the bare vector query."""
+    """Measure build latency per stage at each history size, against the bare vector query. With
+    ``tuning`` (``pcm bench build --tune``) each question is also built with those recall weights,
+    in the same process and in alternating order, so a weight's cost is measured without the
+    machine's swings between runs."""
     lab = engine.lab()
     assert lab.can_search(), "bench build needs the embedder and the search index"
     report: dict[str, Any] = {"budget": budget, "counter": engine.counter_name, "sizes": {}}
@@ -189,17 +202,22 @@ async def bench_build(
         # two cores busy for a moment after a query, which would otherwise land on the next build.
         vector = await _vector_paths(engine, state.session_id, qvecs)
         without: list[float] = []  # the same builds with the memory and topic channels switched off
+        tuned: list[float] = []  # and with ``tuning``'s recall weights
         for k, q in enumerate(qs):
-            # Every other question runs without them first: the second build of a query finds
+            # Every other question runs the variants first: the second build of a query finds
             # what the first warmed (index pages, full-text postings), so a fixed order favours one side.
             if k % 2:
                 without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
+                if tuning:
+                    tuned.append(await _build_tuned(engine, state.session_id, q, budget, tuning))
             _, timing = await engine.build(state.session_id, q, budget=budget)  # embeds the query too
             for key, value in timing.model_dump().items():
                 if value is not None and key.endswith("_ms") and key not in ("first_token_ms", "answer_ms"):
                     stages.setdefault(key, []).append(value)
             if not k % 2:
                 without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
+                if tuning:
+                    tuned.append(await _build_tuned(engine, state.session_id, q, budget, tuning))
         build = _stats(stages["build_ms"])
         bare_stats = vector["bare_vector_query"]
         report["sizes"][str(n)] = {
@@ -214,6 +232,10 @@ async def bench_build(
             "memory_topic_cost_p95": round(build["p95"] / max(_stats(without)["p95"], 1e-6), 2),
             "peak_rss_mb": _peak_mb(),
         }
+        if tuning:
+            report["sizes"][str(n)]["tuned"] = {"settings": dict(tuning), **_stats(tuned),
+                                                "build_vs_tuned_p50": round(build["p50"] / max(_stats(tuned)["p50"], 1e-6), 2),
+                                                "build_vs_tuned_p95": round(build["p95"] / max(_stats(tuned)["p95"], 1e-6), 2)}
         if progress:
             progress(f"{n} turns: build p95 {build['p95']} ms")
     return report
@@ -294,6 +316,11 @@ def format_bench_report(report: dict[str, Any]) -> str:
         lines.append(f"{'':>8} memory and topic channels off: build p50/p95 {off['p50']}/{off['p95']} ms; on/off p95 "
                      f"{row['memory_topic_cost_p95']}x; {mem['memories']} memories, writer {mem['writer_pieces_per_s']} "
                      f"pieces/s ({mem['writer_wait_after_ingest_s']} s left after the ingest)")
+        tuned = row.get("tuned")
+        if tuned:
+            settings = ",".join(f"{k}={v:g}" for k, v in tuned["settings"].items())
+            lines.append(f"{'':>8} with {settings}: build p50/p95 {tuned['p50']}/{tuned['p95']} ms; the preset against it "
+                         f"{tuned['build_vs_tuned_p50']}x/{tuned['build_vs_tuned_p95']}x")
         again = row.get("reopened")
         if again:
             lines.append(f"{'':>8} opened again by a new engine: open {again['open_ms']} ms, read ahead "
