@@ -233,9 +233,9 @@ async def bench_build(
             "peak_rss_mb": _peak_mb(),
         }
         if tuning:
-            report["sizes"][str(n)]["tuned"] = {"settings": dict(tuning), **_stats(tuned),
-                                                "build_vs_tuned_p50": round(build["p50"] / max(_stats(tuned)["p50"], 1e-6), 2),
-                                                "build_vs_tuned_p95": round(build["p95"] / max(_stats(tuned)["p95"], 1e-6), 2)}
+            other = _stats(tuned)
+            report["sizes"][str(n)]["tuned"] = {"settings": dict(tuning), **other, **{
+                f"build_vs_tuned_{q}": round(build[q] / max(other[q], 1e-6), 2) for q in ("p50", "p95")}}
         if progress:
             progress(f"{n} turns: build p95 {build['p95']} ms")
     return report
