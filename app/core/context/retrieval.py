@@ -28,6 +28,10 @@ For the same reason, what an item states counts then too (``_Pool.stated``): an 
 sentence holds much of the input's weighted words gains the strategy's ``sentence_match`` of that
 share, and a turn's score is multiplied by its length (up to ``LENGTH_CAP`` words, relative to
 half of it) to the ``length_prior``: a turn that says more is likelier to hold the answer.
+Last, the sitting (``TurnView.sitting``: turns without an hour's pause) that holds the best turn
+lifts its other turns towards that turn by the strategy's ``sitting_lift`` of its lead over the
+next sitting's best (``_Pool.sitting_lifted``): when one sitting clearly holds the answer, the rest
+of it is likelier to belong to the answer than a turn of equal score from another day.
 
 The recent window is the anchor's branch: the latest turns of the tree the anchor belongs to
 (without an anchor, of the whole session). Turns of other branches enter only through the
@@ -45,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
+import math
 from collections.abc import Awaitable, Callable, Collection, Container, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -289,6 +294,8 @@ class _Pool:
                 fused = ranking.discounted(fused, lambda i: self.asks(i), strategy.asking_discount)
             if strategy.sentence_match > 0 or strategy.length_prior > 0:
                 fused = self.stated(fused, query, strategy, reach)
+            if strategy.sitting_lift > 0:
+                fused = self.sitting_lifted(fused, strategy.sitting_lift)
         return fused
 
     def turn_text(self, item: str) -> str:
@@ -339,6 +346,27 @@ class _Pool:
                 if text:
                     out[item] = score * (_words(text) / (LENGTH_CAP / 2)) ** strategy.length_prior
         return out
+
+    def sitting_lifted(self, fused: dict[str, float], lift: float) -> dict[str, float]:
+        """``fused`` with the other turns of the best turn's sitting raised by ``lift`` × (the
+        best score there − the best score of any other sitting), never above that best: the
+        sitting's turns rise towards its best turn, and nothing moves against a document's part,
+        a feed item or a memory that ranked above it. The lift is the sitting's lead: when the
+        best hits are spread over several sittings (a question that gathers, "what has she done
+        with her family?") it is small, and with one sitting only there is none."""
+        sitting = {item: s for item in fused if (s := self.state.sitting_of(item)) is not None}
+        best: dict[int, float] = {}
+        for item, s in sitting.items():
+            best[s] = max(best.get(s, float("-inf")), fused[item])
+        if len(best) < 2:
+            return fused
+        (top, first), (_, second) = heapq.nlargest(2, best.items(), key=lambda kv: kv[1])
+        gain = lift * (first - second)
+        if gain <= 0:
+            return fused
+        below = math.nextafter(first, -math.inf)  # the best turn stays first: a lifted turn ends just under it
+        return {item: min(below, score + gain) if sitting.get(item) == top and score < first else score
+                for item, score in fused.items()}
 
     def list_neighbours(self, fused: Mapping[str, float]) -> None:
         """The neighbours propagation reached that are still in ``fused`` become candidates too."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, NamedTuple, TypeVar, cast
 
 from app.core.errors import NoRecordError
@@ -19,9 +20,13 @@ from app.core.ports import SessionGeneration
 from app.core.session.graph import SessionGraph, edge_live_at
 from app.core.session.note_view import NoteView
 from app.core.text.quoting import QUOTED_HEADER, fence, fenced_lines, history_text, outside_keys
+from app.core.text.times import parse_now
 from app.core.types import GraphEdge, GraphNode, Message, NodeKind, Origin, Role, SessionGraphData
 
 T = TypeVar("T")
+
+#: The pause after which a conversation's next turn starts a new sitting (``TurnView.sitting``).
+SITTING_GAP = timedelta(hours=1)
 
 #: How a message from outside is introduced in a context (the fence's header: the app's words).
 ORIGIN_HEADERS: dict[str, str] = {"imported": "imported {role} message", "agent": "{role} recorded by an MCP client"}
@@ -68,6 +73,10 @@ class TurnView:
     at: str
     node_id: str | None = None
     message_ids: list[str] = field(default_factory=list)
+    # The sitting the turn belongs to, counted from 0: a turn that starts ``SITTING_GAP`` or more
+    # after the turn before it starts the next one (a conversation resumed days later, a working
+    # session after lunch). Recall lifts the sitting that clearly holds the best evidence.
+    sitting: int = 0
 
 
 class Override(NamedTuple):
@@ -315,7 +324,8 @@ class SessionState:
         if copy.turn_id is not None:
             turn = self.turns.get(copy.turn_id)
             if turn is None:
-                turn = TurnView(copy.turn_id, len(self.turn_order), copy.at)
+                last = self.turns[self.turn_order[-1]] if self.turn_order else None
+                turn = TurnView(copy.turn_id, len(self.turn_order), copy.at, sitting=_sitting_after(last, copy.at))
                 self.turns[copy.turn_id] = turn
                 self.turn_order.append(copy.turn_id)
             if self._near:  # its turn's messages, and the turns before and after it, have a new neighbour
@@ -371,6 +381,12 @@ class SessionState:
         ref = self.graph.node(node_id).ref_id
         turn = self.turns.get(ref) if ref else None
         return list(turn.message_ids) if turn else []
+
+    def sitting_of(self, message_id: str) -> int | None:
+        """The sitting (``TurnView.sitting``) of a message of this session; None for anything else."""
+        view = self.messages.get(message_id)
+        turn = self.turns.get(view.turn_id) if view is not None and view.turn_id is not None else None
+        return turn.sitting if turn is not None else None
 
     def neighbours(self, message_id: str) -> Iterator[str]:
         """Messages next to ``message_id`` in conversation: its turn's other messages, the last
@@ -428,6 +444,16 @@ class SessionState:
     def main_chain(self, anchor_node: str, limit: int) -> list[str]:
         """Turn nodes from ``anchor_node`` back along ``continues`` (anchor first), at most ``limit``."""
         return list(self.graph.chain_back(anchor_node, limit=limit))
+
+
+def _sitting_after(last: TurnView | None, at: str) -> int:
+    """The sitting of a turn starting at ``at`` after ``last``: the same, unless ``SITTING_GAP``
+    or more passed between their starts (a time that does not parse never starts one)."""
+    if last is None:
+        return 0
+    before, now = parse_now(last.at), parse_now(at)
+    resumed = before is not None and now is not None and now - before >= SITTING_GAP
+    return last.sitting + 1 if resumed else last.sitting
 
 
 def _kept(store: dict[str, tuple[Any, Any]], name: str, mark: Hashable, make: Callable[[], T]) -> T:

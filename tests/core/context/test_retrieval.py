@@ -542,3 +542,49 @@ def test_a_strategy_tuned_takes_a_channel_s_weight_or_a_field_by_its_name() -> N
     assert PCM_FUSION.tuned({}) is PCM_FUSION
     with pytest.raises(ValueError, match="unknown recall weight rrf_k, speed"):
         PCM_FUSION.tuned({"speed": 1.0, "rrf_k": 10})
+
+
+def test_when_one_sitting_clearly_holds_the_best_turn_its_other_turns_rise_with_it() -> None:
+    """The lift is the best sitting's lead over the next: a turn from that sitting comes before a
+    turn of equal score from another day, never before the sitting's best turn, which keeps its
+    score (so nothing moves against a note ranked above it); with the lead gone (the best hits
+    spread over sittings) or one sitting only, the channels' order stands."""
+    from app.core.context.retrieval import PCM_FUSION, ChannelRun, fuse
+
+    state = SessionState("s")
+    days = ["2024-01-01T10:00:00", "2024-01-01T10:01:00", "2024-01-02T10:00:00", "2024-01-02T10:01:00"]
+    for n, at in enumerate(days):
+        state.add_message(Message(message_id=f"m{n}", role=Role.USER, content=f"said {n}", at=at,
+                                  author=Author(kind=AuthorKind.USER, id="Ana"), turn_id=f"t{n}"))
+    state.add_note(NoteView("doc", "env", "a note", "2024-01-02T10:00:00"))
+    strategy = PCM_FUSION.model_copy(update={"neighbour_alpha": 0.0, "asking_discount": 0.0, "sentence_match": 0.0,
+                                             "length_prior": 0.0, "sitting_lift": 0.5})
+
+    def fused(hits: list[tuple[str, float]], query: str = "What did Ana say?", lift: float = 0.5) -> dict[str, float]:
+        runs = [ChannelRun(channel="vector", size=5, hits=hits)]
+        plan = strategy.model_copy(update={"sitting_lift": lift})
+        result = fuse(state, RecallRequest(query=query, channel_sizes={}, top_k=5), plan, runs)
+        return {c.id: c.fused for c in result.candidates}
+
+    w = PCM_FUSION.weights["vector"]
+    hits = [("m0", 1.0), ("m2", 0.8), ("m1", 0.5), ("m3", 0.5), ("doc", 0.5)]
+    plain = fused(hits, lift=0.0)
+    lead = plain["m0"] - plain["m2"]  # sitting 0's best over sitting 1's
+    assert lead > 0 and plain["m1"] == plain["m3"] == plain["doc"]
+    lifted = fused(hits)
+    assert lifted["m1"] == pytest.approx(plain["m1"] + 0.5 * lead) and lifted["m1"] > lifted["m3"] == plain["m3"]
+    assert lifted["m0"] == plain["m0"] and lifted["doc"] == plain["doc"]  # the best turn itself stays
+    swapped = [("m1", 1.0), ("m2", 0.8), ("m0", 0.5), ("m3", 0.5)]  # the best turn is m1 now
+    high = fuse(state, RecallRequest(query="What did Ana say?", channel_sizes={}, top_k=5),
+                strategy.model_copy(update={"sitting_lift": 100.0}), [ChannelRun(channel="vector", size=5, hits=swapped)])
+    assert high.kept_ids()[:2] == ["m1", "m0"]  # m0 lifted all the way, still after the sitting's best
+    assert {c.id: c.fused for c in high.candidates}["m0"] == pytest.approx(plain["m0"])
+    assert fused(hits, query="Ana said things") == plain  # the input asks nothing
+    tied = [("m0", 1.0), ("m2", 1.0), ("m1", 0.5), ("m3", 0.5)]
+    assert fused(tied) == fused(tied, lift=0.0)  # no sitting leads
+    alone = SessionState("s")
+    for n in range(2):
+        alone.add_message(Message(message_id=f"m{n}", role=Role.USER, content="x", at=days[n], turn_id=f"t{n}"))
+    one = fuse(alone, RecallRequest(query="What?", channel_sizes={}, top_k=5), strategy,
+               [ChannelRun(channel="vector", size=5, hits=[("m0", 1.0), ("m1", 0.5)])])
+    assert [c.fused for c in one.candidates] == pytest.approx([w, 0.0])  # one sitting: nothing lifted
