@@ -527,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--import", dest="import_file", metavar="FILE", help="canvas: measure this session export instead")
     p.add_argument("--budget", type=int, default=1024, help="build: context budget")
     p.add_argument("--tune", metavar="NAME=W,...", help="build: also build each question with these recall weights "
-                   "(as pcm eval recall --tune), in the same process and alternating order, and report the cost")
+                   "(as pcm eval recall --tune), in the same process and rotating order, and report the cost")
     p.add_argument("--nodes", type=int, default=5000, help="ui: canvas nodes to pan and zoom")
     p.add_argument("--frames", type=int, default=300, help="ui: pan/zoom frames")
     p.add_argument("--burst", type=int, default=0, help="ui: also a burst of N files in a watched folder")

@@ -179,7 +179,8 @@ async def bench_build(
 ) -> dict[str, Any]:
     """Measure build latency per stage at each history size, against the bare vector query. With
     ``tuning`` (``pcm bench build --tune``) each question is also built with those recall weights,
-    in the same process and in alternating order, so a weight's cost is measured without the
+    in the same process, each variant (the preset, no memory or topic channel, the tuning) building
+    a question first for an equal share of the questions, so a weight's cost is measured without the
     machine's swings between runs."""
     lab = engine.lab()
     assert lab.can_search(), "bench build needs the embedder and the search index"
@@ -203,21 +204,27 @@ async def bench_build(
         vector = await _vector_paths(engine, state.session_id, qvecs)
         without: list[float] = []  # the same builds with the memory and topic channels switched off
         tuned: list[float] = []  # and with ``tuning``'s recall weights
-        for k, q in enumerate(qs):
-            # Every other question runs the variants first: the second build of a query finds
-            # what the first warmed (index pages, full-text postings), so a fixed order favours one side.
-            if k % 2:
-                without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
-                if tuning:
-                    tuned.append(await _build_tuned(engine, state.session_id, q, budget, tuning))
-            _, timing = await engine.build(state.session_id, q, budget=budget)  # embeds the query too
+
+        async def preset(q: str) -> None:
+            _, timing = await engine.build(state.session_id, q, budget=budget)
             for key, value in timing.model_dump().items():
                 if value is not None and key.endswith("_ms") and key not in ("first_token_ms", "answer_ms"):
                     stages.setdefault(key, []).append(value)
-            if not k % 2:
-                without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
-                if tuning:
-                    tuned.append(await _build_tuned(engine, state.session_id, q, budget, tuning))
+
+        async def no_memory_topic(q: str) -> None:
+            without.append(await _build_without_memory_topic(engine, state.session_id, q, budget))
+
+        async def with_tuning(q: str) -> None:
+            tuned.append(await _build_tuned(engine, state.session_id, q, budget, tuning or {}))
+
+        variants = [preset, no_memory_topic, *([with_tuning] if tuning else [])]
+        for k, q in enumerate(qs):
+            # Each variant builds a question first for an equal share of the questions: the first
+            # build of a query pays for what the next ones find warm (its embedding, index pages,
+            # full-text postings), so a fixed order favours the later ones.
+            shift = k % len(variants)
+            for build_once in variants[shift:] + variants[:shift]:
+                await build_once(q)
         build = _stats(stages["build_ms"])
         bare_stats = vector["bare_vector_query"]
         report["sizes"][str(n)] = {
